@@ -1,0 +1,74 @@
+# bert — build, test and install.  `make` builds build/bert/core.so;
+# `make test` installs missing system packages, builds, and runs the specs.
+
+LUA          ?= lua5.4
+LUA_VERSION  ?= 5.4
+LUA_INCDIR   ?= /usr/include/lua$(LUA_VERSION)
+OPENBLAS_INC ?= $(shell pkg-config --cflags-only-I openblas 2>/dev/null)
+OPENBLAS_LIB ?= $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
+
+# Install locations (LuaRocks overrides these with its staging tree).
+PREFIX       ?= /usr/local
+LIBDIR       ?= $(PREFIX)/lib/lua/$(LUA_VERSION)
+LUADIR       ?= $(PREFIX)/share/lua/$(LUA_VERSION)
+
+CC           ?= gcc
+CFLAGS       ?= -O3 -march=native
+WARN         := -std=c11 -Wall -Wextra -pedantic -Wshadow -Wstrict-prototypes \
+                -Wmissing-prototypes -Wno-unused-parameter
+BERT_CFLAGS  := $(CFLAGS) $(WARN) -fPIC -fopenmp -D_GNU_SOURCE \
+                -I$(LUA_INCDIR) $(OPENBLAS_INC) -Icsrc
+LIBFLAG      ?= -shared
+LIBS         := $(OPENBLAS_LIB) -lutf8proc -ldl -lm -fopenmp
+
+BUILD        ?= build
+SRCS         := $(wildcard csrc/*.c csrc/*/*.c)
+OBJS         := $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(SRCS))
+MODULE       := $(BUILD)/bert/core.so
+BUSTED       := $(LUA) /usr/bin/busted
+
+.PHONY: all deps test test-asan demo bench install uninstall clean
+
+all: $(MODULE)
+
+$(BUILD)/obj/%.o: csrc/%.c $(wildcard csrc/*.h csrc/*/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(BERT_CFLAGS) -c $< -o $@
+
+$(MODULE): $(OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LIBFLAG) -o $@ $(OBJS) $(LIBS)
+
+deps:
+	@sh tools/deps.sh
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	$(BUSTED) -o plainTerminal spec
+
+# AddressSanitizer + UBSan: a separate build tree; libasan must be preloaded
+# because the host (lua5.4) is not instrumented.
+test-asan: deps
+	@$(MAKE) --no-print-directory all BUILD=build-asan \
+	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	  LIBFLAG="-shared -fsanitize=address,undefined"
+	BERT_BUILD=build-asan ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
+	  LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	  $(BUSTED) -o plainTerminal spec
+
+demo: all
+	$(LUA) tools/demo.lua
+
+bench: all
+	$(LUA) tools/bench_gemm.lua
+
+install: all
+	install -d $(DESTDIR)$(LIBDIR)/bert $(DESTDIR)$(LUADIR)/bert
+	install -m 755 $(MODULE) $(DESTDIR)$(LIBDIR)/bert/core.so
+	cd lua && find bert -name '*.lua' -exec install -D -m 644 {} $(DESTDIR)$(LUADIR)/{} \;
+
+uninstall:
+	rm -rf $(DESTDIR)$(LIBDIR)/bert $(DESTDIR)$(LUADIR)/bert
+
+clean:
+	rm -rf build build-asan

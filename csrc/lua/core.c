@@ -1,0 +1,99 @@
+/*
+** luaopen_bert_core: the C module behind require("bert").  Backend
+** selection and introspection live here; each binding file registers its
+** own functions.
+*/
+#include <string.h>
+#include <time.h>
+#include <omp.h>
+
+#include "lbert.h"
+#include "gemm.h"
+
+#define BERT_VERSION "0.1.0"
+
+static int l_set_num_threads(lua_State *L) {
+  lua_Integer n = luaL_checkinteger(L, 1);
+  if (n < 1 || n > 1024)
+    return luaL_argerror(L, 1, lua_pushfstring(L, "thread count must be in 1..1024, got %I", n));
+  bert_set_num_threads((int)n);
+  bert_gemm_set_num_threads((int)n);
+  return 0;
+}
+
+static int l_get_num_threads(lua_State *L) {
+  lua_pushinteger(L, bert_get_num_threads());
+  return 1;
+}
+
+static int l_set_gemm(lua_State *L) {
+  static const char *const names[] = {"openblas", "onednn", NULL};
+  int p = luaL_checkoption(L, 1, NULL, names);
+  if (bert_gemm_set_provider((bert_gemm_provider)p) != 0)
+    return luaL_error(L, "set_gemm: %s", bert_last_error());
+  return 0;
+}
+
+static int l_gemm_providers(lua_State *L) {
+  lua_newtable(L);
+  int n = 0;
+  for (int p = BERT_GEMM_OPENBLAS; p <= BERT_GEMM_ONEDNN; p++)
+    if (bert_gemm_available((bert_gemm_provider)p)) {
+      lua_pushstring(L, bert_gemm_provider_name((bert_gemm_provider)p));
+      lua_rawseti(L, -2, ++n);
+    }
+  return 1;
+}
+
+static int l_backend_info(lua_State *L) {
+  lua_newtable(L);
+  lua_pushstring(L, bert_gemm_provider_name(bert_gemm_get_provider()));
+  lua_setfield(L, -2, "gemm");
+  l_gemm_providers(L);
+  lua_setfield(L, -2, "gemm_providers");
+  lua_pushstring(L, bert_openblas_corename());
+  lua_setfield(L, -2, "openblas_core");
+  lua_pushinteger(L, bert_openblas_num_threads());
+  lua_setfield(L, -2, "openblas_threads");
+  lua_pushinteger(L, bert_get_num_threads());
+  lua_setfield(L, -2, "threads");
+  lua_pushinteger(L, omp_get_num_procs());
+  lua_setfield(L, -2, "cpus");
+  lua_pushliteral(L, "cpu");
+  lua_setfield(L, -2, "devices");
+  return 1;
+}
+
+static int l_memory_in_use(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)bert_mem_in_use());
+  return 1;
+}
+
+/* Seconds on a monotonic clock, for timing (os.clock sums CPU over threads). */
+static int l_wall_time(lua_State *L) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
+  return 1;
+}
+
+static const luaL_Reg core_funcs[] = {
+  {"wall_time", l_wall_time},
+  {"set_num_threads", l_set_num_threads}, {"get_num_threads", l_get_num_threads},
+  {"set_gemm", l_set_gemm}, {"gemm_providers", l_gemm_providers},
+  {"backend_info", l_backend_info}, {"memory_in_use", l_memory_in_use},
+  {NULL, NULL}
+};
+
+int luaopen_bert_core(lua_State *L);
+
+int luaopen_bert_core(lua_State *L) {
+  bert_gemm_init();
+  luaL_newlib(L, core_funcs);
+  lua_pushliteral(L, BERT_VERSION);
+  lua_setfield(L, -2, "version");
+  lbert_open_tensor(L);
+  lbert_open_io(L);
+  lbert_open_tokenizer(L);
+  return 1;
+}

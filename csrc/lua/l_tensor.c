@@ -1,0 +1,1037 @@
+/*
+** Lua binding of bert.Tensor: a userdata box holding a pointer to a
+** refcounted core tensor.  Dimensions and positions given as Lua numbers
+** are 1-based, negative ones count from the end (-1 is the last); index
+** tensors hold 0-based positions (like token ids).
+*/
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lbert.h"
+#include "ops.h"
+
+/* {====================================================== boxes */
+
+/* Soft limit on C-side tensor bytes before a full Lua collection: the GC
+** cannot see tensor memory, so it is nudged here (torch7's heap tracking). */
+#define GC_FLOOR ((size_t)256 << 20)
+static size_t gc_threshold = GC_FLOOR;
+
+static bert_tensor **newbox(lua_State *L) {
+  size_t used = bert_mem_in_use();
+  if (used > gc_threshold) {
+    lua_gc(L, LUA_GCCOLLECT);
+    used = bert_mem_in_use();
+    gc_threshold = used * 2 > GC_FLOOR ? used * 2 : GC_FLOOR;
+  }
+  bert_tensor **box = (bert_tensor **)lua_newuserdatauv(L, sizeof(bert_tensor *), 0);
+  *box = NULL;   /* safe empty state before anything can fail */
+  luaL_setmetatable(L, BERT_TENSOR_MT);
+  return box;
+}
+
+void lbert_push_tensor(lua_State *L, bert_tensor *t) {
+  bert_tensor **box = newbox(L);
+  *box = t;
+}
+
+bert_tensor *lbert_test_tensor(lua_State *L, int arg) {
+  bert_tensor **box = (bert_tensor **)luaL_testudata(L, arg, BERT_TENSOR_MT);
+  if (box == NULL) return NULL;
+  if (*box == NULL || (*box)->storage == NULL)
+    luaL_argerror(L, arg, "tensor has been freed");
+  return *box;
+}
+
+bert_tensor *lbert_check_tensor(lua_State *L, int arg) {
+  bert_tensor *t = lbert_test_tensor(L, arg);
+  if (t == NULL) luaL_typeerror(L, arg, BERT_TENSOR_MT);
+  return t;
+}
+
+int lbert_core_error(lua_State *L, const char *fname) {
+  const char *msg = bert_last_error();
+  /* the core may already name the op ("add: ..."); keep one prefix, the
+  ** caller's, which is more precise ("add_") */
+  const char *colon = strchr(msg, ':');
+  size_t n = colon ? (size_t)(colon - msg) : 0;
+  if (colon && n > 0 && strncmp(fname, msg, n) == 0 && strchr(fname, ' ') == NULL)
+    return luaL_error(L, "%s:%s", fname, colon + 1);
+  return luaL_error(L, "%s: %s", fname, msg);
+}
+
+/* Pushes a core result, or raises the core's error. */
+static int push_result(lua_State *L, bert_tensor *t, const char *fname) {
+  if (t == NULL) return lbert_core_error(L, fname);
+  lbert_push_tensor(L, t);
+  return 1;
+}
+
+static const char *shape_s(char *buf, size_t n, const bert_tensor *t) {
+  return bert_shape_str(buf, n, t->ndim, t->shape);
+}
+/* }====================================================== */
+
+/* {====================================================== argument helpers */
+
+/* A 1-based (or negative) Lua dim -> 0-based, for a tensor of ndim dims
+** (+extra for unsqueeze, which may address one past the end). */
+static int check_dim(lua_State *L, int arg, int ndim, int extra) {
+  lua_Integer d = luaL_checkinteger(L, arg);
+  int n = ndim + extra;
+  lua_Integer z = d < 0 ? d + n : d - 1;
+  if (z < 0 || z >= n || n == 0)
+    return luaL_argerror(L, arg, lua_pushfstring(L,
+        "dimension %I out of range for a %dD tensor (dims are 1-based, -1 is the last)", d, ndim));
+  return (int)z;
+}
+
+static int opt_dim(lua_State *L, int arg, int ndim, int def) {
+  return lua_isnoneornil(L, arg) ? def : check_dim(L, arg, ndim, 0);
+}
+
+/* A shape from a table {2, 3} or from the integers at arg..top. */
+static int check_shape(lua_State *L, int arg, int64_t *shape) {
+  int n = 0;
+  if (lua_istable(L, arg)) {
+    n = (int)luaL_len(L, arg);
+    if (n > BERT_MAX_DIMS)
+      return luaL_argerror(L, arg, lua_pushfstring(L, "%d dimensions, at most %d supported", n, BERT_MAX_DIMS));
+    for (int i = 0; i < n; i++) {
+      lua_geti(L, arg, i + 1);
+      int ok;
+      lua_Integer v = lua_tointegerx(L, -1, &ok);
+      if (!ok)
+        return luaL_argerror(L, arg, lua_pushfstring(L, "size %d of the shape is %s, expected an integer",
+                                                     i + 1, luaL_tolstring(L, -1, NULL)));
+      shape[i] = v;
+      lua_pop(L, 1);
+    }
+  } else {
+    int top = lua_gettop(L);
+    if (top < arg || !lua_isinteger(L, arg))
+      return luaL_typeerror(L, arg, "shape table or integer sizes");
+    for (int i = arg; i <= top && lua_isinteger(L, i); i++) {
+      if (n >= BERT_MAX_DIMS)
+        return luaL_argerror(L, i, lua_pushfstring(L, "at most %d dimensions supported", BERT_MAX_DIMS));
+      shape[n++] = lua_tointeger(L, i);
+    }
+  }
+  for (int i = 0; i < n; i++)
+    if (shape[i] < 0) {
+      char buf[160];
+      return luaL_argerror(L, arg, lua_pushfstring(L, "size %I of dimension %d is negative in shape %s",
+                           (lua_Integer)shape[i], i + 1, bert_shape_str(buf, sizeof buf, n, shape)));
+    }
+  return n;
+}
+
+/* Number of shape args consumed by check_shape at arg (for trailing options). */
+static int shape_arg_count(lua_State *L, int arg) {
+  if (lua_istable(L, arg)) return 1;
+  int c = 0;
+  while (lua_isinteger(L, arg + c)) c++;
+  return c;
+}
+
+static bert_dtype check_dtype(lua_State *L, int arg, bert_dtype def) {
+  if (lua_isnoneornil(L, arg)) return def;
+  const char *name = luaL_checkstring(L, arg);
+  bert_dtype dt;
+  if (bert_dtype_from_name(name, &dt) != 0)
+    luaL_argerror(L, arg, lua_pushfstring(L, "unknown dtype '%s' (expected 'float32' or 'int32')", name));
+  return dt;
+}
+
+/* Options: a dtype string or a table {dtype = ..., seed = ...}. */
+static bert_dtype opt_dtype_field(lua_State *L, int arg, bert_dtype def) {
+  if (lua_type(L, arg) == LUA_TSTRING) return check_dtype(L, arg, def);
+  if (!lua_istable(L, arg)) {
+    if (!lua_isnoneornil(L, arg)) luaL_typeerror(L, arg, "dtype string or options table");
+    return def;
+  }
+  lua_getfield(L, arg, "dtype");
+  bert_dtype dt = def;
+  if (!lua_isnil(L, -1)) {
+    const char *name = lua_tostring(L, -1);
+    if (name == NULL || bert_dtype_from_name(name, &dt) != 0)
+      luaL_argerror(L, arg, lua_pushfstring(L, "unknown dtype '%s' (expected 'float32' or 'int32')",
+                                            luaL_tolstring(L, -1, NULL)));
+  }
+  lua_pop(L, 1);
+  return dt;
+}
+
+/* A tensor argument, or a number turned into a 0-d tensor (int32 for Lua
+** integers, float32 otherwise).  The caller releases the result. */
+static bert_tensor *tensor_or_scalar(lua_State *L, int arg, const char *fname) {
+  bert_tensor *t = lbert_test_tensor(L, arg);
+  if (t) { bert_tensor_retain(t); return t; }
+  if (lua_type(L, arg) != LUA_TNUMBER)
+    luaL_typeerror(L, arg, "bert.Tensor or number");
+  int is_int = lua_isinteger(L, arg);
+  lua_Integer iv = is_int ? lua_tointeger(L, arg) : 0;
+  if (is_int && (iv > INT32_MAX || iv < INT32_MIN)) is_int = 0;
+  bert_tensor *s = bert_tensor_empty(is_int ? BERT_I32 : BERT_F32, 0, NULL);
+  if (s == NULL) lbert_core_error(L, fname);
+  if (is_int) bert_i32(s)[0] = (int32_t)iv;
+  else bert_f32(s)[0] = (float)lua_tonumber(L, arg);
+  return s;
+}
+/* }====================================================== */
+
+/* {====================================================== construction */
+
+/* Walks the first elements to find the shape of a nested table. */
+static int nested_shape(lua_State *L, int idx, int64_t *shape) {
+  int n = 0;
+  lua_pushvalue(L, idx);
+  while (lua_istable(L, -1)) {
+    if (n >= BERT_MAX_DIMS) luaL_error(L, "tensor: nested table deeper than %d levels", BERT_MAX_DIMS);
+    shape[n++] = (int64_t)luaL_len(L, -1);
+    lua_geti(L, -1, 1);
+    lua_remove(L, -2);
+  }
+  lua_pop(L, 1);
+  return n;
+}
+
+static void path_str(char *buf, size_t size, const int64_t *path, int depth) {
+  size_t k = (size_t)snprintf(buf, size, "{");
+  for (int i = 0; i < depth && k < size; i++)
+    k += (size_t)snprintf(buf + k, size - k, i ? ",%lld" : "%lld", (long long)path[i] + 1);
+  if (k < size) snprintf(buf + k, size - k, "}");
+}
+
+/* Copies the nested table at the top of the stack into t, checking it is
+** rectangular.  pos is the running flat index. */
+static void fill_nested(lua_State *L, bert_tensor *t, int depth, int64_t *path, int64_t *pos) {
+  char where[128];
+  if (depth == t->ndim) {
+    int ok;
+    lua_Number v = lua_tonumberx(L, -1, &ok);
+    if (!ok || lua_type(L, -1) != LUA_TNUMBER) {
+      path_str(where, sizeof where, path, depth);
+      luaL_error(L, "tensor: element at %s is a %s, expected a number", where, luaL_typename(L, -1));
+    }
+    if (t->dtype == BERT_F32) bert_f32(t)[*pos] = (float)v;
+    else {
+      if (!lua_isinteger(L, -1) && v != floor(v)) {
+        path_str(where, sizeof where, path, depth);
+        luaL_error(L, "tensor: element at %s is %f, not an integer, for an int32 tensor", where, v);
+      }
+      if (v > INT32_MAX || v < INT32_MIN) {
+        path_str(where, sizeof where, path, depth);
+        luaL_error(L, "tensor: element at %s (%f) does not fit int32", where, v);
+      }
+      bert_i32(t)[*pos] = (int32_t)v;
+    }
+    (*pos)++;
+    return;
+  }
+  if (!lua_istable(L, -1)) {
+    path_str(where, sizeof where, path, depth);
+    luaL_error(L, "tensor: ragged nested table: element at %s is a %s, expected a table of %I",
+               where, luaL_typename(L, -1), (lua_Integer)t->shape[depth]);
+  }
+  int64_t len = (int64_t)luaL_len(L, -1);
+  if (len != t->shape[depth]) {
+    path_str(where, sizeof where, path, depth);
+    luaL_error(L, "tensor: ragged nested table: row at %s has %I elements, expected %I",
+               where, (lua_Integer)len, (lua_Integer)t->shape[depth]);
+  }
+  luaL_checkstack(L, 4, "tensor: nesting too deep");
+  for (int64_t i = 0; i < len; i++) {
+    path[depth] = i;
+    lua_geti(L, -1, (lua_Integer)i + 1);
+    fill_nested(L, t, depth + 1, path, pos);
+    lua_pop(L, 1);
+  }
+}
+
+static int l_tensor(lua_State *L) {
+  bert_dtype dt = check_dtype(L, 2, BERT_F32);
+  int64_t shape[BERT_MAX_DIMS];
+  int nd = 0;
+  if (lua_type(L, 1) == LUA_TNUMBER) nd = 0;
+  else if (lua_istable(L, 1)) nd = nested_shape(L, 1, shape);
+  else return luaL_typeerror(L, 1, "nested table or number");
+  bert_tensor **box = newbox(L);   /* owns the tensor even if filling raises */
+  *box = bert_tensor_empty(dt, nd, shape);
+  if (*box == NULL) return lbert_core_error(L, "tensor");
+  int64_t path[BERT_MAX_DIMS] = {0}, pos = 0;
+  lua_pushvalue(L, 1);
+  fill_nested(L, *box, 0, path, &pos);
+  lua_pop(L, 1);
+  return 1;
+}
+
+/* zeros, ones, full(shape, value), empty: shape, then dtype or options */
+typedef enum { FILL_ZEROS, FILL_ONES, FILL_VALUE, FILL_NONE } fill_kind;
+
+static int filled(lua_State *L, const char *fname, fill_kind kind) {
+  int64_t shape[BERT_MAX_DIMS];
+  int nd = check_shape(L, 1, shape);
+  int next = 1 + shape_arg_count(L, 1);
+  double value = kind == FILL_ONES ? 1 : 0;
+  if (kind == FILL_VALUE) value = luaL_checknumber(L, next++);
+  bert_dtype dt = opt_dtype_field(L, next, BERT_F32);
+  bert_tensor **box = newbox(L);
+  /* empty() is zeroed too: uninitialised memory would make results depend on luck */
+  *box = (kind == FILL_ZEROS || kind == FILL_NONE) ? bert_tensor_new(dt, nd, shape)
+                                                   : bert_tensor_empty(dt, nd, shape);
+  if (*box == NULL) return lbert_core_error(L, fname);
+  if (kind == FILL_ONES || kind == FILL_VALUE) bert_fill_(*box, value);
+  return 1;
+}
+
+static int l_zeros(lua_State *L) { return filled(L, "zeros", FILL_ZEROS); }
+static int l_ones(lua_State *L) { return filled(L, "ones", FILL_ONES); }
+static int l_full(lua_State *L) { return filled(L, "full", FILL_VALUE); }
+static int l_empty(lua_State *L) { return filled(L, "empty", FILL_NONE); }
+
+static int l_arange(lua_State *L) {
+  double start = 0, stop, step = 1;
+  int n = 0;
+  while (lua_type(L, n + 1) == LUA_TNUMBER) n++;
+  if (n == 0) return luaL_typeerror(L, 1, "number");
+  if (n == 1) stop = lua_tonumber(L, 1);
+  else { start = lua_tonumber(L, 1); stop = lua_tonumber(L, 2); if (n >= 3) step = lua_tonumber(L, 3); }
+  int all_int = 1;
+  for (int i = 1; i <= n && i <= 3; i++) all_int &= lua_isinteger(L, i);
+  bert_dtype dt = opt_dtype_field(L, (n > 3 ? 3 : n) + 1, all_int ? BERT_I32 : BERT_F32);
+  return push_result(L, bert_arange(start, stop, step, dt), "arange");
+}
+
+static int l_eye(lua_State *L) {
+  lua_Integer n = luaL_checkinteger(L, 1);
+  int next = 2;
+  lua_Integer m = n;
+  if (lua_isinteger(L, 2)) { m = lua_tointeger(L, 2); next = 3; }
+  if (n < 0 || m < 0)
+    return luaL_error(L, "eye: sizes must be non-negative, got %I x %I", n, m);
+  bert_dtype dt = opt_dtype_field(L, next, BERT_F32);
+  return push_result(L, bert_eye(n, m, dt), "eye");
+}
+
+/* The default generator: a seed and a counter advanced by every draw, so
+** successive unseeded calls give fresh numbers and manual_seed replays them. */
+static uint64_t global_seed = 0x5eed;
+static uint64_t global_offset = 0;
+
+static int l_manual_seed(lua_State *L) {
+  global_seed = (uint64_t)luaL_checkinteger(L, 1);
+  global_offset = 0;
+  return 0;
+}
+
+static int random_fill(lua_State *L, const char *fname, bert_rand_kind kind, int shape_arg,
+                       double a, double b, bert_dtype def) {
+  int64_t shape[BERT_MAX_DIMS];
+  int nd = check_shape(L, shape_arg, shape);
+  int opt = shape_arg + shape_arg_count(L, shape_arg);
+  bert_dtype dt = opt_dtype_field(L, opt, def);
+  uint64_t seed = global_seed, offset = 0;
+  int seeded = 0;
+  if (lua_istable(L, opt)) {
+    if (lua_getfield(L, opt, "seed") != LUA_TNIL) {
+      int ok;
+      seed = (uint64_t)lua_tointegerx(L, -1, &ok);
+      if (!ok) return luaL_argerror(L, opt, "seed must be an integer");
+      seeded = 1;
+    }
+    lua_pop(L, 1);
+    if (kind != BERT_RAND_INT) {
+      const char *lo = kind == BERT_RAND_NORMAL ? "mean" : "low";
+      const char *hi = kind == BERT_RAND_NORMAL ? "std" : "high";
+      if (lua_getfield(L, opt, lo) != LUA_TNIL) a = luaL_checknumber(L, -1);
+      if (lua_getfield(L, opt, hi) != LUA_TNIL) b = luaL_checknumber(L, -1);
+      lua_pop(L, 2);
+    }
+  }
+  bert_tensor **box = newbox(L);
+  *box = bert_tensor_empty(dt, nd, shape);
+  if (*box == NULL) return lbert_core_error(L, fname);
+  if (!seeded) { offset = global_offset; global_offset += (uint64_t)bert_numel(*box); }
+  if (bert_fill_random(*box, kind, seed, offset, a, b) != 0) return lbert_core_error(L, fname);
+  return 1;
+}
+
+static int l_rand(lua_State *L) { return random_fill(L, "rand", BERT_RAND_UNIFORM, 1, 0, 1, BERT_F32); }
+static int l_randn(lua_State *L) { return random_fill(L, "randn", BERT_RAND_NORMAL, 1, 0, 1, BERT_F32); }
+
+static int l_randint(lua_State *L) {
+  lua_Integer lo = luaL_checkinteger(L, 1), hi = luaL_checkinteger(L, 2);
+  if (hi <= lo)
+    return luaL_error(L, "randint: empty range [%I, %I): high must exceed low", lo, hi);
+  if (lo < INT32_MIN || hi - 1 > INT32_MAX)
+    return luaL_error(L, "randint: range [%I, %I) does not fit int32", lo, hi);
+  return random_fill(L, "randint", BERT_RAND_INT, 3, (double)lo, (double)hi, BERT_I32);
+}
+/* }====================================================== */
+
+/* {====================================================== inspection */
+
+static int m_shape(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  lua_createtable(L, t->ndim, 0);
+  for (int i = 0; i < t->ndim; i++) { lua_pushinteger(L, t->shape[i]); lua_rawseti(L, -2, i + 1); }
+  return 1;
+}
+
+static int m_size(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  if (lua_isnoneornil(L, 2)) return m_shape(L);
+  int d = check_dim(L, 2, t->ndim, 0);
+  lua_pushinteger(L, t->shape[d]);
+  return 1;
+}
+
+static int m_stride(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  lua_createtable(L, t->ndim, 0);
+  for (int i = 0; i < t->ndim; i++) { lua_pushinteger(L, t->stride[i]); lua_rawseti(L, -2, i + 1); }
+  return 1;
+}
+
+static int m_dim(lua_State *L) { lua_pushinteger(L, lbert_check_tensor(L, 1)->ndim); return 1; }
+static int m_numel(lua_State *L) { lua_pushinteger(L, bert_numel(lbert_check_tensor(L, 1))); return 1; }
+static int m_dtype(lua_State *L) { lua_pushstring(L, bert_dtype_name(lbert_check_tensor(L, 1)->dtype)); return 1; }
+static int m_device(lua_State *L) { lbert_check_tensor(L, 1); lua_pushliteral(L, "cpu"); return 1; }
+static int m_is_contiguous(lua_State *L) { lua_pushboolean(L, bert_is_contiguous(lbert_check_tensor(L, 1))); return 1; }
+
+static void push_elem(lua_State *L, const bert_tensor *t, int64_t flat) {
+  double v = bert_get_flat(t, flat);
+  if (t->dtype == BERT_I32) lua_pushinteger(L, (lua_Integer)v);
+  else lua_pushnumber(L, v);
+}
+
+static int m_item(lua_State *L) {
+  char b[160];
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  if (bert_numel(t) != 1)
+    return luaL_error(L, "item: tensor %s has %I elements, expected exactly 1",
+                      shape_s(b, sizeof b, t), (lua_Integer)bert_numel(t));
+  push_elem(L, t, 0);
+  return 1;
+}
+
+/* Element access with 1-based positions: t:get(i, j, ...) and t:set(v, i, j, ...). */
+static int64_t element_offset(lua_State *L, bert_tensor *t, int first, const char *fname) {
+  char b[160];
+  int n = lua_gettop(L) - first + 1;
+  if (n != t->ndim)
+    return luaL_error(L, "%s: %d positions given for a %dD tensor %s", fname, n < 0 ? 0 : n,
+                      t->ndim, shape_s(b, sizeof b, t));
+  int64_t off = t->offset;
+  for (int d = 0; d < t->ndim; d++) {
+    lua_Integer i = luaL_checkinteger(L, first + d);
+    if (i < 0) i += t->shape[d] + 1;
+    if (i < 1 || i > t->shape[d])
+      return luaL_error(L, "%s: position %I out of range 1..%I for dimension %d of %s", fname,
+                        lua_tointeger(L, first + d), (lua_Integer)t->shape[d], d + 1, shape_s(b, sizeof b, t));
+    off += (i - 1) * t->stride[d];
+  }
+  return off;
+}
+
+static int m_get(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  int64_t off = element_offset(L, t, 2, "get");
+  if (t->dtype == BERT_F32) lua_pushnumber(L, ((float *)t->storage->data)[off]);
+  else lua_pushinteger(L, ((int32_t *)t->storage->data)[off]);
+  return 1;
+}
+
+static int m_set(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  lua_Number v = luaL_checknumber(L, 2);
+  int64_t off = element_offset(L, t, 3, "set");
+  if (t->dtype == BERT_F32) ((float *)t->storage->data)[off] = (float)v;
+  else {
+    if (v != floor(v) || v > INT32_MAX || v < INT32_MIN)
+      return luaL_error(L, "set: value %f does not fit an int32 tensor", v);
+    ((int32_t *)t->storage->data)[off] = (int32_t)v;
+  }
+  lua_settop(L, 1);
+  return 1;
+}
+
+static void totable_rec(lua_State *L, const bert_tensor *t, int d, int64_t off) {
+  luaL_checkstack(L, 3, "totable");
+  lua_createtable(L, (int)t->shape[d], 0);
+  for (int64_t i = 0; i < t->shape[d]; i++) {
+    int64_t o = off + i * t->stride[d];
+    if (d == t->ndim - 1) {
+      if (t->dtype == BERT_F32) lua_pushnumber(L, ((float *)t->storage->data)[o]);
+      else lua_pushinteger(L, ((int32_t *)t->storage->data)[o]);
+    } else totable_rec(L, t, d + 1, o);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+}
+
+static int m_totable(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  if (t->ndim == 0) push_elem(L, t, 0);
+  else totable_rec(L, t, 0, t->offset);
+  return 1;
+}
+
+/* tostring: values (first and last 3 of each dim past 1000 elements),
+** then shape and dtype. */
+static void format_value(char *buf, size_t n, const bert_tensor *t, int64_t off, int ints) {
+  if (t->dtype == BERT_I32) snprintf(buf, n, "%d", ((int32_t *)t->storage->data)[off]);
+  else {
+    float v = ((float *)t->storage->data)[off];
+    if (ints) snprintf(buf, n, "%.0f", v);
+    else snprintf(buf, n, "%.4f", v);
+  }
+}
+
+typedef struct { luaL_Buffer *b; const bert_tensor *t; int summarize, width, ints; } printer;
+
+static void print_rec(printer *p, int d, int64_t off, int indent) {
+  const bert_tensor *t = p->t;
+  int64_t n = t->shape[d];
+  luaL_addchar(p->b, '[');
+  for (int64_t i = 0; i < n; i++) {
+    if (p->summarize && n > 6 && i == 3) {
+      luaL_addstring(p->b, d == t->ndim - 1 ? "..., " : "...,\n");
+      if (d < t->ndim - 1) for (int k = 0; k <= indent; k++) luaL_addchar(p->b, ' ');
+      i = n - 3;
+    }
+    int64_t o = off + i * t->stride[d];
+    if (d == t->ndim - 1) {
+      char v[64];
+      format_value(v, sizeof v, t, o, p->ints);
+      char cell[80];
+      snprintf(cell, sizeof cell, "%*s", p->width, v);
+      luaL_addstring(p->b, cell);
+    } else print_rec(p, d + 1, o, indent + 1);
+    if (i + 1 < n) {
+      luaL_addchar(p->b, ',');
+      if (d == t->ndim - 1) luaL_addchar(p->b, ' ');
+      else {
+        luaL_addchar(p->b, '\n');
+        for (int k = 0; k <= indent; k++) luaL_addchar(p->b, ' ');
+      }
+    }
+  }
+  luaL_addchar(p->b, ']');
+}
+
+static int m_tostring(lua_State *L) {
+  bert_tensor **box = (bert_tensor **)luaL_checkudata(L, 1, BERT_TENSOR_MT);
+  bert_tensor *t = *box;
+  char sb[160];
+  if (t == NULL || t->storage == NULL) { lua_pushliteral(L, "bert.Tensor (freed)"); return 1; }
+  int64_t numel = bert_numel(t);
+  printer p = {NULL, t, numel > 1000, 1, 1};
+  /* width of the widest shown value, and whether floats are all integral */
+  for (int64_t i = 0; i < numel; i++) {
+    if (p.summarize && i >= 2000) break;
+    double v = bert_get_flat(t, i);
+    if (t->dtype == BERT_F32 && (v != floor(v) || fabs(v) >= 1e7)) p.ints = 0;
+  }
+  for (int64_t i = 0; i < numel && i < 2000; i++) {
+    char v[64];
+    format_value(v, sizeof v, t, bert_flat_offset(t, i), p.ints);
+    int w = (int)strlen(v);
+    if (w > p.width) p.width = w;
+  }
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  p.b = &b;
+  if (t->ndim == 0) {
+    char v[64];
+    format_value(v, sizeof v, t, t->offset, p.ints);
+    luaL_addstring(&b, v);
+  } else if (numel > 0) print_rec(&p, 0, t->offset, 0);
+  else luaL_addstring(&b, "[]");
+  char tail[256];
+  snprintf(tail, sizeof tail, "\nbert.Tensor %s %s", shape_s(sb, sizeof sb, t), bert_dtype_name(t->dtype));
+  luaL_addstring(&b, tail);
+  luaL_pushresult(&b);
+  return 1;
+}
+
+static int m_len(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  lua_pushinteger(L, t->ndim ? t->shape[0] : 0);
+  return 1;
+}
+
+/* One idempotent release for __gc, __close and t:free(). */
+static int m_free(lua_State *L) {
+  bert_tensor **box = (bert_tensor **)luaL_checkudata(L, 1, BERT_TENSOR_MT);
+  if (*box) {
+    bert_tensor_release(*box);
+    *box = NULL;
+  }
+  return 0;
+}
+/* }====================================================== */
+
+/* {====================================================== views */
+
+static int m_view(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  int64_t shape[BERT_MAX_DIMS];
+  int nd;
+  if (lua_istable(L, 2)) {
+    nd = (int)luaL_len(L, 2);
+    if (nd > BERT_MAX_DIMS) return luaL_argerror(L, 2, "too many dimensions");
+    for (int i = 0; i < nd; i++) {
+      lua_geti(L, 2, i + 1);
+      int ok;
+      shape[i] = lua_tointegerx(L, -1, &ok);
+      if (!ok) return luaL_argerror(L, 2, "sizes must be integers");
+      lua_pop(L, 1);
+    }
+  } else {
+    nd = lua_gettop(L) - 1;
+    if (nd > BERT_MAX_DIMS) return luaL_argerror(L, 2, "too many dimensions");
+    for (int i = 0; i < nd; i++) shape[i] = luaL_checkinteger(L, i + 2);
+  }
+  return push_result(L, bert_view(t, nd, shape), "view");
+}
+
+/* reshape: a view when the strides allow it, otherwise a copy. */
+static int m_reshape(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  if (!bert_is_contiguous(t)) {
+    bert_tensor *c = bert_clone(t);
+    if (c == NULL) return lbert_core_error(L, "reshape");
+    lbert_push_tensor(L, c);
+    lua_replace(L, 1);
+  }
+  int r = m_view(L);
+  (void)r;
+  return 1;
+}
+
+static int m_transpose(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  int d0, d1;
+  if (lua_isnoneornil(L, 2) && t->ndim == 2) { d0 = 0; d1 = 1; }
+  else { d0 = check_dim(L, 2, t->ndim, 0); d1 = check_dim(L, 3, t->ndim, 0); }
+  return push_result(L, bert_transpose(t, d0, d1), "transpose");
+}
+
+static int m_permute(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  int perm[BERT_MAX_DIMS];
+  int n = lua_istable(L, 2) ? (int)luaL_len(L, 2) : lua_gettop(L) - 1;
+  if (n != t->ndim) {
+    char b[160];
+    return luaL_error(L, "permute: %d dims given for a %dD tensor %s", n, t->ndim, shape_s(b, sizeof b, t));
+  }
+  for (int i = 0; i < n; i++) {
+    if (lua_istable(L, 2)) { lua_geti(L, 2, i + 1); perm[i] = check_dim(L, -1, t->ndim, 0); lua_pop(L, 1); }
+    else perm[i] = check_dim(L, i + 2, t->ndim, 0);
+  }
+  return push_result(L, bert_permute(t, perm), "permute");
+}
+
+static int m_narrow(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  int d = check_dim(L, 2, t->ndim, 0);
+  lua_Integer start = luaL_checkinteger(L, 3), len = luaL_checkinteger(L, 4);
+  if (start < 0) start += t->shape[d] + 1;
+  return push_result(L, bert_narrow(t, d, start - 1, len), "narrow");
+}
+
+static int m_select(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  int d = check_dim(L, 2, t->ndim, 0);
+  lua_Integer i = luaL_checkinteger(L, 3);
+  if (i < 0) i += t->shape[d] + 1;
+  return push_result(L, bert_select(t, d, i - 1), "select");
+}
+
+static int m_squeeze(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  int d = lua_isnoneornil(L, 2) ? -1 : check_dim(L, 2, t->ndim, 0);
+  return push_result(L, bert_squeeze(t, d), "squeeze");
+}
+
+static int m_unsqueeze(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  int d = check_dim(L, 2, t->ndim, 1);
+  return push_result(L, bert_unsqueeze(t, d), "unsqueeze");
+}
+
+static int m_expand(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  int64_t shape[BERT_MAX_DIMS];
+  int nd;
+  if (lua_istable(L, 2)) {
+    nd = (int)luaL_len(L, 2);
+    if (nd > BERT_MAX_DIMS) return luaL_argerror(L, 2, "too many dimensions");
+    for (int i = 0; i < nd; i++) { lua_geti(L, 2, i + 1); shape[i] = luaL_checkinteger(L, -1); lua_pop(L, 1); }
+  } else {
+    nd = lua_gettop(L) - 1;
+    if (nd > BERT_MAX_DIMS) return luaL_argerror(L, 2, "too many dimensions");
+    for (int i = 0; i < nd; i++) shape[i] = luaL_checkinteger(L, i + 2);
+  }
+  return push_result(L, bert_expand(t, nd, shape), "expand");
+}
+
+static int m_contiguous(lua_State *L) {
+  return push_result(L, bert_contiguous(lbert_check_tensor(L, 1)), "contiguous");
+}
+
+static int m_clone(lua_State *L) { return push_result(L, bert_clone(lbert_check_tensor(L, 1)), "clone"); }
+
+static int m_copy_(lua_State *L) {
+  bert_tensor *dst = lbert_check_tensor(L, 1), *src = lbert_check_tensor(L, 2);
+  if (bert_has_overlap(dst)) return luaL_error(L, "copy_: cannot write into an expanded tensor");
+  if (bert_copy_(dst, src) != 0) return lbert_core_error(L, "copy_");
+  lua_settop(L, 1);
+  return 1;
+}
+
+/* t:to(dtype) converts; t:to("cpu") is t itself (the Vulkan backend adds devices). */
+static int m_to(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  const char *what = luaL_checkstring(L, 2);
+  bert_dtype dt;
+  if (strcmp(what, "cpu") == 0) { lua_settop(L, 1); return 1; }
+  if (bert_dtype_from_name(what, &dt) == 0) {
+    if (dt == t->dtype) { lua_settop(L, 1); return 1; }
+    return push_result(L, bert_to_dtype(t, dt), "to");
+  }
+  if (strcmp(what, "vulkan") == 0)
+    return luaL_error(L, "to: the Vulkan backend is not available in this build");
+  return luaL_argerror(L, 2, lua_pushfstring(L, "unknown device or dtype '%s'", what));
+}
+
+static int m_float(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  if (t->dtype == BERT_F32) { lua_settop(L, 1); return 1; }
+  return push_result(L, bert_to_dtype(t, BERT_F32), "float");
+}
+
+static int m_int(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  if (t->dtype == BERT_I32) { lua_settop(L, 1); return 1; }
+  return push_result(L, bert_to_dtype(t, BERT_I32), "int");
+}
+
+/* split(size_or_sizes, dim): views of consecutive pieces along dim. */
+static int m_split(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  int d = opt_dim(L, 3, t->ndim, 0);
+  if (t->ndim == 0) return luaL_error(L, "split: cannot split a 0-d tensor");
+  int64_t total = t->shape[d];
+  lua_newtable(L);
+  int out = lua_gettop(L);
+  int64_t at = 0;
+  int k = 0;
+  if (lua_istable(L, 2)) {
+    lua_Integer n = luaL_len(L, 2), sum = 0;
+    for (lua_Integer i = 1; i <= n; i++) {
+      lua_geti(L, 2, i);
+      lua_Integer s = lua_tointeger(L, -1);
+      lua_pop(L, 1);
+      if (s < 0) return luaL_error(L, "split: size %I at position %I is negative", s, i);
+      sum += s;
+    }
+    if (sum != total)
+      return luaL_error(L, "split: sizes add up to %I but dimension %d has size %I", sum, d + 1,
+                        (lua_Integer)total);
+    for (lua_Integer i = 1; i <= n; i++) {
+      lua_geti(L, 2, i);
+      int64_t s = lua_tointeger(L, -1);
+      lua_pop(L, 1);
+      bert_tensor *v = bert_narrow(t, d, at, s);
+      if (v == NULL) return lbert_core_error(L, "split");
+      lbert_push_tensor(L, v);
+      lua_rawseti(L, out, ++k);
+      at += s;
+    }
+  } else {
+    lua_Integer s = luaL_checkinteger(L, 2);
+    if (s <= 0) return luaL_argerror(L, 2, lua_pushfstring(L, "split size must be positive, got %I", s));
+    while (at < total || (total == 0 && k == 0)) {
+      int64_t len = total - at < s ? total - at : s;
+      bert_tensor *v = bert_narrow(t, d, at, len);
+      if (v == NULL) return lbert_core_error(L, "split");
+      lbert_push_tensor(L, v);
+      lua_rawseti(L, out, ++k);
+      at += len;
+      if (total == 0) break;
+    }
+  }
+  return 1;
+}
+/* }====================================================== */
+
+/* {====================================================== math */
+
+static int binary(lua_State *L, bert_binop op, int inplace) {
+  const char *name = bert_binop_name(op);
+  char fname[32];
+  snprintf(fname, sizeof fname, "%s%s", name, inplace ? "_" : "");
+  /* operators may put the number first: 2 - t */
+  if (!inplace && !lbert_test_tensor(L, 1) && !lbert_test_tensor(L, 2))
+    return luaL_typeerror(L, 1, BERT_TENSOR_MT);
+  bert_tensor *dst = inplace ? lbert_check_tensor(L, 1) : NULL;
+  double alpha = 1;
+  if ((op == BERT_ADD || op == BERT_SUB) && !lua_isnoneornil(L, 3)) alpha = luaL_checknumber(L, 3);
+  bert_tensor *a = tensor_or_scalar(L, 1, fname);
+  if (lua_type(L, 2) != LUA_TNUMBER && !lbert_test_tensor(L, 2)) {
+    bert_tensor_release(a);
+    return luaL_typeerror(L, 2, "bert.Tensor or number");
+  }
+  bert_tensor *b = tensor_or_scalar(L, 2, fname);
+  bert_tensor *r = bert_binary(op, a, b, alpha, dst);
+  bert_tensor_release(a);
+  bert_tensor_release(b);
+  if (r == NULL) return lbert_core_error(L, fname);
+  if (inplace) { bert_tensor_release(r); lua_settop(L, 1); return 1; }
+  lbert_push_tensor(L, r);
+  return 1;
+}
+
+#define BINARY(NAME, OP) \
+  static int m_##NAME(lua_State *L) { return binary(L, OP, 0); } \
+  static int m_##NAME##_(lua_State *L) { return binary(L, OP, 1); }
+BINARY(add, BERT_ADD)
+BINARY(sub, BERT_SUB)
+BINARY(mul, BERT_MUL)
+BINARY(div, BERT_DIV)
+BINARY(pow, BERT_POW)
+BINARY(maximum, BERT_MAXIMUM)
+BINARY(minimum, BERT_MINIMUM)
+BINARY(eq, BERT_EQ)
+BINARY(ne, BERT_NE)
+BINARY(lt, BERT_LT)
+BINARY(le, BERT_LE)
+BINARY(gt, BERT_GT)
+BINARY(ge, BERT_GE)
+#undef BINARY
+
+static int unary(lua_State *L, bert_unop op, int inplace) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  char fname[32];
+  snprintf(fname, sizeof fname, "%s%s", bert_unop_name(op), inplace ? "_" : "");
+  bert_tensor *r = bert_unary(op, t, inplace ? t : NULL);
+  if (r == NULL) return lbert_core_error(L, fname);
+  if (inplace) { bert_tensor_release(r); lua_settop(L, 1); return 1; }
+  lbert_push_tensor(L, r);
+  return 1;
+}
+
+#define UNARY(NAME, OP) \
+  static int m_##NAME(lua_State *L) { return unary(L, OP, 0); } \
+  static int m_##NAME##_(lua_State *L) { return unary(L, OP, 1); }
+UNARY(neg, BERT_NEG)
+UNARY(exp, BERT_EXP)
+UNARY(log, BERT_LOG)
+UNARY(sqrt, BERT_SQRT)
+UNARY(rsqrt, BERT_RSQRT)
+UNARY(tanh, BERT_TANH)
+UNARY(sigmoid, BERT_SIGMOID)
+UNARY(relu, BERT_RELU)
+UNARY(abs, BERT_ABS)
+UNARY(erf, BERT_ERF)
+#undef UNARY
+
+/* gelu(approximate): "none" (exact erf, BERT's) or "tanh" (gelu_new). */
+static int gelu(lua_State *L, int inplace) {
+  static const char *const modes[] = {"none", "tanh", NULL};
+  int mode = luaL_checkoption(L, 2, "none", modes);
+  lua_settop(L, 1);
+  return unary(L, mode ? BERT_GELU_TANH : BERT_GELU, inplace);
+}
+static int m_gelu(lua_State *L) { return gelu(L, 0); }
+static int m_gelu_(lua_State *L) { return gelu(L, 1); }
+
+static int m_unm(lua_State *L) { lua_settop(L, 1); return unary(L, BERT_NEG, 0); }
+
+static int masked_fill(lua_State *L, int inplace) {
+  bert_tensor *t = lbert_check_tensor(L, 1), *mask = lbert_check_tensor(L, 2);
+  double v = luaL_checknumber(L, 3);
+  const char *fname = inplace ? "masked_fill_" : "masked_fill";
+  bert_tensor *r = bert_masked_fill(t, mask, v, inplace ? t : NULL);
+  if (r == NULL) return lbert_core_error(L, fname);
+  if (inplace) { bert_tensor_release(r); lua_settop(L, 1); return 1; }
+  lbert_push_tensor(L, r);
+  return 1;
+}
+static int m_masked_fill(lua_State *L) { return masked_fill(L, 0); }
+static int m_masked_fill_(lua_State *L) { return masked_fill(L, 1); }
+
+static int m_fill_(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  double v = luaL_checknumber(L, 2);
+  if (bert_has_overlap(t)) return luaL_error(L, "fill_: cannot write into an expanded tensor");
+  bert_fill_(t, v);
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int m_zero_(lua_State *L) { lua_settop(L, 1); lua_pushinteger(L, 0); return m_fill_(L); }
+
+static int l_where(lua_State *L) {
+  bert_tensor *c = lbert_check_tensor(L, 1);
+  bert_tensor *a = tensor_or_scalar(L, 2, "where");
+  bert_tensor *b = tensor_or_scalar(L, 3, "where");
+  bert_tensor *r = bert_where(c, a, b);
+  bert_tensor_release(a);
+  bert_tensor_release(b);
+  return push_result(L, r, "where");
+}
+
+/* reductions: t:sum([dim [, keepdim]]) */
+static int reduce(lua_State *L, bert_redop op, const char *fname) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  int d = lua_isnoneornil(L, 2) ? -1 : check_dim(L, 2, t->ndim, 0);
+  int keepdim = lua_toboolean(L, 3);
+  int correction = 1;
+  if (op == BERT_VAR && !lua_isnoneornil(L, 4)) correction = (int)luaL_checkinteger(L, 4);
+  bert_tensor *idx = NULL;
+  int want_idx = d >= 0 && (op == BERT_MAX || op == BERT_MIN);
+  bert_tensor *r = bert_reduce(op, t, d, keepdim, correction, want_idx ? &idx : NULL);
+  if (r == NULL) return lbert_core_error(L, fname);
+  lbert_push_tensor(L, r);
+  if (want_idx) { lbert_push_tensor(L, idx); return 2; }
+  return 1;
+}
+static int m_sum(lua_State *L) { return reduce(L, BERT_SUM, "sum"); }
+static int m_mean(lua_State *L) { return reduce(L, BERT_MEAN, "mean"); }
+static int m_max(lua_State *L) { return reduce(L, BERT_MAX, "max"); }
+static int m_min(lua_State *L) { return reduce(L, BERT_MIN, "min"); }
+static int m_argmax(lua_State *L) { return reduce(L, BERT_ARGMAX, "argmax"); }
+static int m_argmin(lua_State *L) { return reduce(L, BERT_ARGMIN, "argmin"); }
+static int m_var(lua_State *L) { return reduce(L, BERT_VAR, "var"); }
+
+static int softmax(lua_State *L, int log_space) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  const char *fname = log_space ? "log_softmax" : "softmax";
+  if (t->ndim == 0) return luaL_error(L, "%s: needs at least 1 dimension", fname);
+  int d = opt_dim(L, 2, t->ndim, t->ndim - 1);
+  return push_result(L, bert_softmax(t, d, log_space), fname);
+}
+static int m_softmax(lua_State *L) { return softmax(L, 0); }
+static int m_log_softmax(lua_State *L) { return softmax(L, 1); }
+
+static int m_matmul(lua_State *L) {
+  bert_tensor *a = lbert_check_tensor(L, 1), *b = lbert_check_tensor(L, 2);
+  return push_result(L, bert_matmul(a, b), "matmul");
+}
+
+static int m_index_select(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  int d = check_dim(L, 2, t->ndim, 0);
+  return push_result(L, bert_index_select(t, d, lbert_check_tensor(L, 3)), "index_select");
+}
+
+static int m_gather(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  int d = check_dim(L, 2, t->ndim, 0);
+  return push_result(L, bert_gather(t, d, lbert_check_tensor(L, 3)), "gather");
+}
+
+static int m_scatter_add_(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  int d = check_dim(L, 2, t->ndim, 0);
+  if (bert_scatter_add_(t, d, lbert_check_tensor(L, 3), lbert_check_tensor(L, 4)) != 0)
+    return lbert_core_error(L, "scatter_add_");
+  lua_settop(L, 1);
+  return 1;
+}
+
+static int m_scatter_add(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  int d = check_dim(L, 2, t->ndim, 0);
+  bert_tensor *idx = lbert_check_tensor(L, 3), *src = lbert_check_tensor(L, 4);
+  bert_tensor **box = newbox(L);
+  *box = bert_clone(t);
+  if (*box == NULL || bert_scatter_add_(*box, d, idx, src) != 0) return lbert_core_error(L, "scatter_add");
+  return 1;
+}
+
+/* bert.cat(list, dim) and bert.stack(list, dim) */
+static int join(lua_State *L, int stack) {
+  const char *fname = stack ? "stack" : "cat";
+  luaL_checktype(L, 1, LUA_TTABLE);
+  int n = (int)luaL_len(L, 1);
+  if (n == 0) return luaL_argerror(L, 1, "expected a non-empty list of tensors");
+  if (n > 256) return luaL_argerror(L, 1, lua_pushfstring(L, "at most 256 tensors, got %d", n));
+  bert_tensor *ts[256];
+  for (int i = 0; i < n; i++) {
+    lua_geti(L, 1, i + 1);
+    ts[i] = lbert_test_tensor(L, -1);
+    if (ts[i] == NULL)
+      return luaL_argerror(L, 1, lua_pushfstring(L, "element %d is a %s, expected bert.Tensor",
+                                                 i + 1, luaL_typename(L, -1)));
+    lua_pop(L, 1);   /* the list keeps it alive */
+  }
+  int d = lua_isnoneornil(L, 2) ? 0 : check_dim(L, 2, ts[0]->ndim, stack);
+  return push_result(L, stack ? bert_stack(ts, n, d) : bert_cat(ts, n, d), fname);
+}
+static int l_cat(lua_State *L) { return join(L, 0); }
+static int l_stack(lua_State *L) { return join(L, 1); }
+/* }====================================================== */
+
+static const luaL_Reg tensor_methods[] = {
+  {"shape", m_shape}, {"size", m_size}, {"stride", m_stride}, {"dim", m_dim},
+  {"numel", m_numel}, {"dtype", m_dtype}, {"device", m_device},
+  {"is_contiguous", m_is_contiguous}, {"item", m_item}, {"totable", m_totable},
+  {"get", m_get}, {"set", m_set}, {"free", m_free},
+  {"view", m_view}, {"reshape", m_reshape}, {"transpose", m_transpose}, {"t", m_transpose},
+  {"permute", m_permute}, {"narrow", m_narrow}, {"select", m_select},
+  {"squeeze", m_squeeze}, {"unsqueeze", m_unsqueeze}, {"expand", m_expand},
+  {"contiguous", m_contiguous}, {"clone", m_clone}, {"copy_", m_copy_}, {"to", m_to},
+  {"float", m_float}, {"int", m_int}, {"split", m_split},
+  {"add", m_add}, {"add_", m_add_}, {"sub", m_sub}, {"sub_", m_sub_},
+  {"mul", m_mul}, {"mul_", m_mul_}, {"div", m_div}, {"div_", m_div_},
+  {"pow", m_pow}, {"pow_", m_pow_}, {"maximum", m_maximum}, {"maximum_", m_maximum_},
+  {"minimum", m_minimum}, {"minimum_", m_minimum_},
+  {"eq", m_eq}, {"eq_", m_eq_}, {"ne", m_ne}, {"ne_", m_ne_}, {"lt", m_lt}, {"lt_", m_lt_},
+  {"le", m_le}, {"le_", m_le_}, {"gt", m_gt}, {"gt_", m_gt_}, {"ge", m_ge}, {"ge_", m_ge_},
+  {"neg", m_neg}, {"neg_", m_neg_}, {"exp", m_exp}, {"exp_", m_exp_}, {"log", m_log},
+  {"log_", m_log_}, {"sqrt", m_sqrt}, {"sqrt_", m_sqrt_}, {"rsqrt", m_rsqrt},
+  {"rsqrt_", m_rsqrt_}, {"tanh", m_tanh}, {"tanh_", m_tanh_}, {"sigmoid", m_sigmoid},
+  {"sigmoid_", m_sigmoid_}, {"relu", m_relu}, {"relu_", m_relu_}, {"gelu", m_gelu},
+  {"gelu_", m_gelu_}, {"abs", m_abs}, {"abs_", m_abs_}, {"erf", m_erf}, {"erf_", m_erf_},
+  {"masked_fill", m_masked_fill}, {"masked_fill_", m_masked_fill_},
+  {"fill_", m_fill_}, {"zero_", m_zero_},
+  {"sum", m_sum}, {"mean", m_mean}, {"max", m_max}, {"min", m_min},
+  {"argmax", m_argmax}, {"argmin", m_argmin}, {"var", m_var},
+  {"softmax", m_softmax}, {"log_softmax", m_log_softmax}, {"matmul", m_matmul},
+  {"index_select", m_index_select}, {"gather", m_gather},
+  {"scatter_add", m_scatter_add}, {"scatter_add_", m_scatter_add_},
+  {NULL, NULL}
+};
+
+static const luaL_Reg tensor_meta[] = {
+  {"__index", NULL}, {"__gc", m_free}, {"__close", m_free}, {"__tostring", m_tostring},
+  {"__len", m_len}, {"__add", m_add}, {"__sub", m_sub}, {"__mul", m_mul}, {"__div", m_div},
+  {"__pow", m_pow}, {"__unm", m_unm},
+  {NULL, NULL}
+};
+
+static const luaL_Reg module_funcs[] = {
+  {"tensor", l_tensor}, {"zeros", l_zeros}, {"ones", l_ones}, {"full", l_full},
+  {"empty", l_empty}, {"arange", l_arange}, {"eye", l_eye},
+  {"rand", l_rand}, {"randn", l_randn}, {"randint", l_randint}, {"manual_seed", l_manual_seed},
+  {"cat", l_cat}, {"stack", l_stack}, {"where", l_where}, {"matmul", m_matmul},
+  {NULL, NULL}
+};
+
+void lbert_open_tensor(lua_State *L) {
+  if (luaL_newmetatable(L, BERT_TENSOR_MT)) {   /* idempotent: busted reopens modules */
+    luaL_setfuncs(L, tensor_meta, 0);
+    luaL_newlibtable(L, tensor_methods);
+    luaL_setfuncs(L, tensor_methods, 0);
+    lua_setfield(L, -2, "__index");
+  }
+  lua_getfield(L, -1, "__index");
+  lua_setfield(L, -3, "Tensor");   /* core.Tensor: the method table, for extension */
+  lua_pop(L, 1);
+  luaL_setfuncs(L, module_funcs, 0);
+}

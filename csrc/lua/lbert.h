@@ -1,0 +1,27 @@
+/*
+** Shared declarations of the Lua binding layer (csrc/lua/).  The C core
+** in csrc/ knows nothing of Lua; these files translate between the two.
+*/
+#ifndef LBERT_H
+#define LBERT_H
+
+#include <lua.h>
+#include <lauxlib.h>
+
+#include "tensor.h"
+
+#define BERT_TENSOR_MT "bert.Tensor"
+
+/* Each binding file registers its functions into the module table that
+** is on top of the stack, leaving the stack as it found it. */
+void lbert_open_tensor(lua_State *L);
+void lbert_open_io(lua_State *L);
+void lbert_open_tokenizer(lua_State *L);
+
+/* Tensor userdata helpers (l_tensor.c). */
+bert_tensor *lbert_check_tensor(lua_State *L, int arg);
+bert_tensor *lbert_test_tensor(lua_State *L, int arg);
+void lbert_push_tensor(lua_State *L, bert_tensor *t);   /* takes ownership */
+int lbert_core_error(lua_State *L, const char *fname);  /* raises bert_last_error */
+
+#endif

@@ -1,0 +1,141 @@
+/*
+** Reductions over one dimension (or all elements) and softmax.
+** The input is viewed as [outer, R, inner] with R the reduced dim; sums
+** accumulate in double so long rows stay accurate.
+*/
+#include <math.h>
+#include <string.h>
+
+#include "ops.h"
+
+static const char *const redop_names[] = {"sum", "mean", "max", "min", "argmax", "argmin", "var"};
+
+/* out shape for reducing `dim` of t (dim < 0: everything). */
+static int reduced_shape(const bert_tensor *t, int dim, int keepdim, int64_t *shape) {
+  int n = 0;
+  for (int d = 0; d < t->ndim; d++) {
+    if (dim < 0 || d == dim) { if (keepdim) shape[n++] = 1; }
+    else shape[n++] = t->shape[d];
+  }
+  return n;
+}
+
+bert_tensor *bert_reduce(bert_redop op, const bert_tensor *t, int dim, int keepdim,
+                         int correction, bert_tensor **indices) {
+  char b[160];
+  const char *name = redop_names[op];
+  if (dim >= t->ndim) {
+    bert_set_error("%s: dimension %d out of range for a %dD tensor %s", name, dim + 1, t->ndim,
+                   bert_shape_str(b, sizeof b, t->ndim, t->shape));
+    return NULL;
+  }
+  int64_t outer = 1, R = 1, inner = 1;
+  if (dim < 0) R = bert_numel(t);
+  else {
+    for (int d = 0; d < dim; d++) outer *= t->shape[d];
+    R = t->shape[dim];
+    for (int d = dim + 1; d < t->ndim; d++) inner *= t->shape[d];
+  }
+  int is_arg = op == BERT_ARGMAX || op == BERT_ARGMIN;
+  int is_ext = op == BERT_MAX || op == BERT_MIN || is_arg;
+  if (R == 0 && is_ext) {
+    bert_set_error("%s: cannot reduce an empty dimension of %s", name,
+                   bert_shape_str(b, sizeof b, t->ndim, t->shape));
+    return NULL;
+  }
+  bert_dtype to;
+  if (is_arg) to = BERT_I32;
+  else if (op == BERT_MEAN || op == BERT_VAR) to = BERT_F32;
+  else to = t->dtype;
+
+  int64_t shape[BERT_MAX_DIMS];
+  int nd = reduced_shape(t, dim, keepdim, shape);
+  bert_tensor *src = bert_contiguous((bert_tensor *)t);
+  if (src == NULL) return NULL;
+  bert_tensor *out = bert_tensor_empty(to, nd, shape);
+  bert_tensor *idx = (indices && (op == BERT_MAX || op == BERT_MIN)) ?
+                     bert_tensor_empty(BERT_I32, nd, shape) : NULL;
+  if (out == NULL || (indices && (op == BERT_MAX || op == BERT_MIN) && idx == NULL)) {
+    bert_tensor_release(out);
+    bert_tensor_release(src);
+    return NULL;
+  }
+  const float *xf = src->dtype == BERT_F32 ? bert_f32(src) : NULL;
+  const int32_t *xi = src->dtype == BERT_I32 ? bert_i32(src) : NULL;
+  int64_t nout = outer * inner;
+  #pragma omp parallel for if (nout * R >= BERT_PARALLEL_MIN && nout > 1)
+  for (int64_t o = 0; o < nout; o++) {
+    int64_t base = (o / inner) * R * inner + o % inner;
+    double result = 0;
+    int64_t best = 0;
+    if (is_ext) {
+      double bv = xf ? xf[base] : xi[base];
+      int want_max = op == BERT_MAX || op == BERT_ARGMAX;
+      for (int64_t r = 1; r < R && bv == bv; r++) {
+        double v = xf ? xf[base + r * inner] : xi[base + r * inner];
+        if (v != v || (want_max ? v > bv : v < bv)) { bv = v; best = r; }
+      }
+      result = bv;
+    } else {
+      double s = 0;
+      for (int64_t r = 0; r < R; r++) s += xf ? xf[base + r * inner] : xi[base + r * inner];
+      if (op == BERT_SUM) result = s;
+      else if (op == BERT_MEAN) result = R ? s / (double)R : NAN;
+      else {   /* variance, second pass around the mean */
+        double mean = R ? s / (double)R : NAN, ss = 0;
+        for (int64_t r = 0; r < R; r++) {
+          double dv = (xf ? xf[base + r * inner] : xi[base + r * inner]) - mean;
+          ss += dv * dv;
+        }
+        result = R - correction > 0 ? ss / (double)(R - correction) : NAN;
+      }
+    }
+    if (is_arg) bert_i32(out)[o] = (int32_t)best;
+    else if (to == BERT_F32) bert_f32(out)[o] = (float)result;
+    else bert_i32(out)[o] = (int32_t)(uint32_t)(int64_t)result;
+    if (idx) bert_i32(idx)[o] = (int32_t)best;
+  }
+  bert_tensor_release(src);
+  if (indices) *indices = idx;
+  return out;
+}
+
+bert_tensor *bert_softmax(const bert_tensor *t, int dim, int log_space) {
+  char b[160];
+  const char *name = log_space ? "log_softmax" : "softmax";
+  if (dim < 0 || dim >= t->ndim) {
+    bert_set_error("%s: dimension %d out of range for a %dD tensor %s", name, dim + 1, t->ndim,
+                   bert_shape_str(b, sizeof b, t->ndim, t->shape));
+    return NULL;
+  }
+  bert_tensor *src = t->dtype == BERT_F32 ? bert_contiguous((bert_tensor *)t)
+                                          : bert_to_dtype(t, BERT_F32);
+  if (src == NULL) return NULL;
+  bert_tensor *out = bert_tensor_empty(BERT_F32, t->ndim, t->shape);
+  if (out == NULL) { bert_tensor_release(src); return NULL; }
+  int64_t outer = 1, R = t->shape[dim], inner = 1;
+  for (int d = 0; d < dim; d++) outer *= t->shape[d];
+  for (int d = dim + 1; d < t->ndim; d++) inner *= t->shape[d];
+  const float *x = bert_f32(src);
+  float *y = bert_f32(out);
+  int64_t nrows = outer * inner;
+  #pragma omp parallel for if (nrows * R >= BERT_PARALLEL_MIN && nrows > 1)
+  for (int64_t o = 0; o < nrows; o++) {
+    int64_t base = (o / inner) * R * inner + o % inner;
+    float mx = -INFINITY;
+    for (int64_t r = 0; r < R; r++) { float v = x[base + r * inner]; if (v > mx) mx = v; }
+    /* an all -inf row gives NaN, as in PyTorch: masks should use a large
+    ** negative number, as Hugging Face does, not -inf */
+    double sum = 0;
+    for (int64_t r = 0; r < R; r++) sum += expf(x[base + r * inner] - mx);
+    if (log_space) {
+      float lse = mx + (float)log(sum);
+      for (int64_t r = 0; r < R; r++) y[base + r * inner] = x[base + r * inner] - lse;
+    } else {
+      float inv = (float)(1.0 / sum);
+      for (int64_t r = 0; r < R; r++) y[base + r * inner] = expf(x[base + r * inner] - mx) * inv;
+    }
+  }
+  bert_tensor_release(src);
+  return out;
+}

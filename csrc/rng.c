@@ -1,0 +1,75 @@
+/*
+** Counter-based random numbers: Philox4x32-10 (Salmon et al., "Parallel
+** random numbers: as easy as 1, 2, 3", SC'11).  Each output block is a
+** pure function of (seed, counter), so any thread may compute any element
+** and a seed gives the same numbers at every thread count.
+*/
+#include <math.h>
+
+#include "ops.h"
+
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u
+#define PHILOX_W1 0xBB67AE85u
+
+static inline uint32_t mulhilo(uint32_t a, uint32_t b, uint32_t *hi) {
+  uint64_t p = (uint64_t)a * b;
+  *hi = (uint32_t)(p >> 32);
+  return (uint32_t)p;
+}
+
+void bert_philox(uint64_t seed, uint64_t counter, uint32_t out[4]) {
+  uint32_t c0 = (uint32_t)counter, c1 = (uint32_t)(counter >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+  for (int round = 0; round < 10; round++) {
+    uint32_t hi0, hi1;
+    uint32_t lo0 = mulhilo(PHILOX_M0, c0, &hi0);
+    uint32_t lo1 = mulhilo(PHILOX_M1, c2, &hi1);
+    uint32_t n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
+    c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+    k0 += PHILOX_W0;
+    k1 += PHILOX_W1;
+  }
+  out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+
+/* 24 random bits -> [0, 1) exactly representable in float */
+static inline double unit(uint32_t x) { return (double)(x >> 8) * (1.0 / 16777216.0); }
+
+int bert_fill_random(bert_tensor *t, bert_rand_kind kind, uint64_t seed, uint64_t offset,
+                     double a, double b) {
+  char buf[160];
+  if (!bert_is_contiguous(t)) {
+    bert_set_error("random fill needs a contiguous tensor, got strides of %s",
+                   bert_shape_str(buf, sizeof buf, t->ndim, t->shape));
+    return -1;
+  }
+  int64_t n = bert_numel(t);
+  if (kind == BERT_RAND_INT && !(b > a)) {
+    bert_set_error("randint: empty range [%.17g, %.17g)", a, b);
+    return -1;
+  }
+  float *f = t->dtype == BERT_F32 ? bert_f32(t) : NULL;
+  int32_t *d = t->dtype == BERT_I32 ? bert_i32(t) : NULL;
+  /* one Philox block per element: its counter is offset + i */
+  #pragma omp parallel for if (n >= BERT_PARALLEL_MIN)
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t r[4];
+    bert_philox(seed, offset + (uint64_t)i, r);
+    double v;
+    if (kind == BERT_RAND_UNIFORM) v = a + (b - a) * unit(r[0]);
+    else if (kind == BERT_RAND_NORMAL) {
+      /* Box-Muller on two 32-bit uniforms in (0, 1] and [0, 1) */
+      double u1 = ((double)r[0] + 1.0) * (1.0 / 4294967296.0);
+      double u2 = (double)r[1] * (1.0 / 4294967296.0);
+      v = a + b * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+    } else {
+      uint64_t span = (uint64_t)(b - a);
+      uint64_t x = ((uint64_t)r[0] << 32) | r[1];
+      v = a + (double)(x % span);   /* bias at most span / 2^64 */
+    }
+    if (f) f[i] = (float)v; else d[i] = (int32_t)v;
+  }
+  return 0;
+}

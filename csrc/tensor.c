@@ -1,0 +1,496 @@
+/*
+** Tensor core: storage, views, copies, errors, memory accounting.
+*/
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <omp.h>
+
+#include "tensor.h"
+
+/* {====================================================== errors */
+
+static _Thread_local char error_buf[512];
+
+const char *bert_last_error(void) { return error_buf; }
+
+void bert_set_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(error_buf, sizeof error_buf, fmt, ap);
+  va_end(ap);
+}
+
+char *bert_shape_str(char *buf, size_t size, int ndim, const int64_t *shape) {
+  size_t n = 0;
+  n += (size_t)snprintf(buf + n, size - n, "[");
+  for (int i = 0; i < ndim && n < size; i++)
+    n += (size_t)snprintf(buf + n, size - n, i ? " x %lld" : "%lld", (long long)shape[i]);
+  if (n < size) snprintf(buf + n, size - n, "]");
+  return buf;
+}
+/* }====================================================== */
+
+/* {====================================================== memory */
+
+static size_t mem_in_use;   /* updated with atomic builtins */
+
+size_t bert_mem_in_use(void) { return __atomic_load_n(&mem_in_use, __ATOMIC_RELAXED); }
+
+void *bert_malloc(size_t nbytes) {
+  /* 64-byte alignment suits AVX-512 loads and keeps BLAS on its fast path */
+  size_t rounded = (nbytes + 63) & ~(size_t)63;
+  void *p = aligned_alloc(64, rounded ? rounded : 64);
+  if (p == NULL) {
+    bert_set_error("out of memory allocating %zu bytes", nbytes);
+    return NULL;
+  }
+  __atomic_add_fetch(&mem_in_use, nbytes, __ATOMIC_RELAXED);
+  return p;
+}
+
+void bert_free(void *p, size_t nbytes) {
+  if (p == NULL) return;
+  free(p);
+  __atomic_sub_fetch(&mem_in_use, nbytes, __ATOMIC_RELAXED);
+}
+/* }====================================================== */
+
+/* {====================================================== dtypes */
+
+size_t bert_dtype_size(bert_dtype dt) { (void)dt; return 4; }
+
+const char *bert_dtype_name(bert_dtype dt) {
+  return dt == BERT_F32 ? "float32" : "int32";
+}
+
+int bert_dtype_from_name(const char *name, bert_dtype *out) {
+  if (strcmp(name, "float32") == 0 || strcmp(name, "float") == 0) { *out = BERT_F32; return 0; }
+  if (strcmp(name, "int32") == 0 || strcmp(name, "int") == 0) { *out = BERT_I32; return 0; }
+  return -1;
+}
+/* }====================================================== */
+
+/* {====================================================== storage */
+
+bert_storage *bert_storage_new(size_t nbytes) {
+  bert_storage *s = malloc(sizeof *s);
+  if (s == NULL) { bert_set_error("out of memory"); return NULL; }
+  s->data = bert_malloc(nbytes);
+  if (s->data == NULL) { free(s); return NULL; }
+  s->nbytes = nbytes;
+  s->refcount = 1;
+  s->kind = BERT_STORAGE_HEAP;
+  s->map_base = NULL;
+  s->map_len = 0;
+  return s;
+}
+
+bert_storage *bert_storage_wrap_mmap(void *base, size_t len, void *data, size_t nbytes) {
+  bert_storage *s = malloc(sizeof *s);
+  if (s == NULL) { bert_set_error("out of memory"); return NULL; }
+  s->data = data;
+  s->nbytes = nbytes;
+  s->refcount = 1;
+  s->kind = BERT_STORAGE_MMAP;
+  s->map_base = base;
+  s->map_len = len;
+  return s;
+}
+
+void bert_storage_retain(bert_storage *s) { s->refcount++; }
+
+void bert_storage_release(bert_storage *s) {
+  if (s == NULL || --s->refcount > 0) return;
+  if (s->kind == BERT_STORAGE_HEAP) bert_free(s->data, s->nbytes);
+  else munmap(s->map_base, s->map_len);
+  free(s);
+}
+/* }====================================================== */
+
+/* {====================================================== tensors */
+
+static void set_contiguous_strides(bert_tensor *t) {
+  int64_t st = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) { t->stride[i] = st; st *= t->shape[i]; }
+}
+
+/* Validates a shape; returns the element count or -1 with the error set. */
+static int64_t checked_numel(int ndim, const int64_t *shape) {
+  char buf[160];
+  if (ndim < 0 || ndim > BERT_MAX_DIMS) {
+    bert_set_error("%d dimensions requested, at most %d supported", ndim, BERT_MAX_DIMS);
+    return -1;
+  }
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0) {
+      bert_set_error("size %lld of dimension %d is negative in shape %s",
+                     (long long)shape[i], i + 1, bert_shape_str(buf, sizeof buf, ndim, shape));
+      return -1;
+    }
+    if (shape[i] > 0 && n > (INT64_C(1) << 40) / shape[i]) {
+      bert_set_error("shape %s is too large", bert_shape_str(buf, sizeof buf, ndim, shape));
+      return -1;
+    }
+    n *= shape[i];
+  }
+  return n;
+}
+
+bert_tensor *bert_tensor_view_of(bert_storage *s, bert_dtype dt, int64_t offset,
+                                 int ndim, const int64_t *shape, const int64_t *stride) {
+  bert_tensor *t = malloc(sizeof *t);
+  if (t == NULL) { bert_set_error("out of memory"); return NULL; }
+  memset(t, 0, sizeof *t);
+  t->storage = s;
+  if (s) bert_storage_retain(s);
+  t->offset = offset;
+  t->ndim = ndim;
+  t->dtype = dt;
+  t->refcount = 1;
+  for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+  if (stride) for (int i = 0; i < ndim; i++) t->stride[i] = stride[i];
+  else set_contiguous_strides(t);
+  return t;
+}
+
+bert_tensor *bert_tensor_empty(bert_dtype dt, int ndim, const int64_t *shape) {
+  int64_t n = checked_numel(ndim, shape);
+  if (n < 0) return NULL;
+  bert_storage *s = bert_storage_new((size_t)n * bert_dtype_size(dt));
+  if (s == NULL) return NULL;
+  bert_tensor *t = bert_tensor_view_of(s, dt, 0, ndim, shape, NULL);
+  bert_storage_release(s);   /* the tensor holds the only reference now */
+  return t;
+}
+
+bert_tensor *bert_tensor_new(bert_dtype dt, int ndim, const int64_t *shape) {
+  bert_tensor *t = bert_tensor_empty(dt, ndim, shape);
+  if (t) memset(t->storage->data, 0, t->storage->nbytes);
+  return t;
+}
+
+bert_tensor *bert_alias(const bert_tensor *t) {
+  return bert_tensor_view_of(t->storage, t->dtype, t->offset, t->ndim, t->shape, t->stride);
+}
+
+void bert_tensor_retain(bert_tensor *t) { t->refcount++; }
+
+void bert_tensor_release(bert_tensor *t) {
+  if (t == NULL || --t->refcount > 0) return;
+  bert_storage_release(t->storage);
+  free(t);
+}
+
+void bert_tensor_free_storage(bert_tensor *t) {
+  bert_storage_release(t->storage);
+  t->storage = NULL;
+}
+
+int64_t bert_numel(const bert_tensor *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+  return n;
+}
+
+int bert_is_contiguous(const bert_tensor *t) {
+  int64_t st = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    if (t->shape[i] != 1 && t->stride[i] != st) return 0;
+    st *= t->shape[i];
+  }
+  return 1;
+}
+
+int64_t bert_flat_offset(const bert_tensor *t, int64_t i) {
+  int64_t off = t->offset;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    int64_t sz = t->shape[d];
+    off += (i % sz) * t->stride[d];
+    i /= sz;
+  }
+  return off;
+}
+
+double bert_get_flat(const bert_tensor *t, int64_t i) {
+  int64_t off = bert_flat_offset(t, i);
+  if (t->dtype == BERT_F32) return ((float *)t->storage->data)[off];
+  return ((int32_t *)t->storage->data)[off];
+}
+
+void bert_set_flat(bert_tensor *t, int64_t i, double v) {
+  int64_t off = bert_flat_offset(t, i);
+  if (t->dtype == BERT_F32) ((float *)t->storage->data)[off] = (float)v;
+  else ((int32_t *)t->storage->data)[off] = (int32_t)v;
+}
+
+int bert_has_overlap(const bert_tensor *t) {
+  for (int i = 0; i < t->ndim; i++)
+    if (t->stride[i] == 0 && t->shape[i] > 1) return 1;
+  return 0;
+}
+/* }====================================================== */
+
+/* {====================================================== views */
+
+static bert_tensor *derive(bert_tensor *t, int ndim, const int64_t *shape,
+                           const int64_t *stride, int64_t offset) {
+  return bert_tensor_view_of(t->storage, t->dtype, offset, ndim, shape, stride);
+}
+
+/* Can t be viewed with the new shape without a copy?  Follows the rule of
+** torch's computeStride: each run of merged old dims must be contiguous. */
+static int view_strides(const bert_tensor *t, int ndim, const int64_t *shape, int64_t *stride) {
+  int64_t numel = bert_numel(t);
+  if (numel == 0) {
+    int64_t st = 1;
+    for (int i = ndim - 1; i >= 0; i--) { stride[i] = st; st *= shape[i] > 0 ? shape[i] : 1; }
+    return 1;
+  }
+  int view_d = ndim - 1;
+  int64_t chunk_base_stride = t->ndim ? t->stride[t->ndim - 1] : 1;
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    tensor_numel *= t->shape[d];
+    if (d == 0 || (t->shape[d - 1] != 1 && t->stride[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+        stride[view_d] = view_numel * chunk_base_stride;
+        view_numel *= shape[view_d];
+        view_d--;
+      }
+      if (view_numel != tensor_numel) return 0;
+      if (d > 0) { chunk_base_stride = t->stride[d - 1]; tensor_numel = 1; view_numel = 1; }
+    }
+  }
+  return view_d == -1;
+}
+
+bert_tensor *bert_view(bert_tensor *t, int ndim, const int64_t *shape_in) {
+  char b1[160], b2[160];
+  int64_t shape[BERT_MAX_DIMS], stride[BERT_MAX_DIMS];
+  if (ndim > BERT_MAX_DIMS) {
+    bert_set_error("%d dimensions requested, at most %d supported", ndim, BERT_MAX_DIMS);
+    return NULL;
+  }
+  int infer = -1;
+  int64_t known = 1, numel = bert_numel(t);
+  for (int i = 0; i < ndim; i++) {
+    shape[i] = shape_in[i];
+    if (shape[i] == -1) {
+      if (infer >= 0) { bert_set_error("only one dimension can be -1, got shape %s",
+                                       bert_shape_str(b1, sizeof b1, ndim, shape_in)); return NULL; }
+      infer = i;
+    } else if (shape[i] < 0) {
+      bert_set_error("size %lld of dimension %d is negative in shape %s", (long long)shape[i],
+                     i + 1, bert_shape_str(b1, sizeof b1, ndim, shape_in));
+      return NULL;
+    } else known *= shape[i];
+  }
+  if (infer >= 0) {
+    if (known == 0 || numel % known != 0) {
+      bert_set_error("shape %s is invalid for a tensor of %lld elements %s",
+                     bert_shape_str(b1, sizeof b1, ndim, shape_in), (long long)numel,
+                     bert_shape_str(b2, sizeof b2, t->ndim, t->shape));
+      return NULL;
+    }
+    shape[infer] = numel / known;
+    known *= shape[infer];
+  }
+  if (known != numel) {
+    bert_set_error("shape %s is invalid for a tensor of %lld elements %s",
+                   bert_shape_str(b1, sizeof b1, ndim, shape_in), (long long)numel,
+                   bert_shape_str(b2, sizeof b2, t->ndim, t->shape));
+    return NULL;
+  }
+  if (!view_strides(t, ndim, shape, stride)) {
+    bert_set_error("cannot view a non-contiguous tensor %s as %s without a copy (use reshape)",
+                   bert_shape_str(b1, sizeof b1, t->ndim, t->shape),
+                   bert_shape_str(b2, sizeof b2, ndim, shape));
+    return NULL;
+  }
+  return derive(t, ndim, shape, stride, t->offset);
+}
+
+static int check_dim(const bert_tensor *t, int dim, int extra) {
+  char b[160];
+  if (dim < 0 || dim >= t->ndim + extra) {
+    bert_set_error("dimension %d out of range for a %dD tensor %s", dim + 1, t->ndim,
+                   bert_shape_str(b, sizeof b, t->ndim, t->shape));
+    return -1;
+  }
+  return 0;
+}
+
+bert_tensor *bert_transpose(bert_tensor *t, int d0, int d1) {
+  if (check_dim(t, d0, 0) || check_dim(t, d1, 0)) return NULL;
+  int64_t shape[BERT_MAX_DIMS], stride[BERT_MAX_DIMS];
+  memcpy(shape, t->shape, sizeof shape);
+  memcpy(stride, t->stride, sizeof stride);
+  shape[d0] = t->shape[d1]; shape[d1] = t->shape[d0];
+  stride[d0] = t->stride[d1]; stride[d1] = t->stride[d0];
+  return derive(t, t->ndim, shape, stride, t->offset);
+}
+
+bert_tensor *bert_permute(bert_tensor *t, const int *perm) {
+  int64_t shape[BERT_MAX_DIMS], stride[BERT_MAX_DIMS];
+  int seen[BERT_MAX_DIMS] = {0};
+  for (int i = 0; i < t->ndim; i++) {
+    if (perm[i] < 0 || perm[i] >= t->ndim || seen[perm[i]]) {
+      bert_set_error("the order is not a permutation of 1..%d", t->ndim);
+      return NULL;
+    }
+    seen[perm[i]] = 1;
+    shape[i] = t->shape[perm[i]];
+    stride[i] = t->stride[perm[i]];
+  }
+  return derive(t, t->ndim, shape, stride, t->offset);
+}
+
+bert_tensor *bert_narrow(bert_tensor *t, int dim, int64_t start, int64_t len) {
+  char b[160];
+  if (check_dim(t, dim, 0)) return NULL;
+  if (start < 0 || len < 0 || start + len > t->shape[dim]) {
+    bert_set_error("range start %lld, length %lld does not fit dimension %d of size %lld in %s",
+                   (long long)start + 1, (long long)len, dim + 1, (long long)t->shape[dim],
+                   bert_shape_str(b, sizeof b, t->ndim, t->shape));
+    return NULL;
+  }
+  int64_t shape[BERT_MAX_DIMS];
+  memcpy(shape, t->shape, sizeof shape);
+  shape[dim] = len;
+  return derive(t, t->ndim, shape, t->stride, t->offset + start * t->stride[dim]);
+}
+
+bert_tensor *bert_select(bert_tensor *t, int dim, int64_t index) {
+  char b[160];
+  if (check_dim(t, dim, 0)) return NULL;
+  if (index < 0 || index >= t->shape[dim]) {
+    bert_set_error("index %lld out of range for dimension %d of size %lld in %s",
+                   (long long)index + 1, dim + 1, (long long)t->shape[dim],
+                   bert_shape_str(b, sizeof b, t->ndim, t->shape));
+    return NULL;
+  }
+  int64_t shape[BERT_MAX_DIMS], stride[BERT_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i < t->ndim; i++)
+    if (i != dim) { shape[n] = t->shape[i]; stride[n] = t->stride[i]; n++; }
+  return derive(t, n, shape, stride, t->offset + index * t->stride[dim]);
+}
+
+bert_tensor *bert_squeeze(bert_tensor *t, int dim) {
+  int64_t shape[BERT_MAX_DIMS], stride[BERT_MAX_DIMS];
+  int n = 0;
+  if (dim >= 0 && check_dim(t, dim, 0)) return NULL;
+  for (int i = 0; i < t->ndim; i++) {
+    int drop = (dim < 0 || dim == i) && t->shape[i] == 1;
+    if (!drop) { shape[n] = t->shape[i]; stride[n] = t->stride[i]; n++; }
+  }
+  return derive(t, n, shape, stride, t->offset);
+}
+
+bert_tensor *bert_unsqueeze(bert_tensor *t, int dim) {
+  if (check_dim(t, dim, 1)) return NULL;
+  if (t->ndim >= BERT_MAX_DIMS) {
+    bert_set_error("a %dD tensor cannot gain a dimension (at most %d)", t->ndim, BERT_MAX_DIMS);
+    return NULL;
+  }
+  int64_t shape[BERT_MAX_DIMS], stride[BERT_MAX_DIMS];
+  int n = 0;
+  for (int i = 0; i <= t->ndim; i++) {
+    if (i == dim) {
+      shape[n] = 1;
+      stride[n] = i < t->ndim ? t->shape[i] * t->stride[i] : 1;
+      n++;
+    }
+    if (i < t->ndim) { shape[n] = t->shape[i]; stride[n] = t->stride[i]; n++; }
+  }
+  return derive(t, n, shape, stride, t->offset);
+}
+
+bert_tensor *bert_expand(bert_tensor *t, int ndim, const int64_t *shape_in) {
+  char b1[160], b2[160];
+  if (ndim < t->ndim || ndim > BERT_MAX_DIMS) {
+    bert_set_error("cannot expand %s to %s: fewer dimensions than the tensor",
+                   bert_shape_str(b1, sizeof b1, t->ndim, t->shape),
+                   bert_shape_str(b2, sizeof b2, ndim, shape_in));
+    return NULL;
+  }
+  int64_t shape[BERT_MAX_DIMS], stride[BERT_MAX_DIMS];
+  int lead = ndim - t->ndim;
+  for (int i = 0; i < ndim; i++) {
+    int64_t want = shape_in[i];
+    if (i < lead) {
+      if (want < 0) goto bad;
+      shape[i] = want; stride[i] = 0;
+      continue;
+    }
+    int64_t have = t->shape[i - lead];
+    if (want == -1) want = have;
+    if (want == have) { shape[i] = have; stride[i] = t->stride[i - lead]; }
+    else if (have == 1 && want >= 0) { shape[i] = want; stride[i] = 0; }
+    else goto bad;
+  }
+  return derive(t, ndim, shape, stride, t->offset);
+bad:
+  bert_set_error("cannot expand %s to %s: only size-1 dimensions can grow",
+                 bert_shape_str(b1, sizeof b1, t->ndim, t->shape),
+                 bert_shape_str(b2, sizeof b2, ndim, shape_in));
+  return NULL;
+}
+/* }====================================================== */
+
+/* {====================================================== copies */
+
+int bert_copy_(bert_tensor *dst, const bert_tensor *src) {
+  char b1[160], b2[160];
+  bert_tensor *s = NULL;
+  /* broadcast src to dst's shape */
+  s = bert_expand((bert_tensor *)src, dst->ndim, dst->shape);
+  if (s == NULL) {
+    bert_set_error("cannot broadcast %s into %s",
+                   bert_shape_str(b1, sizeof b1, src->ndim, src->shape),
+                   bert_shape_str(b2, sizeof b2, dst->ndim, dst->shape));
+    return -1;
+  }
+  int64_t n = bert_numel(dst);
+  if (bert_is_contiguous(dst) && bert_is_contiguous(s) && dst->dtype == s->dtype) {
+    memmove(bert_data(dst), bert_data(s), (size_t)n * bert_dtype_size(dst->dtype));
+  } else if (dst->dtype == BERT_F32 && s->dtype == BERT_F32) {
+    float *d = dst->storage->data, *p = s->storage->data;
+    #pragma omp parallel for if (n >= BERT_PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++) d[bert_flat_offset(dst, i)] = p[bert_flat_offset(s, i)];
+  } else {
+    #pragma omp parallel for if (n >= BERT_PARALLEL_MIN)
+    for (int64_t i = 0; i < n; i++) bert_set_flat(dst, i, bert_get_flat(s, i));
+  }
+  bert_tensor_release(s);
+  return 0;
+}
+
+bert_tensor *bert_clone(const bert_tensor *t) {
+  bert_tensor *c = bert_tensor_empty(t->dtype, t->ndim, t->shape);
+  if (c && bert_copy_(c, t) != 0) { bert_tensor_release(c); return NULL; }
+  return c;
+}
+
+bert_tensor *bert_contiguous(bert_tensor *t) {
+  if (bert_is_contiguous(t)) { bert_tensor_retain(t); return t; }
+  return bert_clone(t);
+}
+
+bert_tensor *bert_to_dtype(const bert_tensor *t, bert_dtype dt) {
+  bert_tensor *c = bert_tensor_empty(dt, t->ndim, t->shape);
+  if (c && bert_copy_(c, t) != 0) { bert_tensor_release(c); return NULL; }
+  return c;
+}
+/* }====================================================== */
+
+/* {====================================================== threads */
+
+void bert_set_num_threads(int n) { omp_set_num_threads(n > 0 ? n : 1); }
+
+int bert_get_num_threads(void) { return omp_get_max_threads(); }
+/* }====================================================== */

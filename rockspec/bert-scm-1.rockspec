@@ -1,0 +1,34 @@
+rockspec_format = "3.0"
+package = "bert"
+version = "scm-1"
+source = { url = "git+file://." }
+description = {
+  summary = "BERT-family Transformer encoders for Lua 5.4, written in C",
+  detailed = [[
+Tensors, encoder layers, losses, optimizers, tokenizers and data pipelines
+for pretraining and fine-tuning BERT-style models from Lua scripts, with
+matmuls on OpenBLAS or oneDNN.]],
+  license = "MIT",
+}
+dependencies = { "lua >= 5.4" }
+external_dependencies = {
+  OPENBLAS = { header = "cblas.h", library = "openblas" },
+  UTF8PROC = { header = "utf8proc.h", library = "utf8proc" },
+}
+build = {
+  type = "make",
+  makefile = "Makefile",
+  build_target = "all",
+  install_target = "install",
+  build_variables = {
+    CFLAGS = "$(CFLAGS)",
+    LIBFLAG = "$(LIBFLAG)",
+    LUA_INCDIR = "$(LUA_INCDIR)",
+    LUA = "$(LUA)",
+  },
+  install_variables = {
+    LIBDIR = "$(LIBDIR)",
+    LUADIR = "$(LUADIR)",
+  },
+}
+test = { type = "busted" }

@@ -1,0 +1,51 @@
+-- GEMM throughput for the BERT-base shapes (1024 tokens), per provider.
+--   lua5.4 tools/bench_gemm.lua [--repeat N] [--threads N]
+package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
+local bert = require("bert")
+
+local reps, threads = 10, nil
+local i = 1
+while i <= #arg do
+  if arg[i] == "--repeat" then reps = tonumber(arg[i + 1]); i = i + 2
+  elseif arg[i] == "--threads" then threads = tonumber(arg[i + 1]); i = i + 2
+  else io.stderr:write("usage: lua5.4 tools/bench_gemm.lua [--repeat N] [--threads N]\n"); os.exit(2) end
+end
+if threads then bert.set_num_threads(threads) end
+
+-- {M, N, K, layout, role}: C[M,N] = A[M,K] @ op(B); "NT" multiplies by a
+-- [N,K] weight transposed as a view, as a Linear layer does.
+local shapes = {
+  {1024, 768, 768, "NT", "attention projection"},
+  {1024, 3072, 768, "NT", "FFN up"},
+  {1024, 768, 3072, "NT", "FFN down"},
+  {128, 128, 64, "NT", "per-head Q@K^T"},
+  {128, 64, 128, "NN", "per-head P@V"},
+}
+
+local function now() return os.clock() end
+local clock = now
+-- os.clock is CPU time summed over threads; wall time needs the C side.
+if bert.wall_time then clock = bert.wall_time end
+
+local info = bert.backend_info()
+print(string.format("threads %d, cpus %d, OpenBLAS core %s", info.threads, info.cpus, info.openblas_core))
+print(string.format("%-9s %-22s %-16s %10s %10s", "provider", "role", "M x N x K", "ms", "GFLOP/s"))
+for _, provider in ipairs(bert.gemm_providers()) do
+  bert.set_gemm(provider)
+  for _, s in ipairs(shapes) do
+    local M, N, K, layout, role = s[1], s[2], s[3], s[4], s[5]
+    local a = bert.randn({M, K}, {seed = 1})
+    local b = layout == "NT" and bert.randn({N, K}, {seed = 2}):t() or bert.randn({K, N}, {seed = 2})
+    local r = reps * math.max(1, math.floor(1e9 / (2 * M * N * K) / reps))
+    a:matmul(b) -- warm up
+    local best = math.huge
+    for _ = 1, 3 do
+      local t0 = clock()
+      for _ = 1, r do a:matmul(b):free() end
+      best = math.min(best, (clock() - t0) / r)
+    end
+    print(string.format("%-9s %-22s %-16s %10.3f %10.1f", provider, role,
+      string.format("%dx%dx%d", M, N, K), best * 1e3, 2 * M * N * K / best / 1e9))
+  end
+end
