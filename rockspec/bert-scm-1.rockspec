@@ -11,9 +11,11 @@ matmuls on OpenBLAS or oneDNN.]],
   license = "MIT",
 }
 dependencies = { "lua >= 5.4" }
+-- Debian puts cblas.h under a multiarch directory LuaRocks does not search;
+-- the Makefile finds it with pkg-config, so only the libraries are checked.
 external_dependencies = {
-  OPENBLAS = { header = "cblas.h", library = "openblas" },
-  UTF8PROC = { header = "utf8proc.h", library = "utf8proc" },
+  OPENBLAS = { library = "openblas" },
+  UTF8PROC = { library = "utf8proc" },
 }
 build = {
   type = "make",

@@ -9,10 +9,17 @@ missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
-[ -z "$missing" ] && exit 0
-echo "deps: installing$missing"
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends $missing
+if [ -n "$missing" ]; then
+  echo "deps: installing$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends $missing
+fi
+# Debian's LuaRocks defaults to Lua 5.1; make a plain `luarocks make` build
+# for 5.4 unless someone already chose a default.
+if [ ! -e /etc/luarocks/default-lua-version.lua ] && [ "$(luarocks config lua_version 2>/dev/null)" != "5.4" ]; then
+  echo "deps: setting LuaRocks' default Lua version to 5.4"
+  $SUDO luarocks config --scope system lua_version 5.4 >/dev/null
+fi
