@@ -66,5 +66,11 @@ typedef enum { BERT_RAND_UNIFORM, BERT_RAND_NORMAL, BERT_RAND_INT } bert_rand_ki
 int bert_fill_random(bert_tensor *t, bert_rand_kind kind, uint64_t seed, uint64_t offset,
                      double a, double b);
 void bert_philox(uint64_t seed, uint64_t counter, uint32_t out[4]);
+/* The default generator: a seed and a running counter.  Draws reserve a
+** range of counters, so a (seed, offset) pair replays everything after it
+** (checkpoints save it to resume exactly). */
+void bert_rng_set_state(uint64_t seed, uint64_t offset);
+void bert_rng_get_state(uint64_t *seed, uint64_t *offset);
+uint64_t bert_rng_reserve(uint64_t n);   /* returns the first counter of n */
 
 #endif

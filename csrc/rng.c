@@ -34,6 +34,18 @@ void bert_philox(uint64_t seed, uint64_t counter, uint32_t out[4]) {
   out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
 }
 
+static uint64_t rng_seed = 0x5eed, rng_offset = 0;
+
+void bert_rng_set_state(uint64_t seed, uint64_t offset) { rng_seed = seed; rng_offset = offset; }
+
+void bert_rng_get_state(uint64_t *seed, uint64_t *offset) { *seed = rng_seed; *offset = rng_offset; }
+
+uint64_t bert_rng_reserve(uint64_t n) {
+  uint64_t first = rng_offset;
+  rng_offset += n;
+  return first;
+}
+
 /* 24 random bits -> [0, 1) exactly representable in float */
 static inline double unit(uint32_t x) { return (double)(x >> 8) * (1.0 / 16777216.0); }
 

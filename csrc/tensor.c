@@ -9,6 +9,7 @@
 #include <omp.h>
 
 #include "tensor.h"
+#include "autograd.h"
 
 /* {====================================================== errors */
 
@@ -85,6 +86,7 @@ bert_storage *bert_storage_new(size_t nbytes) {
   s->kind = BERT_STORAGE_HEAP;
   s->map_base = NULL;
   s->map_len = 0;
+  s->version = 0;
   return s;
 }
 
@@ -97,6 +99,7 @@ bert_storage *bert_storage_wrap_mmap(void *base, size_t len, void *data, size_t 
   s->kind = BERT_STORAGE_MMAP;
   s->map_base = base;
   s->map_len = len;
+  s->version = 0;
   return s;
 }
 
@@ -181,6 +184,8 @@ void bert_tensor_retain(bert_tensor *t) { t->refcount++; }
 
 void bert_tensor_release(bert_tensor *t) {
   if (t == NULL || --t->refcount > 0) return;
+  bert_tensor_release(t->grad);
+  if (t->grad_fn) bert_node_release(t->grad_fn);
   bert_storage_release(t->storage);
   free(t);
 }
@@ -245,7 +250,7 @@ static bert_tensor *derive(bert_tensor *t, int ndim, const int64_t *shape,
 ** torch's computeStride: each run of merged old dims must be contiguous. */
 static int view_strides(const bert_tensor *t, int ndim, const int64_t *shape, int64_t *stride) {
   int64_t numel = bert_numel(t);
-  if (numel == 0) {
+  if (numel == 0 || t->ndim == 0) {   /* nothing to preserve: fresh contiguous strides */
     int64_t st = 1;
     for (int i = ndim - 1; i >= 0; i--) { stride[i] = st; st *= shape[i] > 0 ? shape[i] : 1; }
     return 1;
@@ -312,6 +317,15 @@ bert_tensor *bert_view(bert_tensor *t, int ndim, const int64_t *shape_in) {
     return NULL;
   }
   return derive(t, ndim, shape, stride, t->offset);
+}
+
+bert_tensor *bert_reshape_copy(bert_tensor *t, int ndim, const int64_t *shape) {
+  if (bert_is_contiguous(t)) return bert_view(t, ndim, shape);
+  bert_tensor *c = bert_clone(t);
+  if (c == NULL) return NULL;
+  bert_tensor *v = bert_view(c, ndim, shape);
+  bert_tensor_release(c);
+  return v;
 }
 
 static int check_dim(const bert_tensor *t, int dim, int extra) {

@@ -28,7 +28,10 @@ typedef struct bert_storage {
   bert_storage_kind kind;
   void *map_base;          /* BERT_STORAGE_MMAP: what to munmap */
   size_t map_len;
+  uint64_t version;        /* bumped by in-place writes (autograd checks it) */
 } bert_storage;
+
+struct bert_node;
 
 typedef struct bert_tensor {
   bert_storage *storage;
@@ -38,6 +41,12 @@ typedef struct bert_tensor {
   int64_t stride[BERT_MAX_DIMS];   /* in elements; 0 for expanded dims */
   bert_dtype dtype;
   int refcount;
+  /* autograd (autograd.h) */
+  int requires_grad;
+  int graph_freed;                 /* backward already ran through this tensor */
+  struct bert_tensor *grad;        /* accumulated gradient, or NULL */
+  struct bert_node *grad_fn;       /* the op that produced it, NULL for leaves */
+  uint64_t visit;                  /* traversal stamp used by backward */
 } bert_tensor;
 
 /* ---- errors: a thread-local message set by the failing function ---- */
@@ -95,6 +104,8 @@ int64_t bert_flat_offset(const bert_tensor *t, int64_t i);   /* elements */
 
 /* ---- views (share storage; dims are 0-based here, the binding maps) ---- */
 bert_tensor *bert_view(bert_tensor *t, int ndim, const int64_t *shape); /* -1 infers */
+/* A view when the strides allow it, otherwise a contiguous copy viewed. */
+bert_tensor *bert_reshape_copy(bert_tensor *t, int ndim, const int64_t *shape);
 bert_tensor *bert_transpose(bert_tensor *t, int d0, int d1);
 bert_tensor *bert_permute(bert_tensor *t, const int *perm);
 bert_tensor *bert_narrow(bert_tensor *t, int dim, int64_t start, int64_t len);

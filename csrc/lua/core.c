@@ -95,5 +95,8 @@ int luaopen_bert_core(lua_State *L) {
   lbert_open_tensor(L);
   lbert_open_io(L);
   lbert_open_tokenizer(L);
+  lbert_open_autograd(L);
+  lbert_open_nn(L);
+  lbert_open_optim(L);
   return 1;
 }

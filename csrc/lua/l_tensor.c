@@ -9,7 +9,8 @@
 #include <string.h>
 
 #include "lbert.h"
-#include "ops.h"
+#include "ag_ops.h"
+#include "autograd.h"
 
 /* {====================================================== boxes */
 
@@ -62,7 +63,7 @@ int lbert_core_error(lua_State *L, const char *fname) {
 }
 
 /* Pushes a core result, or raises the core's error. */
-static int push_result(lua_State *L, bert_tensor *t, const char *fname) {
+int lbert_push_result(lua_State *L, bert_tensor *t, const char *fname) {
   if (t == NULL) return lbert_core_error(L, fname);
   lbert_push_tensor(L, t);
   return 1;
@@ -77,7 +78,7 @@ static const char *shape_s(char *buf, size_t n, const bert_tensor *t) {
 
 /* A 1-based (or negative) Lua dim -> 0-based, for a tensor of ndim dims
 ** (+extra for unsqueeze, which may address one past the end). */
-static int check_dim(lua_State *L, int arg, int ndim, int extra) {
+int lbert_check_dim(lua_State *L, int arg, int ndim, int extra) {
   lua_Integer d = luaL_checkinteger(L, arg);
   int n = ndim + extra;
   lua_Integer z = d < 0 ? d + n : d - 1;
@@ -88,7 +89,7 @@ static int check_dim(lua_State *L, int arg, int ndim, int extra) {
 }
 
 static int opt_dim(lua_State *L, int arg, int ndim, int def) {
-  return lua_isnoneornil(L, arg) ? def : check_dim(L, arg, ndim, 0);
+  return lua_isnoneornil(L, arg) ? def : lbert_check_dim(L, arg, ndim, 0);
 }
 
 /* A shape from a table {2, 3} or from the integers at arg..top. */
@@ -301,7 +302,7 @@ static int l_arange(lua_State *L) {
   int all_int = 1;
   for (int i = 1; i <= n && i <= 3; i++) all_int &= lua_isinteger(L, i);
   bert_dtype dt = opt_dtype_field(L, (n > 3 ? 3 : n) + 1, all_int ? BERT_I32 : BERT_F32);
-  return push_result(L, bert_arange(start, stop, step, dt), "arange");
+  return lbert_push_result(L, bert_arange(start, stop, step, dt), "arange");
 }
 
 static int l_eye(lua_State *L) {
@@ -312,17 +313,27 @@ static int l_eye(lua_State *L) {
   if (n < 0 || m < 0)
     return luaL_error(L, "eye: sizes must be non-negative, got %I x %I", n, m);
   bert_dtype dt = opt_dtype_field(L, next, BERT_F32);
-  return push_result(L, bert_eye(n, m, dt), "eye");
+  return lbert_push_result(L, bert_eye(n, m, dt), "eye");
 }
 
-/* The default generator: a seed and a counter advanced by every draw, so
-** successive unseeded calls give fresh numbers and manual_seed replays them. */
-static uint64_t global_seed = 0x5eed;
-static uint64_t global_offset = 0;
-
+/* The default generator (rng.c) advances with every unseeded draw, so
+** successive calls give fresh numbers and manual_seed replays them. */
 static int l_manual_seed(lua_State *L) {
-  global_seed = (uint64_t)luaL_checkinteger(L, 1);
-  global_offset = 0;
+  bert_rng_set_state((uint64_t)luaL_checkinteger(L, 1), 0);
+  return 0;
+}
+
+/* bert.rng_state() -> seed, offset; bert.set_rng_state(seed, offset) */
+static int l_rng_state(lua_State *L) {
+  uint64_t seed, offset;
+  bert_rng_get_state(&seed, &offset);
+  lua_pushinteger(L, (lua_Integer)seed);
+  lua_pushinteger(L, (lua_Integer)offset);
+  return 2;
+}
+
+static int l_set_rng_state(lua_State *L) {
+  bert_rng_set_state((uint64_t)luaL_checkinteger(L, 1), (uint64_t)luaL_checkinteger(L, 2));
   return 0;
 }
 
@@ -332,7 +343,9 @@ static int random_fill(lua_State *L, const char *fname, bert_rand_kind kind, int
   int nd = check_shape(L, shape_arg, shape);
   int opt = shape_arg + shape_arg_count(L, shape_arg);
   bert_dtype dt = opt_dtype_field(L, opt, def);
-  uint64_t seed = global_seed, offset = 0;
+  uint64_t seed, offset = 0;
+  bert_rng_get_state(&seed, &offset);
+  offset = 0;
   int seeded = 0;
   if (lua_istable(L, opt)) {
     if (lua_getfield(L, opt, "seed") != LUA_TNIL) {
@@ -353,7 +366,7 @@ static int random_fill(lua_State *L, const char *fname, bert_rand_kind kind, int
   bert_tensor **box = newbox(L);
   *box = bert_tensor_empty(dt, nd, shape);
   if (*box == NULL) return lbert_core_error(L, fname);
-  if (!seeded) { offset = global_offset; global_offset += (uint64_t)bert_numel(*box); }
+  if (!seeded) offset = bert_rng_reserve((uint64_t)bert_numel(*box));
   if (bert_fill_random(*box, kind, seed, offset, a, b) != 0) return lbert_core_error(L, fname);
   return 1;
 }
@@ -383,7 +396,7 @@ static int m_shape(lua_State *L) {
 static int m_size(lua_State *L) {
   bert_tensor *t = lbert_check_tensor(L, 1);
   if (lua_isnoneornil(L, 2)) return m_shape(L);
-  int d = check_dim(L, 2, t->ndim, 0);
+  int d = lbert_check_dim(L, 2, t->ndim, 0);
   lua_pushinteger(L, t->shape[d]);
   return 1;
 }
@@ -417,6 +430,16 @@ static int m_item(lua_State *L) {
   return 1;
 }
 
+/* In-place writes: refused on tensors that take part in autograd (their
+** old values may be needed by backward), and versioned so backward can
+** detect a saved tensor changed behind its back. */
+static void check_inplace(lua_State *L, bert_tensor *t, const char *fname) {
+  if (bert_grad_enabled() && t->requires_grad)
+    luaL_error(L, "%s: in-place operation on a tensor that requires grad "
+                  "(use bert.no_grad, or clone the tensor first)", fname);
+  bert_bump_version(t);
+}
+
 /* Element access with 1-based positions: t:get(i, j, ...) and t:set(v, i, j, ...). */
 static int64_t element_offset(lua_State *L, bert_tensor *t, int first, const char *fname) {
   char b[160];
@@ -448,6 +471,7 @@ static int m_set(lua_State *L) {
   bert_tensor *t = lbert_check_tensor(L, 1);
   lua_Number v = luaL_checknumber(L, 2);
   int64_t off = element_offset(L, t, 3, "set");
+  check_inplace(L, t, "set");
   if (t->dtype == BERT_F32) ((float *)t->storage->data)[off] = (float)v;
   else {
     if (v != floor(v) || v > INT32_MAX || v < INT32_MIN)
@@ -575,9 +599,8 @@ static int m_free(lua_State *L) {
 
 /* {====================================================== views */
 
-static int m_view(lua_State *L) {
-  bert_tensor *t = lbert_check_tensor(L, 1);
-  int64_t shape[BERT_MAX_DIMS];
+/* Reads a shape from a table at 2 or the integers from 2 on; -1 allowed. */
+static int view_shape(lua_State *L, int64_t *shape) {
   int nd;
   if (lua_istable(L, 2)) {
     nd = (int)luaL_len(L, 2);
@@ -594,29 +617,30 @@ static int m_view(lua_State *L) {
     if (nd > BERT_MAX_DIMS) return luaL_argerror(L, 2, "too many dimensions");
     for (int i = 0; i < nd; i++) shape[i] = luaL_checkinteger(L, i + 2);
   }
-  return push_result(L, bert_view(t, nd, shape), "view");
+  return nd;
+}
+
+static int m_view(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  int64_t shape[BERT_MAX_DIMS];
+  int nd = view_shape(L, shape);
+  return lbert_push_result(L, bert_ag_view(t, nd, shape), "view");
 }
 
 /* reshape: a view when the strides allow it, otherwise a copy. */
 static int m_reshape(lua_State *L) {
   bert_tensor *t = lbert_check_tensor(L, 1);
-  if (!bert_is_contiguous(t)) {
-    bert_tensor *c = bert_clone(t);
-    if (c == NULL) return lbert_core_error(L, "reshape");
-    lbert_push_tensor(L, c);
-    lua_replace(L, 1);
-  }
-  int r = m_view(L);
-  (void)r;
-  return 1;
+  int64_t shape[BERT_MAX_DIMS];
+  int nd = view_shape(L, shape);
+  return lbert_push_result(L, bert_ag_reshape(t, nd, shape), "reshape");
 }
 
 static int m_transpose(lua_State *L) {
   bert_tensor *t = lbert_check_tensor(L, 1);
   int d0, d1;
   if (lua_isnoneornil(L, 2) && t->ndim == 2) { d0 = 0; d1 = 1; }
-  else { d0 = check_dim(L, 2, t->ndim, 0); d1 = check_dim(L, 3, t->ndim, 0); }
-  return push_result(L, bert_transpose(t, d0, d1), "transpose");
+  else { d0 = lbert_check_dim(L, 2, t->ndim, 0); d1 = lbert_check_dim(L, 3, t->ndim, 0); }
+  return lbert_push_result(L, bert_ag_transpose(t, d0, d1), "transpose");
 }
 
 static int m_permute(lua_State *L) {
@@ -628,38 +652,38 @@ static int m_permute(lua_State *L) {
     return luaL_error(L, "permute: %d dims given for a %dD tensor %s", n, t->ndim, shape_s(b, sizeof b, t));
   }
   for (int i = 0; i < n; i++) {
-    if (lua_istable(L, 2)) { lua_geti(L, 2, i + 1); perm[i] = check_dim(L, -1, t->ndim, 0); lua_pop(L, 1); }
-    else perm[i] = check_dim(L, i + 2, t->ndim, 0);
+    if (lua_istable(L, 2)) { lua_geti(L, 2, i + 1); perm[i] = lbert_check_dim(L, -1, t->ndim, 0); lua_pop(L, 1); }
+    else perm[i] = lbert_check_dim(L, i + 2, t->ndim, 0);
   }
-  return push_result(L, bert_permute(t, perm), "permute");
+  return lbert_push_result(L, bert_ag_permute(t, perm), "permute");
 }
 
 static int m_narrow(lua_State *L) {
   bert_tensor *t = lbert_check_tensor(L, 1);
-  int d = check_dim(L, 2, t->ndim, 0);
+  int d = lbert_check_dim(L, 2, t->ndim, 0);
   lua_Integer start = luaL_checkinteger(L, 3), len = luaL_checkinteger(L, 4);
   if (start < 0) start += t->shape[d] + 1;
-  return push_result(L, bert_narrow(t, d, start - 1, len), "narrow");
+  return lbert_push_result(L, bert_ag_narrow(t, d, start - 1, len), "narrow");
 }
 
 static int m_select(lua_State *L) {
   bert_tensor *t = lbert_check_tensor(L, 1);
-  int d = check_dim(L, 2, t->ndim, 0);
+  int d = lbert_check_dim(L, 2, t->ndim, 0);
   lua_Integer i = luaL_checkinteger(L, 3);
   if (i < 0) i += t->shape[d] + 1;
-  return push_result(L, bert_select(t, d, i - 1), "select");
+  return lbert_push_result(L, bert_ag_select(t, d, i - 1), "select");
 }
 
 static int m_squeeze(lua_State *L) {
   bert_tensor *t = lbert_check_tensor(L, 1);
-  int d = lua_isnoneornil(L, 2) ? -1 : check_dim(L, 2, t->ndim, 0);
-  return push_result(L, bert_squeeze(t, d), "squeeze");
+  int d = lua_isnoneornil(L, 2) ? -1 : lbert_check_dim(L, 2, t->ndim, 0);
+  return lbert_push_result(L, bert_ag_squeeze(t, d), "squeeze");
 }
 
 static int m_unsqueeze(lua_State *L) {
   bert_tensor *t = lbert_check_tensor(L, 1);
-  int d = check_dim(L, 2, t->ndim, 1);
-  return push_result(L, bert_unsqueeze(t, d), "unsqueeze");
+  int d = lbert_check_dim(L, 2, t->ndim, 1);
+  return lbert_push_result(L, bert_ag_unsqueeze(t, d), "unsqueeze");
 }
 
 static int m_expand(lua_State *L) {
@@ -675,18 +699,19 @@ static int m_expand(lua_State *L) {
     if (nd > BERT_MAX_DIMS) return luaL_argerror(L, 2, "too many dimensions");
     for (int i = 0; i < nd; i++) shape[i] = luaL_checkinteger(L, i + 2);
   }
-  return push_result(L, bert_expand(t, nd, shape), "expand");
+  return lbert_push_result(L, bert_ag_expand(t, nd, shape), "expand");
 }
 
 static int m_contiguous(lua_State *L) {
-  return push_result(L, bert_contiguous(lbert_check_tensor(L, 1)), "contiguous");
+  return lbert_push_result(L, bert_ag_contiguous(lbert_check_tensor(L, 1)), "contiguous");
 }
 
-static int m_clone(lua_State *L) { return push_result(L, bert_clone(lbert_check_tensor(L, 1)), "clone"); }
+static int m_clone(lua_State *L) { return lbert_push_result(L, bert_ag_clone(lbert_check_tensor(L, 1)), "clone"); }
 
 static int m_copy_(lua_State *L) {
   bert_tensor *dst = lbert_check_tensor(L, 1), *src = lbert_check_tensor(L, 2);
   if (bert_has_overlap(dst)) return luaL_error(L, "copy_: cannot write into an expanded tensor");
+  check_inplace(L, dst, "copy_");
   if (bert_copy_(dst, src) != 0) return lbert_core_error(L, "copy_");
   lua_settop(L, 1);
   return 1;
@@ -700,7 +725,7 @@ static int m_to(lua_State *L) {
   if (strcmp(what, "cpu") == 0) { lua_settop(L, 1); return 1; }
   if (bert_dtype_from_name(what, &dt) == 0) {
     if (dt == t->dtype) { lua_settop(L, 1); return 1; }
-    return push_result(L, bert_to_dtype(t, dt), "to");
+    return lbert_push_result(L, bert_to_dtype(t, dt), "to");
   }
   if (strcmp(what, "vulkan") == 0)
     return luaL_error(L, "to: the Vulkan backend is not available in this build");
@@ -710,13 +735,13 @@ static int m_to(lua_State *L) {
 static int m_float(lua_State *L) {
   bert_tensor *t = lbert_check_tensor(L, 1);
   if (t->dtype == BERT_F32) { lua_settop(L, 1); return 1; }
-  return push_result(L, bert_to_dtype(t, BERT_F32), "float");
+  return lbert_push_result(L, bert_to_dtype(t, BERT_F32), "float");
 }
 
 static int m_int(lua_State *L) {
   bert_tensor *t = lbert_check_tensor(L, 1);
   if (t->dtype == BERT_I32) { lua_settop(L, 1); return 1; }
-  return push_result(L, bert_to_dtype(t, BERT_I32), "int");
+  return lbert_push_result(L, bert_to_dtype(t, BERT_I32), "int");
 }
 
 /* split(size_or_sizes, dim): views of consecutive pieces along dim. */
@@ -745,7 +770,7 @@ static int m_split(lua_State *L) {
       lua_geti(L, 2, i);
       int64_t s = lua_tointeger(L, -1);
       lua_pop(L, 1);
-      bert_tensor *v = bert_narrow(t, d, at, s);
+      bert_tensor *v = bert_ag_narrow(t, d, at, s);
       if (v == NULL) return lbert_core_error(L, "split");
       lbert_push_tensor(L, v);
       lua_rawseti(L, out, ++k);
@@ -756,7 +781,7 @@ static int m_split(lua_State *L) {
     if (s <= 0) return luaL_argerror(L, 2, lua_pushfstring(L, "split size must be positive, got %I", s));
     while (at < total || (total == 0 && k == 0)) {
       int64_t len = total - at < s ? total - at : s;
-      bert_tensor *v = bert_narrow(t, d, at, len);
+      bert_tensor *v = bert_ag_narrow(t, d, at, len);
       if (v == NULL) return lbert_core_error(L, "split");
       lbert_push_tensor(L, v);
       lua_rawseti(L, out, ++k);
@@ -778,6 +803,7 @@ static int binary(lua_State *L, bert_binop op, int inplace) {
   if (!inplace && !lbert_test_tensor(L, 1) && !lbert_test_tensor(L, 2))
     return luaL_typeerror(L, 1, BERT_TENSOR_MT);
   bert_tensor *dst = inplace ? lbert_check_tensor(L, 1) : NULL;
+  if (dst) check_inplace(L, dst, fname);
   double alpha = 1;
   if ((op == BERT_ADD || op == BERT_SUB) && !lua_isnoneornil(L, 3)) alpha = luaL_checknumber(L, 3);
   bert_tensor *a = tensor_or_scalar(L, 1, fname);
@@ -786,7 +812,7 @@ static int binary(lua_State *L, bert_binop op, int inplace) {
     return luaL_typeerror(L, 2, "bert.Tensor or number");
   }
   bert_tensor *b = tensor_or_scalar(L, 2, fname);
-  bert_tensor *r = bert_binary(op, a, b, alpha, dst);
+  bert_tensor *r = dst ? bert_binary(op, a, b, alpha, dst) : bert_ag_binary(op, a, b, alpha);
   bert_tensor_release(a);
   bert_tensor_release(b);
   if (r == NULL) return lbert_core_error(L, fname);
@@ -817,7 +843,8 @@ static int unary(lua_State *L, bert_unop op, int inplace) {
   bert_tensor *t = lbert_check_tensor(L, 1);
   char fname[32];
   snprintf(fname, sizeof fname, "%s%s", bert_unop_name(op), inplace ? "_" : "");
-  bert_tensor *r = bert_unary(op, t, inplace ? t : NULL);
+  if (inplace) check_inplace(L, t, fname);
+  bert_tensor *r = inplace ? bert_unary(op, t, t) : bert_ag_unary(op, t);
   if (r == NULL) return lbert_core_error(L, fname);
   if (inplace) { bert_tensor_release(r); lua_settop(L, 1); return 1; }
   lbert_push_tensor(L, r);
@@ -855,7 +882,8 @@ static int masked_fill(lua_State *L, int inplace) {
   bert_tensor *t = lbert_check_tensor(L, 1), *mask = lbert_check_tensor(L, 2);
   double v = luaL_checknumber(L, 3);
   const char *fname = inplace ? "masked_fill_" : "masked_fill";
-  bert_tensor *r = bert_masked_fill(t, mask, v, inplace ? t : NULL);
+  if (inplace) check_inplace(L, t, fname);
+  bert_tensor *r = inplace ? bert_masked_fill(t, mask, v, t) : bert_ag_masked_fill(t, mask, v);
   if (r == NULL) return lbert_core_error(L, fname);
   if (inplace) { bert_tensor_release(r); lua_settop(L, 1); return 1; }
   lbert_push_tensor(L, r);
@@ -868,6 +896,7 @@ static int m_fill_(lua_State *L) {
   bert_tensor *t = lbert_check_tensor(L, 1);
   double v = luaL_checknumber(L, 2);
   if (bert_has_overlap(t)) return luaL_error(L, "fill_: cannot write into an expanded tensor");
+  check_inplace(L, t, "fill_");
   bert_fill_(t, v);
   lua_settop(L, 1);
   return 1;
@@ -879,22 +908,22 @@ static int l_where(lua_State *L) {
   bert_tensor *c = lbert_check_tensor(L, 1);
   bert_tensor *a = tensor_or_scalar(L, 2, "where");
   bert_tensor *b = tensor_or_scalar(L, 3, "where");
-  bert_tensor *r = bert_where(c, a, b);
+  bert_tensor *r = bert_ag_where(c, a, b);
   bert_tensor_release(a);
   bert_tensor_release(b);
-  return push_result(L, r, "where");
+  return lbert_push_result(L, r, "where");
 }
 
 /* reductions: t:sum([dim [, keepdim]]) */
 static int reduce(lua_State *L, bert_redop op, const char *fname) {
   bert_tensor *t = lbert_check_tensor(L, 1);
-  int d = lua_isnoneornil(L, 2) ? -1 : check_dim(L, 2, t->ndim, 0);
+  int d = lua_isnoneornil(L, 2) ? -1 : lbert_check_dim(L, 2, t->ndim, 0);
   int keepdim = lua_toboolean(L, 3);
   int correction = 1;
   if (op == BERT_VAR && !lua_isnoneornil(L, 4)) correction = (int)luaL_checkinteger(L, 4);
   bert_tensor *idx = NULL;
   int want_idx = d >= 0 && (op == BERT_MAX || op == BERT_MIN);
-  bert_tensor *r = bert_reduce(op, t, d, keepdim, correction, want_idx ? &idx : NULL);
+  bert_tensor *r = bert_ag_reduce(op, t, d, keepdim, correction, want_idx ? &idx : NULL);
   if (r == NULL) return lbert_core_error(L, fname);
   lbert_push_tensor(L, r);
   if (want_idx) { lbert_push_tensor(L, idx); return 2; }
@@ -913,31 +942,32 @@ static int softmax(lua_State *L, int log_space) {
   const char *fname = log_space ? "log_softmax" : "softmax";
   if (t->ndim == 0) return luaL_error(L, "%s: needs at least 1 dimension", fname);
   int d = opt_dim(L, 2, t->ndim, t->ndim - 1);
-  return push_result(L, bert_softmax(t, d, log_space), fname);
+  return lbert_push_result(L, bert_ag_softmax(t, d, log_space), fname);
 }
 static int m_softmax(lua_State *L) { return softmax(L, 0); }
 static int m_log_softmax(lua_State *L) { return softmax(L, 1); }
 
 static int m_matmul(lua_State *L) {
   bert_tensor *a = lbert_check_tensor(L, 1), *b = lbert_check_tensor(L, 2);
-  return push_result(L, bert_matmul(a, b), "matmul");
+  return lbert_push_result(L, bert_ag_matmul(a, b), "matmul");
 }
 
 static int m_index_select(lua_State *L) {
   bert_tensor *t = lbert_check_tensor(L, 1);
-  int d = check_dim(L, 2, t->ndim, 0);
-  return push_result(L, bert_index_select(t, d, lbert_check_tensor(L, 3)), "index_select");
+  int d = lbert_check_dim(L, 2, t->ndim, 0);
+  return lbert_push_result(L, bert_ag_index_select(t, d, lbert_check_tensor(L, 3)), "index_select");
 }
 
 static int m_gather(lua_State *L) {
   bert_tensor *t = lbert_check_tensor(L, 1);
-  int d = check_dim(L, 2, t->ndim, 0);
-  return push_result(L, bert_gather(t, d, lbert_check_tensor(L, 3)), "gather");
+  int d = lbert_check_dim(L, 2, t->ndim, 0);
+  return lbert_push_result(L, bert_ag_gather(t, d, lbert_check_tensor(L, 3)), "gather");
 }
 
 static int m_scatter_add_(lua_State *L) {
   bert_tensor *t = lbert_check_tensor(L, 1);
-  int d = check_dim(L, 2, t->ndim, 0);
+  check_inplace(L, t, "scatter_add_");
+  int d = lbert_check_dim(L, 2, t->ndim, 0);
   if (bert_scatter_add_(t, d, lbert_check_tensor(L, 3), lbert_check_tensor(L, 4)) != 0)
     return lbert_core_error(L, "scatter_add_");
   lua_settop(L, 1);
@@ -946,7 +976,7 @@ static int m_scatter_add_(lua_State *L) {
 
 static int m_scatter_add(lua_State *L) {
   bert_tensor *t = lbert_check_tensor(L, 1);
-  int d = check_dim(L, 2, t->ndim, 0);
+  int d = lbert_check_dim(L, 2, t->ndim, 0);
   bert_tensor *idx = lbert_check_tensor(L, 3), *src = lbert_check_tensor(L, 4);
   bert_tensor **box = newbox(L);
   *box = bert_clone(t);
@@ -970,8 +1000,8 @@ static int join(lua_State *L, int stack) {
                                                  i + 1, luaL_typename(L, -1)));
     lua_pop(L, 1);   /* the list keeps it alive */
   }
-  int d = lua_isnoneornil(L, 2) ? 0 : check_dim(L, 2, ts[0]->ndim, stack);
-  return push_result(L, stack ? bert_stack(ts, n, d) : bert_cat(ts, n, d), fname);
+  int d = lua_isnoneornil(L, 2) ? 0 : lbert_check_dim(L, 2, ts[0]->ndim, stack);
+  return lbert_push_result(L, stack ? bert_ag_stack(ts, n, d) : bert_ag_cat(ts, n, d), fname);
 }
 static int l_cat(lua_State *L) { return join(L, 0); }
 static int l_stack(lua_State *L) { return join(L, 1); }
@@ -1019,6 +1049,7 @@ static const luaL_Reg module_funcs[] = {
   {"tensor", l_tensor}, {"zeros", l_zeros}, {"ones", l_ones}, {"full", l_full},
   {"empty", l_empty}, {"arange", l_arange}, {"eye", l_eye},
   {"rand", l_rand}, {"randn", l_randn}, {"randint", l_randint}, {"manual_seed", l_manual_seed},
+  {"rng_state", l_rng_state}, {"set_rng_state", l_set_rng_state},
   {"cat", l_cat}, {"stack", l_stack}, {"where", l_where}, {"matmul", m_matmul},
   {NULL, NULL}
 };

@@ -17,11 +17,19 @@
 void lbert_open_tensor(lua_State *L);
 void lbert_open_io(lua_State *L);
 void lbert_open_tokenizer(lua_State *L);
+void lbert_open_autograd(lua_State *L);
+void lbert_open_nn(lua_State *L);
+void lbert_open_optim(lua_State *L);
 
 /* Tensor userdata helpers (l_tensor.c). */
 bert_tensor *lbert_check_tensor(lua_State *L, int arg);
 bert_tensor *lbert_test_tensor(lua_State *L, int arg);
 void lbert_push_tensor(lua_State *L, bert_tensor *t);   /* takes ownership */
 int lbert_core_error(lua_State *L, const char *fname);  /* raises bert_last_error */
+/* Pushes a core result (owned), or raises the core's error naming fname. */
+int lbert_push_result(lua_State *L, bert_tensor *t, const char *fname);
+/* A 1-based (negative: from the end) Lua dim at arg -> 0-based, for ndim
+** dims (+extra for positions one past the end, as unsqueeze takes). */
+int lbert_check_dim(lua_State *L, int arg, int ndim, int extra);
 
 #endif

@@ -1,0 +1,75 @@
+/*
+** Reverse-mode automatic differentiation.
+**
+** The graph is owned by the tensors: an op whose inputs require grad
+** attaches a node (grad_fn) to its output; the node holds references to
+** its inputs and to tensors saved for backward, never to its own output
+** (which backward receives as an argument), so there are no cycles and
+** an unused graph is freed with its tensors.  backward() sorts the graph
+** reachable from the root, runs each node once in reverse topological
+** order, accumulates into the .grad of leaves, then frees the graph.
+*/
+#ifndef BERT_AUTOGRAD_H
+#define BERT_AUTOGRAD_H
+
+#include "tensor.h"
+
+#define BERT_NODE_MAX_INPUTS 8
+#define BERT_NODE_MAX_SAVED 8
+
+typedef struct bert_node bert_node;
+
+/* Computes the gradients of node->inputs from grad_out (the gradient of
+** out, contiguous, out's shape) and hands each to bert_accumulate_grad.
+** Returns 0, or -1 with bert_set_error. */
+typedef int (*bert_backward_fn)(bert_node *node, bert_tensor *out, bert_tensor *grad_out);
+
+struct bert_node {
+  const char *name;                              /* op name, for errors */
+  bert_backward_fn backward;
+  int ninputs;
+  bert_tensor *inputs[BERT_NODE_MAX_INPUTS];     /* retained; NULL allowed */
+  int nsaved;
+  bert_tensor *saved[BERT_NODE_MAX_SAVED];       /* retained */
+  uint64_t saved_version[BERT_NODE_MAX_SAVED];   /* storage versions at save time */
+  double f[8];                                   /* op parameters */
+  int64_t i[8];
+  void *extra;                                   /* op-owned memory, freed with free() */
+  int refcount;
+};
+
+/* ---- grad mode ---- */
+int bert_grad_enabled(void);
+void bert_set_grad_enabled(int on);
+/* Grad mode is on and some input requires grad: the op must record. */
+int bert_needs_grad(int n, bert_tensor *const *inputs);
+
+/* ---- building the graph ---- */
+/* A node over inputs (retained; NULL entries allowed for non-tensor args). */
+bert_node *bert_node_new(const char *name, bert_backward_fn fn, int n, bert_tensor *const *inputs);
+/* Saves a tensor for backward (retained), remembering its storage version
+** so backward can detect in-place modification. */
+void bert_node_save(bert_node *node, bert_tensor *t);
+/* out->grad_fn = node (takes the caller's reference), out requires grad. */
+void bert_attach(bert_tensor *out, bert_node *node);
+void bert_node_release(bert_node *node);
+/* The saved tensor k, or NULL with an error if it was modified in place. */
+bert_tensor *bert_node_saved(bert_node *node, int k);
+
+/* ---- gradients ---- */
+/* Adds g into t->grad, first summing g over broadcast dims down to t's
+** shape; allocates t->grad (zeros) when absent.  No-op when t is NULL or
+** does not require grad. */
+int bert_accumulate_grad(bert_tensor *t, const bert_tensor *g);
+/* The same, taking ownership of g (released, or kept as the gradient
+** itself when it is the first contribution): saves a copy per node. */
+int bert_accumulate_grad_steal(bert_tensor *t, bert_tensor *g);
+/* Sums g down to shape (reverse broadcasting); returns a new reference. */
+bert_tensor *bert_sum_to_shape(const bert_tensor *g, int ndim, const int64_t *shape);
+/* Runs backward from root; grad may be NULL only for a 1-element root. */
+int bert_backward(bert_tensor *root, const bert_tensor *grad);
+
+/* Bumps the storage version: every in-place write calls this. */
+static inline void bert_bump_version(bert_tensor *t) { t->storage->version++; }
+
+#endif
