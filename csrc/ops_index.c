@@ -210,6 +210,18 @@ done:
   return out;
 }
 
+bert_tensor *bert_nonzero_flat(const bert_tensor *t) {
+  int64_t n = bert_numel(t), count = 0;
+  if (n > INT32_MAX) { bert_set_error("nonzero: %lld elements exceed int32 positions", (long long)n); return NULL; }
+  for (int64_t i = 0; i < n; i++) count += bert_get_flat(t, i) != 0;
+  bert_tensor *out = bert_tensor_empty(BERT_I32, 1, &count);
+  if (out == NULL) return NULL;
+  int32_t *o = bert_i32(out);
+  for (int64_t i = 0, k = 0; i < n; i++)
+    if (bert_get_flat(t, i) != 0) o[k++] = (int32_t)i;
+  return out;
+}
+
 bert_tensor *bert_arange(double start, double stop, double step, bert_dtype dt) {
   if (step == 0 || !isfinite(start) || !isfinite(stop) || !isfinite(step)) {
     bert_set_error("arange: invalid range start %g, stop %g, step %g", start, stop, step);

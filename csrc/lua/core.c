@@ -3,7 +3,9 @@
 ** selection and introspection live here; each binding file registers its
 ** own functions.
 */
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <omp.h>
 
@@ -77,7 +79,44 @@ static int l_wall_time(lua_State *L) {
   return 1;
 }
 
+/* bert.mkdir(path): creates path and its parents (mkdir -p); true, or
+** nil, message. */
+static int l_mkdir(lua_State *L) {
+  size_t len;
+  const char *path = luaL_checklstring(L, 1, &len);
+  luaL_Buffer b;
+  char *p = luaL_buffinitsize(L, &b, len + 1);
+  memcpy(p, path, len + 1);
+  for (size_t i = 1; i <= len; i++) {
+    if (p[i] != '/' && p[i] != '\0') continue;
+    char c = p[i];
+    p[i] = '\0';
+    if (mkdir(p, 0755) != 0 && errno != EEXIST) {
+      lua_pushnil(L);
+      lua_pushfstring(L, "mkdir: cannot create '%s': %s", p, strerror(errno));
+      return 2;
+    }
+    p[i] = c;
+  }
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "mkdir: '%s' exists and is not a directory", path);
+    return 2;
+  }
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* bert.isdir(path) -> boolean */
+static int l_isdir(lua_State *L) {
+  struct stat st;
+  lua_pushboolean(L, stat(luaL_checkstring(L, 1), &st) == 0 && S_ISDIR(st.st_mode));
+  return 1;
+}
+
 static const luaL_Reg core_funcs[] = {
+  {"mkdir", l_mkdir}, {"isdir", l_isdir},
   {"wall_time", l_wall_time},
   {"set_num_threads", l_set_num_threads}, {"get_num_threads", l_get_num_threads},
   {"set_gemm", l_set_gemm}, {"gemm_providers", l_gemm_providers},

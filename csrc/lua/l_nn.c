@@ -1,4 +1,138 @@
-/* Placeholder until the nn binding lands. */
-#include "lbert.h"
+/*
+** bert.core.F: the fused nn ops (csrc/nn/) for Lua.
+*/
+#include <float.h>
+#include <string.h>
 
-void lbert_open_nn(lua_State *L) { (void)L; }
+#include "lbert.h"
+#include "nn/nn.h"
+
+/* An optional tensor argument: nil/none -> NULL. */
+static bert_tensor *opt_tensor(lua_State *L, int arg) {
+  if (lua_isnoneornil(L, arg)) return NULL;
+  return lbert_check_tensor(L, arg);
+}
+
+/* Field `name` of the options table at arg (nil when absent or no table). */
+static int opt_field(lua_State *L, int arg, const char *name) {
+  if (lua_isnoneornil(L, arg)) { lua_pushnil(L); return LUA_TNIL; }
+  return lua_getfield(L, arg, name);
+}
+
+static double opt_number(lua_State *L, int arg, const char *fname, const char *name, double dflt) {
+  int t = opt_field(L, arg, name);
+  double v = dflt;
+  if (t != LUA_TNIL) {
+    if (!lua_isnumber(L, -1))
+      luaL_error(L, "%s: option '%s' must be a number, got %s", fname, name, luaL_typename(L, -1));
+    v = lua_tonumber(L, -1);
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+static int opt_bool(lua_State *L, int arg, const char *name, int dflt) {
+  int t = opt_field(L, arg, name);
+  int v = t == LUA_TNIL ? dflt : lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+static void check_opts(lua_State *L, int arg, const char *fname) {
+  if (!lua_isnoneornil(L, arg) && !lua_istable(L, arg))
+    luaL_error(L, "%s: options (argument #%d) must be a table, got %s", fname, arg,
+               luaL_typename(L, arg));
+}
+
+/* F.linear(x, weight[, bias]) */
+static int l_linear(lua_State *L) {
+  bert_tensor *x = lbert_check_tensor(L, 1), *w = lbert_check_tensor(L, 2);
+  bert_tensor *b = opt_tensor(L, 3);
+  return lbert_push_result(L, bert_linear(x, w, b), "linear");
+}
+
+/* F.layer_norm(x, weight, bias[, eps = 1e-12][, residual]) */
+static int l_layer_norm(lua_State *L) {
+  bert_tensor *x = lbert_check_tensor(L, 1);
+  bert_tensor *g = opt_tensor(L, 2), *b = opt_tensor(L, 3);
+  double eps = luaL_optnumber(L, 4, 1e-12);
+  bert_tensor *r = opt_tensor(L, 5);
+  return lbert_push_result(L, bert_layer_norm(x, g, b, eps, r), "layer_norm");
+}
+
+/* F.dropout(x, p[, training = true]) */
+static int l_dropout(lua_State *L) {
+  bert_tensor *x = lbert_check_tensor(L, 1);
+  double p = luaL_checknumber(L, 2);
+  int training = lua_isnoneornil(L, 3) ? 1 : lua_toboolean(L, 3);
+  return lbert_push_result(L, bert_dropout(x, p, training), "dropout");
+}
+
+/* F.embedding(ids, weight) */
+static int l_embedding(lua_State *L) {
+  bert_tensor *ids = lbert_check_tensor(L, 1), *w = lbert_check_tensor(L, 2);
+  return lbert_push_result(L, bert_embedding(ids, w), "embedding");
+}
+
+/* F.attention(q, k, v[, {mask=, mask_value=, dropout=, training=, scale=}]) */
+static int l_attention(lua_State *L) {
+  bert_tensor *q = lbert_check_tensor(L, 1), *k = lbert_check_tensor(L, 2);
+  bert_tensor *v = lbert_check_tensor(L, 3);
+  check_opts(L, 4, "attention");
+  bert_attention_opts o;
+  memset(&o, 0, sizeof o);
+  if (opt_field(L, 4, "mask") != LUA_TNIL) {
+    o.mask = lbert_test_tensor(L, -1);
+    if (o.mask == NULL)
+      return luaL_error(L, "attention: option 'mask' must be a tensor, got %s", luaL_typename(L, -1));
+  }
+  lua_pop(L, 1);   /* the options table keeps the mask alive */
+  o.mask_value = opt_number(L, 4, "attention", "mask_value", -FLT_MAX);
+  o.dropout_p = opt_number(L, 4, "attention", "dropout", 0.0);
+  o.training = opt_bool(L, 4, "training", 1);
+  o.scale = opt_number(L, 4, "attention", "scale", 0.0);
+  if (o.scale < 0) return luaL_error(L, "attention: scale must be positive, got %g", o.scale);
+  return lbert_push_result(L, bert_attention(q, k, v, &o), "attention");
+}
+
+/* F.cross_entropy(logits, labels[, {ignore_index = -100, reduction = "mean"}]) */
+static int l_cross_entropy(lua_State *L) {
+  static const char *const reds[] = {"none", "mean", "sum", NULL};
+  bert_tensor *logits = lbert_check_tensor(L, 1), *labels = lbert_check_tensor(L, 2);
+  check_opts(L, 3, "cross_entropy");
+  double ig = opt_number(L, 3, "cross_entropy", "ignore_index", -100);
+  int red = BERT_REDUCE_MEAN;
+  if (opt_field(L, 3, "reduction") != LUA_TNIL) {
+    const char *s = lua_tostring(L, -1);
+    red = -1;
+    for (int i = 0; s && reds[i]; i++) if (strcmp(s, reds[i]) == 0) red = i;
+    if (red < 0)
+      return luaL_error(L, "cross_entropy: reduction must be \"mean\", \"sum\" or \"none\", got %s",
+                        s ? s : luaL_typename(L, -1));
+  }
+  lua_pop(L, 1);
+  return lbert_push_result(L, bert_cross_entropy(logits, labels, (int64_t)ig, (bert_reduction)red),
+                           "cross_entropy");
+}
+
+static const luaL_Reg F_funcs[] = {
+  {"linear", l_linear},
+  {"layer_norm", l_layer_norm},
+  {"dropout", l_dropout},
+  {"embedding", l_embedding},
+  {"attention", l_attention},
+  {"cross_entropy", l_cross_entropy},
+  {NULL, NULL}
+};
+
+void lbert_open_nn(lua_State *L) {
+  lua_getfield(L, -1, "F");
+  if (!lua_istable(L, -1)) {
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, "F");
+  }
+  luaL_setfuncs(L, F_funcs, 0);
+  lua_pop(L, 1);
+}

@@ -984,6 +984,11 @@ static int m_scatter_add(lua_State *L) {
   return 1;
 }
 
+/* t:nonzero() -> int32 [n] flat 0-based positions of non-zero elements */
+static int m_nonzero(lua_State *L) {
+  return lbert_push_result(L, bert_nonzero_flat(lbert_check_tensor(L, 1)), "nonzero");
+}
+
 /* bert.cat(list, dim) and bert.stack(list, dim) */
 static int join(lua_State *L, int stack) {
   const char *fname = stack ? "stack" : "cat";
@@ -1034,7 +1039,7 @@ static const luaL_Reg tensor_methods[] = {
   {"argmax", m_argmax}, {"argmin", m_argmin}, {"var", m_var},
   {"softmax", m_softmax}, {"log_softmax", m_log_softmax}, {"matmul", m_matmul},
   {"index_select", m_index_select}, {"gather", m_gather},
-  {"scatter_add", m_scatter_add}, {"scatter_add_", m_scatter_add_},
+  {"scatter_add", m_scatter_add}, {"scatter_add_", m_scatter_add_}, {"nonzero", m_nonzero},
   {NULL, NULL}
 };
 

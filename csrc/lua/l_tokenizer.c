@@ -1,4 +1,867 @@
-/* Placeholder until the tokenizer binding lands. */
-#include "lbert.h"
+/*
+** Lua binding of the C tokenizers: bert.core.tokenizer.
+**
+** core.tokenizer.new(config)      -> Tokenizer (userdata "bert.Tokenizer")
+** core.tokenizer.trainer(opts)    -> Trainer  (userdata "bert.TokenizerTrainer")
+** core.tokenizer.methods          -> the Tokenizer method table (the Lua
+**                                    facade adds save, get_vocab, ...)
+** Offsets are {start, stop}: 0-based start, exclusive stop, in characters
+** (code points) of the original string, as in Hugging Face.
+*/
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
-void lbert_open_tokenizer(lua_State *L) { (void)L; }
+#include "lbert.h"
+#include "tokenize/tok.h"
+
+#define TOKENIZER_MT "bert.Tokenizer"
+#define TRAINER_MT "bert.TokenizerTrainer"
+
+typedef struct { bt_tokenizer *t; } LTok;
+typedef struct { bt_trainer *tr; } LTrainer;
+
+/* ---------- argument helpers ---------- */
+
+static int arg_error(lua_State *L, const char *fname, int arg,
+                     const char *name, const char *expected) {
+  return luaL_error(L, "%s: argument #%d (%s) expected %s, got %s", fname,
+                    arg, name, expected, luaL_typename(L, arg));
+}
+
+static const char *check_str(lua_State *L, int arg, const char *fname,
+                             const char *name, size_t *len) {
+  if (lua_type(L, arg) != LUA_TSTRING)
+    arg_error(L, fname, arg, name, "string");
+  return lua_tolstring(L, arg, len);
+}
+
+static void check_table(lua_State *L, int arg, const char *fname,
+                        const char *name) {
+  if (!lua_istable(L, arg)) arg_error(L, fname, arg, name, "table");
+}
+
+static bt_tokenizer *check_tok(lua_State *L, const char *fname) {
+  LTok *u = luaL_testudata(L, 1, TOKENIZER_MT);
+  if (!u) luaL_error(L, "%s: argument #1 (self) expected bert.Tokenizer, "
+                     "got %s (use tok:%s(...))", fname, luaL_typename(L, 1), fname);
+  if (!u->t) luaL_error(L, "%s: the tokenizer is closed", fname);
+  return u->t;
+}
+
+/* Field helpers on the table at index idx. */
+static int opt_bool(lua_State *L, int idx, const char *k, int def) {
+  lua_getfield(L, idx, k);
+  int v = lua_isnil(L, -1) ? def : lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
+static long opt_int(lua_State *L, int idx, const char *fname, const char *k,
+                    long def, long lo, long hi) {
+  lua_getfield(L, idx, k);
+  long v = def;
+  if (!lua_isnil(L, -1)) {
+    int ok;
+    lua_Integer x = lua_tointegerx(L, -1, &ok);
+    if (!ok) luaL_error(L, "%s: option '%s' expected integer, got %s", fname,
+                        k, luaL_typename(L, -1));
+    if (x < lo || x > hi) luaL_error(L, "%s: option '%s' = %d out of range "
+                                     "[%d, %d]", fname, k, (int)x, (int)lo, (int)hi);
+    v = (long)x;
+  }
+  lua_pop(L, 1);
+  return v;
+}
+
+/* Returns a malloc'd copy of string field k, or NULL. */
+static char *opt_strdup(lua_State *L, int idx, const char *k) {
+  lua_getfield(L, idx, k);
+  char *r = NULL;
+  if (lua_type(L, -1) == LUA_TSTRING) {
+    size_t n; const char *s = lua_tolstring(L, -1, &n);
+    r = malloc(n + 1);
+    if (r) { memcpy(r, s, n); r[n] = '\0'; }
+  }
+  lua_pop(L, 1);
+  return r;
+}
+
+/* ---------- construction ---------- */
+
+static void push_tok(lua_State *L, bt_tokenizer *t) {
+  LTok *u = lua_newuserdatauv(L, sizeof *u, 1);
+  u->t = t;
+  luaL_setmetatable(L, TOKENIZER_MT);
+}
+
+static bt_piece *read_template(lua_State *L, int idx, int *n) {
+  int cnt = (int)luaL_len(L, idx);
+  bt_piece *p = calloc((size_t)cnt + 1, sizeof *p);
+  if (!p) luaL_error(L, "tokenizer.new: out of memory");
+  for (int i = 0; i < cnt; i++) {
+    lua_rawgeti(L, idx, i + 1);
+    int it = lua_gettop(L);
+    if (!lua_istable(L, it)) { free(p); luaL_error(L, "tokenizer.new: template item %d is not a table", i + 1); }
+    p[i].type_id = (int32_t)opt_int(L, it, "tokenizer.new", "type_id", 0, 0, 1 << 30);
+    lua_getfield(L, it, "seq");
+    if (!lua_isnil(L, -1)) {
+      p[i].seq = (int)lua_tointeger(L, -1);
+    } else {
+      p[i].seq = -1;
+      lua_getfield(L, it, "ids");
+      int k = lua_istable(L, -1) ? (int)luaL_len(L, -1) : 0;
+      p[i].ids = calloc((size_t)k + 1, sizeof *p[i].ids);
+      p[i].nids = k;
+      for (int j = 0; p[i].ids && j < k; j++) {
+        lua_rawgeti(L, -1, j + 1);
+        p[i].ids[j] = (int32_t)lua_tointeger(L, -1);
+        lua_pop(L, 1);
+      }
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 2);
+  }
+  *n = cnt;
+  return p;
+}
+
+/* Raises after freeing t. */
+static int new_fail(lua_State *L, bt_tokenizer *t, const char *msg) {
+  lua_pushfstring(L, "tokenizer.new: %s", msg);
+  bt_tokenizer_free(t);
+  return lua_error(L);
+}
+
+static int tok_new(lua_State *L) {
+  check_table(L, 1, "tokenizer.new", "config");
+  lua_getfield(L, 1, "model");
+  const char *model = lua_tostring(L, -1);
+  int kind;
+  if (model && strcmp(model, "wordpiece") == 0) kind = BT_MODEL_WORDPIECE;
+  else if (model && strcmp(model, "bpe") == 0) kind = BT_MODEL_BPE;
+  else return luaL_error(L, "tokenizer.new: config.model must be 'wordpiece' "
+                         "or 'bpe', got %s", model ? model : luaL_typename(L, -1));
+  lua_pop(L, 1);
+  bt_tokenizer *t = bt_tokenizer_new(kind);
+  if (!t) return luaL_error(L, "tokenizer.new: out of memory");
+  /* vocabulary: vocab_list (array, id = index - 1) or vocab (map) */
+  lua_getfield(L, 1, "vocab_list");
+  if (lua_istable(L, -1)) {
+    lua_Integer n = luaL_len(L, -1);
+    for (lua_Integer i = 1; i <= n; i++) {
+      lua_rawgeti(L, -1, i);
+      size_t len; const char *s = lua_tolstring(L, -1, &len);
+      if (s && bt_vocab_set(&t->vocab, s, len, (int32_t)(i - 1)))
+        return new_fail(L, t, "out of memory");
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, 1, "vocab");
+  if (lua_istable(L, -1)) {
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+      int ok; lua_Integer id = lua_tointegerx(L, -1, &ok);
+      if (lua_type(L, -2) != LUA_TSTRING || !ok || id < 0 || id > INT32_MAX) {
+        lua_pop(L, 1);
+        continue;
+      }
+      size_t len; const char *s = lua_tolstring(L, -2, &len);
+      if (bt_vocab_set(&t->vocab, s, len, (int32_t)id))
+        return new_fail(L, t, "out of memory");
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+  t->unk_token = opt_strdup(L, 1, "unk_token");
+  t->prefix = opt_strdup(L, 1, "continuing_subword_prefix");
+  if (kind == BT_MODEL_WORDPIECE && !t->prefix) t->prefix = strdup("##");
+  t->max_input_chars = (int)opt_int(L, 1, "tokenizer.new",
+                                    "max_input_chars_per_word", 100, 1, 1 << 30);
+  t->cache_capacity = (int)opt_int(L, 1, "tokenizer.new", "cache_capacity",
+                                   10000, 0, 1 << 24);
+  /* merges: flat {a1, b1, a2, b2, ...} */
+  lua_getfield(L, 1, "merges");
+  if (lua_istable(L, -1)) {
+    lua_Integer n = luaL_len(L, -1);
+    for (lua_Integer i = 1; i + 1 <= n; i += 2) {
+      lua_rawgeti(L, -1, i); lua_rawgeti(L, -2, i + 1);
+      size_t la, lb;
+      const char *a = lua_tolstring(L, -2, &la), *b = lua_tolstring(L, -1, &lb);
+      if (!a || !b) return new_fail(L, t, "merges must be strings");
+      if (bt_add_merge(t, a, la, b, lb)) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "merge %d: %s", (int)(i + 1) / 2, t->err);
+        return new_fail(L, t, msg);
+      }
+      lua_pop(L, 2);
+    }
+  }
+  lua_pop(L, 1);
+  /* normalizer */
+  lua_getfield(L, 1, "normalizer");
+  if (lua_istable(L, -1)) {
+    int n = lua_gettop(L);
+    t->has_normalizer = 1;
+    t->clean_text = opt_bool(L, n, "clean_text", 1);
+    t->handle_chinese = opt_bool(L, n, "handle_chinese_chars", 1);
+    t->lowercase = opt_bool(L, n, "lowercase", 1);
+    lua_getfield(L, n, "strip_accents");
+    t->strip_accents = lua_isnil(L, -1) ? -1 : lua_toboolean(L, -1);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, 1, "pre_tokenizer");
+  const char *pre = lua_tostring(L, -1);
+  t->pre = !pre ? BT_PRE_NONE : strcmp(pre, "bert") == 0 ? BT_PRE_BERT
+         : strcmp(pre, "byte_level") == 0 ? BT_PRE_BYTELEVEL
+         : strcmp(pre, "whitespace_split") == 0 ? BT_PRE_WHITESPACE : BT_PRE_NONE;
+  lua_pop(L, 1);
+  if (t->pre == BT_PRE_NONE && kind == BT_MODEL_WORDPIECE) t->pre = BT_PRE_WHITESPACE;
+  t->add_prefix_space = opt_bool(L, 1, "add_prefix_space", 0);
+  t->use_regex = opt_bool(L, 1, "use_regex", 1);
+  t->trim_offsets = opt_bool(L, 1, "trim_offsets", 0);
+  t->post_add_prefix_space = opt_bool(L, 1, "post_add_prefix_space", t->add_prefix_space);
+  lua_getfield(L, 1, "decoder");
+  const char *dec = lua_tostring(L, -1);
+  t->decoder = !dec ? BT_DEC_NONE : strcmp(dec, "wordpiece") == 0 ? BT_DEC_WORDPIECE
+             : strcmp(dec, "byte_level") == 0 ? BT_DEC_BYTELEVEL : BT_DEC_NONE;
+  lua_pop(L, 1);
+  t->dec_prefix = opt_strdup(L, 1, "decoder_prefix");
+  t->cleanup = opt_bool(L, 1, "cleanup", 1);
+  t->pad_id = (int32_t)opt_int(L, 1, "tokenizer.new", "pad_id", 0, 0, INT32_MAX);
+  t->pad_type_id = (int32_t)opt_int(L, 1, "tokenizer.new", "pad_type_id", 0, 0, INT32_MAX);
+  /* added tokens */
+  lua_getfield(L, 1, "added_tokens");
+  if (lua_istable(L, -1)) {
+    lua_Integer n = luaL_len(L, -1);
+    for (lua_Integer i = 1; i <= n; i++) {
+      lua_rawgeti(L, -1, i);
+      int it = lua_gettop(L);
+      if (lua_istable(L, it)) {
+        lua_getfield(L, it, "content");
+        size_t len; const char *s = lua_tolstring(L, -1, &len);
+        lua_getfield(L, it, "id");
+        int ok; lua_Integer id = lua_tointegerx(L, -1, &ok);
+        if (s && ok && id >= 0 &&
+            bt_add_added(t, s, len, (int32_t)id, opt_bool(L, it, "special", 1),
+                         opt_bool(L, it, "lstrip", 0), opt_bool(L, it, "rstrip", 0),
+                         opt_bool(L, it, "single_word", 0),
+                         opt_bool(L, it, "normalized", 0)))
+          return new_fail(L, t, "out of memory");
+        lua_pop(L, 2);
+      }
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+  /* post-processor template */
+  lua_getfield(L, 1, "post");
+  if (lua_istable(L, -1)) {
+    int pi = lua_gettop(L), n;
+    lua_getfield(L, pi, "single");
+    if (lua_istable(L, -1)) { bt_piece *p = read_template(L, lua_gettop(L), &n); bt_set_template(t, 0, p, n); }
+    lua_pop(L, 1);
+    lua_getfield(L, pi, "pair");
+    if (lua_istable(L, -1)) { bt_piece *p = read_template(L, lua_gettop(L), &n); bt_set_template(t, 1, p, n); }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  if (bt_tokenizer_finish(t)) return new_fail(L, t, "out of memory");
+  push_tok(L, t);
+  lua_pushvalue(L, 1);                  /* keep the config for save() */
+  lua_setiuservalue(L, -2, 1);
+  return 1;
+}
+
+/* ---------- encoding ---------- */
+
+typedef struct { bt_options o; int overflow; } enc_opts;
+
+static void read_opts(lua_State *L, int idx, const char *fname, enc_opts *eo) {
+  bt_options *o = &eo->o;
+  memset(eo, 0, sizeof *eo);
+  o->add_special_tokens = 1;
+  if (lua_isnoneornil(L, idx)) return;
+  if (!lua_istable(L, idx)) arg_error(L, fname, idx, "options", "table or nil");
+  o->add_special_tokens = opt_bool(L, idx, "add_special_tokens", 1);
+  long max = opt_int(L, idx, fname, "max_length", -1, 0, INT32_MAX);
+  o->stride = (int)opt_int(L, idx, fname, "stride", 0, 0, INT32_MAX);
+  eo->overflow = opt_bool(L, idx, "return_overflowing_tokens", 0);
+  lua_getfield(L, idx, "truncation");
+  if (lua_isboolean(L, -1) || lua_isnil(L, -1)) {
+    o->truncation = lua_toboolean(L, -1) ? BT_TRUNC_LONGEST_FIRST : BT_TRUNC_NONE;
+  } else {
+    const char *s = lua_tostring(L, -1);
+    if (s && strcmp(s, "longest_first") == 0) o->truncation = BT_TRUNC_LONGEST_FIRST;
+    else if (s && strcmp(s, "only_first") == 0) o->truncation = BT_TRUNC_ONLY_FIRST;
+    else if (s && strcmp(s, "only_second") == 0) o->truncation = BT_TRUNC_ONLY_SECOND;
+    else luaL_error(L, "%s: option 'truncation' must be true, false, "
+                    "'longest_first', 'only_first' or 'only_second', got %s",
+                    fname, s ? s : luaL_typename(L, -1));
+  }
+  lua_pop(L, 1);
+  if (o->truncation && max < 0)
+    luaL_error(L, "%s: option 'truncation' needs 'max_length'", fname);
+  o->max_length = (int)max;
+  lua_getfield(L, idx, "truncation_side");
+  const char *side = lua_tostring(L, -1);
+  o->trunc_left = side && strcmp(side, "left") == 0;
+  lua_pop(L, 1);
+  lua_getfield(L, idx, "padding");
+  if (lua_isboolean(L, -1) || lua_isnil(L, -1)) {
+    o->padding = lua_toboolean(L, -1) ? BT_PAD_LONGEST : BT_PAD_NONE;
+  } else {
+    const char *s = lua_tostring(L, -1);
+    if (s && strcmp(s, "longest") == 0) o->padding = BT_PAD_LONGEST;
+    else if (s && strcmp(s, "max_length") == 0) o->padding = BT_PAD_FIXED;
+    else luaL_error(L, "%s: option 'padding' must be false, true, 'longest' "
+                    "or 'max_length', got %s", fname, s ? s : luaL_typename(L, -1));
+  }
+  lua_pop(L, 1);
+  if (o->padding == BT_PAD_FIXED) {
+    if (max < 0) luaL_error(L, "%s: padding 'max_length' needs 'max_length'", fname);
+    o->pad_length = (int)max;
+  }
+  o->pad_multiple = (int)opt_int(L, idx, fname, "pad_to_multiple_of", 0, 0, INT32_MAX);
+  lua_getfield(L, idx, "padding_side");
+  side = lua_tostring(L, -1);
+  o->pad_left = side && strcmp(side, "left") == 0;
+  lua_pop(L, 1);
+}
+
+static void push_int_array(lua_State *L, const int32_t *v, int32_t n) {
+  lua_createtable(L, n, 0);
+  for (int32_t i = 0; i < n; i++) {
+    lua_pushinteger(L, v[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+}
+
+static void push_u8_array(lua_State *L, const uint8_t *v, int32_t n) {
+  lua_createtable(L, n, 0);
+  for (int32_t i = 0; i < n; i++) {
+    lua_pushinteger(L, v[i] == 1);      /* 2 marks an added token in text */
+    lua_rawseti(L, -2, i + 1);
+  }
+}
+
+typedef struct { const char *a, *b; size_t alen, blen; } batch_item;
+
+static void push_encoding(lua_State *L, const bt_tokenizer *t,
+                          const bt_encoding *e, const batch_item *txt,
+                          int with_overflow) {
+  lua_createtable(L, 0, 9);
+  push_int_array(L, e->ids, e->n); lua_setfield(L, -2, "ids");
+  push_int_array(L, e->type_ids, e->n); lua_setfield(L, -2, "type_ids");
+  push_u8_array(L, e->attn, e->n); lua_setfield(L, -2, "attention_mask");
+  push_u8_array(L, e->special, e->n); lua_setfield(L, -2, "special_tokens_mask");
+  lua_createtable(L, e->n, 0);
+  for (int32_t i = 0; i < e->n; i++) {
+    size_t len;
+    const char *s = bt_id_to_token(t, e->ids[i], &len);
+    if (e->special[i] == 2 && e->seqs[i] >= 0 && txt) {
+      /* an added token keeps the text it matched (lstrip/rstrip spaces) */
+      const char *x = e->seqs[i] == 0 ? txt->a : txt->b;
+      size_t xl = e->seqs[i] == 0 ? txt->alen : txt->blen;
+      if (x) {
+        size_t c0 = (size_t)e->offsets[2 * i], c1 = (size_t)e->offsets[2 * i + 1];
+        const bt_added *ad = NULL;
+        for (int k = 0; k < t->nadded; k++) if (t->added[k].id == e->ids[i]) ad = &t->added[k];
+        uint32_t *cp = ad && (ad->lstrip || ad->rstrip) ? malloc((xl + 1) * sizeof *cp) : NULL;
+        if (cp) {                       /* offsets were trimmed: undo */
+          size_t nc = bt_utf8_decode(x, xl, cp);
+          if (ad->lstrip) while (c0 > 0 && bt_is_whitespace(cp[c0 - 1])) c0--;
+          if (ad->rstrip) while (c1 < nc && bt_is_whitespace(cp[c1])) c1++;
+          free(cp);
+        }
+        size_t b0 = bt_utf8_char_to_byte(x, xl, c0);
+        size_t b1 = bt_utf8_char_to_byte(x, xl, c1);
+        s = x + b0; len = b1 - b0;
+      }
+    }
+    if (s) lua_pushlstring(L, s, len); else lua_pushliteral(L, "");
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "tokens");
+  lua_createtable(L, e->n, 0);
+  for (int32_t i = 0; i < e->n; i++) {
+    if (e->seqs[i] < 0) lua_pushboolean(L, 0);
+    else lua_pushinteger(L, e->seqs[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "sequence_ids");
+  lua_createtable(L, e->n, 0);
+  for (int32_t i = 0; i < e->n; i++) {
+    lua_createtable(L, 2, 0);
+    lua_pushinteger(L, e->offsets[2 * i]); lua_rawseti(L, -2, 1);
+    lua_pushinteger(L, e->offsets[2 * i + 1]); lua_rawseti(L, -2, 2);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "offsets");
+  lua_createtable(L, e->n, 0);
+  for (int32_t i = 0; i < e->n; i++) {
+    if (e->words[i] < 0) lua_pushboolean(L, 0);
+    else lua_pushinteger(L, e->words[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "word_ids");
+  if (with_overflow) {
+    lua_createtable(L, e->nover, 0);
+    for (int i = 0; i < e->nover; i++) {
+      push_encoding(L, t, &e->over[i], txt, 0);
+      lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "overflowing");
+  }
+}
+
+static int m_encode(lua_State *L) {
+  bt_tokenizer *t = check_tok(L, "encode");
+  size_t alen, blen = 0;
+  const char *a = check_str(L, 2, "encode", "text", &alen), *b = NULL;
+  int oi = 4;
+  if (lua_istable(L, 3) && lua_isnoneornil(L, 4)) oi = 3;   /* encode(text, opts) */
+  else if (!lua_isnoneornil(L, 3)) b = check_str(L, 3, "encode", "pair", &blen);
+  enc_opts eo;
+  read_opts(L, oi, "encode", &eo);
+  bt_encoding e;
+  char err[256];
+  if (bt_encode(t, 0, a, alen, b, blen, &eo.o, &e, err, sizeof err))
+    return luaL_error(L, "encode: %s", err);
+  bt_pad_batch(t, &e, 1, &eo.o);
+  batch_item txt = {a, b, alen, blen};
+  push_encoding(L, t, &e, &txt, eo.overflow);
+  bt_encoding_free(&e);
+  return 1;
+}
+
+static int m_encode_batch(lua_State *L) {
+  bt_tokenizer *t = check_tok(L, "encode_batch");
+  check_table(L, 2, "encode_batch", "texts");
+  enc_opts eo;
+  read_opts(L, 3, "encode_batch", &eo);
+  int n = (int)luaL_len(L, 2);
+  batch_item *items = calloc((size_t)n + 1, sizeof *items);
+  bt_encoding *encs = calloc((size_t)n + 1, sizeof *encs);
+  int *fail = calloc((size_t)n + 1, sizeof *fail);
+  if (!items || !encs || !fail) {
+    free(items); free(encs); free(fail);
+    return luaL_error(L, "encode_batch: out of memory");
+  }
+  /* the strings stay referenced by the argument table during the call */
+  for (int i = 0; i < n; i++) {
+    lua_rawgeti(L, 2, i + 1);
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      items[i].a = lua_tolstring(L, -1, &items[i].alen);
+    } else if (lua_istable(L, -1)) {
+      lua_rawgeti(L, -1, 1); lua_rawgeti(L, -2, 2);
+      if (lua_type(L, -2) == LUA_TSTRING) items[i].a = lua_tolstring(L, -2, &items[i].alen);
+      if (lua_type(L, -1) == LUA_TSTRING) items[i].b = lua_tolstring(L, -1, &items[i].blen);
+      int bad = !items[i].a || (!lua_isnil(L, -1) && !items[i].b);
+      lua_pop(L, 2);
+      if (bad) goto badarg;
+    } else goto badarg;
+    lua_pop(L, 1);
+    continue;
+  badarg:
+    free(items); free(encs); free(fail);
+    return luaL_error(L, "encode_batch: argument #2 (texts) item %d expected "
+                      "string or {string, string}, got %s", i + 1,
+                      luaL_typename(L, -1));
+  }
+  char err[256] = "";
+  int firstfail = -1;
+#pragma omp parallel for schedule(dynamic, 16)
+  for (int i = 0; i < n; i++) {
+    int wid = 0;
+#ifdef _OPENMP
+    wid = omp_get_thread_num();
+#endif
+    char e2[256];
+    if (bt_encode(t, wid, items[i].a, items[i].alen, items[i].b,
+                  items[i].blen, &eo.o, &encs[i], e2, sizeof e2)) {
+      fail[i] = 1;
+#pragma omp critical
+      {
+        if (firstfail < 0 || i < firstfail) {
+          firstfail = i;
+          memcpy(err, e2, sizeof err);
+        }
+      }
+    }
+  }
+  if (firstfail >= 0) {
+    for (int i = 0; i < n; i++) bt_encoding_free(&encs[i]);
+    free(items); free(encs); free(fail);
+    return luaL_error(L, "encode_batch: item %d: %s", firstfail + 1, err);
+  }
+  bt_pad_batch(t, encs, n, &eo.o);
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    push_encoding(L, t, &encs[i], &items[i], eo.overflow);
+    lua_rawseti(L, -2, i + 1);
+    bt_encoding_free(&encs[i]);
+  }
+  free(items); free(encs); free(fail);
+  return 1;
+}
+
+/* Encodes a batch and returns only the token count (benchmarks). */
+static int m_count_tokens(lua_State *L) {
+  bt_tokenizer *t = check_tok(L, "count_tokens");
+  check_table(L, 2, "count_tokens", "texts");
+  int threads = (int)luaL_optinteger(L, 3, 0);
+  int n = (int)luaL_len(L, 2);
+  batch_item *items = calloc((size_t)n + 1, sizeof *items);
+  if (!items) return luaL_error(L, "count_tokens: out of memory");
+  for (int i = 0; i < n; i++) {
+    lua_rawgeti(L, 2, i + 1);
+    if (lua_type(L, -1) == LUA_TSTRING) items[i].a = lua_tolstring(L, -1, &items[i].alen);
+    else { items[i].a = ""; }
+    lua_pop(L, 1);
+  }
+  bt_options o; memset(&o, 0, sizeof o);
+  long total = 0;
+  int failed = 0;
+#ifdef _OPENMP
+  if (threads <= 0) threads = omp_get_max_threads();
+  if (threads > t->nworkers) threads = t->nworkers;
+#endif
+#pragma omp parallel for schedule(dynamic, 16) reduction(+:total, failed) num_threads(threads > 0 ? threads : 1)
+  for (int i = 0; i < n; i++) {
+    int wid = 0;
+#ifdef _OPENMP
+    wid = omp_get_thread_num();
+#endif
+    bt_encoding e; char err[256];
+    if (bt_encode(t, wid, items[i].a, items[i].alen, NULL, 0, &o, &e, err, sizeof err))
+      failed++;
+    else { total += e.n; bt_encoding_free(&e); }
+  }
+  free(items);
+  if (failed) return luaL_error(L, "count_tokens: %d texts failed", failed);
+  lua_pushinteger(L, total);
+  return 1;
+}
+
+/* ---------- decoding and vocabulary ---------- */
+
+static int32_t *read_ids(lua_State *L, int idx, const char *fname, size_t *n) {
+  check_table(L, idx, fname, "ids");
+  *n = (size_t)luaL_len(L, idx);
+  int32_t *ids = malloc((*n + 1) * sizeof *ids);
+  if (!ids) luaL_error(L, "%s: out of memory", fname);
+  for (size_t i = 0; i < *n; i++) {
+    lua_rawgeti(L, idx, (lua_Integer)i + 1);
+    int ok; lua_Integer v = lua_tointegerx(L, -1, &ok);
+    if (!ok) {
+      free(ids);
+      luaL_error(L, "%s: argument #%d (ids) item %d expected integer, got %s",
+                 fname, idx, (int)i + 1, luaL_typename(L, -1));
+    }
+    ids[i] = v < 0 || v > INT32_MAX ? -1 : (int32_t)v;
+    lua_pop(L, 1);
+  }
+  return ids;
+}
+
+static int m_decode(lua_State *L) {
+  bt_tokenizer *t = check_tok(L, "decode");
+  size_t n;
+  int skip = 1;
+  if (!lua_isnoneornil(L, 3)) {
+    if (lua_istable(L, 3)) skip = opt_bool(L, 3, "skip_special_tokens", 1);
+    else if (lua_isboolean(L, 3)) skip = lua_toboolean(L, 3);
+    else arg_error(L, "decode", 3, "options", "table, boolean or nil");
+  }
+  int32_t *ids = read_ids(L, 2, "decode", &n);
+  size_t len;
+  char *s = bt_decode(t, ids, n, skip, &len);
+  free(ids);
+  if (!s) return luaL_error(L, "decode: out of memory");
+  lua_pushlstring(L, s, len);
+  free(s);
+  return 1;
+}
+
+static int m_vocab_size(lua_State *L) {
+  bt_tokenizer *t = check_tok(L, "vocab_size");
+  lua_pushinteger(L, bt_vocab_size(t));
+  return 1;
+}
+
+static int m_token_to_id(lua_State *L) {
+  bt_tokenizer *t = check_tok(L, "token_to_id");
+  size_t len; const char *s = check_str(L, 2, "token_to_id", "token", &len);
+  int32_t id = bt_token_to_id(t, s, len);
+  if (id < 0) lua_pushnil(L); else lua_pushinteger(L, id);
+  return 1;
+}
+
+static int m_id_to_token(lua_State *L) {
+  bt_tokenizer *t = check_tok(L, "id_to_token");
+  int ok; lua_Integer id = lua_tointegerx(L, 2, &ok);
+  if (!ok) return arg_error(L, "id_to_token", 2, "id", "integer");
+  size_t len;
+  const char *s = id < 0 || id > INT32_MAX ? NULL : bt_id_to_token(t, (int32_t)id, &len);
+  if (!s) lua_pushnil(L); else lua_pushlstring(L, s, len);
+  return 1;
+}
+
+/* The model vocabulary as an array by id: tokens[id + 1] (false = hole). */
+static int m_vocab_list(lua_State *L) {
+  bt_tokenizer *t = check_tok(L, "vocab_list");
+  lua_createtable(L, (int)t->vocab.nid, 0);
+  int32_t last = -1;
+  for (size_t i = 0; i < t->vocab.nid; i++) if (t->vocab.by_id[i] >= 0) last = (int32_t)i;
+  for (int32_t i = 0; i <= last; i++) {
+    size_t len; const char *s = bt_vocab_token(&t->vocab, i, &len);
+    if (s) lua_pushlstring(L, s, len); else lua_pushboolean(L, 0);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 1;
+}
+
+/* Merges in rank order, flat {a1, b1, a2, b2, ...}. */
+static int m_merges(lua_State *L) {
+  bt_tokenizer *t = check_tok(L, "merges");
+  lua_createtable(L, t->nmerges * 2, 0);
+  for (int32_t i = 0; i < t->nmerges; i++) {
+    size_t len; const char *s = bt_vocab_token(&t->vocab, t->merge_a[i], &len);
+    lua_pushlstring(L, s ? s : "", s ? len : 0); lua_rawseti(L, -2, 2 * i + 1);
+    s = bt_vocab_token(&t->vocab, t->merge_b[i], &len);
+    lua_pushlstring(L, s ? s : "", s ? len : 0); lua_rawseti(L, -2, 2 * i + 2);
+  }
+  return 1;
+}
+
+static int m_config(lua_State *L) {
+  check_tok(L, "config");
+  lua_getiuservalue(L, 1, 1);
+  return 1;
+}
+
+static int m_num_special_tokens_to_add(lua_State *L) {
+  bt_tokenizer *t = check_tok(L, "num_special_tokens_to_add");
+  lua_pushinteger(L, bt_num_added_tokens(t, lua_toboolean(L, 2)));
+  return 1;
+}
+
+static int m_gc(lua_State *L) {
+  LTok *u = luaL_checkudata(L, 1, TOKENIZER_MT);
+  bt_tokenizer_free(u->t);
+  u->t = NULL;
+  return 0;
+}
+
+static int m_tostring(lua_State *L) {
+  LTok *u = luaL_checkudata(L, 1, TOKENIZER_MT);
+  if (!u->t) lua_pushliteral(L, "bert.Tokenizer (closed)");
+  else lua_pushfstring(L, "bert.Tokenizer (%s, %d tokens)",
+                       u->t->model == BT_MODEL_BPE ? "bpe" : "wordpiece",
+                       bt_vocab_size(u->t));
+  return 1;
+}
+
+/* ---------- training ---------- */
+
+static bt_trainer *check_trainer(lua_State *L, const char *fname) {
+  LTrainer *u = luaL_testudata(L, 1, TRAINER_MT);
+  if (!u) luaL_error(L, "%s: argument #1 (self) expected bert.TokenizerTrainer, "
+                     "got %s", fname, luaL_typename(L, 1));
+  if (!u->tr) luaL_error(L, "%s: the trainer is finished", fname);
+  return u->tr;
+}
+
+static int t_new(lua_State *L) {
+  const char *fn = "tokenizer.trainer";
+  check_table(L, 1, fn, "options");
+  bt_train_opts o;
+  memset(&o, 0, sizeof o);
+  lua_getfield(L, 1, "kind");
+  const char *k = lua_tostring(L, -1);
+  if (k && strcmp(k, "wordpiece") == 0) o.kind = BT_MODEL_WORDPIECE;
+  else if (k && strcmp(k, "bpe") == 0) o.kind = BT_MODEL_BPE;
+  else return luaL_error(L, "%s: option 'kind' must be 'wordpiece' or 'bpe', "
+                         "got %s", fn, k ? k : luaL_typename(L, -1));
+  lua_pop(L, 1);
+  o.vocab_size = (int)opt_int(L, 1, fn, "vocab_size", 30000, 1, 1 << 24);
+  o.min_frequency = (int)opt_int(L, 1, fn, "min_frequency", 0, 0, INT32_MAX);
+  o.limit_alphabet = (int)opt_int(L, 1, fn, "limit_alphabet", 0, 0, INT32_MAX);
+  o.lowercase = opt_bool(L, 1, "lowercase", 1);
+  o.initial_alphabet = opt_bool(L, 1, "initial_alphabet", 1);
+  o.strip_accents = -1;
+  lua_getfield(L, 1, "strip_accents");
+  if (!lua_isnil(L, -1)) o.strip_accents = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  lua_getfield(L, 1, "special_tokens");
+  int ns = lua_istable(L, -1) ? (int)luaL_len(L, -1) : 0;
+  char **sp = calloc((size_t)ns + 1, sizeof *sp);
+  for (int i = 0; sp && i < ns; i++) {
+    lua_rawgeti(L, -1, i + 1);
+    const char *s = lua_tostring(L, -1);
+    sp[i] = strdup(s ? s : "");
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  o.specials = sp; o.nspecials = ns;
+  LTrainer *u = lua_newuserdatauv(L, sizeof *u, 0);
+  u->tr = NULL;
+  luaL_setmetatable(L, TRAINER_MT);
+  u->tr = sp ? bt_trainer_new(&o) : NULL;
+  for (int i = 0; sp && i < ns; i++) free(sp[i]);
+  free(sp);
+  if (!u->tr) return luaL_error(L, "%s: out of memory", fn);
+  return 1;
+}
+
+static int t_feed(lua_State *L) {
+  bt_trainer *tr = check_trainer(L, "feed");
+  size_t len; const char *s = check_str(L, 2, "feed", "text", &len);
+  if (bt_trainer_feed(tr, s, len)) return luaL_error(L, "feed: out of memory");
+  return 0;
+}
+
+/* Reads a whole file and feeds it; returns true or nil, message. */
+static int t_feed_file(lua_State *L) {
+  bt_trainer *tr = check_trainer(L, "feed_file");
+  const char *path = check_str(L, 2, "feed_file", "path", NULL);
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: %s", path, strerror(errno));
+    return 2;
+  }
+  size_t cap = 1 << 20, n = 0;
+  char *buf = malloc(cap);
+  while (buf) {
+    size_t r = fread(buf + n, 1, cap - n, f);
+    n += r;
+    if (n < cap) break;
+    char *nb = realloc(buf, cap * 2);
+    if (!nb) { free(buf); buf = NULL; break; }
+    buf = nb; cap *= 2;
+  }
+  int rerr = ferror(f);
+  fclose(f);
+  if (!buf) return luaL_error(L, "feed_file: out of memory");
+  if (rerr) {
+    free(buf);
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: read error", path);
+    return 2;
+  }
+  int rc = bt_trainer_feed(tr, buf, n);
+  free(buf);
+  if (rc) return luaL_error(L, "feed_file: out of memory");
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* Returns the vocabulary (array by id) and the merges (flat {a, b, ...}). */
+static int t_finish(lua_State *L) {
+  bt_trainer *tr = check_trainer(L, "finish");
+  char err[256];
+  bt_vocab v;
+  int32_t *merges = NULL, nm = 0;
+  if (bt_trainer_train(tr, &v, &merges, &nm, err, sizeof err))
+    return luaL_error(L, "finish: %s", err);
+  lua_createtable(L, (int)v.nid, 0);
+  for (size_t i = 0; i < v.nid; i++) {
+    size_t len; const char *s = bt_vocab_token(&v, (int32_t)i, &len);
+    if (!s) break;
+    lua_pushlstring(L, s, len);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_createtable(L, nm * 2, 0);
+  for (int32_t i = 0; i < nm; i++) {
+    for (int k = 0; k < 2; k++) {
+      size_t len; const char *s = bt_vocab_token(&v, merges[3 * i + k], &len);
+      lua_pushlstring(L, s ? s : "", s ? len : 0);
+      lua_rawseti(L, -2, 2 * i + k + 1);
+    }
+  }
+  free(merges);
+  bt_vocab_free(&v);
+  return 2;
+}
+
+static int t_gc(lua_State *L) {
+  LTrainer *u = luaL_checkudata(L, 1, TRAINER_MT);
+  bt_trainer_free(u->tr);
+  u->tr = NULL;
+  return 0;
+}
+
+static const luaL_Reg tok_methods[] = {
+  {"encode", m_encode},
+  {"encode_batch", m_encode_batch},
+  {"count_tokens", m_count_tokens},
+  {"decode", m_decode},
+  {"vocab_size", m_vocab_size},
+  {"token_to_id", m_token_to_id},
+  {"id_to_token", m_id_to_token},
+  {"vocab_list", m_vocab_list},
+  {"merges", m_merges},
+  {"config", m_config},
+  {"num_special_tokens_to_add", m_num_special_tokens_to_add},
+  {"close", m_gc},
+  {NULL, NULL}
+};
+
+static const luaL_Reg tok_meta[] = {
+  {"__gc", m_gc},
+  {"__close", m_gc},
+  {"__tostring", m_tostring},
+  {NULL, NULL}
+};
+
+static const luaL_Reg trainer_methods[] = {
+  {"feed", t_feed},
+  {"feed_file", t_feed_file},
+  {"finish", t_finish},
+  {NULL, NULL}
+};
+
+static const luaL_Reg trainer_meta[] = {
+  {"__gc", t_gc},
+  {"__close", t_gc},
+  {NULL, NULL}
+};
+
+static const luaL_Reg tok_funcs[] = {
+  {"new", tok_new},
+  {"trainer", t_new},
+  {NULL, NULL}
+};
+
+void lbert_open_tokenizer(lua_State *L) {
+#ifdef _OPENMP
+  /* Lua dlcloses C modules at exit; idle OpenMP threads would then run
+  ** unmapped libgomp code.  Pin libgomp in memory. */
+  void *gomp = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+  (void)gomp;
+#endif
+  lua_newtable(L);                      /* core.tokenizer */
+  luaL_setfuncs(L, tok_funcs, 0);
+  luaL_newmetatable(L, TOKENIZER_MT);
+  luaL_setfuncs(L, tok_meta, 0);
+  luaL_newlib(L, tok_methods);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, -3, "__index");
+  lua_setfield(L, -3, "methods");       /* core.tokenizer.methods */
+  lua_pop(L, 1);                        /* metatable */
+  luaL_newmetatable(L, TRAINER_MT);
+  luaL_setfuncs(L, trainer_meta, 0);
+  luaL_newlib(L, trainer_methods);
+  lua_setfield(L, -2, "__index");
+  lua_pop(L, 1);
+  lua_setfield(L, -2, "tokenizer");
+}

@@ -1,18 +1,22 @@
 --- bert: BERT-family Transformer encoders for Lua 5.4.
--- The tensor core, GEMM providers and file formats are C (`bert.core`);
--- this facade re-exports them and loads the Lua submodules on first use.
+-- The tensor core, autograd, fused kernels and file formats are C
+-- (`bert.core`); this facade re-exports them and loads the Lua submodules
+-- on first use, so `require("bert")` stays cheap.
 local core = require("bert.core")
 
 local M = {}
 for name, value in pairs(core) do M[name] = value end
 
--- Submodules load lazily, so `require("bert")` stays cheap and a script
--- pays only for what it uses.
 local submodules = {
   tokenizer = "bert.tokenizer",
+  optim = "bert.optim",
+  nn = "bert.nn",
+  models = "bert.models.bert",
+  config = "bert.models.config",
+  checkpoint = "bert.checkpoint",
 }
 
-return setmetatable(M, {
+setmetatable(M, {
   __index = function(self, key)
     local path = submodules[key]
     if path == nil then return nil end
@@ -21,3 +25,12 @@ return setmetatable(M, {
     return mod
   end,
 })
+
+--- bert.from_pretrained(dir[, opts]) -> model, info (see bert.checkpoint)
+function M.from_pretrained(dir, opts) return M.checkpoint.from_pretrained(dir, opts) end
+
+--- bert.model(architecture, size_or_config[, overrides]): a fresh model,
+-- e.g. bert.model("BertForPreTraining", "tiny", {vocab_size = 1000}).
+function M.model(arch, spec, overrides) return M.models.new(arch, spec, overrides) end
+
+return M

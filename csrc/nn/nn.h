@@ -1,0 +1,59 @@
+/*
+** Fused neural-network ops for the CPU: each has a forward kernel, a
+** hand-written backward kernel, and an entry point that records the op on
+** the autograd tape when an input requires grad (autograd.h).  Pure C; the
+** Lua binding is csrc/lua/l_nn.c.  All return a new tensor, or NULL with
+** bert_last_error() set ("linear: input [4 x 7] and weight [3 x 8]: ...").
+*/
+#ifndef BERT_NN_H
+#define BERT_NN_H
+
+#include "tensor.h"
+
+/* y = x @ W^T + b.  x [..., in], W [out, in] (HF layout), b [out] or NULL.
+** One GEMM over all rows with the bias written first (beta = 1). */
+bert_tensor *bert_linear(bert_tensor *x, bert_tensor *w, bert_tensor *b);
+
+/* y = LayerNorm(x + residual) over the last dim: (s - mean) * rstd * gamma
+** + beta, biased variance, rstd = 1 / sqrt(var + eps).  gamma, beta [H] or
+** NULL (ones / zeros); residual NULL or x's shape.  Saves mean and rstd. */
+bert_tensor *bert_layer_norm(bert_tensor *x, bert_tensor *gamma, bert_tensor *beta,
+                             double eps, bert_tensor *residual);
+
+/* Inverted dropout: keeps each element with probability 1 - p and scales it
+** by 1 / (1 - p).  The keep mask comes from Philox counters reserved from
+** the default generator and is regenerated in backward (nothing stored).
+** p == 0 or !training: returns a new reference to x itself. */
+bert_tensor *bert_dropout(bert_tensor *x, double p, int training);
+
+/* weight[ids]: ids int32 [...], weight [V, H] -> [..., H]. */
+bert_tensor *bert_embedding(bert_tensor *ids, bert_tensor *weight);
+
+/* Scaled dot-product attention, flash-style (online softmax over key
+** tiles; only the output and the per-row log-sum-exp are kept).
+**   q [B, A, Tq, d], k and v [B, A, Tk, d], any strides.
+**   mask: NULL; a [B, Tk] keep mask (int32 or float, 1 keep, 0 pad) turned
+**   into the additive bias (1 - mask) * mask_value (HF: finfo.min, older
+**   HF / TF: -10000); or a float additive bias [B, 1, 1, Tk].
+**   dropout_p applies to the probabilities when training.
+**   scale <= 0 selects 1 / sqrt(d).
+** Result [B, A, Tq, d], contiguous. */
+typedef struct {
+  bert_tensor *mask;
+  double mask_value;   /* for keep masks; 0 selects -FLT_MAX */
+  double dropout_p;
+  int training;
+  double scale;
+} bert_attention_opts;
+bert_tensor *bert_attention(bert_tensor *q, bert_tensor *k, bert_tensor *v,
+                            const bert_attention_opts *opts);
+
+/* Fused log-softmax + NLL.  logits [..., C], labels int32 [...] (same
+** leading shape).  Rows whose label is ignore_index contribute nothing.
+** reduction: 0 "none" ([...] per-row losses), 1 "mean" (over non-ignored
+** rows; 0 when all are ignored), 2 "sum". */
+typedef enum { BERT_REDUCE_NONE = 0, BERT_REDUCE_MEAN = 1, BERT_REDUCE_SUM = 2 } bert_reduction;
+bert_tensor *bert_cross_entropy(bert_tensor *logits, bert_tensor *labels, int64_t ignore_index,
+                                bert_reduction reduction);
+
+#endif

@@ -1,0 +1,72 @@
+/*
+** Optimizer kernels: fused, OpenMP-parallel update loops over one
+** parameter tensor per call (the Lua side, lua/bert/optim.lua, loops over
+** the parameters).  Pure C, no Lua.
+**
+** Every kernel takes contiguous float32 tensors of equal element count
+** (shapes may differ: only numel must agree) whose memory does not
+** overlap; it returns 0, or -1 with bert_set_error and nothing written.
+** The arithmetic is float32 per element, with the per-step scalars
+** (bias corrections, step sizes) computed in double and rounded once, so
+** an update depends only on its inputs: never on the thread count.
+** Reductions (norms) sum fixed-size blocks in double, then the blocks in
+** order, so they too are independent of the thread count.
+*/
+#ifndef BERT_OPTIM_H
+#define BERT_OPTIM_H
+
+#include <stdint.h>
+
+#include "tensor.h"
+
+/* Adam-family hyperparameters for one call. */
+typedef struct bert_adam_cfg {
+  double lr;
+  double beta1, beta2;
+  double eps;
+  double weight_decay;     /* decoupled: applied to the parameter, not the gradient */
+  int bias_correction;     /* 0: BERT's AdamWeightDecayOptimizer (no correction) */
+  int64_t step;            /* this parameter's step count, after incrementing (>= 1) */
+} bert_adam_cfg;
+
+/* AdamW, per element (torch.optim.AdamW's order; with bias_correction
+** off and eps = 1e-6 this is BERT's AdamWeightDecayOptimizer, eps added
+** outside the square root):
+**   m  = b1*m + (1-b1)*g
+**   v  = b2*v + (1-b2)*g*g
+**   bc1 = 1 - b1^step, bc2 = 1 - b2^step   (both 1 when bias_correction is 0)
+**   p  = p*(1 - lr*wd) - (lr/bc1) * m / (sqrt(v)/sqrt(bc2) + eps)        */
+int bert_adamw_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
+                    const bert_adam_cfg *cfg);
+
+/* LAMB (You et al. 2019, as NVIDIA apex FusedLAMB without its global
+** gradient clipping), per tensor:
+**   m, v as in AdamW;  u = (m/bc1) / (sqrt(v/bc2) + eps) + wd*p
+**   r = |p| / |u| when adapt and both norms are > 0, else 1
+**   p = p - lr*r*u
+** adapt = 0 gives plain decoupled Adam steps (ALBERT excludes the
+** no-decay parameters from layer adaptation).  *trust_out (may be NULL)
+** receives r. */
+int bert_lamb_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
+                   const bert_adam_cfg *cfg, int adapt, double *trust_out);
+
+/* SGD with momentum, per element (torch.optim.SGD):
+**   d = g + wd*p                              (coupled weight decay)
+**   momentum > 0:  buf = first ? d : momentum*buf + (1-dampening)*d
+**                  d   = nesterov ? d + momentum*buf : buf
+**   p = p - lr*d
+** buf may be NULL when momentum is 0. */
+typedef struct bert_sgd_cfg {
+  double lr, momentum, dampening, weight_decay;
+  int nesterov;
+  int first;               /* the first step of this parameter: buf = d */
+} bert_sgd_cfg;
+int bert_sgd_step(bert_tensor *p, const bert_tensor *g, bert_tensor *buf, const bert_sgd_cfg *cfg);
+
+/* Sum of squares of a float32 tensor (any strides), in double. */
+int bert_sumsq(const bert_tensor *t, double *out);
+
+/* t *= s in place (contiguous float32). */
+int bert_scale_(bert_tensor *t, double s);
+
+#endif

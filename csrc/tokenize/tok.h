@@ -1,0 +1,185 @@
+/*
+** BERT-family tokenizers in plain C (no Lua here).
+**
+** A bt_tokenizer is the Hugging Face pipeline: added-token extraction on
+** the raw text, normalizer, pre-tokenizer, model (WordPiece or byte-level
+** BPE), truncation, post-processing (template), padding.  Offsets are
+** character spans into the ORIGINAL string: 0-based start, exclusive end,
+** counted in Unicode code points (what HF's Python/Node `encode` returns).
+** Invalid UTF-8: every byte that does not start a valid sequence counts as
+** one character U+FFFD (so offsets still index characters).
+*/
+#ifndef BT_TOK_H
+#define BT_TOK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---------- vocabulary: string <-> id ---------- */
+typedef struct bt_vocab {
+  char *arena; size_t arena_len, arena_cap;     /* all token strings */
+  uint32_t *soff, *slen;                        /* per entry */
+  int32_t *sid;                                 /* per entry: its id */
+  size_t n, cap;                                /* entries */
+  int32_t *table; size_t mask;                  /* open addressing, -1 empty */
+  int32_t *by_id; size_t nid;                   /* id -> entry, -1 hole */
+  int maxlen;                                   /* longest token, bytes */
+} bt_vocab;
+
+void bt_vocab_init(bt_vocab *v);
+void bt_vocab_free(bt_vocab *v);
+/* Sets s -> id (a later set of the same string wins).  0 or -1 (no memory). */
+int bt_vocab_set(bt_vocab *v, const char *s, size_t len, int32_t id);
+int32_t bt_vocab_get(const bt_vocab *v, const char *s, size_t len);
+/* Token of an id, or NULL. */
+const char *bt_vocab_token(const bt_vocab *v, int32_t id, size_t *len);
+uint64_t bt_hash(const void *p, size_t len);
+
+/* ---------- encodings ---------- */
+typedef struct bt_encoding {
+  int32_t *ids, *type_ids, *offsets, *words;    /* offsets: 2 per token */
+  uint8_t *special, *attn;
+  int8_t *seqs;                                 /* sequence 0/1, -1 none */
+  int32_t n, cap;
+  struct bt_encoding *over; int32_t nover;      /* overflowing windows */
+} bt_encoding;
+
+void bt_encoding_free(bt_encoding *e);
+
+enum { BT_TRUNC_NONE, BT_TRUNC_LONGEST_FIRST, BT_TRUNC_ONLY_FIRST,
+       BT_TRUNC_ONLY_SECOND };
+enum { BT_PAD_NONE, BT_PAD_LONGEST, BT_PAD_FIXED };
+
+typedef struct bt_options {
+  int add_special_tokens;
+  int truncation, max_length, stride, trunc_left;
+  int padding, pad_length, pad_multiple, pad_left;
+} bt_options;
+
+/* ---------- the tokenizer ---------- */
+enum { BT_MODEL_WORDPIECE, BT_MODEL_BPE };
+enum { BT_PRE_NONE, BT_PRE_BERT, BT_PRE_BYTELEVEL, BT_PRE_WHITESPACE };
+enum { BT_DEC_NONE, BT_DEC_WORDPIECE, BT_DEC_BYTELEVEL };
+
+typedef struct bt_added {
+  char *content; size_t len;
+  uint32_t *cps; int ncps;                      /* content as code points */
+  int32_t id;
+  int special, lstrip, rstrip, single_word, normalized;
+} bt_added;
+
+/* One template item: a sequence ($A / $B) or a special token. */
+typedef struct bt_piece {
+  int seq;                                      /* 0 = A, 1 = B, -1 = special */
+  int32_t type_id;
+  int32_t *ids; char **tokens; int nids;        /* for specials */
+} bt_piece;
+
+typedef struct bt_merge_map {
+  uint64_t *keys; int32_t *rank, *newid;        /* key = a<<32 | b */
+  size_t mask, n;
+} bt_merge_map;
+
+typedef struct bt_tokenizer bt_tokenizer;
+
+struct bt_tokenizer {
+  int model;
+  bt_vocab vocab;
+  /* WordPiece */
+  char *unk_token; int32_t unk_id;
+  char *prefix; size_t prefix_len;              /* "##" */
+  int max_input_chars;
+  /* BPE (byte-level) */
+  bt_merge_map merges;
+  int32_t nmerges, *merge_a, *merge_b;          /* merges in rank order */
+  size_t merge_cap_a, merge_cap_b;
+  int32_t byte_id[256];                         /* id of each byte's char */
+  int cache_capacity;
+  /* normalizer */
+  int has_normalizer, clean_text, handle_chinese, strip_accents, lowercase;
+  /* pre-tokenizer */
+  int pre, add_prefix_space, use_regex;
+  /* post-processor */
+  bt_piece *single, *pair; int nsingle, npair;
+  int trim_offsets, post_add_prefix_space, has_post;
+  /* decoder */
+  int decoder, cleanup;
+  char *dec_prefix;
+  /* added tokens */
+  bt_added *added; int nadded;
+  /* padding defaults */
+  int32_t pad_id, pad_type_id;
+  /* per-thread scratch (BPE caches) */
+  struct bt_worker **workers; int nworkers;
+  char err[256];
+};
+
+/* Byte-level helpers. */
+uint32_t bt_byte_to_cp(int b);
+int bt_cp_to_byte(uint32_t cp);                 /* -1 if not in the map */
+
+/* Creates an empty tokenizer of a model kind; configure fields, then
+** bt_tokenizer_finish. */
+bt_tokenizer *bt_tokenizer_new(int model);
+void bt_tokenizer_free(bt_tokenizer *t);
+/* Adds a merge (rank = order of calls).  0, or -1 with t->err set. */
+int bt_add_merge(bt_tokenizer *t, const char *a, size_t alen,
+                 const char *b, size_t blen);
+int bt_add_added(bt_tokenizer *t, const char *s, size_t len, int32_t id,
+                 int special, int lstrip, int rstrip, int single_word,
+                 int normalized);
+/* Sets a template (which: 0 single, 1 pair); takes ownership of pieces. */
+void bt_set_template(bt_tokenizer *t, int which, bt_piece *p, int n);
+int bt_tokenizer_finish(bt_tokenizer *t);
+
+/* Number of special tokens the post-processor adds. */
+int bt_num_added_tokens(const bt_tokenizer *t, int is_pair);
+/* Encodes text (and pair text, or NULL).  0, or -1 with err filled. */
+int bt_encode(bt_tokenizer *t, int worker, const char *a, size_t alen,
+              const char *b, size_t blen, const bt_options *o,
+              bt_encoding *out, char *err, size_t errlen);
+/* Pads a batch as o says (after all are encoded). */
+void bt_pad_batch(const bt_tokenizer *t, bt_encoding *e, int n,
+                  const bt_options *o);
+/* Token string of an id (vocab or added tokens), or NULL. */
+const char *bt_id_to_token(const bt_tokenizer *t, int32_t id, size_t *len);
+int32_t bt_token_to_id(const bt_tokenizer *t, const char *s, size_t len);
+int bt_is_special_id(const bt_tokenizer *t, int32_t id);
+/* Decodes ids into a malloc'd string (*len bytes). NULL on no memory. */
+char *bt_decode(const bt_tokenizer *t, const int32_t *ids, size_t n,
+                int skip_special, size_t *len);
+int bt_vocab_size(const bt_tokenizer *t);       /* with added tokens */
+
+/* ---------- UTF-8 and normalization helpers (tok_unicode.c) ---------- */
+/* Decodes UTF-8 into code points (invalid bytes -> U+FFFD); returns count. */
+size_t bt_utf8_decode(const char *s, size_t len, uint32_t *out);
+/* Byte position of character index k (same rules as bt_utf8_decode). */
+size_t bt_utf8_char_to_byte(const char *s, size_t len, size_t k);
+int bt_utf8_encode(uint32_t cp, char *out);
+int bt_is_whitespace(uint32_t c);
+int bt_is_punctuation(uint32_t c);
+int bt_is_control(uint32_t c);
+int bt_is_chinese(uint32_t c);
+int bt_is_letter(uint32_t c);
+int bt_is_number(uint32_t c);
+
+/* ---------- training (tok_train.c) ---------- */
+typedef struct bt_trainer bt_trainer;
+typedef struct bt_train_opts {
+  int kind;                                     /* BT_MODEL_* */
+  int vocab_size, min_frequency, limit_alphabet;
+  int lowercase, strip_accents;                 /* wordpiece normalizer */
+  int initial_alphabet;                         /* bpe: all 256 byte chars */
+  char **specials; int nspecials;
+} bt_train_opts;
+
+bt_trainer *bt_trainer_new(const bt_train_opts *o);
+void bt_trainer_free(bt_trainer *tr);
+/* Feeds text: split into lines (each keeps its newline) and counts words. */
+int bt_trainer_feed(bt_trainer *tr, const char *text, size_t len);
+/* Runs training: fills vocab (initialized here) and, for BPE, the merges
+** as (a, b, new) id triples in rank order (malloc'd).  0, or -1. */
+int bt_trainer_train(bt_trainer *tr, bt_vocab *vocab, int32_t **merges,
+                     int32_t *nmerges, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,59 @@
+/* Internal declarations shared by the tokenizer's C files. */
+#ifndef BT_TOK_INTERNAL_H
+#define BT_TOK_INTERNAL_H
+
+#include "tokenize/tok.h"
+
+int bt_enc_reserve(bt_encoding *e, int32_t need);
+int bt_enc_push(bt_encoding *e, int32_t id, int32_t type_id, int32_t s,
+                int32_t t, int32_t word, int special);
+int bt_enc_append(bt_encoding *dst, const bt_encoding *src, int32_t from,
+                  int32_t to);
+int bt_enc_truncate(bt_encoding *e, int max_len, int stride, int left);
+
+/* BPE word cache entry. */
+typedef struct bt_cache_entry {
+  uint64_t hash;
+  char *key; uint32_t klen;
+  int32_t *toks; int ntoks;                     /* id, start, len triples */
+} bt_cache_entry;
+
+/* Per-thread scratch space. */
+typedef struct bt_worker {
+  uint32_t *ocp; size_t ocp_cap;                /* original code points */
+  uint32_t *ncp; int32_t *nos, *noe, *nbs; size_t n_cap;  /* normalized */
+  char *nb; size_t nb_cap;                      /* normalized UTF-8 */
+  char *scratch; size_t scratch_cap;
+  int32_t *ends; size_t ends_cap;               /* pre-token ends */
+  /* byte-level word: bytes and the char span of each byte */
+  unsigned char *wb; int32_t *wbs, *wbe; size_t wb_cap;
+  /* BPE symbols */
+  int32_t *sid, *sstart, *slen, *sprev, *snext, *srank; size_t s_cap;
+  uint64_t *heap; size_t heap_cap;
+  int32_t *toks; size_t toks_cap;               /* id, start, len triples */
+  bt_cache_entry *cache; size_t cache_mask, cache_n;
+} bt_worker;
+
+bt_worker *bt_worker_new(void);
+void bt_worker_free(bt_worker *w);
+/* Grows *p (elements of size sz) to at least n; 0 or -1. */
+int bt_grow(void **p, size_t *cap, size_t n, size_t sz);
+
+/* BPE over the bytes w->wb[0, n): tokens (id, start, len) in w->toks.
+** Returns the number of tokens, or -1 on no memory. */
+int bt_bpe_word(bt_tokenizer *t, bt_worker *w, size_t n);
+int32_t bt_merge_lookup(const bt_merge_map *m, int32_t a, int32_t b,
+                        int32_t *newid);
+int bt_merge_put(bt_merge_map *m, int32_t a, int32_t b, int32_t rank,
+                 int32_t newid);
+void bt_merge_free(bt_merge_map *m);
+
+/* Byte-level pre-tokenizer: splits cps[0,n) into pieces; ends[] gets the
+** end of each piece; returns the count. */
+int bt_gpt2_split(const uint32_t *cps, int n, int32_t *ends);
+
+typedef void (*bt_word_cb)(void *ctx, const char *word, size_t len);
+int bt_pretok_words(bt_tokenizer *t, bt_worker *w, const char *s, size_t len,
+                    bt_word_cb cb, void *ctx);
+
+#endif

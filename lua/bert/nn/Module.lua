@@ -1,0 +1,180 @@
+--- Module: the base of every layer and model, torch-like.
+-- A module owns parameters (`self.p[name]`, float32 leaves that require
+-- grad) and children (`self.m[name]`), both in registration order so that
+-- names come out as Hugging Face spells them ("encoder.layer.0.output.dense.weight").
+local bert = require("bert.core")
+local class = require("bert.nn.class")
+
+local Module = class("Module")
+
+function Module:__init()
+  self.p, self.p_order = {}, {}
+  self.m, self.m_order = {}, {}
+  self.is_training = true
+end
+
+function Module:__call(...) return self:forward(...) end
+
+function Module:__tostring()
+  return string.format("%s (%d parameters)", getmetatable(self).__name, self:num_parameters())
+end
+
+function Module:add_parameter(name, tensor)
+  if self.p[name] == nil then self.p_order[#self.p_order + 1] = name end
+  tensor:requires_grad(true)
+  self.p[name] = tensor
+  return tensor
+end
+
+function Module:add_module(name, module)
+  if self.m[name] == nil then self.m_order[#self.m_order + 1] = name end
+  self.m[name] = module
+  return module
+end
+
+--- A child with no parameters and no name in checkpoints (Dropout), still
+-- switched by training() / evaluate().
+function Module:add_module_unnamed(module)
+  self.unnamed = self.unnamed or {}
+  self.unnamed[#self.unnamed + 1] = module
+  return module
+end
+
+function Module:forward()
+  error(getmetatable(self).__name .. ":forward is not implemented", 2)
+end
+
+-- Visits (prefix .. name, owner, key) for every parameter slot, depth first.
+local function each_slot(module, prefix, fn)
+  for _, key in ipairs(module.p_order) do fn(prefix .. key, module, key) end
+  for _, name in ipairs(module.m_order) do each_slot(module.m[name], prefix .. name .. ".", fn) end
+end
+
+--- List of {name, param} with HF names; a tied parameter appears once, under
+-- its first name.
+function Module:named_parameters(prefix)
+  local out, seen = {}, {}
+  each_slot(self, prefix or "", function(name, owner, key)
+    local t = owner.p[key]
+    if not seen[t] then
+      seen[t] = true
+      out[#out + 1] = {name = name, param = t}
+    end
+  end)
+  return out
+end
+
+function Module:parameters()
+  local out = {}
+  for i, np in ipairs(self:named_parameters()) do out[i] = np.param end
+  return out
+end
+
+function Module:num_parameters()
+  local n = 0
+  for _, np in ipairs(self:named_parameters()) do n = n + np.param:numel() end
+  return n
+end
+
+function Module:training(flag)
+  if flag == nil then flag = true end
+  self.is_training = flag
+  for _, name in ipairs(self.m_order) do self.m[name]:training(flag) end
+  for _, child in ipairs(self.unnamed or {}) do child:training(flag) end
+  return self
+end
+
+function Module:evaluate() return self:training(false) end
+
+function Module:zero_grad()
+  if self.flat_grad then
+    self.flat_grad:zero_()
+  else
+    for _, np in ipairs(self:named_parameters()) do np.param:zero_grad() end
+  end
+  return self
+end
+
+--- name -> tensor for every parameter slot (tied ones under every name).
+function Module:state_dict()
+  local sd = {}
+  each_slot(self, "", function(name, owner, key) sd[name] = owner.p[key] end)
+  return sd
+end
+
+--- Copies values from sd (name -> tensor) into the parameters.  Returns
+-- the lists of missing and unexpected keys; shape mismatches are errors.
+function Module:load_state_dict(sd, opts)
+  opts = opts or {}
+  local missing, used = {}, {}
+  bert.no_grad(function()
+    each_slot(self, "", function(name, owner, key)
+      local src = sd[name]
+      if src == nil then
+        missing[#missing + 1] = name
+        return
+      end
+      used[name] = true
+      local dst = owner.p[key]
+      local a, b = dst:shape(), src:shape()
+      if #a ~= #b or table.concat(a, "x") ~= table.concat(b, "x") then
+        error(string.format("load_state_dict: '%s' has shape [%s] in the checkpoint but [%s] in the model",
+          name, table.concat(b, " x "), table.concat(a, " x ")), 3)
+      end
+      dst:copy_(src)
+    end)
+  end)
+  local unexpected = {}
+  for name in pairs(sd) do if not used[name] then unexpected[#unexpected + 1] = name end end
+  table.sort(missing)
+  table.sort(unexpected)
+  if opts.strict and (#missing > 0 or #unexpected > 0) then
+    error(string.format("load_state_dict: missing keys: %s; unexpected keys: %s",
+      table.concat(missing, ", "), table.concat(unexpected, ", ")), 2)
+  end
+  return missing, unexpected
+end
+
+--- Writes config.json + model.safetensors in the Hugging Face layout
+-- (models built by bert.model / from_pretrained).
+function Module:save_pretrained(dir, opts)
+  return require("bert.checkpoint").save_pretrained(self, dir, opts)
+end
+
+--- Moves every parameter into one flat buffer (self.flat_params) and every
+-- gradient into another (self.flat_grad), llm.c style: one zeroing, one
+-- optimizer sweep, one checkpoint write.  Parameters become views; tied
+-- slots keep sharing.  Modules may then build fused views (on_flatten).
+function Module:flatten_parameters()
+  local named = self:named_parameters()
+  local total = 0
+  for _, np in ipairs(named) do total = total + np.param:numel() end
+  local flat, gflat = bert.zeros({total}), bert.zeros({total})
+  local replaced, offsets, off = {}, {}, 0
+  bert.no_grad(function()
+    for _, np in ipairs(named) do
+      local n = np.param:numel()
+      local view = flat:narrow(1, off + 1, n):view(np.param:shape())
+      view:copy_(np.param)
+      view:requires_grad(true)
+      view:set_grad(gflat:narrow(1, off + 1, n):view(np.param:shape()))
+      replaced[np.param] = view
+      offsets[view] = off
+      off = off + n
+    end
+  end)
+  local function visit(module)
+    for _, key in ipairs(module.p_order) do module.p[key] = replaced[module.p[key]] or module.p[key] end
+    for _, name in ipairs(module.m_order) do visit(module.m[name]) end
+  end
+  visit(self)
+  self.flat_params, self.flat_grad = flat, gflat
+  local function hook(module)
+    if module.on_flatten then module:on_flatten(flat, gflat, offsets) end
+    for _, name in ipairs(module.m_order) do hook(module.m[name]) end
+  end
+  hook(self)
+  return self
+end
+
+return Module

@@ -1,0 +1,66 @@
+-- Command-line tokenizer tool.
+--   lua5.4 tools/tokenize.lua train --kind bpe --vocab-size 30000 --out DIR FILE...
+--   lua5.4 tools/tokenize.lua encode --tokenizer PATH [--max-length N] FILE
+-- encode prints one line of space-separated ids per input line.
+package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
+
+local argparse = require("argparse")
+local T = require("bert.tokenizer")
+
+local p = argparse("tokenize", "Train tokenizers and encode files (bert.tokenizer)")
+p:command_target("command")
+local tr = p:command("train", "Train a vocabulary from text files")
+tr:argument("files", "Training text files"):args("+")
+tr:option("--kind", "wordpiece or bpe", "wordpiece"):choices({"wordpiece", "bpe"})
+tr:option("--vocab-size", "Vocabulary size", "30000")
+tr:option("--min-frequency", "Minimum pair frequency")
+tr:option("--limit-alphabet", "Maximum alphabet size")
+tr:option("--special", "Special tokens (repeatable)"):count("*")
+tr:flag("--cased", "Keep case (WordPiece)")
+tr:option("--out", "Output directory (or tokenizer .json file)"):args(1):count(1)
+local en = p:command("encode", "Encode a text file, one line per sequence")
+en:argument("file", "Input text file ('-' for stdin)")
+en:option("--tokenizer", "vocab.txt, tokenizer.json or a directory"):count(1)
+en:option("--max-length", "Truncate to this many tokens")
+en:flag("--no-special", "Do not add [CLS]/[SEP] or <s>/</s>")
+en:flag("--tokens", "Print tokens instead of ids")
+en:option("--batch", "Lines per batch", "4096")
+
+local a = p:parse()
+
+local function die(msg) io.stderr:write("tokenize: ", msg, "\n") os.exit(1) end
+
+if a.command == "train" then
+  local specials = #a.special > 0 and a.special or nil
+  local t0 = os.clock()
+  local tok, err = T.train{kind = a.kind, files = a.files, vocab_size = tonumber(a.vocab_size),
+    min_frequency = tonumber(a.min_frequency), limit_alphabet = tonumber(a.limit_alphabet),
+    special_tokens = specials, lowercase = not a.cased}
+  if not tok then die(err) end
+  local ok, serr = tok:save(a.out)
+  if not ok then die(serr) end
+  io.stderr:write(string.format("trained %s, %d tokens, in %.2f s CPU -> %s\n", a.kind,
+    tok:vocab_size(), os.clock() - t0, a.out))
+else
+  local tok, err = T.load(a.tokenizer)
+  if not tok then die(err) end
+  local fh = a.file == "-" and io.stdin or io.open(a.file, "rb")
+  if not fh then die(a.file .. ": cannot open") end
+  local opts = {add_special_tokens = not a.no_special}
+  if a.max_length then opts.truncation = true; opts.max_length = tonumber(a.max_length) end
+  local batch, n = {}, tonumber(a.batch)
+  local function flush()
+    if #batch == 0 then return end
+    for _, e in ipairs(tok:encode_batch(batch, opts)) do
+      io.write(table.concat(a.tokens and e.tokens or e.ids, " "), "\n")
+    end
+    batch = {}
+  end
+  for line in fh:lines() do
+    batch[#batch + 1] = line
+    if #batch >= n then flush() end
+  end
+  flush()
+  if fh ~= io.stdin then fh:close() end
+end
