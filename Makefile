@@ -16,7 +16,7 @@ CC           ?= gcc
 CFLAGS       ?= -O3 -march=native
 WARN         := -std=c11 -Wall -Wextra -pedantic -Wshadow -Wstrict-prototypes \
                 -Wmissing-prototypes -Wno-unused-parameter
-BERT_CFLAGS  := $(CFLAGS) $(WARN) -fPIC -fopenmp -D_GNU_SOURCE \
+BERT_CFLAGS  := $(CFLAGS) $(WARN) -fPIC -fopenmp -fno-math-errno -D_GNU_SOURCE \
                 -I$(LUA_INCDIR) $(OPENBLAS_INC) -Icsrc
 LIBFLAG      ?= -shared
 LIBS         := $(OPENBLAS_LIB) -lutf8proc -ldl -lm -fopenmp

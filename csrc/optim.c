@@ -4,21 +4,19 @@
 **
 ** Each update is one pass over memory (LAMB: two, the second recomputing
 ** the update instead of storing it), parallel over elements with OpenMP
-** and written so that GCC vectorises the element loop.  Scalars that
-** depend only on the step are computed once, in double, outside the loop.
+** and vectorised (AVX intrinsics where the square root is involved, the
+** compiler elsewhere).  Scalars that depend only on the step are computed
+** once, in double, outside the loop.
 */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
+#ifdef __AVX__
+#include <immintrin.h>
+#endif
 
 #include "autograd.h"   /* bert_bump_version */
 #include "optim.h"
-
-/* sqrtf here never sees a negative argument (v >= 0), but with errno
-** semantics GCC keeps a scalar branch to the library call and will not
-** vectorise the AdamW loop; dropping errno for this file restores it. */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-math-errno")
-#endif
 
 /* Reductions sum blocks of this many elements each (fixed, so the
 ** result does not depend on the number of threads). */
@@ -101,50 +99,91 @@ static int check_adam(const char *fn, const bert_tensor *p, const bert_tensor *g
 /* Per-step scalars shared by AdamW and LAMB, rounded to float once. */
 typedef struct {
   float b1, c1, b2, c2;    /* m = b1*m + c1*g;  v = b2*v + c2*g*g */
-  float inv_bc1;           /* 1/(1 - b1^t) or 1 */
-  float inv_sqrt_bc2;      /* 1/sqrt(1 - b2^t) or 1 */
+  float ibc1;              /* 1/(1 - b1^t), or 1 without bias correction */
+  float isb2;              /* 1/sqrt(1 - b2^t), or 1 */
   float eps;
-} adam_scalars;
+  float decay, step_size;  /* AdamW: p = p*decay - step_size * m/(sqrt(v)*isb2 + eps) */
+  float wd, lamb_step;     /* LAMB: u = m*ibc1/(sqrt(v)*isb2 + eps) + wd*p; p -= lamb_step*u */
+} adam_k;
 
-static adam_scalars adam_prepare(const bert_adam_cfg *cfg) {
-  adam_scalars s;
-  s.b1 = (float)cfg->beta1;
-  s.c1 = (float)(1.0 - cfg->beta1);
-  s.b2 = (float)cfg->beta2;
-  s.c2 = (float)(1.0 - cfg->beta2);
-  s.inv_bc1 = 1.0f;
-  s.inv_sqrt_bc2 = 1.0f;
+static adam_k adam_prepare(const bert_adam_cfg *cfg) {
+  adam_k k;
+  double bc1 = 1.0, bc2 = 1.0;
   if (cfg->bias_correction) {
-    double t = (double)cfg->step;
-    s.inv_bc1 = (float)(1.0 / (1.0 - pow(cfg->beta1, t)));
-    s.inv_sqrt_bc2 = (float)(1.0 / sqrt(1.0 - pow(cfg->beta2, t)));
+    bc1 = 1.0 - pow(cfg->beta1, (double)cfg->step);
+    bc2 = 1.0 - pow(cfg->beta2, (double)cfg->step);
   }
-  s.eps = (float)cfg->eps;
-  return s;
+  k.b1 = (float)cfg->beta1;
+  k.c1 = (float)(1.0 - cfg->beta1);
+  k.b2 = (float)cfg->beta2;
+  k.c2 = (float)(1.0 - cfg->beta2);
+  k.ibc1 = (float)(1.0 / bc1);
+  k.isb2 = (float)(1.0 / sqrt(bc2));
+  k.eps = (float)cfg->eps;
+  k.decay = (float)(1.0 - cfg->lr * cfg->weight_decay);
+  k.step_size = (float)(cfg->lr / bc1);
+  k.wd = (float)cfg->weight_decay;
+  k.lamb_step = 0;
+  return k;
+}
+
+/* This thread's share [lo, hi) of n elements, in multiples of 16. */
+static void thread_range(int64_t n, int64_t *lo, int64_t *hi) {
+  int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
+  int64_t chunk = ((n + nt - 1) / nt + 15) / 16 * 16;
+  *lo = id * chunk < n ? id * chunk : n;
+  *hi = *lo + chunk < n ? *lo + chunk : n;
+}
+
+/* The element loops below are written twice: with AVX intrinsics, and in
+** scalar C for the tail and for other targets.  GCC does not vectorise
+** sqrtf itself here: without -fno-math-errno it keeps a branch to the
+** library call for negative arguments.  Both versions perform the same
+** IEEE operations in the same order (no FMA contraction under -std=c11),
+** so results are identical whichever path an element takes. */
+
+static void adamw_range(float *restrict p, const float *restrict g, float *restrict m,
+                        float *restrict v, int64_t lo, int64_t hi, const adam_k *k) {
+  int64_t i = lo;
+#ifdef __AVX__
+  const __m256 b1 = _mm256_set1_ps(k->b1), c1 = _mm256_set1_ps(k->c1);
+  const __m256 b2 = _mm256_set1_ps(k->b2), c2 = _mm256_set1_ps(k->c2);
+  const __m256 isb2 = _mm256_set1_ps(k->isb2), eps = _mm256_set1_ps(k->eps);
+  const __m256 decay = _mm256_set1_ps(k->decay), step = _mm256_set1_ps(k->step_size);
+  for (; i + 8 <= hi; i += 8) {
+    __m256 gi = _mm256_loadu_ps(g + i);
+    __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(c1, gi));
+    __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)),
+                              _mm256_mul_ps(c2, _mm256_mul_ps(gi, gi)));
+    _mm256_storeu_ps(m + i, mi);
+    _mm256_storeu_ps(v + i, vi);
+    __m256 den = _mm256_add_ps(_mm256_mul_ps(_mm256_sqrt_ps(vi), isb2), eps);
+    __m256 pi = _mm256_mul_ps(_mm256_loadu_ps(p + i), decay);
+    _mm256_storeu_ps(p + i, _mm256_sub_ps(pi, _mm256_mul_ps(step, _mm256_div_ps(mi, den))));
+  }
+#endif
+  for (; i < hi; i++) {
+    float gi = g[i];
+    float mi = k->b1 * m[i] + k->c1 * gi;
+    float vi = k->b2 * v[i] + k->c2 * (gi * gi);
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = p[i] * k->decay - k->step_size * (mi / (sqrtf(vi) * k->isb2 + k->eps));
+  }
 }
 
 int bert_adamw_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
                     const bert_adam_cfg *cfg) {
   if (check_adam("adamw", p, g, m, v, cfg)) return -1;
   const int64_t n = bert_numel(p);
-  adam_scalars s = adam_prepare(cfg);
-  const float decay = (float)(1.0 - cfg->lr * cfg->weight_decay);
-  const float step_size = (float)(cfg->lr * (cfg->bias_correction
-                                  ? 1.0 / (1.0 - pow(cfg->beta1, (double)cfg->step)) : 1.0));
-  float *restrict pp = bert_f32(p);
-  const float *restrict gp = bert_f32(g);
-  float *restrict mp = bert_f32(m);
-  float *restrict vp = bert_f32(v);
-  const float b1 = s.b1, c1 = s.c1, b2 = s.b2, c2 = s.c2, isb2 = s.inv_sqrt_bc2, eps = s.eps;
-
-  #pragma omp parallel for simd if (n >= BERT_PARALLEL_MIN) schedule(static)
-  for (int64_t i = 0; i < n; i++) {
-    float gi = gp[i];
-    float mi = b1 * mp[i] + c1 * gi;
-    float vi = b2 * vp[i] + c2 * (gi * gi);
-    mp[i] = mi;
-    vp[i] = vi;
-    pp[i] = pp[i] * decay - step_size * (mi / (sqrtf(vi) * isb2 + eps));
+  const adam_k k = adam_prepare(cfg);
+  float *pp = bert_f32(p), *mp = bert_f32(m), *vp = bert_f32(v);
+  const float *gp = bert_f32(g);
+  #pragma omp parallel if (n >= BERT_PARALLEL_MIN)
+  {
+    int64_t lo, hi;
+    thread_range(n, &lo, &hi);
+    adamw_range(pp, gp, mp, vp, lo, hi, &k);
   }
   bert_bump_version(p);
   bert_bump_version(m);
@@ -152,53 +191,100 @@ int bert_adamw_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_t
   return 0;
 }
 
-/* The LAMB update direction for one element, after m and v are updated. */
-static inline float lamb_dir(float pi, float mi, float vi, float ibc1, float isb2,
-                             float eps, float wd) {
-  return (mi * ibc1) / (sqrtf(vi) * isb2 + eps) + wd * pi;
+/* LAMB pass 1 over [lo, hi): update m and v; return the sums of p^2 and
+** u^2 (in double). */
+static void lamb_moments_range(const float *restrict p, const float *restrict g, float *restrict m,
+                               float *restrict v, int64_t lo, int64_t hi, const adam_k *k,
+                               double *sum_p, double *sum_u) {
+  int64_t i = lo;
+  double sp = 0, su = 0;
+#ifdef __AVX__
+  const __m256 b1 = _mm256_set1_ps(k->b1), c1 = _mm256_set1_ps(k->c1);
+  const __m256 b2 = _mm256_set1_ps(k->b2), c2 = _mm256_set1_ps(k->c2);
+  const __m256 ibc1 = _mm256_set1_ps(k->ibc1), isb2 = _mm256_set1_ps(k->isb2);
+  const __m256 eps = _mm256_set1_ps(k->eps), wd = _mm256_set1_ps(k->wd);
+  __m256d ap = _mm256_setzero_pd(), au = _mm256_setzero_pd();
+  for (; i + 8 <= hi; i += 8) {
+    __m256 gi = _mm256_loadu_ps(g + i);
+    __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(c1, gi));
+    __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)),
+                              _mm256_mul_ps(c2, _mm256_mul_ps(gi, gi)));
+    _mm256_storeu_ps(m + i, mi);
+    _mm256_storeu_ps(v + i, vi);
+    __m256 pi = _mm256_loadu_ps(p + i);
+    __m256 den = _mm256_add_ps(_mm256_mul_ps(_mm256_sqrt_ps(vi), isb2), eps);
+    __m256 u = _mm256_add_ps(_mm256_div_ps(_mm256_mul_ps(mi, ibc1), den), _mm256_mul_ps(wd, pi));
+    __m256d p0 = _mm256_cvtps_pd(_mm256_castps256_ps128(pi));
+    __m256d p1 = _mm256_cvtps_pd(_mm256_extractf128_ps(pi, 1));
+    __m256d u0 = _mm256_cvtps_pd(_mm256_castps256_ps128(u));
+    __m256d u1 = _mm256_cvtps_pd(_mm256_extractf128_ps(u, 1));
+    ap = _mm256_add_pd(ap, _mm256_add_pd(_mm256_mul_pd(p0, p0), _mm256_mul_pd(p1, p1)));
+    au = _mm256_add_pd(au, _mm256_add_pd(_mm256_mul_pd(u0, u0), _mm256_mul_pd(u1, u1)));
+  }
+  double lp[4], lu[4];
+  _mm256_storeu_pd(lp, ap);
+  _mm256_storeu_pd(lu, au);
+  sp = (lp[0] + lp[1]) + (lp[2] + lp[3]);
+  su = (lu[0] + lu[1]) + (lu[2] + lu[3]);
+#endif
+  for (; i < hi; i++) {
+    float gi = g[i];
+    float mi = k->b1 * m[i] + k->c1 * gi;
+    float vi = k->b2 * v[i] + k->c2 * (gi * gi);
+    m[i] = mi;
+    v[i] = vi;
+    float pi = p[i];
+    float u = (mi * k->ibc1) / (sqrtf(vi) * k->isb2 + k->eps) + k->wd * pi;
+    sp += (double)pi * (double)pi;
+    su += (double)u * (double)u;
+  }
+  *sum_p = sp;
+  *sum_u = su;
+}
+
+/* LAMB pass 2 over [lo, hi): p -= lamb_step * u, recomputing u from the
+** unchanged p and the new m, v. */
+static void lamb_apply_range(float *restrict p, const float *restrict m, const float *restrict v,
+                             int64_t lo, int64_t hi, const adam_k *k) {
+  int64_t i = lo;
+#ifdef __AVX__
+  const __m256 ibc1 = _mm256_set1_ps(k->ibc1), isb2 = _mm256_set1_ps(k->isb2);
+  const __m256 eps = _mm256_set1_ps(k->eps), wd = _mm256_set1_ps(k->wd);
+  const __m256 step = _mm256_set1_ps(k->lamb_step);
+  for (; i + 8 <= hi; i += 8) {
+    __m256 pi = _mm256_loadu_ps(p + i);
+    __m256 den = _mm256_add_ps(_mm256_mul_ps(_mm256_sqrt_ps(_mm256_loadu_ps(v + i)), isb2), eps);
+    __m256 u = _mm256_add_ps(_mm256_div_ps(_mm256_mul_ps(_mm256_loadu_ps(m + i), ibc1), den),
+                             _mm256_mul_ps(wd, pi));
+    _mm256_storeu_ps(p + i, _mm256_sub_ps(pi, _mm256_mul_ps(step, u)));
+  }
+#endif
+  for (; i < hi; i++) {
+    float pi = p[i];
+    float u = (m[i] * k->ibc1) / (sqrtf(v[i]) * k->isb2 + k->eps) + k->wd * pi;
+    p[i] = pi - k->lamb_step * u;
+  }
 }
 
 int bert_lamb_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
                    const bert_adam_cfg *cfg, int adapt, double *trust_out) {
   if (check_adam("lamb", p, g, m, v, cfg)) return -1;
   const int64_t n = bert_numel(p);
-  adam_scalars s = adam_prepare(cfg);
-  const float b1 = s.b1, c1 = s.c1, b2 = s.b2, c2 = s.c2;
-  const float ibc1 = s.inv_bc1, isb2 = s.inv_sqrt_bc2, eps = s.eps;
-  const float wd = (float)cfg->weight_decay;
-  float *restrict pp = bert_f32(p);
-  const float *restrict gp = bert_f32(g);
-  float *restrict mp = bert_f32(m);
-  float *restrict vp = bert_f32(v);
+  adam_k k = adam_prepare(cfg);
+  float *pp = bert_f32(p), *mp = bert_f32(m), *vp = bert_f32(v);
+  const float *gp = bert_f32(g);
 
   /* pass 1: moments, and per-block sums of p^2 and u^2 */
   const int64_t nb = (n + SUM_BLOCK - 1) / SUM_BLOCK;
   double *sums = NULL;
-  if (nb > 0) {
-    sums = malloc((size_t)nb * 2 * sizeof *sums);
-    if (sums == NULL) {
-      bert_set_error("lamb: out of memory");
-      return -1;
-    }
+  if (nb > 0 && (sums = malloc((size_t)nb * 2 * sizeof *sums)) == NULL) {
+    bert_set_error("lamb: out of memory");
+    return -1;
   }
   #pragma omp parallel for if (n >= BERT_PARALLEL_MIN && nb > 1) schedule(static)
   for (int64_t b = 0; b < nb; b++) {
     int64_t lo = b * SUM_BLOCK, hi = lo + SUM_BLOCK < n ? lo + SUM_BLOCK : n;
-    double sp = 0, su = 0;
-    #pragma omp simd reduction(+:sp, su)
-    for (int64_t i = lo; i < hi; i++) {
-      float gi = gp[i];
-      float mi = b1 * mp[i] + c1 * gi;
-      float vi = b2 * vp[i] + c2 * (gi * gi);
-      mp[i] = mi;
-      vp[i] = vi;
-      float pi = pp[i];
-      float u = lamb_dir(pi, mi, vi, ibc1, isb2, eps, wd);
-      sp += (double)pi * (double)pi;
-      su += (double)u * (double)u;
-    }
-    sums[2 * b] = sp;
-    sums[2 * b + 1] = su;
+    lamb_moments_range(pp, gp, mp, vp, lo, hi, &k, &sums[2 * b], &sums[2 * b + 1]);
   }
   double sp = 0, su = 0;
   for (int64_t b = 0; b < nb; b++) {
@@ -210,12 +296,13 @@ int bert_lamb_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_te
   double trust = adapt && pnorm > 0 && unorm > 0 ? pnorm / unorm : 1.0;
   if (trust_out != NULL) *trust_out = trust;
 
-  /* pass 2: the step, recomputing u from the (unchanged) p and new m, v */
-  const float step = (float)(cfg->lr * trust);
-  #pragma omp parallel for simd if (n >= BERT_PARALLEL_MIN) schedule(static)
-  for (int64_t i = 0; i < n; i++) {
-    float pi = pp[i];
-    pp[i] = pi - step * lamb_dir(pi, mp[i], vp[i], ibc1, isb2, eps, wd);
+  /* pass 2: the step */
+  k.lamb_step = (float)(cfg->lr * trust);
+  #pragma omp parallel if (n >= BERT_PARALLEL_MIN)
+  {
+    int64_t lo, hi;
+    thread_range(n, &lo, &hi);
+    lamb_apply_range(pp, mp, vp, lo, hi, &k);
   }
   bert_bump_version(p);
   bert_bump_version(m);
@@ -276,6 +363,28 @@ int bert_sgd_step(bert_tensor *p, const bert_tensor *g, bert_tensor *buf, const 
 
 /* {====================================================== clipping */
 
+/* Sum of x[i]^2 over [lo, hi): SUMSQ_LANES independent float partial sums
+** over chunks of SUMSQ_CHUNK elements (each lane adds only
+** SUMSQ_CHUNK/SUMSQ_LANES squares in float), each chunk then added in
+** double.  The lanes vectorise without reassociation, and several
+** accumulators hide the add latency, so this runs at memory speed. */
+#define SUMSQ_LANES 32
+#define SUMSQ_CHUNK 2048
+static double sumsq_range(const float *restrict x, int64_t lo, int64_t hi) {
+  double s = 0;
+  int64_t i = lo;
+  for (; i + SUMSQ_CHUNK <= hi; i += SUMSQ_CHUNK) {
+    float acc[SUMSQ_LANES] = {0};
+    for (int64_t j = i; j < i + SUMSQ_CHUNK; j += SUMSQ_LANES)
+      for (int l = 0; l < SUMSQ_LANES; l++) acc[l] += x[j + l] * x[j + l];
+    double part = 0;
+    for (int l = 0; l < SUMSQ_LANES; l++) part += (double)acc[l];
+    s += part;
+  }
+  for (; i < hi; i++) s += (double)x[i] * (double)x[i];
+  return s;
+}
+
 int bert_sumsq(const bert_tensor *t, double *out) {
   if (t->storage == NULL || t->storage->data == NULL) {
     bert_set_error("sumsq: tensor has been freed");
@@ -303,14 +412,11 @@ int bert_sumsq(const bert_tensor *t, double *out) {
     bert_set_error("sumsq: out of memory");
     return -1;
   }
-  const float *restrict x = bert_f32(t);
+  const float *x = bert_f32(t);
   #pragma omp parallel for if (n >= BERT_PARALLEL_MIN && nb > 1) schedule(static)
   for (int64_t b = 0; b < nb; b++) {
     int64_t lo = b * SUM_BLOCK, hi = lo + SUM_BLOCK < n ? lo + SUM_BLOCK : n;
-    double s = 0;
-    #pragma omp simd reduction(+:s)
-    for (int64_t i = lo; i < hi; i++) s += (double)x[i] * (double)x[i];
-    sums[b] = s;
+    sums[b] = sumsq_range(x, lo, hi);
   }
   double s = 0;
   for (int64_t b = 0; b < nb; b++) s += sums[b];

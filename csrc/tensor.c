@@ -10,6 +10,7 @@
 
 #include "tensor.h"
 #include "autograd.h"
+#include "iter.h"
 
 /* {====================================================== errors */
 
@@ -458,11 +459,37 @@ bad:
 
 /* {====================================================== copies */
 
+typedef struct { bert_dtype to, from; } copy_ctx;
+
+static void copy_row(void *vctx, int64_t n, char **ptr, const int64_t *st) {
+  const copy_ctx *c = vctx;
+  if (c->to == BERT_F32 && c->from == BERT_F32) {
+    float *d = (float *)ptr[0];
+    const float *p = (const float *)ptr[1];
+    if (st[0] == 1 && st[1] == 1) memcpy(d, p, (size_t)n * sizeof(float));
+    else for (int64_t j = 0; j < n; j++) d[j * st[0]] = p[j * st[1]];
+  } else if (c->to == BERT_I32 && c->from == BERT_I32) {
+    int32_t *d = (int32_t *)ptr[0];
+    const int32_t *p = (const int32_t *)ptr[1];
+    for (int64_t j = 0; j < n; j++) d[j * st[0]] = p[j * st[1]];
+  } else if (c->to == BERT_F32) {
+    float *d = (float *)ptr[0];
+    const int32_t *p = (const int32_t *)ptr[1];
+    for (int64_t j = 0; j < n; j++) d[j * st[0]] = (float)p[j * st[1]];
+  } else {   /* float -> int32: truncate toward zero, saturating */
+    int32_t *d = (int32_t *)ptr[0];
+    const float *p = (const float *)ptr[1];
+    for (int64_t j = 0; j < n; j++) {
+      float v = p[j * st[1]];
+      d[j * st[0]] = v != v ? 0 : v >= 2147483647.0f ? INT32_MAX : v <= -2147483648.0f ? INT32_MIN : (int32_t)v;
+    }
+  }
+}
+
 int bert_copy_(bert_tensor *dst, const bert_tensor *src) {
   char b1[160], b2[160];
-  bert_tensor *s = NULL;
   /* broadcast src to dst's shape */
-  s = bert_expand((bert_tensor *)src, dst->ndim, dst->shape);
+  bert_tensor *s = bert_expand((bert_tensor *)src, dst->ndim, dst->shape);
   if (s == NULL) {
     bert_set_error("cannot broadcast %s into %s",
                    bert_shape_str(b1, sizeof b1, src->ndim, src->shape),
@@ -472,13 +499,12 @@ int bert_copy_(bert_tensor *dst, const bert_tensor *src) {
   int64_t n = bert_numel(dst);
   if (bert_is_contiguous(dst) && bert_is_contiguous(s) && dst->dtype == s->dtype) {
     memmove(bert_data(dst), bert_data(s), (size_t)n * bert_dtype_size(dst->dtype));
-  } else if (dst->dtype == BERT_F32 && s->dtype == BERT_F32) {
-    float *d = dst->storage->data, *p = s->storage->data;
-    #pragma omp parallel for if (n >= BERT_PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++) d[bert_flat_offset(dst, i)] = p[bert_flat_offset(s, i)];
   } else {
-    #pragma omp parallel for if (n >= BERT_PARALLEL_MIN)
-    for (int64_t i = 0; i < n; i++) bert_set_flat(dst, i, bert_get_flat(s, i));
+    const bert_tensor *ops[2] = {dst, s};
+    bert_iter it;
+    bert_iter_init(&it, 2, ops);
+    copy_ctx c = {dst->dtype, s->dtype};
+    bert_iter_run(&it, copy_row, &c);
   }
   bert_tensor_release(s);
   return 0;

@@ -190,6 +190,28 @@ describe("F.cross_entropy", function()
   end)
 end)
 
+describe("F.bias_gelu", function()
+  it("matches (x + b):gelu() for the erf and tanh forms", function()
+    local x, b = randn({3, 4, 10}, 1) * 3, randn({10}, 2)
+    assert.is_true(maxdiff(F.bias_gelu(x, b), (x + b):gelu()) < 2e-6)
+    assert.is_true(maxdiff(F.bias_gelu(x, b, "tanh"), (x + b):gelu("tanh")) < 2e-6)
+    assert.is_true(maxdiff(F.bias_gelu(x), x:gelu()) < 2e-6)
+    local big = randn({200, 300}, 3) * 4     -- threaded, wide range
+    assert.is_true(maxdiff(F.bias_gelu(big), big:gelu()) < 5e-6)
+  end)
+
+  it("has correct gradients for input and bias", function()
+    for _, mode in ipairs({"none", "tanh"}) do
+      G.gradcheck(function(a, bb) return F.bias_gelu(a, bb, mode) end, {randn({4, 6}, 4), randn({6}, 5)})
+    end
+  end)
+
+  it("rejects a bias of the wrong size", function()
+    assert.error_matches(function() F.bias_gelu(bert.zeros({2, 4}), bert.zeros({3})) end,
+      lit("bias_gelu: bias [3] does not match the last dim of input [2 x 4] (expected [4])"))
+  end)
+end)
+
 describe("F.dropout", function()
   it("is the identity (same tensor) when p = 0 or not training", function()
     local x = randn({4, 4}, 1)
@@ -300,7 +322,7 @@ describe("F.attention", function()
 
   it("spans several query blocks and key tiles, skipping padded tiles", function()
     local Tl = 600
-    local ql, kl, vl = randn({1, 1, 70, 8}, 7), randn({1, 1, Tl, 8}, 8), randn({1, 1, Tl, 8}, 9)
+    local ql, kl, vl = randn({1, 1, 140, 8}, 7), randn({1, 1, Tl, 8}, 8), randn({1, 1, Tl, 8}, 9)
     local m = bert.zeros({1, Tl}, "int32")
     m:narrow(2, 1, 200):fill_(1)        -- tiles 2 and 3 fully padded
     m:narrow(2, 240, 3):fill_(1)        -- a few live keys in tile 1
@@ -437,5 +459,18 @@ describe("fused ops at threaded sizes", function()
       local p = (q:matmul(k:transpose(3, 4)) * 0.25 + bias):softmax(-1)
       return F.dropout(p, 0.2, true):matmul(v)
     end, {randn({Bq, Aq, Tq, dq}, 12), randn({Bq, Aq, Tq, dq}, 13), randn({Bq, Aq, Tq, dq}, 14)}, 1e-4)
+  end)
+end)
+
+describe("MLM head on masked positions", function()
+  it("gathers rows with index_select and trains through linear + cross_entropy", function()
+    local h = randn({2 * 5, 6}, 1)                 -- [B*T, H] hidden states
+    local pos = bert.tensor({1, 4, 7}, "int32")    -- 0-based flat masked positions
+    local w, b = randn({9, 6}, 2), randn({9}, 3)   -- vocab 9
+    local labels = bert.tensor({3, 8, 0}, "int32")
+    G.gradcheck(function(hh, ww, bb)
+      local rows = hh:index_select(1, pos)
+      return F.cross_entropy(F.linear(rows, ww, bb), labels)
+    end, {h, w, b})
   end)
 end)

@@ -60,6 +60,14 @@ static int l_layer_norm(lua_State *L) {
   return lbert_push_result(L, bert_layer_norm(x, g, b, eps, r), "layer_norm");
 }
 
+/* F.bias_gelu(x[, bias][, approximate = "none" | "tanh"]) */
+static int l_bias_gelu(lua_State *L) {
+  static const char *const modes[] = {"none", "tanh", NULL};
+  bert_tensor *x = lbert_check_tensor(L, 1), *b = opt_tensor(L, 2);
+  int mode = luaL_checkoption(L, 3, "none", modes);
+  return lbert_push_result(L, bert_bias_gelu(x, b, mode), "bias_gelu");
+}
+
 /* F.dropout(x, p[, training = true]) */
 static int l_dropout(lua_State *L) {
   bert_tensor *x = lbert_check_tensor(L, 1);
@@ -118,6 +126,7 @@ static int l_cross_entropy(lua_State *L) {
 static const luaL_Reg F_funcs[] = {
   {"linear", l_linear},
   {"layer_norm", l_layer_norm},
+  {"bias_gelu", l_bias_gelu},
   {"dropout", l_dropout},
   {"embedding", l_embedding},
   {"attention", l_attention},

@@ -27,8 +27,12 @@
 #include "nn/nn.h"
 #include "nn/nn_internal.h"
 
-#define BR 64          /* query rows per block */
+#ifndef BR
+#define BR 128         /* query rows per block */
+#endif
+#ifndef BC
 #define BC 256         /* keys per tile */
+#endif
 #define DEAD_BIAS (-10000.0f)
 
 typedef struct {
@@ -211,6 +215,7 @@ static void backward_head(const attn_ctx *c, int64_t bh, const float *O, const f
 /* Threads run the tile GEMMs single-threaded (OpenBLAS would otherwise
 ** start its own pool inside ours). */
 static int blas_single(void) {
+  if (bert_gemm_get_provider() != BERT_GEMM_OPENBLAS) return 0;
   int n = openblas_get_num_threads();
   if (n > 1) openblas_set_num_threads(1);
   return n;

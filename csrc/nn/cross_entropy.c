@@ -34,7 +34,8 @@ static int cross_entropy_backward(bert_node *node, bert_tensor *out, bert_tensor
     if ((int64_t)Y[r] == ignore) { memset(d, 0, (size_t)C * sizeof(float)); continue; }
     float g = red == BERT_REDUCE_NONE ? G[r] : gscalar, m = lse[r];
     const float *x = L + r * C;
-    for (int64_t j = 0; j < C; j++) d[j] = expf(x[j] - m) * g;
+    #pragma omp simd
+    for (int64_t j = 0; j < C; j++) d[j] = nn_expf(x[j] - m) * g;
     d[Y[r]] -= g;
   }
   (void)out;
@@ -84,9 +85,17 @@ bert_tensor *bert_cross_entropy(bert_tensor *l_in, bert_tensor *y_in, int64_t ig
   for (int64_t r = 0; r < N; r++) {
     const float *x = L + r * C;
     float m = x[0];
+    #pragma omp simd reduction(max:m)
     for (int64_t j = 1; j < C; j++) m = x[j] > m ? x[j] : m;
+    /* float partial sums of at most 1024 terms, added up in double */
     double s = 0;
-    for (int64_t j = 0; j < C; j++) s += expf(x[j] - m);
+    for (int64_t j0 = 0; j0 < C; j0 += 1024) {
+      int64_t j1 = j0 + 1024 < C ? j0 + 1024 : C;
+      float part = 0;
+      #pragma omp simd reduction(+:part)
+      for (int64_t j = j0; j < j1; j++) part += nn_expf(x[j] - m);
+      s += part;
+    }
     lse[r] = m + (float)log(s);
     rowloss[r] = (int64_t)Y[r] == ignore ? 0.0f : lse[r] - x[Y[r]];
   }

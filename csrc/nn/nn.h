@@ -20,6 +20,11 @@ bert_tensor *bert_linear(bert_tensor *x, bert_tensor *w, bert_tensor *b);
 bert_tensor *bert_layer_norm(bert_tensor *x, bert_tensor *gamma, bert_tensor *beta,
                              double eps, bert_tensor *residual);
 
+/* y = gelu(x + b) over the last dim (b [N] or NULL): exact erf GELU, or the
+** tanh approximation ("gelu_new") when tanh_mode.  Uses vectorised erf /
+** tanh approximations (absolute error ~1e-7). */
+bert_tensor *bert_bias_gelu(bert_tensor *x, bert_tensor *b, int tanh_mode);
+
 /* Inverted dropout: keeps each element with probability 1 - p and scales it
 ** by 1 / (1 - p).  The keep mask comes from Philox counters reserved from
 ** the default generator and is regenerated in backward (nothing stored).
