@@ -64,19 +64,28 @@ int bert_fill_random(bert_tensor *t, bert_rand_kind kind, uint64_t seed, uint64_
   }
   float *f = t->dtype == BERT_F32 ? bert_f32(t) : NULL;
   int32_t *d = t->dtype == BERT_I32 ? bert_i32(t) : NULL;
-  /* one Philox block per element: its counter is offset + i */
+  /* Counters are offset + i for uniform and integer draws; normals come in
+  ** Box-Muller pairs, elements 2k and 2k+1 sharing the block offset + 2k
+  ** (cosine and sine of one draw), so each element still has a fixed counter. */
   #pragma omp parallel for if (n >= BERT_PARALLEL_MIN)
   for (int64_t i = 0; i < n; i++) {
     uint32_t r[4];
-    bert_philox(seed, offset + (uint64_t)i, r);
     double v;
-    if (kind == BERT_RAND_UNIFORM) v = a + (b - a) * unit(r[0]);
-    else if (kind == BERT_RAND_NORMAL) {
-      /* Box-Muller on two 32-bit uniforms in (0, 1] and [0, 1) */
-      double u1 = ((double)r[0] + 1.0) * (1.0 / 4294967296.0);
+    if (kind == BERT_RAND_NORMAL) {
+      if (i & 1) continue;   /* filled with its even partner */
+      bert_philox(seed, offset + (uint64_t)i, r);
+      double u1 = ((double)r[0] + 1.0) * (1.0 / 4294967296.0);   /* (0, 1]: log is finite */
       double u2 = (double)r[1] * (1.0 / 4294967296.0);
-      v = a + b * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-    } else {
+      double radius = sqrt(-2.0 * log(u1)), s, c;
+      sincos(6.283185307179586 * u2, &s, &c);
+      double z0 = a + b * radius * c, z1 = a + b * radius * s;
+      if (f) { f[i] = (float)z0; if (i + 1 < n) f[i + 1] = (float)z1; }
+      else { d[i] = (int32_t)z0; if (i + 1 < n) d[i + 1] = (int32_t)z1; }
+      continue;
+    }
+    bert_philox(seed, offset + (uint64_t)i, r);
+    if (kind == BERT_RAND_UNIFORM) v = a + (b - a) * unit(r[0]);
+    else {
       uint64_t span = (uint64_t)(b - a);
       uint64_t x = ((uint64_t)r[0] << 32) | r[1];
       v = a + (double)(x % span);   /* bias at most span / 2^64 */

@@ -1,7 +1,8 @@
 /*
 ** embedding: rows of weight gathered by int32 ids; backward adds the
-** output gradient rows into a dense [V, H] gradient, threads owning
-** disjoint column ranges (no races, deterministic).
+** output gradient rows into the weight's gradient (in place when it
+** exists, else a dense [V, H] one), threads owning disjoint column ranges
+** (no races, deterministic).
 */
 #include <string.h>
 
@@ -16,24 +17,33 @@ static int embedding_backward(bert_node *node, bert_tensor *out, bert_tensor *go
   bert_tensor *ids = bert_node_saved(node, 0);
   if (ids == NULL) return -1;
   int64_t V = node->i[0], H = node->i[1], n = bert_numel(ids);
-  int64_t shape[2] = {V, H};
-  bert_tensor *dw = bert_tensor_new(BERT_F32, 2, shape);
-  if (dw == NULL) return -1;
+  /* When the weight already has a gradient (the tied MLM decoder wrote
+  ** one, or an earlier step's is being accumulated) add the rows into it
+  ** in place: no dense [V, H] temporary to zero and add. */
+  bert_tensor *acc = win->grad, *dw = NULL;
+  int inplace = acc && acc->dtype == BERT_F32 && acc->ndim == 2 && acc->shape[0] == V &&
+                acc->shape[1] == H && (acc->stride[1] == 1 || H == 1) && acc->stride[0] >= H;
+  int64_t ld = inplace ? acc->stride[0] : H;
+  if (!inplace) {
+    int64_t shape[2] = {V, H};
+    if ((dw = bert_tensor_new(BERT_F32, 2, shape)) == NULL) return -1;
+  }
   const int32_t *I = bert_i32(ids);
   const float *G = bert_f32(gout);
-  float *DW = bert_f32(dw);
+  float *DW = bert_f32(inplace ? acc : dw);
   const int64_t CH = 64;
   int64_t nchunks = (H + CH - 1) / CH;
   #pragma omp parallel for schedule(static) if (n * H >= BERT_PARALLEL_MIN)
   for (int64_t c = 0; c < nchunks; c++) {
     int64_t j0 = c * CH, j1 = j0 + CH < H ? j0 + CH : H;
     for (int64_t t = 0; t < n; t++) {
-      float *d = DW + (int64_t)I[t] * H;
+      float *d = DW + (int64_t)I[t] * ld;
       const float *g = G + t * H;
       for (int64_t j = j0; j < j1; j++) d[j] += g[j];
     }
   }
   (void)out;
+  if (inplace) { bert_bump_version(acc); return 0; }
   return bert_accumulate_grad_steal(win, dw);
 }
 
