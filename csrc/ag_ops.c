@@ -413,13 +413,27 @@ static int view_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
       break;
     }
     case V_NARROW: case V_SELECT: {
-      bert_tensor *z = bert_tensor_new(BERT_F32, in->ndim, in->shape);
+      /* add g into the slice of the input's gradient, creating it (zeroed)
+      ** if needed: q, k and v of one fused projection share one buffer */
+      int acc;
+      float *buf = bert_grad_buffer(in, &acc);
+      bert_tensor *full = NULL;
+      if (buf) {
+        if (!acc) memset(buf, 0, (size_t)bert_numel(in) * sizeof(float));
+        full = in->grad;
+        bert_tensor_retain(full);
+      } else {
+        full = bert_tensor_new(BERT_F32, in->ndim, in->shape);
+      }
       bert_tensor *slot = NULL;
-      if (z) slot = node->i[0] == V_NARROW ? bert_narrow(z, (int)node->i[1], node->i[2], node->i[3])
-                                           : bert_select(z, (int)node->i[1], node->i[2]);
-      if (slot == NULL || bert_copy_(slot, g) != 0) { bert_tensor_release(slot); bert_tensor_release(z); return -1; }
+      if (full) slot = node->i[0] == V_NARROW ? bert_narrow(full, (int)node->i[1], node->i[2], node->i[3])
+                                              : bert_select(full, (int)node->i[1], node->i[2]);
+      bert_tensor *sum = slot ? bert_binary(BERT_ADD, slot, g, 1, slot) : NULL;
       bert_tensor_release(slot);
-      r = z;
+      if (sum == NULL) { bert_tensor_release(full); return -1; }
+      bert_tensor_release(sum);
+      if (buf) { bert_tensor_release(full); return 0; }
+      r = full;
       break;
     }
     default: bert_tensor_retain(g); r = g; break;   /* identity, and expand (summed by accumulate) */

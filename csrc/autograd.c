@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <omp.h>
 
 #include "autograd.h"
 #include "ops.h"
@@ -119,6 +120,21 @@ bert_tensor *bert_sum_to_shape(const bert_tensor *g, int ndim, const int64_t *sh
   return cur;
 }
 
+float *bert_grad_buffer(bert_tensor *t, int *accumulate) {
+  *accumulate = 0;
+  if (t == NULL || !t->requires_grad) return NULL;
+  if (t->grad == NULL) {
+    t->grad = bert_tensor_empty(BERT_F32, t->ndim, t->shape);
+    return t->grad ? bert_f32(t->grad) : NULL;
+  }
+  bert_tensor *g = t->grad;
+  if (g->dtype != BERT_F32 || !bert_is_contiguous(g) || bert_has_overlap(g) || g->ndim != t->ndim ||
+      memcmp(g->shape, t->shape, (size_t)t->ndim * sizeof(int64_t)) != 0)
+    return NULL;
+  *accumulate = 1;
+  return bert_f32(g);
+}
+
 int bert_accumulate_grad_steal(bert_tensor *t, bert_tensor *g) {
   int rc = 0;
   if (t && t->requires_grad && t->grad == NULL && bert_is_contiguous(g) && g->refcount == 1 &&
@@ -212,7 +228,20 @@ done:
   return rc;
 }
 
+/* BERT_PROFILE=1 prints the time spent in each kind of node per backward. */
+typedef struct { const char *name; double seconds; int calls; } prof_entry;
+
+static void prof_add(prof_entry *tab, int *n, const char *name, double dt) {
+  for (int k = 0; k < *n; k++)
+    if (tab[k].name == name || strcmp(tab[k].name, name) == 0) { tab[k].seconds += dt; tab[k].calls++; return; }
+  if (*n < 64) { tab[*n].name = name; tab[*n].seconds = dt; tab[*n].calls = 1; (*n)++; }
+}
+
 int bert_backward(bert_tensor *root, const bert_tensor *grad) {
+  static int profile = -1;
+  prof_entry prof[64];
+  int nprof = 0;
+  if (profile < 0) profile = getenv("BERT_PROFILE") != NULL;
   static uint64_t stamp;
   char b1[160], b2[160];
   if (root->graph_freed) {
@@ -262,9 +291,12 @@ int bert_backward(bert_tensor *root, const bert_tensor *grad) {
       bert_tensor *t = order.v[k];
       bert_node *node = t->grad_fn;
       if (node == NULL || t->grad == NULL) continue;
+      double t0 = profile ? omp_get_wtime() : 0;
       bert_tensor *g = bert_contiguous(t->grad);
       if (g == NULL) { rc = -1; break; }
-      if (node->backward(node, t, g) != 0) {
+      int brc = node->backward(node, t, g);
+      if (profile) prof_add(prof, &nprof, node->name, omp_get_wtime() - t0);
+      if (brc != 0) {
         if (strncmp(bert_last_error(), node->name, strlen(node->name)) != 0) {
           char msg[512];
           snprintf(msg, sizeof msg, "%s backward: %s", node->name, bert_last_error());
@@ -288,6 +320,8 @@ int bert_backward(bert_tensor *root, const bert_tensor *grad) {
   }
   for (size_t k = 0; k < order.n; k++) bert_tensor_release(order.v[k]);
   free(order.v);
+  for (int k = 0; k < nprof; k++)
+    fprintf(stderr, "backward %-14s %5d calls %8.1f ms\n", prof[k].name, prof[k].calls, prof[k].seconds * 1e3);
   bert_tensor_release(seed);
   return rc;
 }

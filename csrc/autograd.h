@@ -64,6 +64,13 @@ int bert_accumulate_grad(bert_tensor *t, const bert_tensor *g);
 /* The same, taking ownership of g (released, or kept as the gradient
 ** itself when it is the first contribution): saves a copy per node. */
 int bert_accumulate_grad_steal(bert_tensor *t, bert_tensor *g);
+/* Direct accumulation for kernels that can write (or add) their result in
+** place: returns t's gradient buffer, creating it when absent.  *accumulate
+** is set to 1 when the buffer already holds a gradient (add into it, e.g.
+** GEMM beta = 1) and 0 when it is fresh and uninitialised (overwrite it).
+** NULL when t needs no gradient, or when its buffer cannot be written
+** directly (the caller then falls back to bert_accumulate_grad). */
+float *bert_grad_buffer(bert_tensor *t, int *accumulate);
 /* Sums g down to shape (reverse broadcasting); returns a new reference. */
 bert_tensor *bert_sum_to_shape(const bert_tensor *g, int ndim, const int64_t *shape);
 /* Runs backward from root; grad may be NULL only for a 1-element root. */

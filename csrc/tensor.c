@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <omp.h>
 
@@ -38,25 +39,96 @@ char *bert_shape_str(char *buf, size_t size, int ndim, const int64_t *shape) {
 /* {====================================================== memory */
 
 static size_t mem_in_use;   /* updated with atomic builtins */
+static size_t mem_total;    /* bytes ever allocated: paces the Lua GC */
 
 size_t bert_mem_in_use(void) { return __atomic_load_n(&mem_in_use, __ATOMIC_RELAXED); }
+size_t bert_mem_allocated_total(void) { return __atomic_load_n(&mem_total, __ATOMIC_RELAXED); }
+
+/* Freed blocks of CACHE_MIN bytes or more are kept for reuse, by size: a
+** training step allocates the same activation sizes every step, and fresh
+** pages from the kernel cost a page fault and a zeroing each.  FIFO
+** eviction above the limit; everything is given back when memory runs out. */
+#define CACHE_MIN ((size_t)256 << 10)
+#define CACHE_SLOTS 1024
+
+static struct { void *p; size_t size; } cache[CACHE_SLOTS];
+static int cache_n;
+static size_t cache_bytes, cache_limit = (size_t)2 << 30;
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t block_size(size_t nbytes) {
+  size_t align = nbytes >= CACHE_MIN ? 4096 : 64;
+  size_t r = (nbytes + align - 1) & ~(align - 1);
+  return r ? r : 64;
+}
+
+static void cache_drop_oldest(void) {   /* cache_lock held */
+  free(cache[0].p);
+  cache_bytes -= cache[0].size;
+  memmove(cache, cache + 1, (size_t)(cache_n - 1) * sizeof cache[0]);
+  cache_n--;
+}
+
+void bert_empty_cache(void) {
+  pthread_mutex_lock(&cache_lock);
+  while (cache_n > 0) cache_drop_oldest();
+  pthread_mutex_unlock(&cache_lock);
+}
+
+size_t bert_mem_cached(void) { return cache_bytes; }
+
+void bert_set_cache_limit(size_t bytes) {
+  pthread_mutex_lock(&cache_lock);
+  cache_limit = bytes;
+  while (cache_n > 0 && cache_bytes > cache_limit) cache_drop_oldest();
+  pthread_mutex_unlock(&cache_lock);
+}
 
 void *bert_malloc(size_t nbytes) {
+  size_t size = block_size(nbytes);
+  void *p = NULL;
+  if (size >= CACHE_MIN) {
+    pthread_mutex_lock(&cache_lock);
+    for (int k = cache_n - 1; k >= 0; k--)
+      if (cache[k].size == size) {
+        p = cache[k].p;
+        cache_bytes -= size;
+        memmove(cache + k, cache + k + 1, (size_t)(cache_n - k - 1) * sizeof cache[0]);
+        cache_n--;
+        break;
+      }
+    pthread_mutex_unlock(&cache_lock);
+  }
   /* 64-byte alignment suits AVX-512 loads and keeps BLAS on its fast path */
-  size_t rounded = (nbytes + 63) & ~(size_t)63;
-  void *p = aligned_alloc(64, rounded ? rounded : 64);
+  if (p == NULL) p = aligned_alloc(64, size);
+  if (p == NULL && cache_n > 0) {   /* out of memory: give the cache back, retry */
+    bert_empty_cache();
+    p = aligned_alloc(64, size);
+  }
   if (p == NULL) {
     bert_set_error("out of memory allocating %zu bytes", nbytes);
     return NULL;
   }
   __atomic_add_fetch(&mem_in_use, nbytes, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&mem_total, nbytes, __ATOMIC_RELAXED);
   return p;
 }
 
 void bert_free(void *p, size_t nbytes) {
   if (p == NULL) return;
-  free(p);
   __atomic_sub_fetch(&mem_in_use, nbytes, __ATOMIC_RELAXED);
+  size_t size = block_size(nbytes);
+  if (size >= CACHE_MIN && size <= cache_limit) {
+    pthread_mutex_lock(&cache_lock);
+    while (cache_n > 0 && (cache_n == CACHE_SLOTS || cache_bytes + size > cache_limit)) cache_drop_oldest();
+    cache[cache_n].p = p;
+    cache[cache_n].size = size;
+    cache_n++;
+    cache_bytes += size;
+    pthread_mutex_unlock(&cache_lock);
+    return;
+  }
+  free(p);
 }
 /* }====================================================== */
 

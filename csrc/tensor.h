@@ -61,8 +61,14 @@ char *bert_shape_str(char *buf, size_t size, int ndim, const int64_t *shape);
 
 /* ---- memory accounting (bytes currently held by storages) ---- */
 size_t bert_mem_in_use(void);
+size_t bert_mem_allocated_total(void);
 void *bert_malloc(size_t nbytes);          /* accounted; sets error on failure */
 void bert_free(void *p, size_t nbytes);
+/* Freed large blocks are cached for reuse (see tensor.c); these inspect,
+** bound and release that cache. */
+size_t bert_mem_cached(void);
+void bert_set_cache_limit(size_t bytes);
+void bert_empty_cache(void);
 
 /* ---- dtypes ---- */
 size_t bert_dtype_size(bert_dtype dt);

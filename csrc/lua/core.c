@@ -115,7 +115,28 @@ static int l_isdir(lua_State *L) {
   return 1;
 }
 
+static int l_memory_cached(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)bert_mem_cached());
+  return 1;
+}
+
+/* bert.set_cache_limit(bytes): the most freed memory kept for reuse (0: none) */
+static int l_set_cache_limit(lua_State *L) {
+  lua_Integer n = luaL_checkinteger(L, 1);
+  if (n < 0) return luaL_argerror(L, 1, "cache limit must be non-negative");
+  bert_set_cache_limit((size_t)n);
+  return 0;
+}
+
+static int l_empty_cache(lua_State *L) {
+  (void)L;
+  bert_empty_cache();
+  return 0;
+}
+
 static const luaL_Reg core_funcs[] = {
+  {"memory_cached", l_memory_cached}, {"set_cache_limit", l_set_cache_limit},
+  {"empty_cache", l_empty_cache},
   {"mkdir", l_mkdir}, {"isdir", l_isdir},
   {"wall_time", l_wall_time},
   {"set_num_threads", l_set_num_threads}, {"get_num_threads", l_get_num_threads},

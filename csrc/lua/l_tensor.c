@@ -14,12 +14,23 @@
 
 /* {====================================================== boxes */
 
-/* Soft limit on C-side tensor bytes before a full Lua collection: the GC
-** cannot see tensor memory, so it is nudged here (torch7's heap tracking). */
+/* The GC cannot see tensor memory (a box is 8 bytes to Lua), so it is
+** paced here: every 16 MB of tensor allocations advance the incremental
+** collector as if that much Lua memory had been allocated, which frees
+** dead intermediate tensors at the rate they are made.  A full collection
+** above a soft limit (twice the live bytes after the last one) is the
+** backstop, as in torch7's heap tracking. */
 #define GC_FLOOR ((size_t)256 << 20)
+#define GC_PACE ((size_t)16 << 20)
 static size_t gc_threshold = GC_FLOOR;
+static size_t gc_paced;
 
 static bert_tensor **newbox(lua_State *L) {
+  size_t total = bert_mem_allocated_total();
+  if (total - gc_paced >= GC_PACE) {
+    lua_gc(L, LUA_GCSTEP, (int)((total - gc_paced) >> 10));
+    gc_paced = total;
+  }
   size_t used = bert_mem_in_use();
   if (used > gc_threshold) {
     lua_gc(L, LUA_GCCOLLECT);

@@ -33,17 +33,24 @@ static int linear_backward(bert_node *node, bert_tensor *out, bert_tensor *gout)
   int64_t in = w->shape[1], outf = w->shape[0];
   int64_t R = in > 0 ? bert_numel(x) / in : 0;
   const float *G = bert_f32(gout);
-  if (xin && xin->requires_grad) {
-    bert_tensor *dx = bert_tensor_empty(BERT_F32, x->ndim, x->shape);
-    if (dx == NULL) return -1;
-    bert_sgemm(0, 0, R, in, outf, 1.0f, G, outf, bert_f32(w), in, 0.0f, bert_f32(dx), in);
-    if (bert_accumulate_grad_steal(xin, dx) != 0) return -1;
+  /* results go straight into the gradient buffers (GEMM beta = 1 when a
+  ** gradient is already there): no temporary, no extra accumulation pass */
+  int acc;
+  float *dx = bert_grad_buffer(xin, &acc);
+  if (dx) bert_sgemm(0, 0, R, in, outf, 1.0f, G, outf, bert_f32(w), in, acc ? 1.0f : 0.0f, dx, in);
+  else if (xin && xin->requires_grad) {
+    bert_tensor *t = bert_tensor_empty(BERT_F32, x->ndim, x->shape);
+    if (t == NULL) return -1;
+    bert_sgemm(0, 0, R, in, outf, 1.0f, G, outf, bert_f32(w), in, 0.0f, bert_f32(t), in);
+    if (bert_accumulate_grad_steal(xin, t) != 0) return -1;
   }
-  if (win && win->requires_grad) {
-    bert_tensor *dw = bert_tensor_empty(BERT_F32, 2, w->shape);
-    if (dw == NULL) return -1;
-    bert_sgemm(1, 0, outf, in, R, 1.0f, G, outf, bert_f32(x), in, 0.0f, bert_f32(dw), in);
-    if (bert_accumulate_grad_steal(win, dw) != 0) return -1;
+  float *dw = bert_grad_buffer(win, &acc);
+  if (dw) bert_sgemm(1, 0, outf, in, R, 1.0f, G, outf, bert_f32(x), in, acc ? 1.0f : 0.0f, dw, in);
+  else if (win && win->requires_grad) {
+    bert_tensor *t = bert_tensor_empty(BERT_F32, 2, w->shape);
+    if (t == NULL) return -1;
+    bert_sgemm(1, 0, outf, in, R, 1.0f, G, outf, bert_f32(x), in, 0.0f, bert_f32(t), in);
+    if (bert_accumulate_grad_steal(win, t) != 0) return -1;
   }
   if (bin && bin->requires_grad) {
     bert_tensor *db = bert_tensor_empty(BERT_F32, 1, &outf);
