@@ -181,7 +181,10 @@ void bert_storage_retain(bert_storage *s) { s->refcount++; }
 void bert_storage_release(bert_storage *s) {
   if (s == NULL || --s->refcount > 0) return;
   if (s->kind == BERT_STORAGE_HEAP) bert_free(s->data, s->nbytes);
-  else munmap(s->map_base, s->map_len);
+  else {
+    munmap(s->map_base, s->map_len);
+    if (s->kind == BERT_STORAGE_ANON) __atomic_sub_fetch(&mem_in_use, s->nbytes, __ATOMIC_RELAXED);
+  }
   free(s);
 }
 /* }====================================================== */
@@ -243,7 +246,28 @@ bert_tensor *bert_tensor_empty(bert_dtype dt, int ndim, const int64_t *shape) {
   return t;
 }
 
+/* Zeroed tensors of ANON_MIN bytes or more are mapped from the kernel's
+** zero pages, which cost memory only once written: a model's flat
+** gradient buffer takes no RAM until the first backward. */
+#define ANON_MIN ((size_t)16 << 20)
+
 bert_tensor *bert_tensor_new(bert_dtype dt, int ndim, const int64_t *shape) {
+  int64_t n = checked_numel(ndim, shape);
+  if (n < 0) return NULL;
+  size_t nbytes = (size_t)n * bert_dtype_size(dt);
+  if (nbytes >= ANON_MIN) {
+    void *p = mmap(NULL, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) {
+      bert_storage *s = bert_storage_wrap_mmap(p, nbytes, p, nbytes);
+      if (s == NULL) { munmap(p, nbytes); return NULL; }
+      s->kind = BERT_STORAGE_ANON;
+      __atomic_add_fetch(&mem_in_use, nbytes, __ATOMIC_RELAXED);
+      __atomic_add_fetch(&mem_total, nbytes, __ATOMIC_RELAXED);
+      bert_tensor *t = bert_tensor_view_of(s, dt, 0, ndim, shape, NULL);
+      bert_storage_release(s);
+      return t;
+    }
+  }
   bert_tensor *t = bert_tensor_empty(dt, ndim, shape);
   if (t) memset(t->storage->data, 0, t->storage->nbytes);
   return t;

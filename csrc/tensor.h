@@ -18,7 +18,8 @@ typedef enum { BERT_F32 = 0, BERT_I32 = 1 } bert_dtype;
 
 typedef enum {
   BERT_STORAGE_HEAP = 0,   /* malloc'ed, owned */
-  BERT_STORAGE_MMAP = 1    /* a private mapping of a file, munmap'ed at release */
+  BERT_STORAGE_MMAP = 1,   /* a private mapping of a file, munmap'ed at release */
+  BERT_STORAGE_ANON = 2    /* large zeroed memory mapped on demand (accounted) */
 } bert_storage_kind;
 
 typedef struct bert_storage {

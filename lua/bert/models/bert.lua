@@ -142,6 +142,9 @@ function EncoderLayer:__init(c)
   }))
   self:add_module("output", AddNorm(c.intermediate_size, c))
   self.act = activation(c.hidden_act)
+  -- GELU variants fuse with the intermediate bias into one pass
+  if c.hidden_act == "gelu" then self.fused_gelu = "none"
+  elseif c.hidden_act == "gelu_new" or c.hidden_act == "gelu_fast" then self.fused_gelu = "tanh" end
 end
 
 --- Post-LN: x1 = LN(x + drop(attn(x))), out = LN(x1 + drop(ffn(x1)))
@@ -149,7 +152,13 @@ function EncoderLayer:forward(x, mask)
   local attention = self.m.attention
   local ctx = attention.m.self(x, mask)
   local x1 = attention.m.output(ctx, x)
-  local inner = self.act(self.m.intermediate.m.dense(x1))
+  local dense = self.m.intermediate.m.dense
+  local inner
+  if self.fused_gelu then
+    inner = F.bias_gelu(F.linear(x1, dense.p.weight), dense.p.bias, self.fused_gelu)
+  else
+    inner = self.act(dense(x1))
+  end
   return self.m.output(inner, x1)
 end
 

@@ -174,6 +174,10 @@ function Module:flatten_parameters()
     for _, name in ipairs(module.m_order) do hook(module.m[name]) end
   end
   hook(self)
+  -- the per-parameter tensors are garbage now: free them and return their
+  -- memory rather than keep it in the allocator's cache
+  collectgarbage()
+  bert.empty_cache()
   return self
 end
 
