@@ -74,5 +74,6 @@ void bert_philox(uint64_t seed, uint64_t counter, uint32_t out[4]);
 void bert_rng_set_state(uint64_t seed, uint64_t offset);
 void bert_rng_get_state(uint64_t *seed, uint64_t *offset);
 uint64_t bert_rng_reserve(uint64_t n);   /* returns the first counter of n */
+uint64_t bert_rng_get_seed(void);
 
 #endif

@@ -40,6 +40,8 @@ void bert_rng_set_state(uint64_t seed, uint64_t offset) { rng_seed = seed; rng_o
 
 void bert_rng_get_state(uint64_t *seed, uint64_t *offset) { *seed = rng_seed; *offset = rng_offset; }
 
+uint64_t bert_rng_get_seed(void) { return rng_seed; }
+
 uint64_t bert_rng_reserve(uint64_t n) {
   uint64_t first = rng_offset;
   rng_offset += n;

@@ -382,6 +382,33 @@ static int random_fill(lua_State *L, const char *fname, bert_rand_kind kind, int
   return 1;
 }
 
+/* In-place writes: refused on tensors that take part in autograd (their
+** old values may be needed by backward), and versioned so backward can
+** detect a saved tensor changed behind its back. */
+static void check_inplace(lua_State *L, bert_tensor *t, const char *fname) {
+  if (bert_grad_enabled() && t->requires_grad)
+    luaL_error(L, "%s: in-place operation on a tensor that requires grad "
+                  "(use bert.no_grad, or clone the tensor first)", fname);
+  bert_bump_version(t);
+}
+
+/* t:normal_([mean, std]) and t:uniform_([low, high]): refill a contiguous
+** tensor in place from the default generator. */
+static int fill_random_(lua_State *L, bert_rand_kind kind, const char *fname, double a, double b) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  a = luaL_optnumber(L, 2, a);
+  b = luaL_optnumber(L, 3, b);
+  if (!bert_is_contiguous(t) || t->dtype != BERT_F32)
+    return luaL_error(L, "%s: needs a contiguous float32 tensor", fname);
+  check_inplace(L, t, fname);
+  if (bert_fill_random(t, kind, bert_rng_get_seed(), bert_rng_reserve((uint64_t)bert_numel(t)), a, b) != 0)
+    return lbert_core_error(L, fname);
+  lua_settop(L, 1);
+  return 1;
+}
+static int m_normal_(lua_State *L) { return fill_random_(L, BERT_RAND_NORMAL, "normal_", 0, 1); }
+static int m_uniform_(lua_State *L) { return fill_random_(L, BERT_RAND_UNIFORM, "uniform_", 0, 1); }
+
 static int l_rand(lua_State *L) { return random_fill(L, "rand", BERT_RAND_UNIFORM, 1, 0, 1, BERT_F32); }
 static int l_randn(lua_State *L) { return random_fill(L, "randn", BERT_RAND_NORMAL, 1, 0, 1, BERT_F32); }
 
@@ -439,16 +466,6 @@ static int m_item(lua_State *L) {
                       shape_s(b, sizeof b, t), (lua_Integer)bert_numel(t));
   push_elem(L, t, 0);
   return 1;
-}
-
-/* In-place writes: refused on tensors that take part in autograd (their
-** old values may be needed by backward), and versioned so backward can
-** detect a saved tensor changed behind its back. */
-static void check_inplace(lua_State *L, bert_tensor *t, const char *fname) {
-  if (bert_grad_enabled() && t->requires_grad)
-    luaL_error(L, "%s: in-place operation on a tensor that requires grad "
-                  "(use bert.no_grad, or clone the tensor first)", fname);
-  bert_bump_version(t);
 }
 
 /* Element access with 1-based positions: t:get(i, j, ...) and t:set(v, i, j, ...). */
@@ -1045,7 +1062,7 @@ static const luaL_Reg tensor_methods[] = {
   {"sigmoid_", m_sigmoid_}, {"relu", m_relu}, {"relu_", m_relu_}, {"gelu", m_gelu},
   {"gelu_", m_gelu_}, {"abs", m_abs}, {"abs_", m_abs_}, {"erf", m_erf}, {"erf_", m_erf_},
   {"masked_fill", m_masked_fill}, {"masked_fill_", m_masked_fill_},
-  {"fill_", m_fill_}, {"zero_", m_zero_},
+  {"fill_", m_fill_}, {"zero_", m_zero_}, {"normal_", m_normal_}, {"uniform_", m_uniform_},
   {"sum", m_sum}, {"mean", m_mean}, {"max", m_max}, {"min", m_min},
   {"argmax", m_argmax}, {"argmin", m_argmin}, {"var", m_var},
   {"softmax", m_softmax}, {"log_softmax", m_log_softmax}, {"matmul", m_matmul},

@@ -70,9 +70,9 @@ function SelfAttention:__init(c)
   self.heads, self.head_dim = c.num_attention_heads, H // c.num_attention_heads
   self.attention_dropout = c.attention_probs_dropout_prob
   for _, n in ipairs({"query", "key", "value"}) do
-    self:add_parameter(n .. ".weight", bert.randn({H, H}, {std = std}))
+    self:add_parameter(n .. ".weight", {H, H}, {normal = std})
   end
-  for _, n in ipairs({"query", "key", "value"}) do self:add_parameter(n .. ".bias", bert.zeros({H})) end
+  for _, n in ipairs({"query", "key", "value"}) do self:add_parameter(n .. ".bias", {H}, "zeros") end
 end
 
 function SelfAttention:on_flatten(flat, gflat, offsets)
@@ -252,7 +252,7 @@ function LMHead:__init(c, word_embeddings)
     {"dense", Linear(c.hidden_size, c.hidden_size, {std = c.initializer_range})},
     {"LayerNorm", LayerNorm(c.hidden_size, c.layer_norm_eps)},
   }))
-  self:add_parameter("bias", bert.zeros({c.vocab_size}))
+  self:add_parameter("bias", {c.vocab_size}, "zeros")
   self.decoder_weight = word_embeddings   -- tied, not a parameter of its own
   self.act = activation(c.hidden_act)
 end
@@ -456,7 +456,7 @@ function M.new(arch, spec, overrides)
     error(string.format("unknown architecture '%s' (known: %s)", tostring(arch), table.concat(names, ", ")), 2)
   end
   local c = configs.make(spec, overrides)
-  local model = cls(c)
+  local model = Module.deferred(function() return cls(c) end)
   model.architecture = arch
   return model:flatten_parameters()
 end

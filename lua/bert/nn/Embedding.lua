@@ -11,9 +11,7 @@ function Embedding:__init(num, dim, opts)
   Module.__init(self)
   opts = opts or {}
   self.num, self.dim = num, dim
-  local w = bert.randn({num, dim}, {std = opts.std or 0.02})
-  if opts.padding_idx then w:select(1, opts.padding_idx + 1):zero_() end
-  self:add_parameter("weight", w)
+  self:add_parameter("weight", {num, dim}, {normal = opts.std or 0.02, zero_row = opts.padding_idx})
 end
 
 function Embedding:forward(ids)

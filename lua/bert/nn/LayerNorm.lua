@@ -9,8 +9,8 @@ local LayerNorm = class("LayerNorm", Module)
 function LayerNorm:__init(size, eps)
   Module.__init(self)
   self.size, self.eps = size, eps or 1e-12
-  self:add_parameter("weight", bert.ones({size}))
-  self:add_parameter("bias", bert.zeros({size}))
+  self:add_parameter("weight", {size}, "ones")
+  self:add_parameter("bias", {size}, "zeros")
 end
 
 function LayerNorm:forward(x, residual)

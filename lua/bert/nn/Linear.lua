@@ -14,8 +14,8 @@ function Linear:__init(in_features, out_features, opts)
   assert(math.type(out_features) == "integer" and out_features > 0,
     "Linear: out_features must be a positive integer, got " .. tostring(out_features))
   self.in_features, self.out_features = in_features, out_features
-  self:add_parameter("weight", bert.randn({out_features, in_features}, {std = opts.std or 0.02}))
-  if opts.bias ~= false then self:add_parameter("bias", bert.zeros({out_features})) end
+  self:add_parameter("weight", {out_features, in_features}, {normal = opts.std or 0.02})
+  if opts.bias ~= false then self:add_parameter("bias", {out_features}, "zeros") end
 end
 
 function Linear:forward(x)

@@ -19,8 +19,55 @@ function Module:__tostring()
   return string.format("%s (%d parameters)", getmetatable(self).__name, self:num_parameters())
 end
 
-function Module:add_parameter(name, tensor)
+-- A parameter not yet materialised: its shape and how to initialise it.
+-- While a model is built under Module.deferred, layers record these and
+-- flatten_parameters initialises each one in place inside the flat buffer,
+-- so a model's weights are allocated once, not twice.
+local Spec = {}
+Spec.__index = Spec
+function Spec:shape() return self.dims end
+function Spec:numel() local n = 1 for _, d in ipairs(self.dims) do n = n * d end return n end
+
+-- Fills t (a fresh tensor or a flat-buffer view) as init says:
+-- {normal = std[, zero_row = i]}, "zeros" or "ones".
+local function initialise(t, init)
+  bert.no_grad(function()
+    if init == "zeros" then t:zero_()
+    elseif init == "ones" then t:fill_(1)
+    elseif type(init) == "table" and init.normal then
+      t:normal_(0, init.normal)
+      if init.zero_row then t:select(1, init.zero_row + 1):zero_() end
+    else error("add_parameter: unknown initialisation " .. tostring(init), 3) end
+  end)
+  return t
+end
+
+local deferring = false
+
+--- Module.deferred(fn): runs fn (which builds modules) with parameter
+-- allocation deferred to flatten_parameters; returns fn's result.
+function Module.deferred(fn)
+  local was = deferring
+  deferring = true
+  local ok, result = pcall(fn)
+  deferring = was
+  if not ok then error(result, 0) end
+  return result
+end
+
+--- add_parameter(name, tensor) registers an existing tensor;
+-- add_parameter(name, shape, init) creates one initialised by init
+-- ({normal = std[, zero_row = i]}, "zeros" or "ones").
+function Module:add_parameter(name, tensor, init)
   if self.p[name] == nil then self.p_order[#self.p_order + 1] = name end
+  if type(tensor) == "table" then
+    local spec = setmetatable({dims = tensor, init = init}, Spec)
+    if deferring then
+      self.p[name] = spec
+      return spec
+    end
+    tensor = initialise(bert.empty(tensor), init)
+  end
   tensor:requires_grad(true)
   self.p[name] = tensor
   return tensor
@@ -155,7 +202,8 @@ function Module:flatten_parameters()
     for _, np in ipairs(named) do
       local n = np.param:numel()
       local view = flat:narrow(1, off + 1, n):view(np.param:shape())
-      view:copy_(np.param)
+      if getmetatable(np.param) == Spec then initialise(view, np.param.init)
+      else view:copy_(np.param) end
       view:requires_grad(true)
       view:set_grad(gflat:narrow(1, off + 1, n):view(np.param:shape()))
       replaced[np.param] = view
