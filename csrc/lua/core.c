@@ -158,5 +158,7 @@ int luaopen_bert_core(lua_State *L) {
   lbert_open_autograd(L);
   lbert_open_nn(L);
   lbert_open_optim(L);
+  lbert_open_data(L);
+  lbert_open_vulkan(L);
   return 1;
 }

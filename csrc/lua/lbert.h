@@ -20,6 +20,8 @@ void lbert_open_tokenizer(lua_State *L);
 void lbert_open_autograd(lua_State *L);
 void lbert_open_nn(lua_State *L);
 void lbert_open_optim(lua_State *L);
+void lbert_open_data(lua_State *L);
+void lbert_open_vulkan(lua_State *L);
 
 /* Tensor userdata helpers (l_tensor.c). */
 bert_tensor *lbert_check_tensor(lua_State *L, int arg);
