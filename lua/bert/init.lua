@@ -14,6 +14,9 @@ local submodules = {
   models = "bert.models.bert",
   config = "bert.models.config",
   checkpoint = "bert.checkpoint",
+  train = "bert.train",
+  data = "bert.data",
+  finetune = "bert.finetune",
 }
 
 setmetatable(M, {

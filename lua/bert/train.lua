@@ -1,0 +1,297 @@
+--- bert.train: the training loop shared by pretraining and fine-tuning.
+--
+--   local trainer = train.Trainer{
+--     model = model, optimizer = opt, schedule = fn,   -- fn(step) -> lr (0-based steps)
+--     next_batch = function() return batch end,        -- model inputs (a loader's :next())
+--     steps = 1000, time_budget = 600, accum = 1, clip = 1.0,
+--     output = "runs/x", save_every = 200, eval_every = 200, log_every = 10,
+--     evaluate = function(model) return {accuracy = ...} end,
+--     keep_best = "accuracy",                           -- also keep output/best/ (higher is better)
+--     step_metrics = function(out, batch) return {mlm_accuracy = ...} end,
+--     get_state = function() return {...} end, set_state = function(s) end,  -- e.g. the loader position
+--   }
+--   trainer:resume()          -- continues from output/checkpoint when there is one
+--   local summary = trainer:run()
+--
+-- A step: zero the gradients, `accum` forward/backward passes (losses
+-- scaled by 1/accum), global-norm clipping, the scheduled learning rate,
+-- one optimizer update.  Checkpoints (output/checkpoint/) hold the model,
+-- the optimizer, the step, the random generator and the caller's state, and
+-- are replaced atomically, so a run killed at any point resumes to produce
+-- the same losses, step for step, as one never interrupted.
+local bert = require("bert")
+local cjson = require("cjson")
+
+local M = {}
+
+local Trainer = {}
+Trainer.__index = Trainer
+
+local function now() return bert.wall_time() end
+
+local function read_file(path)
+  local f, err = io.open(path, "rb")
+  if not f then return nil, err end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function write_file(path, text)
+  local tmp = path .. ".tmp"
+  local f, err = io.open(tmp, "wb")
+  if not f then return nil, err end
+  f:write(text)
+  local ok, cerr = f:close()
+  if not ok then os.remove(tmp) return nil, cerr end
+  return os.rename(tmp, path)
+end
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() return true end
+  return bert.isdir(path)
+end
+
+local function remove_tree(path)
+  if exists(path) then os.execute("rm -rf '" .. path:gsub("'", "'\\''") .. "'") end
+end
+
+local function fmt_time(s)
+  if s ~= s or s == math.huge then return "?" end
+  s = math.floor(s + 0.5)
+  if s >= 3600 then return string.format("%dh%02dm", s // 3600, s % 3600 // 60) end
+  if s >= 60 then return string.format("%dm%02ds", s // 60, s % 60) end
+  return s .. "s"
+end
+
+function M.Trainer(opts)
+  assert(type(opts) == "table", "Trainer: expects an options table")
+  for _, k in ipairs({"model", "optimizer", "next_batch"}) do
+    if opts[k] == nil then error("Trainer: option '" .. k .. "' is required", 2) end
+  end
+  local self = setmetatable({}, Trainer)
+  for k, v in pairs(opts) do self[k] = v end
+  self.accum = self.accum or 1
+  self.log_every = self.log_every or 10
+  self.step = 0
+  self.tokens = 0
+  self.train_seconds = 0
+  self.best = nil
+  self.progress = self.progress ~= false
+  self.tty = os.getenv("TERM") ~= nil and os.getenv("CI") == nil and os.execute("test -t 2") == true
+  if self.output then
+    local ok, err = bert.mkdir(self.output)
+    if not ok then error("Trainer: " .. err, 2) end
+  end
+  return self
+end
+
+--- Appends one JSON line to output/metrics.jsonl.
+function Trainer:log(record)
+  if not self.output then return end
+  local f = io.open(self.output .. "/metrics.jsonl", "ab")
+  if f then
+    f:write(cjson.encode(record), "\n")
+    f:close()
+  end
+end
+
+-- {============================================================ checkpoints
+
+local function checkpoint_dir(self, name) return self.output .. "/" .. (name or "checkpoint") end
+
+--- Writes output/<name>/ (model, optimizer, trainer state) atomically: the
+-- files go to a temporary directory that then replaces the old one.
+function Trainer:save(name)
+  if not self.output then return nil, "Trainer:save: no output directory" end
+  local final = checkpoint_dir(self, name)
+  local tmp, old = final .. ".tmp", final .. ".old"
+  remove_tree(tmp)
+  local ok, err = self.model:save_pretrained(tmp)
+  if not ok then return nil, err end
+  ok, err = bert.optim.save_state(tmp .. "/optimizer.safetensors", self.optimizer)
+  if not ok then return nil, err end
+  local seed, offset = bert.rng_state()
+  local state = {
+    format = "bert.train", version = 1, step = self.step, tokens = self.tokens,
+    train_seconds = self.train_seconds, rng = {seed = seed, offset = offset},
+    best = self.best, user = self.get_state and self.get_state() or cjson.null,
+  }
+  ok, err = write_file(tmp .. "/trainer.json", cjson.encode(state))
+  if not ok then return nil, err end
+  remove_tree(old)
+  if exists(final) then os.rename(final, old) end
+  ok, err = os.rename(tmp, final)
+  if not ok then return nil, err end
+  remove_tree(old)
+  return true
+end
+
+--- Restores output/checkpoint when present; returns true if it resumed.
+-- A damaged checkpoint is an error, never a silent fresh start.
+function Trainer:resume(dir)
+  dir = dir or (self.output and checkpoint_dir(self))
+  if not dir then return false end
+  if not exists(dir) and exists(dir .. ".old") then dir = dir .. ".old" end   -- killed mid-replace
+  if not exists(dir) then return false end
+  local text, err = read_file(dir .. "/trainer.json")
+  if not text then error("resume: " .. dir .. " has no readable trainer.json (" .. tostring(err) .. ")", 2) end
+  local ok, state = pcall(cjson.decode, text)
+  if not ok or type(state) ~= "table" or state.format ~= "bert.train" or math.type(state.step) == nil then
+    error("resume: " .. dir .. "/trainer.json is corrupt", 2)
+  end
+  local weights, werr = bert.load_safetensors(dir .. "/model.safetensors")
+  if not weights then error("resume: " .. tostring(werr), 2) end
+  local loaded, lerr = pcall(self.model.load_state_dict, self.model, weights)
+  if not loaded then error("resume: " .. tostring(lerr), 2) end
+  local sd, serr = bert.optim.load_state(dir .. "/optimizer.safetensors")
+  if not sd then error("resume: " .. tostring(serr), 2) end
+  self.optimizer:load_state_dict(sd)
+  self.step = math.tointeger(state.step)
+  self.tokens = state.tokens or 0
+  self.train_seconds = state.train_seconds or 0
+  self.best = state.best
+  bert.set_rng_state(math.tointeger(state.rng.seed), math.tointeger(state.rng.offset))
+  if self.set_state and state.user ~= cjson.null then self.set_state(state.user) end
+  -- metrics written after the checkpoint by the interrupted run are replayed: drop them
+  if self.output then
+    local path = self.output .. "/metrics.jsonl"
+    local log = read_file(path)
+    if log then
+      local kept = {}
+      for line in log:gmatch("[^\n]+") do
+        local okl, rec = pcall(cjson.decode, line)
+        if okl and type(rec) == "table" and (rec.step or 0) <= self.step then kept[#kept + 1] = line end
+      end
+      write_file(path, #kept > 0 and (table.concat(kept, "\n") .. "\n") or "")
+    end
+  end
+  return true
+end
+-- }============================================================
+
+local function count_tokens(batch)
+  local m = batch.attention_mask
+  if type(m) == "userdata" then return m:sum():item() end
+  if type(batch.input_ids) == "userdata" then return batch.input_ids:numel() end
+  return 0
+end
+
+--- One optimizer step over `accum` micro-batches; returns the mean loss and
+-- the merged step metrics.
+function Trainer:train_step()
+  local model, opt = self.model, self.optimizer
+  model:training()
+  if self.schedule then opt:set_lr(self.schedule(self.step)) end
+  opt:zero_grad()
+  local loss_sum, metrics = 0, {}
+  for _ = 1, self.accum do
+    local batch = self.next_batch()
+    local out = self.forward and self.forward(model, batch) or model:forward(batch)
+    local loss = out.loss
+    if self.accum > 1 then loss = loss / self.accum end
+    loss:backward()
+    loss_sum = loss_sum + out.loss:item()
+    self.tokens = self.tokens + count_tokens(batch)
+    if self.step_metrics then
+      for k, v in pairs(self.step_metrics(out, batch)) do metrics[k] = (metrics[k] or 0) + v / self.accum end
+    end
+  end
+  local norm
+  if self.clip then norm = bert.optim.clip_grad_norm(opt, self.clip) end
+  opt:step()
+  self.step = self.step + 1
+  metrics.loss = loss_sum / self.accum
+  metrics.grad_norm = norm
+  metrics.lr = opt:get_lr()
+  return metrics
+end
+
+function Trainer:run_eval()
+  if not self.evaluate then return nil end
+  self.model:evaluate()
+  local result = bert.no_grad(function() return self.evaluate(self.model) end)
+  self.model:training()
+  local record = {step = self.step, eval = result}
+  self:log(record)
+  if self.keep_best and result[self.keep_best] and (self.best == nil or result[self.keep_best] > self.best) then
+    self.best = result[self.keep_best]
+    if self.output then assert(self:save("best")) end
+  end
+  return result
+end
+
+local function progress_line(self, m, tps)
+  local parts = {string.format("step %d%s", self.step, self.steps and ("/" .. self.steps) or "")}
+  parts[#parts + 1] = string.format("loss %.4f", m.loss)
+  local keys = {}
+  for k in pairs(m) do
+    if k ~= "loss" and k ~= "lr" and k ~= "grad_norm" then keys[#keys + 1] = k end
+  end
+  table.sort(keys)
+  for _, k in ipairs(keys) do parts[#parts + 1] = string.format("%s %.3f", k, m[k]) end
+  parts[#parts + 1] = string.format("lr %.2e", m.lr)
+  parts[#parts + 1] = string.format("%.0f tok/s", tps)
+  local left = math.huge
+  if self.steps then left = (self.steps - self.step) * self.train_seconds / math.max(self.step, 1) end
+  if self.time_budget then left = math.min(left, self.time_budget - (now() - self.started)) end
+  parts[#parts + 1] = "ETA " .. fmt_time(math.max(left, 0))
+  return table.concat(parts, " | ")
+end
+
+--- Trains until `steps` or `time_budget` (seconds of this run) is reached.
+-- Returns {step, tokens_per_s, train_seconds, last = metrics, eval = last eval}.
+function Trainer:run()
+  self.started = now()
+  local last, last_eval = nil, nil
+  local window = {loss = 0, n = 0}
+  while true do
+    if self.steps and self.step >= self.steps then break end
+    if self.time_budget and now() - self.started >= self.time_budget then break end
+    local t0 = now()
+    local m = self:train_step()
+    local dt = now() - t0
+    self.train_seconds = self.train_seconds + dt
+    last = m
+    window.loss, window.n = window.loss + m.loss, window.n + 1
+    if self.step % self.log_every == 0 or (self.steps and self.step == self.steps) then
+      local record = {step = self.step, time = self.train_seconds, tokens = self.tokens}
+      for k, v in pairs(m) do record[k] = v end
+      self:log(record)
+      if self.progress then
+        local line = progress_line(self, m, self.tokens / math.max(self.train_seconds, 1e-9))
+        if self.tty then io.stderr:write("\r", line, "\27[K") else io.stderr:write(line, "\n") end
+        io.stderr:flush()
+      end
+    end
+    if self.eval_every and self.step % self.eval_every == 0 then
+      if self.tty and self.progress then io.stderr:write("\n") end
+      last_eval = self:run_eval()
+    end
+    if self.save_every and self.output and self.step % self.save_every == 0 then
+      assert(self:save())
+    end
+  end
+  if self.tty and self.progress then io.stderr:write("\n") end
+  if self.output and self.save_every ~= false then assert(self:save()) end
+  return {
+    step = self.step, train_seconds = self.train_seconds,
+    tokens_per_s = self.tokens / math.max(self.train_seconds, 1e-9),
+    last = last, eval = last_eval,
+  }
+end
+
+--- Accuracy of argmax(logits) against int32 labels, ignoring ignore_index.
+function M.accuracy(logits, labels, ignore_index)
+  ignore_index = ignore_index or -100
+  local pred = logits:argmax(-1):view(-1)
+  local lab = labels:view(-1)
+  local valid = lab:ne(ignore_index)
+  local n = valid:sum():item()
+  if n == 0 then return 0, 0 end
+  local right = (pred:eq(lab) * valid):sum():item()
+  return right / n, n
+end
+
+return M
