@@ -52,7 +52,6 @@ bert_tensor *bert_gather(const bert_tensor *t, int dim, const bert_tensor *index
 /* dst[index[i][j]][j] += src[i][j] along dim (in place on dst) */
 int bert_scatter_add_(bert_tensor *dst, int dim, const bert_tensor *index, const bert_tensor *src);
 bert_tensor *bert_cat(bert_tensor *const *ts, int n, int dim);
-bert_tensor *bert_stack(bert_tensor *const *ts, int n, int dim);
 /* Flat (row-major) 0-based positions of the non-zero elements, as int32 [n]. */
 bert_tensor *bert_nonzero_flat(const bert_tensor *t);
 

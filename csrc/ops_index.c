@@ -179,37 +179,6 @@ bert_tensor *bert_cat(bert_tensor *const *ts, int n, int dim) {
   return out;
 }
 
-bert_tensor *bert_stack(bert_tensor *const *ts, int n, int dim) {
-  char b1[160], b2[160];
-  if (n <= 0) { bert_set_error("stack: expects a non-empty list of tensors"); return NULL; }
-  bert_tensor *views[256];
-  if (n > 256) { bert_set_error("stack: at most 256 tensors, got %d", n); return NULL; }
-  bert_tensor *out = NULL;
-  int made = 0;
-  for (int i = 0; i < n; i++) {
-    int same = ts[i]->ndim == ts[0]->ndim;
-    for (int d = 0; same && d < ts[0]->ndim; d++) same = ts[i]->shape[d] == ts[0]->shape[d];
-    if (!same) {
-      bert_set_error("stack: tensor %d %s differs in shape from tensor 1 %s", i + 1,
-                     bert_shape_str(b1, sizeof b1, ts[i]->ndim, ts[i]->shape),
-                     bert_shape_str(b2, sizeof b2, ts[0]->ndim, ts[0]->shape));
-      goto done;
-    }
-    views[i] = bert_unsqueeze(ts[i], dim);
-    if (views[i] == NULL) goto done;
-    made++;
-  }
-  out = bert_cat(views, n, dim);
-done:
-  for (int i = 0; i < made; i++) bert_tensor_release(views[i]);
-  if (out == NULL && strncmp(bert_last_error(), "stack", 5) != 0 && strncmp(bert_last_error(), "cat", 3) != 0) {
-    char msg[512];
-    snprintf(msg, sizeof msg, "stack: %s", bert_last_error());
-    bert_set_error("%s", msg);
-  }
-  return out;
-}
-
 bert_tensor *bert_nonzero_flat(const bert_tensor *t) {
   int64_t n = bert_numel(t), count = 0;
   if (n > INT32_MAX) { bert_set_error("nonzero: %lld elements exceed int32 positions", (long long)n); return NULL; }
