@@ -5,7 +5,6 @@
 local core = require("bert.core")
 
 local M = {}
-for name, value in pairs(core) do M[name] = value end
 
 local submodules = {
   tokenizer = "bert.tokenizer",
@@ -18,6 +17,13 @@ local submodules = {
   data = "bert.data",
   finetune = "bert.finetune",
 }
+
+-- the C tables of the same names (core.tokenizer, core.data) stay reachable
+-- through bert.core; the Lua modules wrap them
+for name, value in pairs(core) do
+  if submodules[name] == nil then M[name] = value end
+end
+M.core = core
 
 setmetatable(M, {
   __index = function(self, key)

@@ -215,6 +215,13 @@ function Trainer:run_eval()
   self.model:training()
   local record = {step = self.step, eval = result}
   self:log(record)
+  if self.progress then
+    local keys, parts = {}, {}
+    for k, v in pairs(result) do if type(v) == "number" then keys[#keys + 1] = k end end
+    table.sort(keys)
+    for _, k in ipairs(keys) do parts[#parts + 1] = string.format("%s %.4g", k, result[k]) end
+    io.stderr:write(string.format("eval at step %d: %s\n", self.step, table.concat(parts, ", ")))
+  end
   if self.keep_best and result[self.keep_best] and (self.best == nil or result[self.keep_best] > self.best) then
     self.best = result[self.keep_best]
     if self.output then assert(self:save("best")) end

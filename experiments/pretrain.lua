@@ -1,0 +1,281 @@
+-- Pretraining BERT: masked language modelling plus next-sentence prediction
+-- (or sentence-order prediction, or neither), on Brown, the KJV Bible or any
+-- corpus in BERT's plain format.  `--help` lists the flags.
+--
+--   lua5.4 experiments/pretrain.lua --model tiny --corpus brown --time-budget 600 --output runs/x
+--   lua5.4 experiments/pretrain.lua --objective none ...     # RoBERTa's ablation of NSP
+--   lua5.4 experiments/pretrain.lua --resume runs/x          # continue a killed run exactly
+package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
+
+local argparse = require("argparse")
+local cjson = require("cjson")
+local bert = require("bert")
+
+local parser = argparse("pretrain.lua", "Pretrain a BERT model with MLM and NSP/SOP.")
+parser:option("--model", "Size (tiny, mini, small, medium, base, large) or a config.json", "tiny")
+parser:option("--tokenizer", "wordpiece, bpe, or a tokenizer file/directory to load", "wordpiece")
+parser:option("--vocab-size", "Vocabulary size when training a tokenizer", "8000"):convert(tonumber)
+parser:option("--corpus", "brown, kjv, or a file in BERT's plain format", "brown")
+parser:option("--objective", "nsp (BERT), sop (ALBERT) or none (RoBERTa, full sentences)", "nsp")
+  :choices({"nsp", "sop", "none"})
+parser:option("--masking", "static (pre-generated copies) or dynamic (fresh per batch)", "dynamic")
+  :choices({"static", "dynamic"})
+parser:option("--whole-word-mask", "Mask whole words", false):args("?"):convert(function() return true end)
+parser:option("--dupe-factor", "Copies with different masks (static masking)", "5"):convert(tonumber)
+parser:option("--steps", "Optimizer steps (with --time-budget: at most)"):convert(tonumber)
+parser:option("--time-budget", "Stop after this many seconds of training"):convert(tonumber)
+parser:option("--batch-size", "Sequences per micro-batch", "32"):convert(tonumber)
+parser:option("--accum", "Micro-batches per optimizer step", "1"):convert(tonumber)
+parser:option("--seq-len", "Maximum sequence length", "128"):convert(tonumber)
+parser:option("--lr", "Peak learning rate", "5e-4"):convert(tonumber)
+parser:option("--warmup", "Warmup steps (default: 10% of the steps)"):convert(tonumber)
+parser:option("--weight-decay", "Decoupled weight decay", "0.01"):convert(tonumber)
+parser:option("--device", "cpu or vulkan", "cpu"):choices({"cpu", "vulkan"})
+parser:option("--threads", "CPU threads"):convert(tonumber)
+parser:option("--seed", "Random seed", "1"):convert(tonumber)
+parser:option("--eval-every", "Evaluate on held-out documents every N steps"):convert(tonumber)
+parser:option("--eval-batches", "Held-out batches per evaluation (default: all)"):convert(tonumber)
+parser:option("--save-every", "Checkpoint every N steps", "200"):convert(tonumber)
+parser:option("--log-every", "Log metrics every N steps", "10"):convert(tonumber)
+parser:option("--output", "Run directory", "runs/pretrain")
+parser:option("--resume", "Continue the run in this directory (its saved settings win)")
+parser:flag("--no-plot", "Skip the gnuplot PNGs")
+local args = parser:parse()
+
+local function die(msg) io.stderr:write("pretrain: ", msg, "\n") os.exit(1) end
+local function exists(path) local f = io.open(path, "rb") if f then f:close() return true end return false end
+local function read_json(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local text = f:read("a")
+  f:close()
+  return cjson.decode(text)
+end
+local function write_json(path, value)
+  local f = assert(io.open(path .. ".tmp", "wb"))
+  f:write(cjson.encode(value), "\n")
+  f:close()
+  assert(os.rename(path .. ".tmp", path))
+end
+
+-- A resumed run takes its settings from the run directory, so that the
+-- data, model and schedule are those of the interrupted run.
+if args.resume then
+  local saved = read_json(args.resume .. "/args.json")
+  if not saved then die("--resume: " .. args.resume .. "/args.json is missing; not a run directory") end
+  for k, v in pairs(saved) do args[k] = v end
+  args.output = args.resume
+end
+if not args.steps and not args.time_budget then args.steps = 1000 end
+assert(bert.mkdir(args.output))
+write_json(args.output .. "/args.json", args)
+
+if args.threads then bert.set_num_threads(args.threads) end
+bert.manual_seed(args.seed)
+local pre = require("bert.data.pretraining")
+local corpus = require("bert.data.corpus")
+
+-- {============================================================ data
+local corpus_path = args.corpus
+if args.corpus == "brown" or args.corpus == "kjv" then
+  corpus_path = string.format("data/%s/%s.txt", args.corpus, args.corpus)
+  if not exists(corpus_path) then
+    io.stderr:write("pretrain: fetching the ", args.corpus, " corpus (tools/fetch_data.sh)\n")
+    if os.execute("sh tools/fetch_data.sh " .. args.corpus) ~= true or not exists(corpus_path) then
+      die("could not fetch " .. args.corpus)
+    end
+  end
+end
+if not exists(corpus_path) then die("corpus file " .. corpus_path .. " not found") end
+local documents, cerr = corpus.read(corpus_path)
+if not documents then die(cerr) end
+local train_docs, eval_docs = pre.split_documents(documents, {heldout = 0.05, seed = args.seed})
+
+-- tokenizer: trained on the training documents only, then saved with the run
+local tok_dir = args.output .. "/tokenizer"
+local tok
+if args.tokenizer == "wordpiece" or args.tokenizer == "bpe" then
+  if exists(tok_dir .. "/tokenizer.json") then
+    tok = assert(bert.tokenizer.load(tok_dir .. "/tokenizer.json"))
+  else
+    -- the training documents only, never the held-out ones
+    assert(bert.mkdir(tok_dir))
+    local text_path = tok_dir .. "/training-text.txt"
+    local f = assert(io.open(text_path, "wb"))
+    for _, doc in ipairs(train_docs) do for _, s in ipairs(doc) do f:write(s, "\n") end end
+    f:close()
+    local t0 = bert.wall_time()
+    tok = assert(bert.tokenizer.train{
+      kind = args.tokenizer, vocab_size = args.vocab_size, lowercase = true, files = {text_path},
+    })
+    os.remove(text_path)
+    assert(tok:save(tok_dir .. "/tokenizer.json"))
+    if args.tokenizer == "wordpiece" then assert(tok:save(tok_dir .. "/vocab.txt")) end
+    io.stderr:write(string.format("pretrain: trained a %s vocabulary of %d in %.1f s\n",
+      args.tokenizer, tok:vocab_size(), bert.wall_time() - t0))
+  end
+else
+  tok = bert.tokenizer.load(args.tokenizer)
+  if not tok then die("cannot load tokenizer " .. args.tokenizer) end
+end
+
+local function shards(name, docs, masking, dupe, seed)
+  local dir = args.output .. "/data/" .. name
+  if exists(dir .. "/meta.json") then return read_json(dir .. "/meta.json") end
+  local t0 = bert.wall_time()
+  local info = pre.create_shards{
+    documents = docs, tokenizer = tok, output = dir, max_seq_length = args.seq_len,
+    objective = args.objective, masking = masking, dupe_factor = dupe,
+    whole_word_mask = args.whole_word_mask, seed = seed,
+  }
+  io.stderr:write(string.format("pretrain: %s: %d instances in %.1f s\n", name, info.instances, bert.wall_time() - t0))
+  return read_json(dir .. "/meta.json") or info
+end
+local train_meta = shards("train", train_docs, args.masking, args.masking == "static" and args.dupe_factor or 1, args.seed)
+-- held-out data: one fixed masking, so every evaluation sees the same targets
+local eval_meta = shards("eval", eval_docs, "static", 1, args.seed + 1000)
+documents, train_docs, eval_docs = nil, nil, nil
+collectgarbage()
+
+local loader, lerr = pre.Loader{dir = args.output .. "/data/train", batch_size = args.batch_size,
+                                seq_len = args.seq_len, masking = args.masking, seed = args.seed, shuffle = true}
+if not loader then die(lerr) end
+-- }============================================================
+
+-- {============================================================ model
+local arch = args.objective == "none" and "BertForMaskedLM" or "BertForPreTraining"
+local overrides = {vocab_size = tok:vocab_size(), max_position_embeddings = math.max(512, args.seq_len)}
+local ok_model, model = pcall(bert.model, arch, args.model, overrides)
+if not ok_model then die(tostring(model)) end
+if args.device == "vulkan" then
+  if not model.to then die("--device vulkan: this build has no Vulkan support") end
+  local info = bert.backend_info().vulkan
+  if not (info and info.available) then die("--device vulkan: " .. tostring(info and info.reason or "not available")) end
+  model:to("vulkan")
+end
+local opt = bert.optim.AdamW(model, {lr = args.lr, weight_decay = args.weight_decay, eps = 1e-6})
+
+-- Without --steps the schedule's length is estimated from the first steps
+-- and the time budget, then saved with the checkpoints (resume replays it).
+local schedule_total = args.steps
+local function lr_at(step)
+  local total = schedule_total or math.huge
+  local warmup = args.warmup or math.max(1, math.floor((schedule_total or 10000) * 0.1))
+  if step < warmup then return args.lr * (step + 1) / warmup end
+  if total == math.huge then return args.lr end
+  return args.lr * math.max(0, (total - step) / math.max(1, total - warmup))
+end
+-- }============================================================
+
+-- {============================================================ evaluation
+local prediction_head = args.objective == "none" and "logits" or "prediction_logits"
+
+local function batch_metrics(out, batch)
+  local m = {}
+  local logits = out[prediction_head]
+  if logits and out.masked_labels then
+    m.mlm_accuracy = bert.train.accuracy(logits, out.masked_labels)
+  end
+  if out.seq_relationship_logits and batch.next_sentence_label then
+    m[args.objective .. "_accuracy"] = bert.train.accuracy(out.seq_relationship_logits, batch.next_sentence_label)
+  end
+  return m
+end
+
+local unigram_id = nil
+local function evaluate(m)
+  if unigram_id == nil then unigram_id = pre.unigram_counts(args.output .. "/data/train"):argmax():item() end
+  local ev = assert(pre.Loader{dir = args.output .. "/data/eval", batch_size = args.batch_size,
+                               seq_len = args.seq_len, masking = "static", seed = 0, shuffle = false})
+  local nbatches = math.max(1, ev:batches_per_epoch())
+  if args.eval_batches then nbatches = math.min(nbatches, args.eval_batches) end
+  local right, total, nll, uni, pair_right, pairs_n = 0, 0, 0, 0, 0, 0
+  for _ = 1, nbatches do
+    local batch = ev:next()
+    local out = m:forward(batch)
+    local logits, targets = out[prediction_head], out.masked_labels
+    local n = targets:numel()
+    if n > 0 then
+      right = right + logits:argmax(-1):eq(targets):sum():item()
+      nll = nll + bert.F.cross_entropy(logits, targets, {reduction = "sum"}):item()
+      uni = uni + targets:eq(unigram_id):sum():item()
+      total = total + n
+    end
+    if out.seq_relationship_logits and batch.next_sentence_label then
+      pair_right = pair_right + out.seq_relationship_logits:argmax(-1):eq(batch.next_sentence_label):sum():item()
+      pairs_n = pairs_n + batch.next_sentence_label:numel()
+    end
+  end
+  ev:close()
+  local result = {
+    mlm_accuracy = right / math.max(total, 1),
+    unigram_baseline_accuracy = uni / math.max(total, 1),
+    perplexity = math.exp(nll / math.max(total, 1)),
+    mlm_loss = nll / math.max(total, 1),
+    masked_tokens = total,
+  }
+  if pairs_n > 0 then result[args.objective .. "_accuracy"] = pair_right / pairs_n end
+  return result
+end
+-- }============================================================
+
+local trainer = bert.train.Trainer{
+  model = model, optimizer = opt, schedule = lr_at, next_batch = function() return loader:next() end,
+  steps = args.steps, time_budget = args.time_budget, accum = args.accum, clip = 1.0,
+  output = args.output, save_every = args.save_every, eval_every = args.eval_every,
+  log_every = args.log_every, evaluate = evaluate, step_metrics = batch_metrics,
+  get_state = function() return {loader = loader:state(), schedule_total = schedule_total} end,
+  set_state = function(s)
+    loader:set_state(s.loader)
+    schedule_total = s.schedule_total
+  end,
+}
+if args.resume then
+  local ok, err = pcall(trainer.resume, trainer)
+  if not ok then die(tostring(err)) end
+  io.stderr:write(string.format("pretrain: resumed %s at step %d\n", args.output, trainer.step))
+end
+
+-- with only a time budget, size the schedule from two measured steps
+if schedule_total == nil and args.time_budget then
+  local t0 = bert.wall_time()
+  trainer.steps = trainer.step + 2
+  trainer:run()
+  local per_step = (bert.wall_time() - t0) / 2
+  schedule_total = trainer.step + math.floor((args.time_budget - per_step * 2) / per_step)
+  trainer.steps = schedule_total
+  trainer.time_budget = args.time_budget - per_step * 2
+end
+
+io.stderr:write(string.format("pretrain: %s (%s, %d parameters), objective %s, %s masking, %d training sequences\n",
+  arch, args.model, model:num_parameters(), args.objective, args.masking, train_meta.instances))
+local summary = trainer:run()
+loader:close()
+
+-- final held-out evaluation
+model:evaluate()
+local final = bert.no_grad(function() return evaluate(model) end)
+final.tokens_per_s = summary.tokens_per_s
+final.steps = summary.step
+final.train_seconds = summary.train_seconds
+final.objective = args.objective
+final.model = args.model
+final.parameters = model:num_parameters()
+trainer:log({step = trainer.step, eval = final})
+write_json(args.output .. "/summary.json", final)
+
+if not args.no_plot then
+  os.execute(string.format("lua5.4 tools/plot.lua '%s' >/dev/null", args.output))
+end
+
+print(string.format("\nheld-out MLM accuracy %.4f (unigram baseline %.4f), perplexity %.1f%s",
+  final.mlm_accuracy, final.unigram_baseline_accuracy, final.perplexity,
+  final[args.objective .. "_accuracy"] and string.format(", %s accuracy %.4f", args.objective:upper(),
+    final[args.objective .. "_accuracy"]) or ""))
+print(string.format("%d steps in %.0f s, %.0f tokens/s", final.steps, final.train_seconds, final.tokens_per_s))
+print("run directory: " .. args.output)
+print("  checkpoint:  " .. args.output .. "/checkpoint  (config.json + model.safetensors)")
+print("  tokenizer:   " .. tok_dir)
+print("  metrics:     " .. args.output .. "/metrics.jsonl, " .. args.output .. "/summary.json")
+if not args.no_plot then print("  plots:       " .. args.output .. "/loss.png, " .. args.output .. "/accuracy.png") end

@@ -1,0 +1,197 @@
+--- bert.data.corpus: text corpora as documents (lists of sentence strings).
+--
+--   corpus.read(path)            BERT's plain format: one sentence per line, a
+--                                blank line between documents -> documents
+--   corpus.write(path, docs)     the inverse (temp file + rename)
+--   corpus.from_text(path)       raw text: paragraphs (blank-line separated)
+--                                are documents, split into sentences
+--   corpus.split_sentences(text) -> list of sentences
+--
+-- Pure Lua (no bert.core), so tools/fetch_data.sh can use it before a build.
+-- File problems return nil, message; bad arguments raise errors.
+--
+-- The sentence splitter is rule-based.  Whitespace (newlines included) is
+-- collapsed to single spaces, then a boundary is a run of terminators
+-- (. ! ? .. ... or U+2026), plus any closing quotes and brackets right after
+-- it (" ' ) ] } ” ’ »), followed by a space or the end of the text.
+-- Whether a candidate splits:
+--   1. ! or ? in the run: splits, unless the next word starts lowercase
+--      ("Really?" she asked).
+--   2. an ellipsis (two or more dots, or U+2026): splits only when the next
+--      word starts with an uppercase letter.
+--   3. a single period after
+--      a. a title or abbreviation that precedes more text (Mr. Mrs. Dr. Prof.
+--         St. Mt. Gen. Col. Capt. Lt. Sgt. Gov. Sen. Rep. Rev. Hon. vs. e.g.
+--         i.e. cf. viz. etc. approx. No. Fig. Vol. pp. Jan. Feb. ... ,
+--         case-insensitive): never splits;
+--      b. a single letter (an initial: "J. F. Kennedy"): never splits;
+--      c. a dotted abbreviation ("U.S.", "a.m.", "Ph.D."): splits only when
+--         the next word starts uppercase;
+--      d. any other word: splits unless the next word starts lowercase.
+--   Decimals ("3.14"), times and URLs never split: no space after the dot.
+--   The next word is looked at after any opening quotes or brackets.
+-- Limits: only ASCII letters count as lower/uppercase; an abbreviation or
+-- initial that really ends a sentence ("... in the U.S. Then") is not
+-- split in case 3a/3b and always split in 3c before a capital ("U.S.
+-- Army"); "etc." before a capitalised word stays unsplit; no language
+-- other than English is considered.
+local M = {}
+
+------------------------------------------------------------ plain files
+
+local function read_all(path)
+  local f, err = io.open(path, "rb")
+  if not f then return nil, err end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+--- Reads BERT's plain format: one sentence per line (outer whitespace
+-- trimmed), a blank (or whitespace-only) line between documents.  Returns documents (lists of
+-- sentence strings, none empty), or nil, message.
+function M.read(path)
+  if type(path) ~= "string" then
+    error("read: argument #1 (path) expected string, got " .. type(path), 2)
+  end
+  local text, err = read_all(path)
+  if not text then return nil, err end
+  local docs, cur = {}, {}
+  for line in (text .. "\n"):gmatch("([^\n]*)\n") do
+    line = line:match("^%s*(.-)%s*$")   -- \r and outer spaces dropped
+    if line == "" then
+      if #cur > 0 then docs[#docs + 1] = cur; cur = {} end
+    else
+      cur[#cur + 1] = line
+    end
+  end
+  if #cur > 0 then docs[#docs + 1] = cur end
+  return docs
+end
+
+--- Writes documents in the plain format (temp file + rename).
+function M.write(path, docs)
+  if type(path) ~= "string" then
+    error("write: argument #1 (path) expected string, got " .. type(path), 2)
+  end
+  if type(docs) ~= "table" then
+    error("write: argument #2 (documents) expected table, got " .. type(docs), 2)
+  end
+  local tmp = path .. ".tmp"
+  local f, err = io.open(tmp, "wb")
+  if not f then return nil, err end
+  for i, doc in ipairs(docs) do
+    if i > 1 then f:write("\n") end
+    for _, s in ipairs(doc) do f:write((s:gsub("[\r\n]+", " ")), "\n") end
+  end
+  local ok, werr = f:close()
+  if not ok then os.remove(tmp) return nil, werr end
+  local rok, rerr = os.rename(tmp, path)
+  if not rok then os.remove(tmp) return nil, rerr end
+  return true
+end
+
+------------------------------------------------------------- splitter
+
+local NEVER = {}
+for w in ([[mr mrs ms mx dr prof st mt ft gen col capt cpt lt sgt maj adm gov sen rep rev
+  hon messrs mme mlle vs v e.g i.e cf viz etc approx ca no nos fig figs vol vols pp p
+  ch sec art jan feb mar apr jun jul aug sep sept oct nov dec dept univ assn bros est
+  al]]):gmatch("%S+") do
+  NEVER[w] = true
+end
+
+local CLOSERS = {'"', "'", ")", "]", "}", "\226\128\157", "\226\128\153", "\194\187"}
+local OPENERS = {'"', "'", "(", "[", "{", "\226\128\156", "\226\128\152", "\194\171", "`"}
+local ELLIPSIS = "\226\128\166"
+
+local function skip_any(s, i, list)   -- first index at or after i past any of list
+  local moved = true
+  while moved do
+    moved = false
+    for _, c in ipairs(list) do
+      if s:sub(i, i + #c - 1) == c then i = i + #c; moved = true end
+    end
+  end
+  return i
+end
+
+local function strip_leading(w, list)
+  local i = skip_any(w, 1, list)
+  return w:sub(i)
+end
+
+local function is_boundary(term, prev, nextw)
+  local first = nextw:sub(1, 1)
+  local lower, upper = first:match("^%l$") ~= nil, first:match("^%u$") ~= nil
+  if term:find("[!?]") then return not lower end
+  if #term > 1 or term == ELLIPSIS then return upper end
+  local w = prev:lower()
+  if NEVER[w] then return false end
+  if prev:match("^%a$") then return false end
+  if prev:match("^%a+%.[%a%.]*$") then return upper end
+  return not lower
+end
+
+--- Splits raw text into sentences (see the rules at the top of the file).
+function M.split_sentences(text)
+  if type(text) ~= "string" then
+    error("split_sentences: argument #1 (text) expected string, got " .. type(text), 2)
+  end
+  text = text:gsub("%s+", " "):gsub("^ ", ""):gsub(" $", "")
+  local out, start, i, n = {}, 1, 1, #text
+  while i <= n do
+    local s1 = text:find("[%.!?]", i)
+    local s2 = text:find(ELLIPSIS, i, true)
+    local s = s1
+    if s2 and (not s or s2 < s) then s = s2 end
+    if not s then break end
+    local e = s - 1
+    repeat                                  -- the run of terminators
+      local moved = false
+      if text:sub(e + 1, e + 1):match("[%.!?]") then e = e + 1; moved = true
+      elseif text:sub(e + 1, e + 3) == ELLIPSIS then e = e + 3; moved = true end
+    until not moved
+    local term = text:sub(s, e)
+    local stop = skip_any(text, e + 1, CLOSERS) - 1
+    if stop >= n or text:sub(stop + 1, stop + 1) == " " then
+      local prev = strip_leading(text:sub(start, s - 1):match("(%S*)$"), OPENERS)
+      local nextw = stop >= n and "" or strip_leading(text:sub(stop + 2):match("^%S*"), OPENERS)
+      if stop >= n or is_boundary(term, prev, nextw) then
+        out[#out + 1] = text:sub(start, stop)
+        start = stop + 2
+      end
+    end
+    i = stop + 1
+  end
+  if start <= n then
+    local rest = text:sub(start)
+    if rest:find("%S") then out[#out + 1] = rest end
+  end
+  return out
+end
+
+--- Raw text: paragraphs separated by blank lines are documents, each split
+-- into sentences.  Returns documents, or nil, message.
+function M.from_text(path)
+  if type(path) ~= "string" then
+    error("from_text: argument #1 (path) expected string, got " .. type(path), 2)
+  end
+  local text, err = read_all(path)
+  if not text then return nil, err end
+  local docs, para = {}, {}
+  local function flush()
+    if #para > 0 then
+      local sents = M.split_sentences(table.concat(para, " "))
+      if #sents > 0 then docs[#docs + 1] = sents end
+      para = {}
+    end
+  end
+  for line in (text .. "\n"):gmatch("([^\n]*)\n") do
+    if line:match("^%s*$") then flush() else para[#para + 1] = line end
+  end
+  flush()
+  return docs
+end
+
+return M
