@@ -27,7 +27,7 @@ OBJS         := $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(SRCS))
 MODULE       := $(BUILD)/bert/core.so
 BUSTED       := $(LUA) /usr/bin/busted
 
-.PHONY: all deps test test-asan demo bench install uninstall clean
+.PHONY: all deps test test-asan demo tour bench install uninstall clean
 
 all: $(MODULE)
 
@@ -56,7 +56,17 @@ test-asan: deps
 	  LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	  $(BUSTED) -o plainTerminal spec
 
-demo: all
+# The main job: pretrain a small BERT on the Brown corpus (MLM + NSP) for
+# DEMO_BUDGET seconds, evaluate it, and leave everything in runs/demo.
+DEMO_BUDGET ?= 600
+DEMO_MODEL  ?= tiny
+demo: deps
+	@$(MAKE) --no-print-directory all
+	$(LUA) experiments/pretrain.lua --model $(DEMO_MODEL) --corpus brown --tokenizer wordpiece \
+	  --vocab-size 8000 --seq-len 128 --batch-size 32 --lr 1e-3 --time-budget $(DEMO_BUDGET) \
+	  --eval-every 250 --eval-batches 20 --save-every 250 --output runs/demo
+
+tour: all
 	$(LUA) tools/demo.lua
 
 bench: all

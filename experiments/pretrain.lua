@@ -69,6 +69,19 @@ if args.resume then
 end
 if not args.steps and not args.time_budget then args.steps = 1000 end
 assert(bert.mkdir(args.output))
+if not args.resume then
+  -- a fresh run in an old directory: keep the tokenizer and shards only if
+  -- they were made with the same data settings, drop everything else
+  local old = read_json(args.output .. "/args.json")
+  local same = old ~= nil
+  for _, k in ipairs({"corpus", "tokenizer", "vocab_size", "seq_len", "objective", "masking", "dupe_factor",
+                      "whole_word_mask", "seed"}) do
+    if old and old[k] ~= args[k] then same = false end
+  end
+  local stale = {"metrics.jsonl", "summary.json", "checkpoint", "checkpoint.old", "checkpoint.tmp", "best"}
+  if not same then stale[#stale + 1] = "data"; stale[#stale + 1] = "tokenizer" end
+  for _, name in ipairs(stale) do os.execute(string.format("rm -rf '%s/%s'", args.output, name)) end
+end
 write_json(args.output .. "/args.json", args)
 
 if args.threads then bert.set_num_threads(args.threads) end

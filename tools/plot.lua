@@ -72,7 +72,7 @@ local function plot(png, title, ylabel, pick)
     "set xlabel 'step'",
     string.format("set ylabel '%s'", ylabel),
     "set grid",
-    "set key outside right",
+    "set key below",
     "plot " .. table.concat(lines, ", \\\n  "),
   }, "\n")
   local gp = io.popen("gnuplot 2>&1", "w")

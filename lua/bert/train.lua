@@ -57,6 +57,19 @@ local function remove_tree(path)
   if exists(path) then os.execute("rm -rf '" .. path:gsub("'", "'\\''") .. "'") end
 end
 
+-- JSON has one number type: integral values come back as Lua integers
+local function integers(v)
+  if type(v) == "number" and math.type(v) == "float" and v == math.floor(v) and math.abs(v) < 2^53 then
+    return math.tointeger(v)
+  end
+  if type(v) == "table" then
+    local out = {}
+    for k, x in pairs(v) do out[k] = integers(x) end
+    return out
+  end
+  return v
+end
+
 local function fmt_time(s)
   if s ~= s or s == math.huge then return "?" end
   s = math.floor(s + 0.5)
@@ -153,7 +166,7 @@ function Trainer:resume(dir)
   self.train_seconds = state.train_seconds or 0
   self.best = state.best
   bert.set_rng_state(math.tointeger(state.rng.seed), math.tointeger(state.rng.offset))
-  if self.set_state and state.user ~= cjson.null then self.set_state(state.user) end
+  if self.set_state and state.user ~= cjson.null then self.set_state(integers(state.user)) end
   -- metrics written after the checkpoint by the interrupted run are replayed: drop them
   if self.output then
     local path = self.output .. "/metrics.jsonl"
