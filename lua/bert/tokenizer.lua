@@ -392,7 +392,21 @@ function M.train(opts)
     if type(opts.iterator) ~= "function" then
       error("train: option 'iterator' expected function, got " .. type(opts.iterator), 2)
     end
-    for s in opts.iterator do tr:feed(s) end
+    -- feed about 1 MB at a time: each feed call has a fixed cost (a word
+    -- table to merge), which a line-by-line iterator would pay per line
+    local chunk, size = {}, 0
+    for s in opts.iterator do
+      if type(s) ~= "string" then
+        error("train: the iterator returned a " .. type(s) .. ", expected strings", 2)
+      end
+      chunk[#chunk + 1] = s
+      size = size + #s + 1
+      if size >= 1 << 20 then
+        tr:feed(table.concat(chunk, "\n") .. "\n")
+        chunk, size = {}, 0
+      end
+    end
+    if #chunk > 0 then tr:feed(table.concat(chunk, "\n") .. "\n") end
   end
   local vocab_list, merges = tr:finish()
   if wp then
