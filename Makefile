@@ -25,6 +25,21 @@ BUILD        ?= build
 SRCS         := $(wildcard csrc/*.c csrc/*/*.c)
 OBJS         := $(patsubst csrc/%.c,$(BUILD)/obj/%.o,$(SRCS))
 MODULE       := $(BUILD)/bert/core.so
+
+# Vulkan: shaders/*.comp compiled by glslc and embedded into the module
+# (tools/embed_shaders.lua); the loader is opened with dlopen at run time.
+# Without glslc or the headers the module builds without Vulkan.
+GLSLC        ?= $(shell command -v glslc 2>/dev/null)
+VK_HEADER    := $(wildcard /usr/include/vulkan/vulkan.h)
+SHADERS      := $(wildcard shaders/*.comp)
+SPVS         := $(patsubst shaders/%.comp,$(BUILD)/spv/%.spv,$(SHADERS))
+ifeq ($(GLSLC),)
+BERT_CFLAGS  += -DBERT_NO_VULKAN -DBERT_NO_GLSLC
+else ifeq ($(VK_HEADER),)
+BERT_CFLAGS  += -DBERT_NO_VULKAN
+else
+OBJS         += $(BUILD)/obj/gen/vk_shaders.o
+endif
 BUSTED       := $(LUA) /usr/bin/busted
 
 .PHONY: all deps test test-asan demo tour bench install uninstall clean
@@ -32,6 +47,18 @@ BUSTED       := $(LUA) /usr/bin/busted
 all: $(MODULE)
 
 $(BUILD)/obj/%.o: csrc/%.c $(wildcard csrc/*.h csrc/*/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(BERT_CFLAGS) -c $< -o $@
+
+$(BUILD)/spv/%.spv: shaders/%.comp $(wildcard shaders/*.glsl)
+	@mkdir -p $(dir $@)
+	$(GLSLC) -fshader-stage=compute --target-env=vulkan1.1 -O $< -o $@
+
+$(BUILD)/gen/vk_shaders.c: $(SPVS) tools/embed_shaders.lua
+	@mkdir -p $(dir $@)
+	$(LUA) tools/embed_shaders.lua $@ $(SPVS)
+
+$(BUILD)/obj/gen/vk_shaders.o: $(BUILD)/gen/vk_shaders.c
 	@mkdir -p $(dir $@)
 	$(CC) $(BERT_CFLAGS) -c $< -o $@
 

@@ -11,6 +11,7 @@
 #include <xmmintrin.h>
 #endif
 
+#include "vk/vk.h"
 #include "gemm.h"
 #include "ops.h"
 
@@ -131,6 +132,7 @@ static int blas_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc, matla
 }
 
 bert_tensor *bert_matmul(const bert_tensor *a_in, const bert_tensor *b_in) {
+  if (bert_is_vk(a_in) || bert_is_vk(b_in)) return bert_vk_matmul(a_in, b_in);
   char b1[160], b2[160];
   if (a_in->dtype != BERT_F32 || b_in->dtype != BERT_F32) {
     bert_set_error("matmul: expects float32 tensors, got %s and %s",

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "vk/vk.h"
 #include "iter.h"
 #include "ops.h"
 
@@ -156,6 +157,7 @@ static void binary_generic(void *vctx, int64_t n, char **ptr, const int64_t *st)
 
 bert_tensor *bert_binary(bert_binop op, const bert_tensor *a, const bert_tensor *b,
                          double alpha, bert_tensor *dst) {
+  if (bert_is_vk(a) || bert_is_vk(b) || bert_is_vk(dst)) return bert_vk_binary(op, a, b, alpha, dst);
   bert_dtype to;
   if (op >= BERT_EQ) to = BERT_I32;
   else if (op == BERT_DIV) to = BERT_F32;
@@ -224,6 +226,7 @@ static void unary_i32(void *vctx, int64_t n, char **ptr, const int64_t *st) {
 }
 
 bert_tensor *bert_unary(bert_unop op, const bert_tensor *a, bert_tensor *dst) {
+  if (bert_is_vk(a) || bert_is_vk(dst)) return bert_vk_unary(op, a, dst);
   int keeps_int = op == BERT_NEG || op == BERT_ABS || op == BERT_RELU;
   bert_dtype to = (a->dtype == BERT_I32 && keeps_int) ? BERT_I32 : BERT_F32;
   bert_tensor *src = (bert_tensor *)a;
@@ -318,6 +321,7 @@ static void fill_row(void *vctx, int64_t n, char **ptr, const int64_t *st) {
 }
 
 int bert_fill_(bert_tensor *t, double value) {
+  if (bert_is_vk(t)) return bert_vk_fill_(t, value);
   const bert_tensor *ops[1] = {t};
   bert_iter it;
   bert_iter_init(&it, 1, ops);

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "vk/vk.h"
 #include "ops.h"
 
 static const char *const redop_names[] = {"sum", "mean", "max", "min", "argmax", "argmin", "var"};
@@ -22,6 +23,7 @@ static int reduced_shape(const bert_tensor *t, int dim, int keepdim, int64_t *sh
 
 bert_tensor *bert_reduce(bert_redop op, const bert_tensor *t, int dim, int keepdim,
                          int correction, bert_tensor **indices) {
+  if (bert_is_vk(t)) return bert_vk_reduce(op, t, dim, keepdim, correction, indices);
   char b[160];
   const char *name = redop_names[op];
   if (dim >= t->ndim) {
@@ -101,6 +103,7 @@ bert_tensor *bert_reduce(bert_redop op, const bert_tensor *t, int dim, int keepd
 }
 
 bert_tensor *bert_softmax(const bert_tensor *t, int dim, int log_space) {
+  if (bert_is_vk(t)) return bert_vk_softmax(t, dim, log_space);
   char b[160];
   const char *name = log_space ? "log_softmax" : "softmax";
   if (dim < 0 || dim >= t->ndim) {

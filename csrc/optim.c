@@ -15,6 +15,7 @@
 #include <immintrin.h>
 #endif
 
+#include "vk/vk.h"
 #include "autograd.h"   /* bert_bump_version */
 #include "optim.h"
 
@@ -174,6 +175,7 @@ static void adamw_range(float *restrict p, const float *restrict g, float *restr
 
 int bert_adamw_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
                     const bert_adam_cfg *cfg) {
+  if (bert_is_vk(p) || bert_is_vk(g) || bert_is_vk(m) || bert_is_vk(v)) return bert_vk_adamw_step(p, g, m, v, cfg);
   if (check_adam("adamw", p, g, m, v, cfg)) return -1;
   const int64_t n = bert_numel(p);
   const adam_k k = adam_prepare(cfg);

@@ -12,6 +12,7 @@
 #include "tensor.h"
 #include "autograd.h"
 #include "iter.h"
+#include "vk/vk.h"
 
 /* {====================================================== errors */
 
@@ -114,6 +115,13 @@ void *bert_malloc(size_t nbytes) {
   return p;
 }
 
+void bert_mem_account(int64_t delta) {
+  if (delta >= 0) {
+    __atomic_add_fetch(&mem_in_use, (size_t)delta, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&mem_total, (size_t)delta, __ATOMIC_RELAXED);
+  } else __atomic_sub_fetch(&mem_in_use, (size_t)-delta, __ATOMIC_RELAXED);
+}
+
 void bert_free(void *p, size_t nbytes) {
   if (p == NULL) return;
   __atomic_sub_fetch(&mem_in_use, nbytes, __ATOMIC_RELAXED);
@@ -160,6 +168,7 @@ bert_storage *bert_storage_new(size_t nbytes) {
   s->map_base = NULL;
   s->map_len = 0;
   s->version = 0;
+  s->device = NULL;
   return s;
 }
 
@@ -173,6 +182,7 @@ bert_storage *bert_storage_wrap_mmap(void *base, size_t len, void *data, size_t 
   s->map_base = base;
   s->map_len = len;
   s->version = 0;
+  s->device = NULL;
   return s;
 }
 
@@ -181,6 +191,7 @@ void bert_storage_retain(bert_storage *s) { s->refcount++; }
 void bert_storage_release(bert_storage *s) {
   if (s == NULL || --s->refcount > 0) return;
   if (s->kind == BERT_STORAGE_HEAP) bert_free(s->data, s->nbytes);
+  else if (s->kind == BERT_STORAGE_VULKAN) bert_vk_storage_free(s);
   else {
     munmap(s->map_base, s->map_len);
     if (s->kind == BERT_STORAGE_ANON) __atomic_sub_fetch(&mem_in_use, s->nbytes, __ATOMIC_RELAXED);
@@ -318,6 +329,7 @@ int64_t bert_flat_offset(const bert_tensor *t, int64_t i) {
 }
 
 double bert_get_flat(const bert_tensor *t, int64_t i) {
+  if (bert_is_vk(t)) return bert_vk_get_flat(t, i);
   int64_t off = bert_flat_offset(t, i);
   if (t->dtype == BERT_F32) return ((float *)t->storage->data)[off];
   return ((int32_t *)t->storage->data)[off];
@@ -592,6 +604,11 @@ int bert_copy_(bert_tensor *dst, const bert_tensor *src) {
                    bert_shape_str(b2, sizeof b2, dst->ndim, dst->shape));
     return -1;
   }
+  if (bert_is_vk(dst) || bert_is_vk(s)) {   /* device copies (csrc/vk/) */
+    int rc = bert_vk_copy_(dst, s);
+    bert_tensor_release(s);
+    return rc;
+  }
   int64_t n = bert_numel(dst);
   if (bert_is_contiguous(dst) && bert_is_contiguous(s) && dst->dtype == s->dtype) {
     memmove(bert_data(dst), bert_data(s), (size_t)n * bert_dtype_size(dst->dtype));
@@ -607,6 +624,7 @@ int bert_copy_(bert_tensor *dst, const bert_tensor *src) {
 }
 
 bert_tensor *bert_clone(const bert_tensor *t) {
+  if (bert_is_vk(t)) return bert_vk_to_dtype(t, t->dtype);
   bert_tensor *c = bert_tensor_empty(t->dtype, t->ndim, t->shape);
   if (c && bert_copy_(c, t) != 0) { bert_tensor_release(c); return NULL; }
   return c;
@@ -618,6 +636,7 @@ bert_tensor *bert_contiguous(bert_tensor *t) {
 }
 
 bert_tensor *bert_to_dtype(const bert_tensor *t, bert_dtype dt) {
+  if (bert_is_vk(t)) return bert_vk_to_dtype(t, dt);
   bert_tensor *c = bert_tensor_empty(dt, t->ndim, t->shape);
   if (c && bert_copy_(c, t) != 0) { bert_tensor_release(c); return NULL; }
   return c;

@@ -19,7 +19,8 @@ typedef enum { BERT_F32 = 0, BERT_I32 = 1 } bert_dtype;
 typedef enum {
   BERT_STORAGE_HEAP = 0,   /* malloc'ed, owned */
   BERT_STORAGE_MMAP = 1,   /* a private mapping of a file, munmap'ed at release */
-  BERT_STORAGE_ANON = 2    /* large zeroed memory mapped on demand (accounted) */
+  BERT_STORAGE_ANON = 2,   /* large zeroed memory mapped on demand (accounted) */
+  BERT_STORAGE_VULKAN = 3  /* device memory (csrc/vk/): data is NULL, never read on the host */
 } bert_storage_kind;
 
 typedef struct bert_storage {
@@ -30,6 +31,7 @@ typedef struct bert_storage {
   void *map_base;          /* BERT_STORAGE_MMAP: what to munmap */
   size_t map_len;
   uint64_t version;        /* bumped by in-place writes (autograd checks it) */
+  void *device;            /* BERT_STORAGE_VULKAN: the device allocation (csrc/vk/) */
 } bert_storage;
 
 struct bert_node;
@@ -65,6 +67,8 @@ size_t bert_mem_in_use(void);
 size_t bert_mem_allocated_total(void);
 void *bert_malloc(size_t nbytes);          /* accounted; sets error on failure */
 void bert_free(void *p, size_t nbytes);
+/* Accounts bytes held elsewhere (device memory): +n allocated, -n freed. */
+void bert_mem_account(int64_t delta);
 /* Freed large blocks are cached for reuse (see tensor.c); these inspect,
 ** bound and release that cache. */
 size_t bert_mem_cached(void);

@@ -1,17 +1,23 @@
 -- GEMM throughput for the BERT-base shapes (1024 tokens), per provider.
---   lua5.4 tools/bench_gemm.lua [--repeat N] [--threads N]
+--   lua5.4 tools/bench_gemm.lua [--repeat N] [--threads N] [--device cpu|vulkan] [--big]
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
 local bert = require("bert")
 
-local reps, threads = 10, nil
+local reps, threads, device, big = 10, nil, "cpu", false
 local i = 1
 while i <= #arg do
   if arg[i] == "--repeat" then reps = tonumber(arg[i + 1]); i = i + 2
   elseif arg[i] == "--threads" then threads = tonumber(arg[i + 1]); i = i + 2
+  elseif arg[i] == "--device" then device = arg[i + 1]; i = i + 2
+  elseif arg[i] == "--big" then big = true; i = i + 1
   else io.stderr:write("usage: lua5.4 tools/bench_gemm.lua [--repeat N] [--threads N]\n"); os.exit(2) end
 end
 if threads then bert.set_num_threads(threads) end
+if device == "vulkan" then   -- tools/bench_gemm_vulkan.lua; --big adds 4096^3
+  dofile("tools/bench_gemm_vulkan.lua")(reps, big and {{4096, 4096, 4096, "NN", "square 4096"}} or nil)
+  os.exit(0)
+end
 
 -- {M, N, K, layout, role}: C[M,N] = A[M,K] @ op(B); "NT" multiplies by a
 -- [N,K] weight transposed as a view, as a Linear layer does.

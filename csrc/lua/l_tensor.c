@@ -53,6 +53,7 @@ bert_tensor *lbert_test_tensor(lua_State *L, int arg) {
   if (box == NULL) return NULL;
   if (*box == NULL || (*box)->storage == NULL)
     luaL_argerror(L, arg, "tensor has been freed");
+  if ((*box)->storage->kind == BERT_STORAGE_VULKAN) return lbert_vk_check_arg(L, arg, *box);
   return *box;
 }
 
@@ -449,7 +450,10 @@ static int m_stride(lua_State *L) {
 static int m_dim(lua_State *L) { lua_pushinteger(L, lbert_check_tensor(L, 1)->ndim); return 1; }
 static int m_numel(lua_State *L) { lua_pushinteger(L, bert_numel(lbert_check_tensor(L, 1))); return 1; }
 static int m_dtype(lua_State *L) { lua_pushstring(L, bert_dtype_name(lbert_check_tensor(L, 1)->dtype)); return 1; }
-static int m_device(lua_State *L) { lbert_check_tensor(L, 1); lua_pushliteral(L, "cpu"); return 1; }
+static int m_device(lua_State *L) {
+  lua_pushstring(L, lbert_check_tensor(L, 1)->storage->kind == BERT_STORAGE_VULKAN ? "vulkan" : "cpu");
+  return 1;
+}
 static int m_is_contiguous(lua_State *L) { lua_pushboolean(L, bert_is_contiguous(lbert_check_tensor(L, 1))); return 1; }
 
 static void push_elem(lua_State *L, const bert_tensor *t, int64_t flat) {
@@ -578,6 +582,7 @@ static int m_tostring(lua_State *L) {
   bert_tensor *t = *box;
   char sb[160];
   if (t == NULL || t->storage == NULL) { lua_pushliteral(L, "bert.Tensor (freed)"); return 1; }
+  if (t->storage->kind == BERT_STORAGE_VULKAN) t = lbert_vk_check_arg(L, 1, t);   /* a host copy */
   int64_t numel = bert_numel(t);
   printer p = {NULL, t, numel > 1000, 1, 1};
   /* width of the widest shown value, and whether floats are all integral */
@@ -745,18 +750,16 @@ static int m_copy_(lua_State *L) {
   return 1;
 }
 
-/* t:to(dtype) converts; t:to("cpu") is t itself (the Vulkan backend adds devices). */
+/* t:to(dtype) converts; t:to("cpu" | "vulkan") moves (l_vulkan.c). */
 static int m_to(lua_State *L) {
   bert_tensor *t = lbert_check_tensor(L, 1);
   const char *what = luaL_checkstring(L, 2);
   bert_dtype dt;
-  if (strcmp(what, "cpu") == 0) { lua_settop(L, 1); return 1; }
+  if (strcmp(what, "cpu") == 0 || strcmp(what, "vulkan") == 0) return lbert_vk_to(L, t, what);
   if (bert_dtype_from_name(what, &dt) == 0) {
     if (dt == t->dtype) { lua_settop(L, 1); return 1; }
     return lbert_push_result(L, bert_to_dtype(t, dt), "to");
   }
-  if (strcmp(what, "vulkan") == 0)
-    return luaL_error(L, "to: the Vulkan backend is not available in this build");
   return luaL_argerror(L, 2, lua_pushfstring(L, "unknown device or dtype '%s'", what));
 }
 

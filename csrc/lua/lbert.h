@@ -34,4 +34,9 @@ int lbert_push_result(lua_State *L, bert_tensor *t, const char *fname);
 ** dims (+extra for positions one past the end, as unsqueeze takes). */
 int lbert_check_dim(lua_State *L, int arg, int ndim, int extra);
 
+/* Vulkan (l_vulkan.c): the guard lbert_test_tensor applies to device
+** tensors (returns the tensor to use, or raises), and t:to(device). */
+bert_tensor *lbert_vk_check_arg(lua_State *L, int arg, bert_tensor *t);
+int lbert_vk_to(lua_State *L, bert_tensor *t, const char *device);
+
 #endif

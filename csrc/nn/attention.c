@@ -21,6 +21,7 @@
 #include <omp.h>
 #include <cblas.h>
 
+#include "vk/vk.h"
 #include "autograd.h"
 #include "gemm.h"
 #include "ops.h"
@@ -323,6 +324,7 @@ static void mask_fill(const bert_attention_opts *o, int64_t n, float *bias) {
 
 bert_tensor *bert_attention(bert_tensor *q_in, bert_tensor *k_in, bert_tensor *v_in,
                             const bert_attention_opts *o) {
+  if (bert_is_vk(q_in) || bert_is_vk(k_in) || bert_is_vk(v_in)) return bert_vk_attention(q_in, k_in, v_in, o);
   char s1[160], s2[160], s3[160];
   if (check_qkv("query", q_in) || check_qkv("key", k_in) || check_qkv("value", v_in)) return NULL;
   int64_t B = q_in->shape[0], A = q_in->shape[1], Tq = q_in->shape[2], d = q_in->shape[3];

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vk/vk.h"
 #include "autograd.h"
 #include "nn/nn.h"
 #include "nn/nn_internal.h"
@@ -44,6 +45,7 @@ static int cross_entropy_backward(bert_node *node, bert_tensor *out, bert_tensor
 
 bert_tensor *bert_cross_entropy(bert_tensor *l_in, bert_tensor *y_in, int64_t ignore,
                                 bert_reduction red) {
+  if (bert_is_vk(l_in) || bert_is_vk(y_in)) return bert_vk_cross_entropy(l_in, y_in, ignore, (int)red);
   char s1[160], s2[160];
   if (l_in->dtype != BERT_F32) {
     bert_set_error("cross_entropy: logits must be float32, got %s", bert_dtype_name(l_in->dtype));

@@ -2,6 +2,7 @@
 ** dropout: the keep mask is a pure function of (seed, offset, element), so
 ** backward regenerates it instead of storing it.
 */
+#include "vk/vk.h"
 #include "autograd.h"
 #include "ops.h"
 #include "nn/nn.h"
@@ -38,6 +39,7 @@ static int dropout_backward(bert_node *node, bert_tensor *out, bert_tensor *gout
 }
 
 bert_tensor *bert_dropout(bert_tensor *x_in, double p, int training) {
+  if (bert_is_vk(x_in)) return bert_vk_dropout(x_in, p, training);
   if (x_in->dtype != BERT_F32) {
     bert_set_error("dropout: input must be float32, got %s", bert_dtype_name(x_in->dtype));
     return NULL;

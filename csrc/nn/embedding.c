@@ -6,6 +6,7 @@
 */
 #include <string.h>
 
+#include "vk/vk.h"
 #include "autograd.h"
 #include "nn/nn.h"
 #include "nn/nn_internal.h"
@@ -48,6 +49,7 @@ static int embedding_backward(bert_node *node, bert_tensor *out, bert_tensor *go
 }
 
 bert_tensor *bert_embedding(bert_tensor *ids_in, bert_tensor *w_in) {
+  if (bert_is_vk(ids_in) || bert_is_vk(w_in)) return bert_vk_embedding(ids_in, w_in);
   char s1[160];
   if (ids_in->dtype != BERT_I32) {
     bert_set_error("embedding: ids must be int32, got %s", bert_dtype_name(ids_in->dtype));

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "vk/vk.h"
 #include "autograd.h"
 #include "nn/nn.h"
 #include "nn/nn_internal.h"
@@ -81,6 +82,7 @@ static int bias_gelu_backward(bert_node *node, bert_tensor *out, bert_tensor *go
 }
 
 bert_tensor *bert_bias_gelu(bert_tensor *x_in, bert_tensor *b_in, int tanh_mode) {
+  if (bert_is_vk(x_in) || bert_is_vk(b_in)) return bert_vk_bias_gelu(x_in, b_in, tanh_mode);
   char s1[160], s2[160];
   if (x_in->dtype != BERT_F32 || (b_in && b_in->dtype != BERT_F32)) {
     bert_set_error("bias_gelu: expects float32 tensors, got input %s%s%s", bert_dtype_name(x_in->dtype),

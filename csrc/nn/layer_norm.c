@@ -7,6 +7,7 @@
 #include <string.h>
 #include <omp.h>
 
+#include "vk/vk.h"
 #include "autograd.h"
 #include "nn/nn.h"
 #include "nn/nn_internal.h"
@@ -108,6 +109,8 @@ static int check_param(const char *what, bert_tensor *p, bert_tensor *x, int64_t
 
 bert_tensor *bert_layer_norm(bert_tensor *x_in, bert_tensor *g_in, bert_tensor *b_in, double eps,
                              bert_tensor *r_in) {
+  if (bert_is_vk(x_in) || bert_is_vk(g_in) || bert_is_vk(b_in) || bert_is_vk(r_in))
+    return bert_vk_layer_norm(x_in, g_in, b_in, eps, r_in);
   char s1[160], s2[160];
   if (x_in->dtype != BERT_F32) {
     bert_set_error("layer_norm: input must be float32, got %s", bert_dtype_name(x_in->dtype));

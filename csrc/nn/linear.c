@@ -3,6 +3,7 @@
 */
 #include <string.h>
 
+#include "vk/vk.h"
 #include "autograd.h"
 #include "gemm.h"
 #include "nn/nn.h"
@@ -63,6 +64,7 @@ static int linear_backward(bert_node *node, bert_tensor *out, bert_tensor *gout)
 }
 
 bert_tensor *bert_linear(bert_tensor *x_in, bert_tensor *w_in, bert_tensor *b_in) {
+  if (bert_is_vk(x_in) || bert_is_vk(w_in) || bert_is_vk(b_in)) return bert_vk_linear(x_in, w_in, b_in);
   char s1[160], s2[160];
   if (x_in->dtype != BERT_F32 || w_in->dtype != BERT_F32 || (b_in && b_in->dtype != BERT_F32)) {
     bert_set_error("linear: expects float32 tensors, got input %s, weight %s%s%s",

@@ -182,6 +182,9 @@ function Module:load_state_dict(sd, opts)
   return missing, unexpected
 end
 
+--- Moves the model's flat buffers to a device ("vulkan" or "cpu").
+function Module:to(device) return require("bert.nn.device").to(self, device) end
+
 --- Writes config.json + model.safetensors in the Hugging Face layout
 -- (models built by bert.model / from_pretrained).
 function Module:save_pretrained(dir, opts)

@@ -1,0 +1,1047 @@
+/*
+** Vulkan ops: device tensors, transfers, and one function per op, each
+** recording dispatches of the shaders in shaders/ (nothing waits until a
+** result is read back).  The contracts are those of the CPU ops (ops.h,
+** nn/nn.h, optim.h); each checks that its tensors are on the device.
+*/
+#include <math.h>
+#include <float.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk/vk.h"
+#include "vk/vk_internal.h"
+#include "autograd.h"
+
+#define SHAPE(buf, t) bert_shape_str((buf), sizeof(buf), (t)->ndim, (t)->shape)
+
+/* {====================================================== tensors */
+
+int bert_vk_available(const char **reason) {
+  const char *r = NULL;
+  int ok = vkx_init(&r) == 0;
+  if (reason) *reason = ok ? NULL : r;
+  return ok;
+}
+
+int bert_vk_sync(void) { return vkx_flush(); }
+
+void bert_vk_storage_free(bert_storage *s) {
+  vkx_alloc_free((vkx_alloc *)s->device);
+  bert_mem_account(-(int64_t)s->nbytes);
+  s->device = NULL;   /* bert_storage_release frees s itself */
+}
+
+static bert_storage *vk_storage(size_t nbytes) {
+  vkx_alloc *a = vkx_alloc_new(nbytes);
+  if (a == NULL) return NULL;
+  bert_storage *s = malloc(sizeof *s);
+  if (s == NULL) { vkx_alloc_free(a); bert_set_error("out of memory"); return NULL; }
+  memset(s, 0, sizeof *s);
+  s->nbytes = nbytes;
+  s->refcount = 1;
+  s->kind = BERT_STORAGE_VULKAN;
+  s->device = a;
+  bert_mem_account((int64_t)nbytes);
+  return s;
+}
+
+bert_tensor *bert_vk_empty(bert_dtype dt, int ndim, const int64_t *shape) {
+  char b[160];
+  int64_t n = 1;
+  if (ndim < 0 || ndim > BERT_MAX_DIMS) { bert_set_error("vulkan: bad rank %d", ndim); return NULL; }
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] < 0 || (shape[i] > 0 && n > (INT64_C(1) << 40) / shape[i])) {
+      bert_set_error("vulkan: invalid shape %s", bert_shape_str(b, sizeof b, ndim, shape));
+      return NULL;
+    }
+    n *= shape[i];
+  }
+  bert_storage *s = vk_storage((size_t)n * 4);
+  if (s == NULL) return NULL;
+  bert_tensor *t = bert_tensor_view_of(s, dt, 0, ndim, shape, NULL);
+  bert_storage_release(s);
+  return t;
+}
+
+bert_tensor *bert_vk_zeros(bert_dtype dt, int ndim, const int64_t *shape) {
+  bert_tensor *t = bert_vk_empty(dt, ndim, shape);
+  if (t && vkx_fill((vkx_alloc *)t->storage->device, 0, t->storage->nbytes, 0) != 0) {
+    bert_tensor_release(t);
+    return NULL;
+  }
+  return t;
+}
+
+static vkx_alloc *alloc_of(const bert_tensor *t) { return (vkx_alloc *)t->storage->device; }
+
+/* The byte range a view touches (strides are never negative). */
+static vkx_bind bind_of(const bert_tensor *t) {
+  int64_t hi = 0;
+  for (int d = 0; d < t->ndim; d++)
+    if (t->shape[d] > 1) hi += (t->shape[d] - 1) * t->stride[d];
+  int64_t n = 1;
+  for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+  vkx_bind b = {alloc_of(t), (size_t)t->offset * 4, n == 0 ? 4 : (size_t)(hi + 1) * 4};
+  return b;
+}
+
+bert_tensor *bert_vk_upload(const bert_tensor *t) {
+  bert_tensor *c = bert_contiguous((bert_tensor *)t);
+  if (c == NULL) return NULL;
+  bert_tensor *d = bert_vk_empty(c->dtype, c->ndim, c->shape);
+  if (d && vkx_upload(alloc_of(d), 0, bert_data(c), (size_t)bert_numel(c) * 4) != 0) {
+    bert_tensor_release(d);
+    d = NULL;
+  }
+  bert_tensor_release(c);
+  return d;
+}
+
+bert_tensor *bert_vk_download(const bert_tensor *t) {
+  bert_tensor *c = bert_contiguous((bert_tensor *)t);   /* on the device */
+  if (c == NULL) return NULL;
+  bert_tensor *h = bert_tensor_empty(c->dtype, c->ndim, c->shape);
+  if (h && vkx_download(alloc_of(c), (size_t)c->offset * 4, bert_data(h), (size_t)bert_numel(c) * 4) != 0) {
+    bert_tensor_release(h);
+    h = NULL;
+  }
+  bert_tensor_release(c);
+  return h;
+}
+
+double bert_vk_get_flat(const bert_tensor *t, int64_t i) {
+  int64_t off = bert_flat_offset(t, i);
+  uint32_t w = 0;
+  if (vkx_download(alloc_of(t), (size_t)off * 4, &w, 4) != 0) return NAN;
+  if (t->dtype == BERT_I32) return (double)(int32_t)w;
+  float f;
+  memcpy(&f, &w, 4);
+  return f;
+}
+
+/* A CPU tensor of one element used as a scalar operand: its value. */
+static int host_scalar(const bert_tensor *t, double *v) {
+  if (bert_is_vk(t) || bert_numel(t) != 1) return 0;
+  *v = bert_get_flat(t, 0);
+  return 1;
+}
+
+static int need_vk(const char *fname, const bert_tensor *t, const char *what) {
+  if (t == NULL || bert_is_vk(t)) return 0;
+  bert_set_error("%s: %s is on the cpu but the operation runs on vulkan (move it with :to(\"vulkan\"))",
+                 fname, what);
+  return -1;
+}
+/* }====================================================== */
+
+/* {====================================================== elementwise */
+
+enum { OP_FILL = 64, OP_COPY = 65 };
+
+typedef struct {
+  uint32_t n, op, flags;
+  float alpha;
+  uint32_t shape[4];
+  int32_t so[4], sa[4], sb[4];
+} elt_push;
+
+static void grid_1d(uint64_t n, uint32_t wg, uint32_t *gx, uint32_t *gy) {
+  uint64_t groups = (n + wg - 1) / wg;
+  if (groups == 0) groups = 1;
+  *gx = groups < 65535 ? (uint32_t)groups : 65535;
+  *gy = (uint32_t)((groups + *gx - 1) / *gx);
+}
+
+/* Merges dims that are contiguous for every operand; -1 if more than 4
+** remain.  st[k][d]: strides of operand k (0 for broadcast). */
+static int collapse(int nd, const int64_t *shape, int nops, int64_t st[][BERT_MAX_DIMS],
+                    uint32_t *oshape, int32_t os[][4]) {
+  int64_t sh[BERT_MAX_DIMS], s2[3][BERT_MAX_DIMS];
+  int m = 0;
+  for (int d = 0; d < nd; d++) {
+    if (shape[d] == 1) continue;
+    if (m > 0) {
+      int merge = 1;
+      for (int k = 0; k < nops; k++) merge &= s2[k][m - 1] == st[k][d] * shape[d];
+      if (merge) {
+        sh[m - 1] *= shape[d];
+        for (int k = 0; k < nops; k++) s2[k][m - 1] = st[k][d];
+        continue;
+      }
+    }
+    sh[m] = shape[d];
+    for (int k = 0; k < nops; k++) s2[k][m] = st[k][d];
+    m++;
+  }
+  if (m > 4) return -1;
+  for (int d = 0; d < 4; d++) {
+    int src = d - (4 - m);
+    oshape[d] = src >= 0 ? (uint32_t)sh[src] : 1;
+    for (int k = 0; k < nops; k++) os[k][d] = src >= 0 ? (int32_t)s2[k][src] : 0;
+  }
+  for (int k = nops; k < 3; k++) for (int d = 0; d < 4; d++) os[k][d] = 0;
+  return 0;
+}
+
+/* Strides of t broadcast to (nd, shape). */
+static void bstrides(const bert_tensor *t, int nd, const int64_t *shape, int64_t *st) {
+  for (int d = 0; d < nd; d++) {
+    int td = d - (nd - t->ndim);
+    st[d] = (td < 0 || t->shape[td] == 1) ? 0 : t->stride[td];
+  }
+  (void)shape;
+}
+
+/* out = f(a, b) elementwise; b may be NULL (unary / copy / fill: a = out). */
+static int elt_run(const char *fname, uint32_t op, bert_tensor *out, const bert_tensor *a,
+                   const bert_tensor *b, float alpha) {
+  char s1[160];
+  int64_t st[3][BERT_MAX_DIMS];
+  const bert_tensor *A = a ? a : out, *B = b ? b : A;
+  bstrides(out, out->ndim, out->shape, st[0]);
+  bstrides(A, out->ndim, out->shape, st[1]);
+  bstrides(B, out->ndim, out->shape, st[2]);
+  elt_push p;
+  int32_t os[3][4];
+  if (collapse(out->ndim, out->shape, 3, st, p.shape, os) != 0) {
+    bert_set_error("%s: vulkan: %s has more than 4 non-mergeable dimensions", fname, SHAPE(s1, out));
+    return -1;
+  }
+  memcpy(p.so, os[0], sizeof p.so);
+  memcpy(p.sa, os[1], sizeof p.sa);
+  memcpy(p.sb, os[2], sizeof p.sb);
+  int64_t n = bert_numel(out);
+  if (n == 0) return 0;
+  if (n > (int64_t)UINT32_MAX) { bert_set_error("%s: vulkan: too many elements", fname); return -1; }
+  p.n = (uint32_t)n;
+  p.op = op;
+  p.flags = (A->dtype == BERT_I32 ? 1u : 0u) | (B->dtype == BERT_I32 ? 2u : 0u) | (out->dtype == BERT_I32 ? 4u : 0u);
+  p.alpha = alpha;
+  vkx_bind bd[3] = {bind_of(out), bind_of(A), bind_of(B)};
+  uint32_t gx, gy;
+  grid_1d((uint64_t)n, 256, &gx, &gy);
+  return vkx_dispatch("eltwise", NULL, 0, 3, bd, &p, sizeof p, gx, gy, 1);
+}
+
+int bert_vk_copy_(bert_tensor *dst, const bert_tensor *src) {
+  /* src is already expanded to dst's shape by bert_copy_ */
+  if (bert_is_vk(dst) && bert_is_vk(src)) return elt_run("copy_", OP_COPY, dst, src, NULL, 0);
+  if (bert_is_vk(dst)) {   /* upload, then convert / scatter on the device */
+    if (bert_is_contiguous(dst) && bert_is_contiguous(src) && dst->dtype == src->dtype)
+      return vkx_upload(alloc_of(dst), (size_t)dst->offset * 4, bert_data(src), (size_t)bert_numel(dst) * 4);
+    bert_tensor *u = bert_vk_upload(src);
+    if (u == NULL) return -1;
+    int rc = elt_run("copy_", OP_COPY, dst, u, NULL, 0);
+    bert_tensor_release(u);
+    return rc;
+  }
+  bert_tensor *h = bert_vk_download(src);   /* device -> host */
+  if (h == NULL) return -1;
+  int rc = bert_copy_(dst, h);
+  bert_tensor_release(h);
+  return rc;
+}
+
+bert_tensor *bert_vk_to_dtype(const bert_tensor *t, bert_dtype dt) {
+  bert_tensor *c = bert_vk_empty(dt, t->ndim, t->shape);
+  if (c && elt_run("to", OP_COPY, c, t, NULL, 0) != 0) { bert_tensor_release(c); return NULL; }
+  return c;
+}
+
+int bert_vk_fill_(bert_tensor *t, double value) {
+  return elt_run("fill_", OP_FILL, t, t, NULL, (float)value);
+}
+
+static const char *const bin_names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
+                                        "eq", "ne", "lt", "le", "gt", "ge"};
+
+/* Operands for a device op: device tensors as they are, one-element host
+** tensors uploaded (scalars), anything else on the host refused. */
+static bert_tensor *operand(const char *fname, const bert_tensor *t, const char *what) {
+  double v;
+  if (bert_is_vk(t)) { bert_tensor_retain((bert_tensor *)t); return (bert_tensor *)t; }
+  if (host_scalar(t, &v)) return bert_vk_upload(t);
+  need_vk(fname, t, what);
+  return NULL;
+}
+
+static bert_tensor *prepare(const char *fname, bert_tensor *dst, bert_dtype dt, const bert_tensor *a,
+                            const bert_tensor *b) {
+  char s1[160], s2[160];
+  int64_t shape[BERT_MAX_DIMS];
+  int nd = a->ndim;
+  memcpy(shape, a->shape, sizeof shape);
+  if (b && bert_broadcast_shape(a->ndim, a->shape, b->ndim, b->shape, &nd, shape) != 0) {
+    char msg[400];
+    snprintf(msg, sizeof msg, "%s: %s", fname, bert_last_error());
+    bert_set_error("%s", msg);
+    return NULL;
+  }
+  if (dst == NULL) return bert_vk_empty(dt, nd, shape);
+  int same = dst->ndim == nd;
+  for (int i = 0; same && i < nd; i++) same = dst->shape[i] == shape[i];
+  if (!same || dst->dtype != dt || bert_has_overlap(dst) || !bert_is_vk(dst)) {
+    bert_set_error("%s: in-place result %s %s must be a %s vulkan tensor of shape %s", fname,
+                   SHAPE(s1, dst), bert_dtype_name(dst->dtype), bert_dtype_name(dt),
+                   bert_shape_str(s2, sizeof s2, nd, shape));
+    return NULL;
+  }
+  bert_tensor_retain(dst);
+  return dst;
+}
+
+bert_tensor *bert_vk_binary(bert_binop op, const bert_tensor *a_in, const bert_tensor *b_in,
+                            double alpha, bert_tensor *dst) {
+  const char *fname = bin_names[op];
+  bert_dtype to;
+  if (op >= BERT_EQ) to = BERT_I32;
+  else if (op == BERT_DIV) to = BERT_F32;
+  else to = (a_in->dtype == BERT_F32 || b_in->dtype == BERT_F32) ? BERT_F32 : BERT_I32;
+  if (dst && op < BERT_EQ && dst->dtype == BERT_F32) to = BERT_F32;
+  bert_tensor *a = operand(fname, a_in, "the first operand"), *b = NULL, *out = NULL;
+  if (a == NULL) return NULL;
+  b = operand(fname, b_in, "the second operand");
+  if (b == NULL) goto done;
+  out = prepare(fname, dst, to, a, b);
+  if (out && elt_run(fname, (uint32_t)op, out, a, b, (float)alpha) != 0) { bert_tensor_release(out); out = NULL; }
+done:
+  bert_tensor_release(a);
+  bert_tensor_release(b);
+  return out;
+}
+
+static const char *const un_names[] = {"neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid",
+                                       "relu", "gelu", "gelu", "abs", "erf"};
+
+bert_tensor *bert_vk_unary(bert_unop op, const bert_tensor *a, bert_tensor *dst) {
+  const char *fname = un_names[op];
+  if (need_vk(fname, a, "the input")) return NULL;
+  int keeps_int = op == BERT_NEG || op == BERT_ABS || op == BERT_RELU;
+  bert_dtype to = (a->dtype == BERT_I32 && keeps_int) ? BERT_I32 : BERT_F32;
+  bert_tensor *out = prepare(fname, dst, to, a, NULL);
+  if (out && elt_run(fname, 32u + (uint32_t)op, out, a, NULL, 0) != 0) { bert_tensor_release(out); out = NULL; }
+  return out;
+}
+/* }====================================================== */
+
+/* {====================================================== GEMM */
+
+typedef struct {
+  uint32_t M, N, K, sam, sak, sbk, sbn, sab, sbb, scb;
+  float alpha, beta;
+  uint32_t flags;
+} gemm_push;
+
+/* Tiles from the device's limits: 128 x 128 (8 x 8 per thread) where the
+** shared memory and invocation limits allow, else 64 x 64 (4 x 4).
+** BERT_VK_GEMM_TILE=64 forces the small tiles. */
+static void gemm_tiles(uint32_t spec[6]) {
+  const vkx_info *in = vkx_get_info();
+  uint32_t bm = 128, bk = 16, tm = 8;
+  const char *env = getenv("BERT_VK_GEMM_TILE");
+  if ((env && atoi(env) == 64) || in == NULL || strcmp(in->type, "cpu") == 0 ||
+      in->max_shared < 2 * bk * (bm + 4) * 4 || in->max_invocations < 256)
+    bm = 64, tm = 4;
+  spec[0] = (bm / tm) * (bm / tm);
+  spec[1] = bm; spec[2] = bm; spec[3] = bk; spec[4] = tm; spec[5] = tm;
+}
+
+/* C[z] (contiguous [M, N] per batch, batch stride scb) = op(A) op(B) ... */
+static int gemm_dispatch(bert_tensor *c, const bert_tensor *a, const bert_tensor *b, const bert_tensor *bias,
+                         uint32_t M, uint32_t N, uint32_t K, const int64_t sa[3], const int64_t sb[3],
+                         uint32_t scb, uint32_t batch, float alpha, float beta, uint32_t flags) {
+  uint32_t spec[6];
+  gemm_tiles(spec);
+  gemm_push p = {M, N, K, (uint32_t)sa[0], (uint32_t)sa[1], (uint32_t)sb[0], (uint32_t)sb[1],
+                 (uint32_t)sa[2], (uint32_t)sb[2], scb, alpha, beta, flags};
+  vkx_bind bd[4] = {bind_of(c), bind_of(a), bind_of(b), bind_of(bias ? bias : c)};
+  return vkx_dispatch("gemm", spec, 6, 4, bd, &p, sizeof p, (N + spec[2] - 1) / spec[2],
+                      (M + spec[1] - 1) / spec[1], batch);
+}
+
+bert_tensor *bert_vk_gemm(const bert_tensor *a, int ta, const bert_tensor *b, int tb,
+                          const bert_tensor *bias, int gelu) {
+  char s1[160], s2[160];
+  if (need_vk("gemm", a, "A") || need_vk("gemm", b, "B") || need_vk("gemm", bias, "the bias")) return NULL;
+  if (a->ndim != 2 || b->ndim != 2 || a->dtype != BERT_F32 || b->dtype != BERT_F32) {
+    bert_set_error("gemm: expects 2-D float32 tensors, got %s and %s", SHAPE(s1, a), SHAPE(s2, b));
+    return NULL;
+  }
+  int64_t M = ta ? a->shape[1] : a->shape[0], K = ta ? a->shape[0] : a->shape[1];
+  int64_t Kb = tb ? b->shape[1] : b->shape[0], N = tb ? b->shape[0] : b->shape[1];
+  if (K != Kb) {
+    bert_set_error("gemm: %s @ %s: inner dimensions differ (%lld vs %lld)", SHAPE(s1, a), SHAPE(s2, b),
+                   (long long)K, (long long)Kb);
+    return NULL;
+  }
+  if (bias && (bias->ndim != 1 || bias->shape[0] != N || bias->dtype != BERT_F32)) {
+    bert_set_error("gemm: bias %s must be float32 [%lld]", SHAPE(s1, bias), (long long)N);
+    return NULL;
+  }
+  int64_t shape[2] = {M, N};
+  bert_tensor *c = bert_vk_empty(BERT_F32, 2, shape);
+  if (c == NULL) return NULL;
+  int64_t sa[3] = {ta ? a->stride[1] : a->stride[0], ta ? a->stride[0] : a->stride[1], 0};
+  int64_t sb[3] = {tb ? b->stride[1] : b->stride[0], tb ? b->stride[0] : b->stride[1], 0};
+  if (M * N > 0 && K == 0) {
+    if (bert_vk_fill_(c, 0) != 0) { bert_tensor_release(c); return NULL; }
+  }
+  uint32_t flags = (bias ? 1u : 0u) | (gelu == 1 ? 2u : gelu == 2 ? 4u : 0u);
+  if (M * N > 0 && gemm_dispatch(c, a, b, bias, (uint32_t)M, (uint32_t)N, (uint32_t)K, sa, sb, 0, 1,
+                                 1.0f, 0.0f, flags) != 0) {
+    bert_tensor_release(c);
+    return NULL;
+  }
+  return c;
+}
+
+/* Is the broadcast batch index of t (batch dims aligned right to nbd)
+** one stride apart?  *st receives it. */
+static int batch_stride(const bert_tensor *t, int nbd, const int64_t *batch, int64_t *st) {
+  int64_t s[BERT_MAX_DIMS];
+  int tb = t->ndim - 2;
+  for (int d = 0; d < nbd; d++) {
+    int td = d - (nbd - tb);
+    s[d] = (td < 0 || t->shape[td] == 1) ? 0 : t->stride[td];
+  }
+  int allzero = 1;
+  for (int d = 0; d < nbd; d++) allzero &= s[d] == 0 || batch[d] == 1;
+  if (allzero) { *st = 0; return 1; }
+  for (int d = 0; d + 1 < nbd; d++)
+    if (batch[d] > 1 && s[d] != s[d + 1] * batch[d + 1]) return 0;
+  *st = nbd ? s[nbd - 1] : 0;
+  for (int d = nbd - 1; d >= 0 && batch[d] == 1; d--) *st = d > 0 ? s[d - 1] : 0;
+  return 1;
+}
+
+bert_tensor *bert_vk_matmul(const bert_tensor *a_in, const bert_tensor *b_in) {
+  char b1[160], b2[160];
+  if (need_vk("matmul", a_in, "the first operand") || need_vk("matmul", b_in, "the second operand")) return NULL;
+  if (a_in->dtype != BERT_F32 || b_in->dtype != BERT_F32 || a_in->ndim == 0 || b_in->ndim == 0) {
+    bert_set_error("matmul: expects float32 tensors of at least 1 dimension, got %s @ %s",
+                   SHAPE(b1, a_in), SHAPE(b2, b_in));
+    return NULL;
+  }
+  bert_tensor *a = a_in->ndim == 1 ? bert_unsqueeze((bert_tensor *)a_in, 0) : bert_alias(a_in);
+  bert_tensor *b = b_in->ndim == 1 ? bert_unsqueeze((bert_tensor *)b_in, 1) : bert_alias(b_in);
+  bert_tensor *out = NULL;
+  if (a == NULL || b == NULL) goto done;
+  int64_t M = a->shape[a->ndim - 2], K = a->shape[a->ndim - 1];
+  int64_t Kb = b->shape[b->ndim - 2], N = b->shape[b->ndim - 1];
+  if (K != Kb) {
+    bert_set_error("matmul: %s @ %s: inner dimensions differ (%lld vs %lld)", SHAPE(b1, a_in),
+                   SHAPE(b2, b_in), (long long)K, (long long)Kb);
+    goto done;
+  }
+  int64_t batch[BERT_MAX_DIMS];
+  int nbd;
+  if (bert_broadcast_shape(a->ndim - 2, a->shape, b->ndim - 2, b->shape, &nbd, batch) != 0) {
+    bert_set_error("matmul: %s @ %s: batch dimensions cannot be broadcast", SHAPE(b1, a_in), SHAPE(b2, b_in));
+    goto done;
+  }
+  int64_t oshape[BERT_MAX_DIMS], nb = 1;
+  int ond = 0;
+  for (int i = 0; i < nbd; i++) { oshape[ond++] = batch[i]; nb *= batch[i]; }
+  oshape[ond++] = M;
+  oshape[ond++] = N;
+  out = bert_vk_empty(BERT_F32, ond, oshape);
+  if (out == NULL) goto done;
+  if (M * N * nb == 0) goto shape;
+  if (K == 0) { if (bert_vk_fill_(out, 0) != 0) goto fail; goto shape; }
+  int64_t sta, stb;
+  /* one dispatch when each operand's batch dims are one stride apart */
+  if (!batch_stride(a, nbd, batch, &sta) || !batch_stride(b, nbd, batch, &stb)) {
+    bert_tensor *ca = bert_contiguous(a), *cb = bert_contiguous(b);   /* on the device */
+    bert_tensor_release(a);
+    bert_tensor_release(b);
+    a = ca;
+    b = cb;
+    if (a == NULL || b == NULL) goto fail;
+    if (!batch_stride(a, nbd, batch, &sta) || !batch_stride(b, nbd, batch, &stb)) {
+      /* general broadcast: one dispatch per batch, each on its own views */
+      int64_t sa[3] = {a->stride[a->ndim - 2], a->stride[a->ndim - 1], 0};
+      int64_t sb[3] = {b->stride[b->ndim - 2], b->stride[b->ndim - 1], 0};
+      for (int64_t z = 0; z < nb; z++) {
+        int64_t oa = a->offset, ob = b->offset, rem = z;
+        for (int d = nbd - 1; d >= 0; d--) {
+          int64_t c = rem % batch[d];
+          rem /= batch[d];
+          int da = d - (nbd - (a->ndim - 2)), db = d - (nbd - (b->ndim - 2));
+          if (da >= 0 && a->shape[da] > 1) oa += c * a->stride[da];
+          if (db >= 0 && b->shape[db] > 1) ob += c * b->stride[db];
+        }
+        int64_t sha[2] = {M, K}, shb[2] = {K, N}, sho[2] = {M, N};
+        int64_t sta2[2] = {sa[0], sa[1]}, stb2[2] = {sb[0], sb[1]};
+        bert_tensor *va = bert_tensor_view_of(a->storage, BERT_F32, oa, 2, sha, sta2);
+        bert_tensor *vb = bert_tensor_view_of(b->storage, BERT_F32, ob, 2, shb, stb2);
+        bert_tensor *vo = bert_tensor_view_of(out->storage, BERT_F32, z * M * N, 2, sho, NULL);
+        int rc = va && vb && vo ? gemm_dispatch(vo, va, vb, NULL, (uint32_t)M, (uint32_t)N, (uint32_t)K, sa, sb, 0, 1,
+                                                1.0f, 0.0f, 0) : -1;
+        bert_tensor_release(va);
+        bert_tensor_release(vb);
+        bert_tensor_release(vo);
+        if (rc != 0) goto fail;
+      }
+      goto shape;
+    }
+  }
+  int64_t sa[3] = {a->stride[a->ndim - 2], a->stride[a->ndim - 1], sta};
+  int64_t sb[3] = {b->stride[b->ndim - 2], b->stride[b->ndim - 1], stb};
+  if (nb > 65535) { bert_set_error("matmul: vulkan: more than 65535 batches"); goto fail; }
+  if (gemm_dispatch(out, a, b, NULL, (uint32_t)M, (uint32_t)N, (uint32_t)K, sa, sb, (uint32_t)(M * N),
+                    (uint32_t)nb, 1.0f, 0.0f, 0) != 0) goto fail;
+shape:
+  if (a_in->ndim == 1 || b_in->ndim == 1) {   /* drop the vector dims */
+    int64_t s[BERT_MAX_DIMS];
+    int n = 0;
+    for (int i = 0; i < nbd; i++) s[n++] = batch[i];
+    if (a_in->ndim != 1) s[n++] = M;
+    if (b_in->ndim != 1) s[n++] = N;
+    bert_tensor *v = bert_view(out, n, s);
+    bert_tensor_release(out);
+    out = v;
+  }
+  goto done;
+fail:
+  bert_tensor_release(out);
+  out = NULL;
+done:
+  bert_tensor_release(a);
+  bert_tensor_release(b);
+  return out;
+}
+
+/* y = x W^T + b as one GEMM over all rows, the bias in the output step. */
+bert_tensor *bert_vk_linear(bert_tensor *x_in, bert_tensor *w, bert_tensor *b) {
+  char s1[160], s2[160];
+  if (need_vk("linear", x_in, "the input") || need_vk("linear", w, "the weight") || need_vk("linear", b, "the bias"))
+    return NULL;
+  if (x_in->ndim < 1 || w->ndim != 2 || x_in->shape[x_in->ndim - 1] != w->shape[1]) {
+    bert_set_error("linear: input %s and weight %s: in_features differ", SHAPE(s1, x_in), SHAPE(s2, w));
+    return NULL;
+  }
+  bert_tensor *x = bert_contiguous(x_in);
+  if (x == NULL) return NULL;
+  int64_t in = w->shape[1], outf = w->shape[0];
+  int64_t R = bert_numel(x) / (in > 0 ? in : 1);
+  int64_t s2d[2] = {R, in};
+  bert_tensor *x2 = bert_view(x, 2, s2d), *y = NULL;
+  bert_tensor_release(x);
+  if (x2 == NULL) return NULL;
+  bert_tensor *y2 = bert_vk_gemm(x2, 0, w, 1, b, 0);
+  bert_tensor_release(x2);
+  if (y2 == NULL) return NULL;
+  int64_t shape[BERT_MAX_DIMS];
+  memcpy(shape, x_in->shape, sizeof shape);
+  shape[x_in->ndim - 1] = outf;
+  y = bert_view(y2, x_in->ndim, shape);
+  bert_tensor_release(y2);
+  return y;
+}
+/* }====================================================== */
+
+/* {====================================================== reductions, softmax */
+
+typedef struct { uint32_t R, inner, nout, op, want_idx; } red_push;
+
+static int reduce_dispatch(bert_tensor *out, const bert_tensor *x, bert_tensor *idx, int64_t R,
+                           int64_t inner, int64_t nout, uint32_t op) {
+  red_push p = {(uint32_t)R, (uint32_t)inner, (uint32_t)nout, op, idx != NULL};
+  vkx_bind bd[3] = {bind_of(out), bind_of(x), bind_of(idx ? idx : out)};
+  uint32_t gx, gy;
+  grid_1d((uint64_t)nout, 1, &gx, &gy);
+  return vkx_dispatch("reduce", NULL, 0, 3, bd, &p, sizeof p, gx, gy, 1);
+}
+
+static const char *const red_names[] = {"sum", "mean", "max", "min", "argmax", "argmin", "var"};
+
+bert_tensor *bert_vk_reduce(bert_redop op, const bert_tensor *t, int dim, int keepdim,
+                            int correction, bert_tensor **indices) {
+  char b[160];
+  const char *name = red_names[op];
+  (void)correction;
+  if (op != BERT_SUM && op != BERT_MEAN && op != BERT_MAX && op != BERT_MIN) {
+    bert_set_error("%s: not implemented on vulkan (move the tensor to the cpu)", name);
+    return NULL;
+  }
+  if (t->dtype != BERT_F32) { bert_set_error("%s: vulkan reductions take float32", name); return NULL; }
+  if (dim >= t->ndim) { bert_set_error("%s: dimension %d out of range for %s", name, dim + 1, SHAPE(b, t)); return NULL; }
+  int64_t outer = 1, R = 1, inner = 1;
+  if (dim < 0) R = bert_numel(t);
+  else {
+    for (int d = 0; d < dim; d++) outer *= t->shape[d];
+    R = t->shape[dim];
+    for (int d = dim + 1; d < t->ndim; d++) inner *= t->shape[d];
+  }
+  if (R == 0 && (op == BERT_MAX || op == BERT_MIN)) {
+    bert_set_error("%s: cannot reduce an empty dimension of %s", name, SHAPE(b, t));
+    return NULL;
+  }
+  int64_t shape[BERT_MAX_DIMS];
+  int nd = 0;
+  if (dim >= 0)
+    for (int d = 0; d < t->ndim; d++) {
+      if (d != dim) shape[nd++] = t->shape[d];
+      else if (keepdim) shape[nd++] = 1;
+    }
+  bert_tensor *x = bert_contiguous((bert_tensor *)t);
+  if (x == NULL) return NULL;
+  bert_tensor *out = bert_vk_empty(BERT_F32, nd, shape);
+  bert_tensor *idx = (indices && dim >= 0 && (op == BERT_MAX || op == BERT_MIN)) ? bert_vk_empty(BERT_I32, nd, shape) : NULL;
+  int64_t nout = outer * inner;
+  if (out == NULL || (indices && dim >= 0 && (op == BERT_MAX || op == BERT_MIN) && idx == NULL) ||
+      (nout > 0 && reduce_dispatch(out, x, idx, R, inner, nout, (uint32_t)op) != 0)) {
+    bert_tensor_release(out);
+    bert_tensor_release(idx);
+    bert_tensor_release(x);
+    return NULL;
+  }
+  bert_tensor_release(x);
+  if (indices) *indices = idx;
+  return out;
+}
+
+bert_tensor *bert_vk_softmax(const bert_tensor *t, int dim, int log) {
+  char b[160];
+  if (t->dtype != BERT_F32 || dim < 0 || dim >= t->ndim) {
+    bert_set_error("%s: vulkan: expects float32 and a valid dim, got %s", log ? "log_softmax" : "softmax", SHAPE(b, t));
+    return NULL;
+  }
+  int64_t outer = 1, R = t->shape[dim], inner = 1;
+  for (int d = 0; d < dim; d++) outer *= t->shape[d];
+  for (int d = dim + 1; d < t->ndim; d++) inner *= t->shape[d];
+  bert_tensor *x = bert_contiguous((bert_tensor *)t);
+  if (x == NULL) return NULL;
+  bert_tensor *out = bert_vk_empty(BERT_F32, t->ndim, t->shape);
+  if (out && outer * inner * R > 0 && reduce_dispatch(out, x, NULL, R, inner, outer * inner, log ? 5u : 4u) != 0) {
+    bert_tensor_release(out);
+    out = NULL;
+  }
+  bert_tensor_release(x);
+  return out;
+}
+/* }====================================================== */
+
+/* {====================================================== nn */
+
+static int no_grad_check(const char *fname, int n, bert_tensor *const *ts) {
+  if (bert_needs_grad(n, ts)) {
+    bert_set_error("%s: autograd through vulkan tensors is not implemented yet (run under bert.no_grad)", fname);
+    return -1;
+  }
+  return 0;
+}
+
+typedef struct { uint32_t R, H, flags; float eps; } ln_push;
+
+/* y = LN(x + res); *stats (optional) receives [2, R] mean / rstd. */
+bert_tensor *bert_vk_layer_norm_ex(bert_tensor *x_in, bert_tensor *g_in, bert_tensor *b_in, double eps,
+                                   bert_tensor *r_in, bert_tensor **stats_out) {
+  char s1[160];
+  const char *f = "layer_norm";
+  if (need_vk(f, x_in, "the input") || need_vk(f, g_in, "the weight") || need_vk(f, b_in, "the bias") ||
+      need_vk(f, r_in, "the residual")) return NULL;
+  if (x_in->ndim < 1 || x_in->dtype != BERT_F32) { bert_set_error("layer_norm: bad input %s", SHAPE(s1, x_in)); return NULL; }
+  int64_t H = x_in->shape[x_in->ndim - 1];
+  if ((g_in && (g_in->ndim != 1 || g_in->shape[0] != H)) || (b_in && (b_in->ndim != 1 || b_in->shape[0] != H))) {
+    bert_set_error("layer_norm: weight / bias must be [%lld] for input %s", (long long)H, SHAPE(s1, x_in));
+    return NULL;
+  }
+  bert_tensor *x = bert_contiguous(x_in), *r = r_in ? bert_contiguous(r_in) : NULL;
+  bert_tensor *g = g_in ? bert_contiguous(g_in) : NULL, *bb = b_in ? bert_contiguous(b_in) : NULL;
+  bert_tensor *y = NULL, *st = NULL;
+  if (!x || (r_in && !r) || (g_in && !g) || (b_in && !bb)) goto done;
+  int64_t R = H > 0 ? bert_numel(x) / H : 0, sshape[2] = {2, R};
+  y = bert_vk_empty(BERT_F32, x->ndim, x->shape);
+  st = bert_vk_empty(BERT_F32, 2, sshape);
+  if (!y || !st) goto fail;
+  if (R > 0) {
+    ln_push p = {(uint32_t)R, (uint32_t)H, (r ? 1u : 0u) | (g ? 2u : 0u) | (bb ? 4u : 0u), (float)eps};
+    vkx_bind bd[6] = {bind_of(y), bind_of(st), bind_of(x), bind_of(r ? r : x), bind_of(g ? g : x), bind_of(bb ? bb : x)};
+    uint32_t gx, gy;
+    grid_1d((uint64_t)R, 1, &gx, &gy);
+    if (vkx_dispatch("layer_norm", NULL, 0, 6, bd, &p, sizeof p, gx, gy, 1) != 0) goto fail;
+  }
+  if (stats_out) { *stats_out = st; st = NULL; }
+  goto done;
+fail:
+  bert_tensor_release(y);
+  y = NULL;
+done:
+  bert_tensor_release(st);
+  bert_tensor_release(x);
+  bert_tensor_release(r);
+  bert_tensor_release(g);
+  bert_tensor_release(bb);
+  return y;
+}
+
+bert_tensor *bert_vk_layer_norm(bert_tensor *x, bert_tensor *gamma, bert_tensor *beta, double eps,
+                                bert_tensor *residual) {
+  bert_tensor *in[4] = {x, gamma, beta, residual};
+  if (no_grad_check("layer_norm", 4, in)) return NULL;
+  return bert_vk_layer_norm_ex(x, gamma, beta, eps, residual, NULL);
+}
+
+typedef struct { uint32_t R, H, flags, mode; } lnb_push;
+
+/* Backward kernels: dx [R, H] (when dx_out) and dgb [2, H] = dgamma, dbeta. */
+int bert_vk_layer_norm_backward(bert_tensor *dy, bert_tensor *x, bert_tensor *res, bert_tensor *gamma,
+                                bert_tensor *stats, bert_tensor **dx_out, bert_tensor **dgb_out) {
+  int64_t H = x->shape[x->ndim - 1], R = H > 0 ? bert_numel(x) / H : 0, gshape[2] = {2, H};
+  bert_tensor *dx = bert_vk_empty(BERT_F32, x->ndim, x->shape), *dgb = bert_vk_empty(BERT_F32, 2, gshape);
+  if (!dx || !dgb) goto fail;
+  lnb_push p = {(uint32_t)R, (uint32_t)H, (res ? 1u : 0u) | (gamma ? 2u : 0u), 0};
+  vkx_bind bd[7] = {bind_of(dx), bind_of(dgb), bind_of(dy), bind_of(x), bind_of(res ? res : x),
+                    bind_of(gamma ? gamma : x), bind_of(stats)};
+  uint32_t gx, gy;
+  grid_1d((uint64_t)R, 1, &gx, &gy);
+  if (vkx_dispatch("layer_norm_bwd", NULL, 0, 7, bd, &p, sizeof p, gx, gy, 1) != 0) goto fail;
+  p.mode = 1;
+  grid_1d((uint64_t)H, 256, &gx, &gy);
+  if (vkx_dispatch("layer_norm_bwd", NULL, 0, 7, bd, &p, sizeof p, gx, gy, 1) != 0) goto fail;
+  *dx_out = dx;
+  *dgb_out = dgb;
+  return 0;
+fail:
+  bert_tensor_release(dx);
+  bert_tensor_release(dgb);
+  return -1;
+}
+
+typedef struct { uint32_t n, N, R, mode, flags, thr; float scale; uint32_t seed_lo, seed_hi, off_lo, off_hi; } misc_push;
+
+static int misc_dispatch(uint32_t mode, bert_tensor *o, const bert_tensor *x, const bert_tensor *b,
+                         const bert_tensor *ids, misc_push *p, uint64_t nthreads) {
+  p->mode = mode;
+  vkx_bind bd[4] = {bind_of(o), bind_of(x ? x : o), bind_of(b ? b : o), bind_of(ids ? ids : o)};
+  uint32_t gx, gy;
+  grid_1d(nthreads, 256, &gx, &gy);
+  if (nthreads == 0) return 0;
+  return vkx_dispatch("nn_misc", NULL, 0, 4, bd, p, sizeof *p, gx, gy, 1);
+}
+
+bert_tensor *bert_vk_bias_gelu(bert_tensor *x_in, bert_tensor *b_in, int tanh_mode) {
+  bert_tensor *in[2] = {x_in, b_in};
+  if (need_vk("bias_gelu", x_in, "the input") || need_vk("bias_gelu", b_in, "the bias") ||
+      no_grad_check("bias_gelu", 2, in)) return NULL;
+  int64_t N = x_in->ndim ? x_in->shape[x_in->ndim - 1] : 1;
+  if (b_in && (b_in->ndim != 1 || b_in->shape[0] != N)) { bert_set_error("bias_gelu: bias must be [%lld]", (long long)N); return NULL; }
+  bert_tensor *x = bert_contiguous(x_in), *b = b_in ? bert_contiguous(b_in) : NULL, *y = NULL;
+  if (x && (!b_in || b)) {
+    y = bert_vk_empty(BERT_F32, x->ndim, x->shape);
+    misc_push p = {(uint32_t)bert_numel(x), (uint32_t)(N ? N : 1), 0, 0, (b ? 1u : 0u) | (tanh_mode ? 2u : 0u), 0, 0, 0, 0, 0, 0};
+    if (y && misc_dispatch(0, y, x, b, NULL, &p, p.n) != 0) { bert_tensor_release(y); y = NULL; }
+  }
+  bert_tensor_release(x);
+  bert_tensor_release(b);
+  return y;
+}
+
+/* dx = dy * gelu'(x + b): dy is packed after the bias in one binding, so
+** the kernel takes [bias | dy] as one contiguous device tensor. */
+bert_tensor *bert_vk_gelu_backward(bert_tensor *dy, bert_tensor *x, bert_tensor *b, int tanh_mode) {
+  int64_t n = bert_numel(x), N = x->shape[x->ndim - 1], nb = b ? N : 0, tot = nb + n;
+  bert_tensor *cat = bert_vk_empty(BERT_F32, 1, &tot), *dx = bert_vk_empty(BERT_F32, x->ndim, x->shape);
+  bert_tensor *xc = bert_contiguous(x);
+  int ok = cat && dx && xc;
+  if (ok && b) {
+    bert_tensor *v = bert_narrow(cat, 0, 0, nb);
+    ok = v && bert_vk_copy_(v, b) == 0;
+    bert_tensor_release(v);
+  }
+  if (ok) {
+    int64_t sh[1] = {n};
+    bert_tensor *v = bert_narrow(cat, 0, nb, n), *dyf = bert_reshape_copy(dy, 1, sh);
+    ok = v && dyf && bert_vk_copy_(v, dyf) == 0;
+    bert_tensor_release(v);
+    bert_tensor_release(dyf);
+  }
+  misc_push p = {(uint32_t)n, (uint32_t)N, (uint32_t)nb, 0, (b ? 1u : 0u) | (tanh_mode ? 2u : 0u), 0, 0, 0, 0, 0, 0};
+  if (ok) ok = misc_dispatch(1, dx, xc, cat, NULL, &p, (uint64_t)n) == 0;
+  bert_tensor_release(cat);
+  bert_tensor_release(xc);
+  if (!ok) { bert_tensor_release(dx); return NULL; }
+  return dx;
+}
+
+bert_tensor *bert_vk_column_sums(bert_tensor *g_in) {
+  int64_t N = g_in->shape[g_in->ndim - 1], R = N ? bert_numel(g_in) / N : 0;
+  bert_tensor *g = bert_contiguous(g_in), *o = bert_vk_empty(BERT_F32, 1, &N);
+  misc_push p = {(uint32_t)N, (uint32_t)N, (uint32_t)R, 0, 0, 0, 0, 0, 0, 0, 0};
+  if (!g || !o || misc_dispatch(4, o, g, NULL, NULL, &p, (uint64_t)N) != 0) { bert_tensor_release(o); o = NULL; }
+  bert_tensor_release(g);
+  return o;
+}
+
+static uint32_t keep_threshold(double p) {
+  double t = p * 4294967296.0;
+  return t >= 4294967295.0 ? 0xFFFFFFFFu : (uint32_t)t;
+}
+
+/* The mask of (seed, offset), as the CPU's dropout (nn/dropout.c). */
+bert_tensor *bert_vk_dropout_mask(bert_tensor *x_in, double p, uint64_t seed, uint64_t offset) {
+  bert_tensor *x = bert_contiguous(x_in);
+  if (x == NULL) return NULL;
+  bert_tensor *y = bert_vk_empty(BERT_F32, x->ndim, x->shape);
+  misc_push mp = {(uint32_t)bert_numel(x), 1, 0, 0, 0, keep_threshold(p),
+                  p >= 1.0 ? 0.0f : (float)(1.0 / (1.0 - p)),
+                  (uint32_t)seed, (uint32_t)(seed >> 32), (uint32_t)offset, (uint32_t)(offset >> 32)};
+  if (y && misc_dispatch(5, y, x, NULL, NULL, &mp, mp.n) != 0) { bert_tensor_release(y); y = NULL; }
+  bert_tensor_release(x);
+  return y;
+}
+
+bert_tensor *bert_vk_dropout(bert_tensor *x, double p, int training) {
+  if (need_vk("dropout", x, "the input") || no_grad_check("dropout", 1, &x)) return NULL;
+  if (x->dtype != BERT_F32 || !(p >= 0.0 && p <= 1.0)) {
+    bert_set_error("dropout: expects float32 and p in [0, 1], got %s and %g", bert_dtype_name(x->dtype), p);
+    return NULL;
+  }
+  if (p == 0.0 || !training) { bert_tensor_retain(x); return x; }
+  uint64_t seed, unused;
+  bert_rng_get_state(&seed, &unused);
+  uint64_t offset = bert_rng_reserve(((uint64_t)bert_numel(x) + 3) / 4);
+  return bert_vk_dropout_mask(x, p, seed, offset);
+}
+
+bert_tensor *bert_vk_embedding(bert_tensor *ids_in, bert_tensor *w) {
+  char s1[160];
+  bert_tensor *in[2] = {ids_in, w};
+  if (need_vk("embedding", w, "the weight") || no_grad_check("embedding", 2, in)) return NULL;
+  if (ids_in->dtype != BERT_I32 || w->ndim != 2 || w->dtype != BERT_F32 || ids_in->ndim >= BERT_MAX_DIMS) {
+    bert_set_error("embedding: expects int32 ids and a float32 [V x H] weight, got %s", SHAPE(s1, w));
+    return NULL;
+  }
+  /* host ids (positions made on the cpu) are uploaded: they are small */
+  bert_tensor *ids = bert_is_vk(ids_in) ? bert_contiguous(ids_in) : bert_vk_upload(ids_in);
+  bert_tensor *wc = bert_contiguous(w), *y = NULL;
+  if (ids && wc) {
+    int64_t shape[BERT_MAX_DIMS], H = w->shape[1], R = bert_numel(ids);
+    memcpy(shape, ids->shape, sizeof shape);
+    shape[ids->ndim] = H;
+    y = bert_vk_empty(BERT_F32, ids->ndim + 1, shape);
+    misc_push p = {(uint32_t)(R * H), (uint32_t)H, (uint32_t)w->shape[0], 0, 0, 0, 0, 0, 0, 0, 0};
+    if (y && misc_dispatch(2, y, wc, NULL, ids, &p, p.n) != 0) { bert_tensor_release(y); y = NULL; }
+  }
+  bert_tensor_release(ids);
+  bert_tensor_release(wc);
+  return y;
+}
+
+/* dW[ids[r]] += dy[r] (dw: contiguous [V, H] device tensor, accumulated). */
+int bert_vk_embedding_backward(bert_tensor *dw, bert_tensor *ids_in, bert_tensor *dy_in) {
+  bert_tensor *ids = bert_contiguous(ids_in), *dy = bert_contiguous(dy_in);
+  int rc = -1;
+  if (ids && dy) {
+    int64_t H = dw->shape[1];
+    misc_push p = {(uint32_t)H, (uint32_t)H, (uint32_t)bert_numel(ids), 0, 0, 0, 0, 0, 0, 0, 0};
+    rc = misc_dispatch(3, dw, dy, NULL, ids, &p, (uint64_t)H);
+  }
+  bert_tensor_release(ids);
+  bert_tensor_release(dy);
+  return rc;
+}
+
+typedef struct { uint32_t R, C, mode, mean; int32_t ignore; } ce_push;
+
+bert_tensor *bert_vk_cross_entropy(bert_tensor *logits, bert_tensor *labels, int64_t ignore_index,
+                                   int reduction) {
+  char s1[160], s2[160];
+  bert_tensor *in[2] = {logits, labels};
+  if (need_vk("cross_entropy", logits, "the logits") || no_grad_check("cross_entropy", 2, in)) return NULL;
+  int64_t C = logits->ndim ? logits->shape[logits->ndim - 1] : 0;
+  if (logits->dtype != BERT_F32 || labels->dtype != BERT_I32 || logits->ndim < 1 ||
+      bert_numel(labels) * C != bert_numel(logits)) {
+    bert_set_error("cross_entropy: logits %s float32 and labels %s int32 do not match", SHAPE(s1, logits), SHAPE(s2, labels));
+    return NULL;
+  }
+  int64_t R = bert_numel(labels);
+  bert_tensor *x = bert_contiguous(logits), *rows = NULL, *out = NULL;
+  bert_tensor *lab = bert_is_vk(labels) ? bert_contiguous(labels) : bert_vk_upload(labels);
+  if (!x || !lab) goto done;
+  rows = reduction == BERT_REDUCE_NONE ? bert_vk_empty(BERT_F32, labels->ndim, labels->shape)
+                                       : bert_vk_empty(BERT_F32, 1, &R);
+  if (rows == NULL) goto done;
+  ce_push p = {(uint32_t)R, (uint32_t)C, 0, 0, (int32_t)ignore_index};
+  uint32_t gx, gy;
+  grid_1d((uint64_t)R, 1, &gx, &gy);
+  vkx_bind bd[4] = {bind_of(rows), bind_of(x), bind_of(lab), bind_of(x)};
+  if (R > 0 && vkx_dispatch("cross_entropy", NULL, 0, 4, bd, &p, sizeof p, gx, gy, 1) != 0) goto done;
+  if (reduction == BERT_REDUCE_NONE) { out = rows; rows = NULL; goto done; }
+  out = bert_vk_empty(BERT_F32, 0, NULL);
+  if (out == NULL) goto done;
+  p.mode = 1;
+  p.mean = reduction == BERT_REDUCE_MEAN;
+  vkx_bind bd2[4] = {bind_of(out), bind_of(rows), bind_of(lab), bind_of(rows)};
+  if (vkx_dispatch("cross_entropy", NULL, 0, 4, bd2, &p, sizeof p, 1, 1, 1) != 0) { bert_tensor_release(out); out = NULL; }
+done:
+  bert_tensor_release(x);
+  bert_tensor_release(lab);
+  bert_tensor_release(rows);
+  return out;
+}
+
+/* dlogits for a mean / sum loss with upstream gradient g (1-element device tensor). */
+bert_tensor *bert_vk_cross_entropy_backward(bert_tensor *logits, bert_tensor *labels, int64_t ignore_index,
+                                            int reduction, bert_tensor *g) {
+  int64_t C = logits->shape[logits->ndim - 1], R = bert_numel(labels);
+  bert_tensor *x = bert_contiguous(logits), *lab = bert_contiguous(labels);
+  bert_tensor *dx = bert_vk_empty(BERT_F32, logits->ndim, logits->shape);
+  ce_push p = {(uint32_t)R, (uint32_t)C, 2, reduction == BERT_REDUCE_MEAN, (int32_t)ignore_index};
+  uint32_t gx, gy;
+  grid_1d((uint64_t)R, 1, &gx, &gy);
+  if (x && lab && dx) {
+    vkx_bind bd[4] = {bind_of(dx), bind_of(x), bind_of(lab), bind_of(g)};
+    if (R > 0 && vkx_dispatch("cross_entropy", NULL, 0, 4, bd, &p, sizeof p, gx, gy, 1) != 0) { bert_tensor_release(dx); dx = NULL; }
+  } else { bert_tensor_release(dx); dx = NULL; }
+  bert_tensor_release(x);
+  bert_tensor_release(lab);
+  return dx;
+}
+
+typedef struct {
+  uint32_t A, Tq, Tk, d, qs0, qs1, qs2, ks0, ks1, ks2, vs0, vs1, vs2, mask_bstride, mask_flags;
+  float mask_value, scale;
+  uint32_t thr;
+  float keep_scale;
+  uint32_t seed_lo, seed_hi, off_lo, off_hi;
+} attn_push;
+
+/* Forward; *lse_out (optional) receives the [B*A*Tq] log-sum-exps. */
+bert_tensor *bert_vk_attention_ex(bert_tensor *q_in, bert_tensor *k_in, bert_tensor *v_in,
+                                  const bert_attention_opts *o, bert_tensor **lse_out) {
+  char s1[160], s2[160];
+  const char *f = "attention";
+  if (need_vk(f, q_in, "the query") || need_vk(f, k_in, "the key") || need_vk(f, v_in, "the value")) return NULL;
+  if (q_in->ndim != 4 || k_in->ndim != 4 || v_in->ndim != 4 || q_in->shape[3] > 256 ||
+      q_in->dtype != BERT_F32 || k_in->dtype != BERT_F32 || v_in->dtype != BERT_F32) {
+    bert_set_error("attention: vulkan expects float32 [B x A x T x d] (d <= 256), got %s and %s",
+                   SHAPE(s1, q_in), SHAPE(s2, k_in));
+    return NULL;
+  }
+  int64_t B = q_in->shape[0], A = q_in->shape[1], Tq = q_in->shape[2], d = q_in->shape[3], Tk = k_in->shape[2];
+  for (int i = 0; i < 4; i++) {
+    int64_t want = i == 2 ? Tk : q_in->shape[i];
+    if (k_in->shape[i] != want || v_in->shape[i] != want) {
+      bert_set_error("attention: query %s and key %s / value must agree", SHAPE(s1, q_in), SHAPE(s2, k_in));
+      return NULL;
+    }
+  }
+  if (!(o->dropout_p >= 0 && o->dropout_p < 1)) { bert_set_error("attention: dropout must be in [0, 1)"); return NULL; }
+  const bert_tensor *m = o->mask;
+  int keep = 0;
+  if (m) {
+    keep = m->ndim == 2;
+    int okm = keep ? (m->shape[0] == B && m->shape[1] == Tk)
+                   : (m->ndim == 4 && (m->shape[0] == B || m->shape[0] == 1) && m->shape[1] == 1 &&
+                      m->shape[2] == 1 && m->shape[3] == Tk && m->dtype == BERT_F32);
+    if (!okm) {
+      bert_set_error("attention: mask %s does not fit query %s with %lld keys", SHAPE(s1, m), SHAPE(s2, q_in), (long long)Tk);
+      return NULL;
+    }
+  }
+  /* unit stride in the last dim */
+  bert_tensor *q = q_in->stride[3] == 1 ? bert_alias(q_in) : bert_contiguous(q_in);
+  bert_tensor *k = k_in->stride[3] == 1 ? bert_alias(k_in) : bert_contiguous(k_in);
+  bert_tensor *v = v_in->stride[3] == 1 ? bert_alias(v_in) : bert_contiguous(v_in);
+  bert_tensor *mc = !m ? NULL : bert_is_vk(m) ? bert_contiguous((bert_tensor *)m) : bert_vk_upload(m);
+  int64_t oshape[4] = {B, A, Tq, d}, nl = B * A * Tq;
+  bert_tensor *out = bert_vk_empty(BERT_F32, 4, oshape), *lse = bert_vk_empty(BERT_F32, 1, &nl);
+  if (!q || !k || !v || (m && !mc) || !out || !lse) goto fail;
+  attn_push p;
+  memset(&p, 0, sizeof p);
+  p.A = (uint32_t)A; p.Tq = (uint32_t)Tq; p.Tk = (uint32_t)Tk; p.d = (uint32_t)d;
+  p.qs0 = (uint32_t)q->stride[0]; p.qs1 = (uint32_t)q->stride[1]; p.qs2 = (uint32_t)q->stride[2];
+  p.ks0 = (uint32_t)k->stride[0]; p.ks1 = (uint32_t)k->stride[1]; p.ks2 = (uint32_t)k->stride[2];
+  p.vs0 = (uint32_t)v->stride[0]; p.vs1 = (uint32_t)v->stride[1]; p.vs2 = (uint32_t)v->stride[2];
+  if (mc) {
+    p.mask_flags = 1u | (keep ? 2u : 0u) | (mc->dtype == BERT_I32 ? 4u : 0u);
+    p.mask_bstride = (uint32_t)((keep || mc->shape[0] == B) && B > 1 ? Tk : 0);
+    p.mask_value = o->mask_value != 0 ? (float)o->mask_value : -FLT_MAX;
+  }
+  p.scale = o->scale > 0 ? (float)o->scale : (float)(1.0 / sqrt((double)(d > 0 ? d : 1)));
+  double pd = o->training ? o->dropout_p : 0.0;
+  if (pd > 0) {
+    uint64_t seed, unused;
+    bert_rng_get_state(&seed, &unused);
+    uint64_t off = bert_rng_reserve(((uint64_t)(B * A * Tq) * (uint64_t)Tk + 3) / 4);
+    p.thr = keep_threshold(pd);
+    if (p.thr == 0) p.thr = 1;   /* 0 means "no dropout" to the shader */
+    p.keep_scale = (float)(1.0 / (1.0 - pd));
+    p.seed_lo = (uint32_t)seed; p.seed_hi = (uint32_t)(seed >> 32);
+    p.off_lo = (uint32_t)off; p.off_hi = (uint32_t)(off >> 32);
+  }
+  if (nl > 0 && d > 0) {
+    vkx_bind bd[6] = {bind_of(out), bind_of(lse), bind_of(q), bind_of(k), bind_of(v), bind_of(mc ? mc : q)};
+    uint32_t gx, gy;
+    grid_1d((uint64_t)nl, 1, &gx, &gy);
+    if (vkx_dispatch("attention", NULL, 0, 6, bd, &p, sizeof p, gx, gy, 1) != 0) goto fail;
+  }
+  if (lse_out) { *lse_out = lse; lse = NULL; }
+  goto done;
+fail:
+  bert_tensor_release(out);
+  out = NULL;
+done:
+  bert_tensor_release(q);
+  bert_tensor_release(k);
+  bert_tensor_release(v);
+  bert_tensor_release(mc);
+  bert_tensor_release(lse);
+  return out;
+}
+
+bert_tensor *bert_vk_attention(bert_tensor *q, bert_tensor *k, bert_tensor *v, const bert_attention_opts *o) {
+  bert_tensor *in[3] = {q, k, v};
+  if (no_grad_check("attention", 3, in)) return NULL;
+  return bert_vk_attention_ex(q, k, v, o, NULL);
+}
+/* }====================================================== */
+
+/* {====================================================== optimizer */
+
+typedef struct { uint32_t n; float b1, c1, b2, c2, isb2, eps, decay, step; } adam_push;
+
+int bert_vk_adamw_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
+                       const bert_adam_cfg *cfg) {
+  const char *f = "adamw";
+  if (need_vk(f, p, "the parameter") || need_vk(f, g, "the gradient") || need_vk(f, m, "exp_avg") ||
+      need_vk(f, v, "exp_avg_sq")) return -1;
+  int64_t n = bert_numel(p);
+  if (!bert_is_contiguous(p) || !bert_is_contiguous(g) || !bert_is_contiguous(m) || !bert_is_contiguous(v) ||
+      bert_numel(g) != n || bert_numel(m) != n || bert_numel(v) != n || p->dtype != BERT_F32) {
+    bert_set_error("adamw: expects contiguous float32 tensors of equal size");
+    return -1;
+  }
+  double bc1 = 1.0, bc2 = 1.0;
+  if (cfg->bias_correction) {
+    bc1 = 1.0 - pow(cfg->beta1, (double)cfg->step);
+    bc2 = 1.0 - pow(cfg->beta2, (double)cfg->step);
+  }
+  adam_push k = {0, (float)cfg->beta1, (float)(1.0 - cfg->beta1), (float)cfg->beta2, (float)(1.0 - cfg->beta2),
+                 (float)(1.0 / sqrt(bc2)), (float)cfg->eps, (float)(1.0 - cfg->lr * cfg->weight_decay),
+                 (float)(cfg->lr / bc1)};
+  /* chunks within maxStorageBufferRange (the flat buffers of large models) */
+  const vkx_info *in = vkx_get_info();
+  int64_t chunk = in ? (int64_t)(in->max_storage_range / 4) - 1024 : n;
+  if (chunk > (int64_t)1 << 30) chunk = (int64_t)1 << 30;
+  for (int64_t s = 0; s < n; s += chunk) {
+    int64_t len = n - s < chunk ? n - s : chunk;
+    k.n = (uint32_t)len;
+    vkx_bind bd[4] = {{alloc_of(p), (size_t)(p->offset + s) * 4, (size_t)len * 4},
+                      {alloc_of(g), (size_t)(g->offset + s) * 4, (size_t)len * 4},
+                      {alloc_of(m), (size_t)(m->offset + s) * 4, (size_t)len * 4},
+                      {alloc_of(v), (size_t)(v->offset + s) * 4, (size_t)len * 4}};
+    uint32_t gx, gy;
+    grid_1d((uint64_t)len, 256, &gx, &gy);
+    if (vkx_dispatch("adamw", NULL, 0, 4, bd, &k, sizeof k, gx, gy, 1) != 0) return -1;
+  }
+  p->storage->version++;
+  m->storage->version++;
+  v->storage->version++;
+  return 0;
+}
+/* }====================================================== */

@@ -1,0 +1,286 @@
+-- Vulkan backend: every kernel against the CPU op on small shapes
+-- (including sizes that do not divide the tile sizes), relative error
+-- <= 1e-4.  Runs on any Vulkan device (CI: Mesa's lavapipe); skipped with
+-- a printed reason when there is none.
+local bert = require("bert")
+local F = bert.F
+
+local info = bert.backend_info().vulkan
+if not info.available then
+  describe("vulkan", function()
+    pending("skipped: " .. tostring(info.reason))
+  end)
+  io.stderr:write("vulkan_spec: skipped: ", tostring(info.reason), "\n")
+  return
+end
+
+local function randn(shape, seed) return bert.randn(shape, {seed = seed}) end
+local function vk(t) return t:to("vulkan") end
+local function cpu(t) return t:to("cpu") end
+
+-- max |a - b| / (max |b| + 1e-6), both moved to the cpu
+local function relerr(a, b)
+  a, b = cpu(a), cpu(b)
+  assert.same(b:shape(), a:shape())
+  if b:numel() == 0 then return 0 end
+  return (a:float() - b:float()):abs():max():item() / (b:float():abs():max():item() + 1e-6)
+end
+local function close(a, b, tol) assert.is_true(relerr(a, b) <= (tol or 1e-4), "relative error " .. relerr(a, b)) end
+
+describe("vulkan device", function()
+  it("reports itself in backend_info", function()
+    assert.is_string(info.device)
+    assert.is_true(info.max_storage_buffer_range > 0)
+    assert.is_true(info.max_shared_memory >= 16384)
+  end)
+
+  it("moves tensors both ways, keeping values, dtypes and views", function()
+    local a = randn({3, 5}, 1)
+    local d = vk(a)
+    assert.equal("vulkan", d:device())
+    assert.equal("cpu", a:device())
+    assert.same(a:totable(), cpu(d):totable())
+    local i = bert.tensor({{1, -2}, {3, 2147483647}}, "int32")
+    assert.same(i:totable(), cpu(vk(i)):totable())
+    assert.same(a:t():totable(), cpu(d:t()):totable())            -- strided views read back
+    assert.same(a:narrow(2, 2, 3):totable(), cpu(d:narrow(2, 2, 3)):totable())
+    assert.same(a:t():contiguous():totable(), cpu(d:t():contiguous()):totable())
+    assert.near(a:get(2, 3), d:get(2, 3), 0)                       -- readers get a host copy
+    assert.near(a:sum():item(), d:sum():item(), 1e-5)
+    assert.is_string(tostring(d))
+  end)
+
+  it("refuses cpu-only ops on device tensors with a clear error", function()
+    local d = vk(randn({2, 3}, 2))
+    assert.has_error(function() d:var(1) end)
+    local ok, err = pcall(function() return d:index_select(1, bert.tensor({0}, "int32")) end)
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("vulkan"))
+    ok, err = pcall(function() return d + randn({2, 3}, 3) end)      -- mixed devices
+    assert.is_false(ok)
+    assert.truthy(tostring(err):find("cpu"))
+  end)
+
+  it("copies between devices with copy_, to(dtype), clone and fill_", function()
+    local a = randn({4, 3}, 4)
+    local d = bert.vulkan.zeros({4, 3})
+    d:copy_(a)
+    close(d, a)
+    local h = bert.zeros({4, 3})
+    h:copy_(d)
+    close(h, a)
+    close(d:int(), a:int())
+    close(d:clone():fill_(2.5), bert.full({4, 3}, 2.5))
+  end)
+end)
+
+describe("vulkan elementwise", function()
+  local shapes = {{{7, 5}, {7, 5}}, {{3, 1, 5}, {4, 1}}, {{2, 3, 4, 5}, {5}}, {{33}, {}}}
+  for _, op in ipairs({"add", "sub", "mul", "div", "maximum", "minimum", "pow", "lt", "ge", "eq"}) do
+    it(op .. " with broadcasting", function()
+      for k, s in ipairs(shapes) do
+        local a = randn(s[1], 10 + k)
+        local b = #s[2] > 0 and randn(s[2], 20 + k) or bert.tensor(0.7)
+        if op == "pow" then a = a:abs() + 0.1 end
+        local want = a[op](a, b)
+        local got = vk(a)[op](vk(a), #s[2] > 0 and vk(b) or b)
+        close(got, want)
+        assert.equal(want:dtype(), got:dtype())
+      end
+    end)
+  end
+  it("scalars, alpha and in-place forms", function()
+    local a, b = randn({5, 6}, 30), randn({5, 6}, 31)
+    close(vk(a) * 3 - 1, a * 3 - 1)
+    close(vk(a):add(vk(b), 0.5), a:add(b, 0.5))
+    local d = vk(a)
+    d:mul_(vk(b))
+    close(d, a * b)
+    close(vk(a):t() + vk(b):t(), a:t() + b:t())
+  end)
+  for _, op in ipairs({"neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "abs", "erf"}) do
+    it(op, function()
+      local a = randn({3, 17}, 40)
+      if op == "log" or op == "sqrt" or op == "rsqrt" then a = a:abs() + 0.05 end
+      close(vk(a)[op](vk(a)), a[op](a), 1e-4)
+    end)
+  end
+  it("gelu tanh", function()
+    local a = randn({9, 7}, 41)
+    close(vk(a):gelu("tanh"), a:gelu("tanh"))
+  end)
+end)
+
+describe("vulkan GEMM", function()
+  it("matmul for all transpose cases and odd sizes", function()
+    for _, s in ipairs({{1, 1, 1}, {7, 5, 3}, {65, 33, 129}, {130, 67, 70}}) do
+      local M, K, N = s[1], s[2], s[3]
+      local a, b = randn({M, K}, M), randn({K, N}, N)
+      local at, bt = randn({K, M}, M + 1), randn({N, K}, N + 1)
+      close(vk(a):matmul(vk(b)), a:matmul(b))
+      close(vk(at):t():matmul(vk(b)), at:t():matmul(b))
+      close(vk(a):matmul(vk(bt):t()), a:matmul(bt:t()))
+      close(vk(at):t():matmul(vk(bt):t()), at:t():matmul(bt:t()))
+    end
+  end)
+  it("batched and broadcast matmul, vectors", function()
+    local a, b = randn({2, 3, 5, 4}, 1), randn({3, 4, 6}, 2)
+    close(vk(a):matmul(vk(b)), a:matmul(b))
+    local v = randn({4}, 3)
+    close(vk(a):matmul(vk(v)), a:matmul(v))
+    close(vk(v):matmul(vk(b)), v:matmul(b))
+    local p = randn({2, 4, 3, 5}, 4):permute(1, 3, 2, 4)                  -- non-collapsible batch
+    close(vk(randn({2, 4, 3, 5}, 4)):permute(1, 3, 2, 4):matmul(vk(randn({5, 2}, 5))), p:matmul(randn({5, 2}, 5)))
+  end)
+  it("fused bias and GELU epilogue (gemm and F.linear)", function()
+    local x, w, b = randn({37, 20}, 5), randn({19, 20}, 6), randn({19}, 7)
+    close(bert.vulkan.gemm(vk(x), vk(w), {tb = true, bias = vk(b)}), F.linear(x, w, b))
+    close(bert.vulkan.gemm(vk(x), vk(w), {tb = true, bias = vk(b), gelu = true}), F.linear(x, w, b):gelu())
+    local x3 = randn({2, 9, 20}, 8)
+    close(F.linear(vk(x3), vk(w), vk(b)), F.linear(x3, w, b))
+    close(F.linear(vk(x3), vk(w)), F.linear(x3, w))
+  end)
+end)
+
+describe("vulkan reductions and softmax", function()
+  local a = randn({5, 300, 3}, 50)
+  for _, op in ipairs({"sum", "mean", "max", "min"}) do
+    it(op .. " over each dim and over everything", function()
+      for d = 1, 3 do
+        close((vk(a)[op](vk(a), d)), (a[op](a, d)))
+        close((vk(a)[op](vk(a), d, true)), (a[op](a, d, true)))
+      end
+      close(vk(a)[op](vk(a)), a[op](a))
+    end)
+  end
+  it("max returns first indices like the cpu", function()
+    local x = bert.tensor({{1, 3, 3}, {2, 0, 2}})
+    local _, i = vk(x):max(2)
+    assert.same({1, 0}, cpu(i):totable())
+  end)
+  it("softmax and log_softmax over any dim", function()
+    for d = 1, 3 do
+      close(vk(a):softmax(d), a:softmax(d))
+      close(vk(a):log_softmax(d), a:log_softmax(d))
+    end
+  end)
+end)
+
+describe("vulkan nn kernels", function()
+  it("layer norm with residual, forward and backward", function()
+    local x, r, g, b = randn({6, 37}, 60), randn({6, 37}, 61), randn({37}, 62), randn({37}, 63)
+    close(F.layer_norm(vk(x), vk(g), vk(b), 1e-5, vk(r)), F.layer_norm(x, g, b, 1e-5, r))
+    close(F.layer_norm(vk(x), nil, nil, 1e-5), F.layer_norm(x, nil, nil, 1e-5))
+    -- backward against the cpu autograd
+    local xs, rs, gs, bs = x:clone():requires_grad(true), r:clone():requires_grad(true),
+                           g:clone():requires_grad(true), b:clone():requires_grad(true)
+    local dy = randn({6, 37}, 64)
+    local y = F.layer_norm(xs, gs, bs, 1e-5, rs)
+    ;(y * dy):sum():backward()
+    local _, stats = bert.vulkan.layer_norm(vk(x), vk(g), vk(b), 1e-5, vk(r))
+    local dx, dgb = bert.vulkan.layer_norm_backward(vk(dy), vk(x), vk(r), vk(g), stats)
+    close(dx, xs:grad())
+    close(cpu(dgb):select(1, 1), gs:grad())
+    close(cpu(dgb):select(1, 2), bs:grad())
+  end)
+  it("bias + GELU forward and backward (erf and tanh)", function()
+    local x, b, dy = randn({7, 13}, 70), randn({13}, 71), randn({7, 13}, 72)
+    for _, mode in ipairs({"none", "tanh"}) do
+      close(F.bias_gelu(vk(x), vk(b), mode), F.bias_gelu(x, b, mode))
+      local xs, bs = x:clone():requires_grad(true), b:clone():requires_grad(true)
+      ;(F.bias_gelu(xs, bs, mode) * dy):sum():backward()
+      local dx = bert.vulkan.gelu_backward(vk(dy), vk(x), vk(b), mode == "tanh")
+      close(dx, xs:grad())
+      close(bert.vulkan.column_sums(dx), bs:grad())
+    end
+  end)
+  it("embedding gather and gradient scatter", function()
+    local w = randn({11, 6}, 80)
+    local ids = bert.tensor({{1, 0, 10}, {3, 3, 1}}, "int32")
+    close(F.embedding(vk(ids), vk(w)), F.embedding(ids, w))
+    local ws = w:clone():requires_grad(true)
+    local dy = randn({2, 3, 6}, 81)
+    ;(F.embedding(ids, ws) * dy):sum():backward()
+    local dw = bert.vulkan.zeros({11, 6})
+    bert.vulkan.embedding_backward(dw, vk(ids), vk(dy))
+    close(dw, ws:grad())
+  end)
+  it("cross entropy with ignore_index, forward and backward", function()
+    local logits = randn({9, 7}, 90)
+    local labels = bert.tensor({0, 6, -100, 3, 3, 1, -100, 2, 5}, "int32")
+    for _, red in ipairs({"mean", "sum", "none"}) do
+      close(F.cross_entropy(vk(logits), vk(labels), {reduction = red}),
+            F.cross_entropy(logits, labels, {reduction = red}))
+    end
+    for _, red in ipairs({"mean", "sum"}) do
+      local ls = logits:clone():requires_grad(true)
+      F.cross_entropy(ls, labels, {reduction = red}):backward()
+      local d = bert.vulkan.cross_entropy_backward(vk(logits), vk(labels), -100, red, vk(bert.tensor(1.0)))
+      close(d, ls:grad())
+    end
+  end)
+  it("dropout uses the cpu's Philox counters (same seed and offset, same mask)", function()
+    local x = randn({5, 41}, 100)
+    bert.set_rng_state(1234, 77)
+    local want = F.dropout(x, 0.3, true)
+    bert.set_rng_state(1234, 77)
+    local got = F.dropout(vk(x), 0.3, true)
+    close(got, want, 1e-6)
+    close(bert.vulkan.dropout(vk(x), 0.3, 1234, 77), want, 1e-6)
+    assert.same(bert.rng_state(), select(1, bert.rng_state()))
+  end)
+  it("flash attention forward with key-padding mask and dropout", function()
+    local q, k, v = randn({2, 3, 9, 8}, 110), randn({2, 3, 70, 8}, 111), randn({2, 3, 70, 8}, 112)
+    local mask = bert.ones({2, 70}, "int32")
+    for j = 50, 70 do mask:set(0, 2, j) end
+    close(F.attention(vk(q), vk(k), vk(v)), F.attention(q, k, v))
+    close(F.attention(vk(q), vk(k), vk(v), {mask = vk(mask)}), F.attention(q, k, v, {mask = mask}))
+    local bias = randn({2, 1, 1, 70}, 113)
+    close(F.attention(vk(q), vk(k), vk(v), {mask = vk(bias)}), F.attention(q, k, v, {mask = bias}))
+    bert.set_rng_state(5, 0)
+    local want = F.attention(q, k, v, {mask = mask, dropout = 0.2, training = true})
+    bert.set_rng_state(5, 0)
+    local got = F.attention(vk(q), vk(k), vk(v), {mask = vk(mask), dropout = 0.2, training = true})
+    close(got, want)
+  end)
+  it("fused AdamW matches the cpu kernel", function()
+    local p, g = randn({1000}, 120), randn({1000}, 121)
+    local m, v = randn({1000}, 122) * 0.1, randn({1000}, 123):abs() * 0.01
+    local dp, dg, dm, dv = vk(p), vk(g), vk(m), vk(v)
+    local K = bert.core and bert.core.optim_kernels or require("bert.core").optim_kernels
+    K.adamw(p, g, m, v, 1e-3, 0.9, 0.999, 1e-6, 0.01, true, 3)
+    K.adamw(dp, dg, dm, dv, 1e-3, 0.9, 0.999, 1e-6, 0.01, true, 3)
+    close(dp, p, 1e-6)
+    close(dm, m, 1e-6)
+    close(dv, v, 1e-6)
+  end)
+end)
+
+describe("vulkan autograd", function()
+  it("refuses to record a graph through device tensors (for now)", function()
+    local w = vk(randn({3, 3}, 130)):requires_grad(true)
+    assert.has_error(function() return w * 2 end)
+    bert.no_grad(function() close(w * 2, cpu(w) * 2) end)
+  end)
+end)
+
+describe("vulkan models", function()
+  it("BERT-tiny forward (inference) on vulkan matches the cpu", function()
+    local model = bert.model("BertModel", "tiny")
+    model:evaluate()
+    local ids = bert.randint(0, 100, {2, 16}, {seed = 1})
+    local mask = bert.ones({2, 16}, "int32")
+    for j = 12, 16 do mask:set(0, 2, j) end
+    local function fwd(i, m)
+      return bert.no_grad(function() return model:forward{input_ids = i, attention_mask = m} end)
+    end
+    local ref = fwd(ids, mask)
+    require("bert.nn.device").to(model, "vulkan")
+    assert.equal("vulkan", model.flat_params:device())
+    local out = fwd(ids:to("vulkan"), mask:to("vulkan"))
+    close(out.last_hidden_state, ref.last_hidden_state)
+    close(out.pooler_output, ref.pooler_output)
+    require("bert.nn.device").to(model, "cpu")
+    close(fwd(ids, mask).last_hidden_state, ref.last_hidden_state, 1e-6)
+  end)
+end)
