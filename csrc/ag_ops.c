@@ -8,6 +8,7 @@
 
 #include "ag_ops.h"
 #include "autograd.h"
+#include "vk/vk.h"
 
 /* Attaches a node to out when an input requires grad.  Returns out, or
 ** NULL (out released) if the node cannot be allocated. */
@@ -91,7 +92,13 @@ static int binary_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
       bert_tensor *pick_a = bert_binary(op == BERT_MAXIMUM ? BERT_GE : BERT_LE, a, b, 1, NULL);
       if (pick_a == NULL) return -1;
       if (wants(node, 0)) rc |= give(node, 0, bert_binary(BERT_MUL, g, pick_a, 1, NULL));
-      if (wants(node, 1)) rc |= give(node, 1, bert_masked_fill(g, pick_a, 0, NULL));
+      if (wants(node, 1) && bert_is_vk(g)) {   /* g * (pick_a == 0) on the device */
+        bert_tensor *z = bert_tensor_new(BERT_I32, 0, NULL);
+        bert_tensor *np = z ? bert_binary(BERT_EQ, pick_a, z, 1, NULL) : NULL;
+        rc |= give(node, 1, np ? bert_binary(BERT_MUL, g, np, 1, NULL) : NULL);
+        bert_tensor_release(z);
+        bert_tensor_release(np);
+      } else if (wants(node, 1)) rc |= give(node, 1, bert_masked_fill(g, pick_a, 0, NULL));
       bert_tensor_release(pick_a);
       return rc;
     }
@@ -121,6 +128,7 @@ static int unary_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
   bert_unop op = (bert_unop)node->i[0];
   bert_tensor *a0 = bert_node_saved(node, 0);
   if (a0 == NULL) return -1;
+  if (bert_is_vk(g)) return give(node, 0, bert_vk_unary_backward(op, a0, g));
   bert_tensor *a = bert_contiguous(a0), *y = bert_contiguous(out);
   bert_tensor *ga = bert_tensor_empty(BERT_F32, g->ndim, g->shape);
   if (a == NULL || y == NULL || ga == NULL) {
@@ -265,6 +273,10 @@ static int reduce_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
   /* MAX / MIN: the gradient goes to the selected element */
   bert_tensor *idx = bert_node_saved(node, 0);
   if (idx == NULL) return -1;
+  if (bert_is_vk(g)) {
+    bert_set_error("%s backward: not implemented on vulkan", node->name);
+    return -1;
+  }
   bert_tensor *z = bert_tensor_new(BERT_F32, in->ndim, in->shape);
   if (z == NULL) return -1;
   int rc;
@@ -415,6 +427,19 @@ static int view_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
     case V_NARROW: case V_SELECT: {
       /* add g into the slice of the input's gradient, creating it (zeroed)
       ** if needed: q, k and v of one fused projection share one buffer */
+      if (bert_is_vk(g)) {
+        bert_tensor *tgt = bert_vk_grad_target(in);
+        bert_tensor *full = tgt ? (bert_tensor_retain(tgt), tgt) : bert_vk_zeros(BERT_F32, in->ndim, in->shape);
+        bert_tensor *slot = !full ? NULL : node->i[0] == V_NARROW ? bert_narrow(full, (int)node->i[1], node->i[2], node->i[3])
+                                                                  : bert_select(full, (int)node->i[1], node->i[2]);
+        bert_tensor *sum = slot ? bert_binary(BERT_ADD, slot, g, 1, slot) : NULL;
+        bert_tensor_release(slot);
+        bert_tensor_release(sum);
+        if (sum == NULL) { bert_tensor_release(full); return -1; }
+        if (tgt) { bert_tensor_release(full); return 0; }
+        r = full;
+        break;
+      }
       int acc;
       float *buf = bert_grad_buffer(in, &acc);
       bert_tensor *full = NULL;
@@ -507,6 +532,12 @@ static int index_select_backward(bert_node *node, bert_tensor *out, bert_tensor 
   bert_tensor *in = node->inputs[0], *index = bert_node_saved(node, 0);
   int dim = (int)node->i[0];
   if (index == NULL) return -1;
+  if (bert_is_vk(g)) {
+    if (dim != 0) { bert_set_error("index_select backward: vulkan: only dim 1"); return -1; }
+    bert_tensor *zv = bert_vk_zeros(BERT_F32, in->ndim, in->shape);
+    if (zv == NULL || bert_vk_index_add0(zv, index, g) != 0) { bert_tensor_release(zv); return -1; }
+    return give(node, 0, zv);
+  }
   bert_tensor *z = bert_tensor_new(BERT_F32, in->ndim, in->shape);
   if (z == NULL) return -1;
   /* rows picked several times receive the sum of their gradients */
@@ -523,7 +554,7 @@ static int index_select_backward(bert_node *node, bert_tensor *out, bert_tensor 
 
 bert_tensor *bert_ag_index_select(bert_tensor *t, int dim, bert_tensor *index) {
   bert_node *node = NULL;
-  bert_tensor *out = bert_index_select(t, dim, index);
+  bert_tensor *out = bert_is_vk(t) ? bert_vk_index_select(t, dim, index) : bert_index_select(t, dim, index);
   if (out && t->dtype == BERT_F32)
     out = record(out, &node, "index_select", index_select_backward, 1, &t);
   if (node) { node->i[0] = dim; bert_node_save(node, index); }

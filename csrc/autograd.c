@@ -9,6 +9,7 @@
 
 #include "autograd.h"
 #include "ops.h"
+#include "vk/vk.h"
 
 static int grad_enabled = 1;
 
@@ -122,7 +123,7 @@ bert_tensor *bert_sum_to_shape(const bert_tensor *g, int ndim, const int64_t *sh
 
 float *bert_grad_buffer(bert_tensor *t, int *accumulate) {
   *accumulate = 0;
-  if (t == NULL || !t->requires_grad) return NULL;
+  if (t == NULL || !t->requires_grad || bert_is_vk(t)) return NULL;   /* device: no host pointer */
   if (t->grad == NULL) {
     t->grad = bert_tensor_empty(BERT_F32, t->ndim, t->shape);
     return t->grad ? bert_f32(t->grad) : NULL;
@@ -262,7 +263,8 @@ int bert_backward(bert_tensor *root, const bert_tensor *grad) {
                      bert_shape_str(b1, sizeof b1, root->ndim, root->shape));
       return -1;
     }
-    seed = bert_tensor_empty(BERT_F32, root->ndim, root->shape);
+    seed = bert_is_vk(root) ? bert_vk_empty(BERT_F32, root->ndim, root->shape)
+                            : bert_tensor_empty(BERT_F32, root->ndim, root->shape);
     if (seed == NULL) return -1;
     bert_fill_(seed, 1.0);
   } else {
@@ -276,6 +278,11 @@ int bert_backward(bert_tensor *root, const bert_tensor *grad) {
     }
     seed = bert_to_dtype(grad, BERT_F32);
     if (seed == NULL) return -1;
+    if (bert_is_vk(root) && !bert_is_vk(seed)) {   /* the gradient of a device root, on the device */
+      bert_tensor *d = bert_vk_upload(seed);
+      bert_tensor_release(seed);
+      if ((seed = d) == NULL) return -1;
+    }
   }
   tlist order = {0};
   int rc = topo_sort(root, &order, ++stamp);

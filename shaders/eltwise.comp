@@ -43,7 +43,7 @@ void main() {
   }
   if (p.op == 65u && ((p.flags & 1u) != 0u) && ((p.flags & 4u) != 0u)) { o[p.base_o + io] = a[p.base_a + ia]; return; }
   float x = load(a[p.base_a + ia], (p.flags & 1u) != 0u);
-  float y = p.op < 32u ? load(b[p.base_b + ib], (p.flags & 2u) != 0u) : 0.0;
+  float y = (p.op < 32u || p.op >= 80u) ? load(b[p.base_b + ib], (p.flags & 2u) != 0u) : 0.0;
   float z;
   switch (p.op) {
     case 0u: z = x + p.alpha * y; break;
@@ -71,6 +71,19 @@ void main() {
     case 41u: z = gelu_tanh(x); break;
     case 42u: z = abs(x); break;
     case 43u: z = erf_approx(x); break;
+    // 80 + unary op: the unary's backward, z = dy * f'(x) with x = a, dy = b
+    case 80u: z = -y; break;
+    case 81u: z = y * exp(x); break;
+    case 82u: z = y / x; break;
+    case 83u: z = y * 0.5 / sqrt(x); break;
+    case 84u: z = y * -0.5 * inversesqrt(x) / x; break;
+    case 85u: { float th = tanh(clamp(x, -15.0, 15.0)); z = y * (1.0 - th * th); break; }
+    case 86u: { float sg = 1.0 / (1.0 + exp(-x)); z = y * sg * (1.0 - sg); break; }
+    case 87u: z = x > 0.0 ? y : 0.0; break;
+    case 88u: z = y * gelu_erf_grad(x); break;
+    case 89u: z = y * gelu_tanh_grad(x); break;
+    case 90u: z = x > 0.0 ? y : (x < 0.0 ? -y : 0.0); break;
+    case 91u: z = y * 1.1283791670955126 * exp(-x * x); break;
     case 64u: z = p.alpha; break;
     default: z = x; break;   // 65: copy (with dtype conversion)
   }

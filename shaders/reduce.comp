@@ -2,7 +2,7 @@
 #extension GL_GOOGLE_include_directive : require
 // Reductions over the middle dim of a contiguous [outer, R, inner] view, one
 // workgroup per output: op 0 sum, 1 mean, 2 max, 3 min (with the index of
-// the first extremum), 4 softmax, 5 log_softmax (writing [outer, R, inner]).
+// the first extremum), 6 sum of squares, 4 softmax, 5 log_softmax (writing [outer, R, inner]).
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer O { float o[]; };
 layout(std430, binding = 1) readonly buffer X { float x[]; };
@@ -18,14 +18,14 @@ void main() {
   uint t = gl_LocalInvocationID.x;
   uint ob = g / p.inner, ii = g % p.inner;
   uint xb = p.base_x + ob * p.R * p.inner + ii;
-  bool ext = p.op == 2u || p.op == 3u || p.op >= 4u;
+  bool ext = p.op == 2u || p.op == 3u || p.op == 4u || p.op == 5u;
   float acc = p.op == 3u ? 1.0 / 0.0 : (ext ? -1.0 / 0.0 : 0.0);
   int ai = -1;
   for (uint r = t; r < p.R; r += 256u) {
     float v = x[xb + r * p.inner];
     if (p.op == 3u) { if (v < acc || ai < 0) { acc = v; ai = int(r); } }
     else if (ext) { if (v > acc || ai < 0) { acc = v; ai = int(r); } }
-    else acc += v;
+    else acc += p.op == 6u ? v * v : v;
   }
   sv[t] = acc; si[t] = ai;
   barrier();
@@ -42,7 +42,7 @@ void main() {
     barrier();
   }
   float red = sv[0];
-  if (p.op < 4u) {
+  if (p.op < 4u || p.op == 6u) {
     if (t == 0u) {
       o[p.base_o + g] = p.op == 1u ? red / float(p.R) : red;
       if (p.want_idx != 0u) idx[p.base_i + g] = si[0];

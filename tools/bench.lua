@@ -1,6 +1,6 @@
 -- One BERT training or inference step, timed: prints one JSON line.
 --   lua5.4 tools/bench.lua [--model base] [--batch 8] [--seq 128] [--mode train|infer]
---                          [--steps 3] [--threads N] [--gemm openblas|onednn]
+--                          [--steps 3] [--threads N] [--gemm openblas|onednn] [--device cpu|vulkan]
 -- train: BertForPreTraining forward with 15% of positions masked (MLM head on
 -- the masked positions only) + NSP, backward, global-norm clipping at 1.0,
 -- AdamW — the same work as `torch_bert.py --mode train --gather`.
@@ -10,7 +10,7 @@ package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. pack
 local bert = require("bert")
 local cjson = require("cjson")
 
-local opts = {model = "base", batch = 8, seq = 128, mode = "train", steps = 3}
+local opts = {model = "base", batch = 8, seq = 128, mode = "train", steps = 3, device = "cpu"}
 local i = 1
 while i <= #arg do
   local key = arg[i]:match("^%-%-(.+)$")
@@ -43,6 +43,15 @@ local sel = bert.rand({B, T}, {seed = 2}):lt(0.15)
 local labels = bert.where(sel, ids, -100):int()
 local nsp = bert.randint(0, 2, {B}, {seed = 3})
 local masked = sel:sum():item()
+local vulkan = opts.device == "vulkan"
+if vulkan then
+  local info = bert.backend_info().vulkan
+  if not info.available then print('{"error": "vulkan not available: ' .. tostring(info.reason) .. '"}'); os.exit(1) end
+  model:to("vulkan")   -- flat parameters and gradients on the device
+  ids, tt, mask = ids:to("vulkan"), tt:to("vulkan"), mask:to("vulkan")   -- labels stay: the MLM gather indexes on the host
+end
+-- the device runs asynchronously: wait for it before reading the clock
+local function sync() if vulkan then bert.vulkan.sync() end end
 
 local step
 if opts.mode == "train" then
@@ -55,6 +64,7 @@ if opts.mode == "train" then
     out.loss:backward()
     bert.optim.clip_grad_norm(model:parameters(), 1.0)
     opt:step()
+    sync()
   end
 else
   model:evaluate()
@@ -62,6 +72,7 @@ else
     bert.no_grad(function()
       return model:forward{input_ids = ids, token_type_ids = tt, attention_mask = mask}
     end)
+    sync()
   end
 end
 
@@ -81,7 +92,7 @@ for _ = 1, opts.steps do step() end
 local dt = (bert.wall_time() - t0) / opts.steps
 print(cjson.encode({
   impl = "bert-lua", model = opts.model, mode = opts.mode, batch = B, seq = T,
-  threads = bert.get_num_threads(), gemm = bert.backend_info().gemm,
+  threads = bert.get_num_threads(), gemm = bert.backend_info().gemm, device = opts.device,
   sec_per_step = dt, tokens_per_s = tokens / dt, gflops = flops / dt / 1e9,
   peak_rss_mb = peak_rss_mb(),
 }))

@@ -1,6 +1,6 @@
 -- BERT forward (inference) on the Vulkan device, timed: prints one JSON line.
 --   lua5.4 tools/bench_vulkan.lua [--model base] [--batch 8] [--seq 128] [--steps 3]
--- Training steps on Vulkan need autograd through device tensors (not yet).
+-- A training step on Vulkan: tools/bench.lua --device vulkan --mode train.
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
 local bert = require("bert")

@@ -70,9 +70,6 @@ bert_tensor *lbert_vk_check_arg(lua_State *L, int arg, bert_tensor *t) {
   if (cls == CLS_UNKNOWN)
     luaL_error(L, "%s: argument #%d is a vulkan tensor, but '%s' runs on the cpu only "
                "(move it with t:to(\"cpu\"))", name, arg, name);
-  if (cls == CLS_DEVICE && t->requires_grad && bert_grad_enabled())
-    luaL_error(L, "%s: autograd through vulkan tensors is not implemented yet: run the forward "
-               "under bert.no_grad, or train on the cpu", name);
   return t;
 }
 
@@ -235,7 +232,34 @@ static int v_ce_backward(lua_State *L) {
                                                              lbert_check_tensor(L, 5)), "vulkan.cross_entropy_backward");
 }
 
+/* vulkan.sumsq(t | {t, ...}) -> the sum of squares of every element, in
+** double: one reduction per tensor into a device vector, one read back
+** (global-norm clipping of device gradients with a single host sync). */
+static int v_sumsq(lua_State *L) {
+  int n = lua_istable(L, 1) ? (int)luaL_len(L, 1) : 1;
+  if (n == 0) { lua_pushnumber(L, 0); return 1; }
+  int64_t nn = n;
+  bert_tensor *parts = bert_vk_empty(BERT_F32, 1, &nn);
+  if (parts == NULL) return lbert_core_error(L, "vulkan.sumsq");
+  lbert_push_tensor(L, parts);   /* owned by Lua from here */
+  for (int i = 0; i < n; i++) {
+    bert_tensor *t;
+    if (lua_istable(L, 1)) { lua_geti(L, 1, i + 1); t = lbert_check_tensor(L, -1); lua_pop(L, 1); }
+    else t = lbert_check_tensor(L, 1);
+    if (!bert_is_vk(t) || t->dtype != BERT_F32) return luaL_error(L, "vulkan.sumsq: tensor %d is not a float32 vulkan tensor", i + 1);
+    if (bert_vk_sumsq_into(t, parts, i) != 0) return lbert_core_error(L, "vulkan.sumsq");
+  }
+  bert_tensor *h = bert_vk_download(parts);
+  if (h == NULL) return lbert_core_error(L, "vulkan.sumsq");
+  double total = 0;
+  for (int i = 0; i < n; i++) total += bert_f32(h)[i];
+  bert_tensor_release(h);
+  lua_pushnumber(L, total);
+  return 1;
+}
+
 static const luaL_Reg vk_funcs[] = {
+  {"sumsq", v_sumsq},
   {"layer_norm", v_layer_norm}, {"layer_norm_backward", v_layer_norm_backward},
   {"gelu_backward", v_gelu_backward}, {"column_sums", v_column_sums}, {"dropout", v_dropout},
   {"embedding_backward", v_embedding_backward}, {"cross_entropy_backward", v_ce_backward},
@@ -254,13 +278,41 @@ static int l_backend_info(lua_State *L) {
   return 1;
 }
 
+/* save_safetensors(path, tensors, ...) with device tensors in `tensors`:
+** a Lua wrapper passes a copy of the table with host copies of them to the
+** core's function (checkpoints of a model trained on the device).  It is
+** Lua so that the core's argument errors keep naming save_safetensors. */
+static int l_is_vk(lua_State *L) {
+  bert_tensor **box = (bert_tensor **)luaL_testudata(L, 1, BERT_TENSOR_MT);
+  lua_pushboolean(L, box && *box && (*box)->storage && bert_is_vk(*box));
+  return 1;
+}
+static int l_host_copy(lua_State *L) {
+  bert_tensor **box = (bert_tensor **)luaL_checkudata(L, 1, BERT_TENSOR_MT);
+  return lbert_push_result(L, bert_vk_download(*box), "save_safetensors");
+}
+static const char save_wrap[] =
+  "local save_safetensors, is_vk, host_copy = ...\n"
+  "return function(path, tensors, ...)\n"
+  "  if type(tensors) == 'table' then\n"
+  "    local copy, any = {}, false\n"
+  "    for k, v in pairs(tensors) do\n"
+  "      if is_vk(v) then copy[k] = host_copy(v); any = true else copy[k] = v end\n"
+  "    end\n"
+  "    if any then tensors = copy end\n"
+  "  end\n"
+  "  local r1, r2, r3 = save_safetensors(path, tensors, ...)\n"
+  "  return r1, r2, r3\n"
+  "end\n";
+
 static const char *const meta_methods[] = {
   "shape", "size", "stride", "dim", "numel", "dtype", "device", "is_contiguous", "free",
   "view", "transpose", "t", "permute", "narrow", "select", "squeeze", "unsqueeze", "expand",
   "split", "to", "requires_grad", "grad", "set_grad", "is_leaf", "grad_fn", "detach",
   "__gc", "__close", "__len", NULL
 };
-static const char *const reader_methods[] = {"item", "totable", "get", "__tostring", NULL};
+/* nonzero's result size depends on the data: it is computed on the host */
+static const char *const reader_methods[] = {"item", "totable", "get", "__tostring", "nonzero", NULL};
 static const char *const device_methods[] = {
   "reshape", "contiguous", "clone", "copy_", "float", "int",
   "add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "pow", "pow_",
@@ -268,7 +320,8 @@ static const char *const device_methods[] = {
   "neg", "neg_", "exp", "exp_", "log", "log_", "sqrt", "sqrt_", "rsqrt", "rsqrt_",
   "tanh", "tanh_", "sigmoid", "sigmoid_", "relu", "relu_", "gelu", "gelu_", "abs", "abs_",
   "erf", "erf_", "fill_", "zero_", "sum", "mean", "max", "min", "softmax", "log_softmax",
-  "matmul", "__add", "__sub", "__mul", "__div", "__pow", "__unm", NULL
+  "matmul", "__add", "__sub", "__mul", "__div", "__pow", "__unm",
+  "argmax", "argmin", "index_select", "backward", "zero_grad", NULL
 };
 static const char *const device_F[] = {
   "linear", "layer_norm", "bias_gelu", "dropout", "embedding", "attention", "cross_entropy", NULL
@@ -296,6 +349,14 @@ void lbert_open_vulkan(lua_State *L) {
   if (lua_tocfunction(L, -1) != l_backend_info) {
     lua_pushcclosure(L, l_backend_info, 1);
     lua_setfield(L, mod, "backend_info");
+  } else lua_pop(L, 1);
+  lua_getfield(L, mod, "save_safetensors");
+  if (lua_iscfunction(L, -1) && luaL_loadstring(L, save_wrap) == LUA_OK) {
+    lua_insert(L, -2);
+    lua_pushcfunction(L, l_is_vk);
+    lua_pushcfunction(L, l_host_copy);
+    lua_call(L, 3, 1);
+    lua_setfield(L, mod, "save_safetensors");
   } else lua_pop(L, 1);
   /* the guard's tables, from the registered functions */
   luaL_getmetatable(L, BERT_TENSOR_MT);

@@ -72,4 +72,34 @@ bert_tensor *bert_vk_cross_entropy_backward(bert_tensor *logits, bert_tensor *la
 bert_tensor *bert_vk_attention_ex(bert_tensor *q, bert_tensor *k, bert_tensor *v,
                                   const bert_attention_opts *o, bert_tensor **lse_out);
 
+/* attention state kept for backward (vk_ops.c fills it) */
+typedef struct {
+  bert_tensor *q, *k, *v, *mask, *lse;   /* references */
+  uint32_t push[32];                     /* the forward's push constants */
+} bert_vk_attn_saved;
+int bert_vk_attention_backward(const bert_vk_attn_saved *sv, bert_tensor *out, bert_tensor *dout,
+                               bert_tensor **dq, bert_tensor **dk, bert_tensor **dv);
+int bert_vk_gemm_into(bert_tensor *c, const bert_tensor *a, int ta, const bert_tensor *b, int tb, float beta);
+bert_tensor *bert_vk_unary_backward(bert_unop op, const bert_tensor *x, const bert_tensor *dy);
+int bert_vk_sumsq_into(const bert_tensor *t, bert_tensor *out, int64_t slot);
+bert_tensor *bert_vk_index_select(const bert_tensor *t, int dim, const bert_tensor *index);
+int bert_vk_index_add0(bert_tensor *z, const bert_tensor *index, const bert_tensor *g);
+
+bert_tensor *bert_vk_grad_target(bert_tensor *t);
+
+/* ---- autograd nodes of the device nn ops (vk_autograd.c): each returns y,
+** with a graph node attached when an input requires grad (NULL on failure,
+** y released) ---- */
+bert_tensor *bert_vkag_linear(bert_tensor *y, bert_tensor *x_in, bert_tensor *w, bert_tensor *b, bert_tensor *x2);
+bert_tensor *bert_vkag_layer_norm(bert_tensor *y, bert_tensor *x, bert_tensor *g, bert_tensor *b,
+                                  bert_tensor *r, bert_tensor *stats);
+bert_tensor *bert_vkag_bias_gelu(bert_tensor *y, bert_tensor *x_in, bert_tensor *b_in, bert_tensor *x,
+                                 bert_tensor *b, int tanh_mode);
+bert_tensor *bert_vkag_dropout(bert_tensor *y, bert_tensor *x, double p, uint64_t seed, uint64_t offset);
+bert_tensor *bert_vkag_embedding(bert_tensor *y, bert_tensor *w, bert_tensor *ids);
+bert_tensor *bert_vkag_cross_entropy(bert_tensor *loss, bert_tensor *l_in, bert_tensor *logits, bert_tensor *labels,
+                                     int64_t ignore_index, int reduction);
+bert_tensor *bert_vkag_attention(bert_tensor *out, bert_tensor *q_in, bert_tensor *k_in, bert_tensor *v_in,
+                                 const bert_vk_attn_saved *sv);
+
 #endif

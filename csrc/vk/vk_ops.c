@@ -263,6 +263,9 @@ static bert_tensor *operand(const char *fname, const bert_tensor *t, const char 
   double v;
   if (bert_is_vk(t)) { bert_tensor_retain((bert_tensor *)t); return (bert_tensor *)t; }
   if (host_scalar(t, &v)) return bert_vk_upload(t);
+  /* host int32 tensors (ids, masks, labels from a data loader) are small:
+  ** uploaded like scalars */
+  if (t->dtype == BERT_I32 && bert_numel(t) <= ((int64_t)1 << 24)) return bert_vk_upload(t);
   need_vk(fname, t, what);
   return NULL;
 }
@@ -324,6 +327,18 @@ bert_tensor *bert_vk_unary(bert_unop op, const bert_tensor *a, bert_tensor *dst)
   if (out && elt_run(fname, 32u + (uint32_t)op, out, a, NULL, 0) != 0) { bert_tensor_release(out); out = NULL; }
   return out;
 }
+/* dy * f'(x) for the unary op (the autograd backward of bert_unary). */
+bert_tensor *bert_vk_unary_backward(bert_unop op, const bert_tensor *x_in, const bert_tensor *dy_in) {
+  const char *fname = un_names[op];
+  bert_tensor *x = operand(fname, x_in, "the input"), *dy = x ? operand(fname, dy_in, "the gradient") : NULL, *out = NULL;
+  if (x && dy) {
+    out = prepare(fname, NULL, BERT_F32, x, dy);
+    if (out && elt_run(fname, 80u + (uint32_t)op, out, x, dy, 0) != 0) { bert_tensor_release(out); out = NULL; }
+  }
+  bert_tensor_release(x);
+  bert_tensor_release(dy);
+  return out;
+}
 /* }====================================================== */
 
 /* {====================================================== GEMM */
@@ -334,15 +349,19 @@ typedef struct {
   uint32_t flags;
 } gemm_push;
 
-/* Tiles from the device's limits: 128 x 128 (8 x 8 per thread) where the
-** shared memory and invocation limits allow, else 64 x 64 (4 x 4).
-** BERT_VK_GEMM_TILE=64 forces the small tiles. */
-static void gemm_tiles(uint32_t spec[6]) {
+/* Tiles from the device's limits and the problem size: 128 x 128 blocks
+** with 8 x 8 outputs per invocation (256 invocations) where the shared
+** memory and invocation limits allow and the grid still fills the device,
+** else 64 x 64 blocks with 4 x 4 per invocation (CPU implementations such
+** as lavapipe, small matrices).  BERT_VK_GEMM_TILE=64|128 forces one. */
+static void gemm_tiles(uint32_t spec[6], uint64_t M, uint64_t N, uint64_t batch) {
   const vkx_info *in = vkx_get_info();
   uint32_t bm = 128, bk = 16, tm = 8;
   const char *env = getenv("BERT_VK_GEMM_TILE");
-  if ((env && atoi(env) == 64) || in == NULL || strcmp(in->type, "cpu") == 0 ||
-      in->max_shared < 2 * bk * (bm + 4) * 4 || in->max_invocations < 256)
+  int force = env ? atoi(env) : 0;
+  int big_ok = in != NULL && in->max_shared >= 2 * bk * (bm + 4) * 4 && in->max_invocations >= 256;
+  uint64_t groups = ((M + 127) / 128) * ((N + 127) / 128) * batch;
+  if (force == 64 || !big_ok || (force != 128 && (strcmp(in->type, "cpu") == 0 || groups < 96)))
     bm = 64, tm = 4;
   spec[0] = (bm / tm) * (bm / tm);
   spec[1] = bm; spec[2] = bm; spec[3] = bk; spec[4] = tm; spec[5] = tm;
@@ -353,7 +372,7 @@ static int gemm_dispatch(bert_tensor *c, const bert_tensor *a, const bert_tensor
                          uint32_t M, uint32_t N, uint32_t K, const int64_t sa[3], const int64_t sb[3],
                          uint32_t scb, uint32_t batch, float alpha, float beta, uint32_t flags) {
   uint32_t spec[6];
-  gemm_tiles(spec);
+  gemm_tiles(spec, M, N, batch);
   gemm_push p = {M, N, K, (uint32_t)sa[0], (uint32_t)sa[1], (uint32_t)sb[0], (uint32_t)sb[1],
                  (uint32_t)sa[2], (uint32_t)sb[2], scb, alpha, beta, flags};
   vkx_bind bd[4] = {bind_of(c), bind_of(a), bind_of(b), bind_of(bias ? bias : c)};
@@ -395,6 +414,26 @@ bert_tensor *bert_vk_gemm(const bert_tensor *a, int ta, const bert_tensor *b, in
     return NULL;
   }
   return c;
+}
+
+/* c = op(A) op(B) + beta * c, c a contiguous 2-D device tensor (the
+** backward GEMMs writing into gradient buffers). */
+int bert_vk_gemm_into(bert_tensor *c, const bert_tensor *a, int ta, const bert_tensor *b, int tb, float beta) {
+  char s1[160], s2[160];
+  int64_t M = ta ? a->shape[1] : a->shape[0], K = ta ? a->shape[0] : a->shape[1];
+  int64_t Kb = tb ? b->shape[1] : b->shape[0], N = tb ? b->shape[0] : b->shape[1];
+  if (a->ndim != 2 || b->ndim != 2 || c->ndim != 2 || K != Kb || c->shape[0] != M || c->shape[1] != N ||
+      !bert_is_contiguous(c) || !bert_is_vk(a) || !bert_is_vk(b) || !bert_is_vk(c)) {
+    bert_set_error("gemm: vulkan: %s @ %s does not fit the output", SHAPE(s1, a), SHAPE(s2, b));
+    return -1;
+  }
+  if (M * N == 0) return 0;
+  if (K == 0) return beta == 0.0f ? bert_vk_fill_(c, 0) : 0;
+  int64_t sa[3] = {ta ? a->stride[1] : a->stride[0], ta ? a->stride[0] : a->stride[1], 0};
+  int64_t sb[3] = {tb ? b->stride[1] : b->stride[0], tb ? b->stride[0] : b->stride[1], 0};
+  if (gemm_dispatch(c, a, b, NULL, (uint32_t)M, (uint32_t)N, (uint32_t)K, sa, sb, 0, 1, 1.0f, beta, 0) != 0) return -1;
+  bert_bump_version(c);
+  return 0;
 }
 
 /* Is the broadcast batch index of t (batch dims aligned right to nbd)
@@ -531,13 +570,14 @@ bert_tensor *bert_vk_linear(bert_tensor *x_in, bert_tensor *w, bert_tensor *b) {
   bert_tensor_release(x);
   if (x2 == NULL) return NULL;
   bert_tensor *y2 = bert_vk_gemm(x2, 0, w, 1, b, 0);
-  bert_tensor_release(x2);
-  if (y2 == NULL) return NULL;
+  if (y2 == NULL) { bert_tensor_release(x2); return NULL; }
   int64_t shape[BERT_MAX_DIMS];
   memcpy(shape, x_in->shape, sizeof shape);
   shape[x_in->ndim - 1] = outf;
   y = bert_view(y2, x_in->ndim, shape);
   bert_tensor_release(y2);
+  if (y) y = bert_vkag_linear(y, x_in, w, b, x2);
+  bert_tensor_release(x2);
   return y;
 }
 /* }====================================================== */
@@ -562,9 +602,36 @@ bert_tensor *bert_vk_reduce(bert_redop op, const bert_tensor *t, int dim, int ke
   char b[160];
   const char *name = red_names[op];
   (void)correction;
+  if (op == BERT_ARGMAX || op == BERT_ARGMIN) {   /* the indices of max / min */
+    bert_tensor *idx = NULL, *v;
+    if (dim < 0) {
+      int64_t n = bert_numel(t);
+      bert_tensor *flat = bert_reshape_copy((bert_tensor *)t, 1, &n);
+      v = flat ? bert_vk_reduce(op == BERT_ARGMAX ? BERT_MAX : BERT_MIN, flat, 0, 0, 0, &idx) : NULL;
+      bert_tensor_release(flat);
+    } else {
+      v = bert_vk_reduce(op == BERT_ARGMAX ? BERT_MAX : BERT_MIN, t, dim, keepdim, 0, &idx);
+    }
+    bert_tensor_release(v);
+    if (v == NULL) { bert_tensor_release(idx); return NULL; }
+    return idx;
+  }
   if (op != BERT_SUM && op != BERT_MEAN && op != BERT_MAX && op != BERT_MIN) {
     bert_set_error("%s: not implemented on vulkan (move the tensor to the cpu)", name);
     return NULL;
+  }
+  if (t->dtype == BERT_I32) {   /* in float (exact below 2^24), back to int32 like the cpu */
+    bert_tensor *f = bert_vk_to_dtype(t, BERT_F32), *idx = NULL;
+    bert_tensor *r = f ? bert_vk_reduce(op, f, dim, keepdim, correction, indices ? &idx : NULL) : NULL;
+    bert_tensor_release(f);
+    if (r && op != BERT_MEAN) {
+      bert_tensor *ri = bert_vk_to_dtype(r, BERT_I32);
+      bert_tensor_release(r);
+      r = ri;
+    }
+    if (r == NULL) { bert_tensor_release(idx); return NULL; }
+    if (indices) *indices = idx;
+    return r;
   }
   if (t->dtype != BERT_F32) { bert_set_error("%s: vulkan reductions take float32", name); return NULL; }
   if (dim >= t->ndim) { bert_set_error("%s: dimension %d out of range for %s", name, dim + 1, SHAPE(b, t)); return NULL; }
@@ -603,6 +670,20 @@ bert_tensor *bert_vk_reduce(bert_redop op, const bert_tensor *t, int dim, int ke
   return out;
 }
 
+/* out[slot] = sum of squares of t (any float32 device tensor). */
+int bert_vk_sumsq_into(const bert_tensor *t, bert_tensor *out, int64_t slot) {
+  bert_tensor *x = bert_contiguous((bert_tensor *)t);
+  if (x == NULL) return -1;
+  int64_t one = 1;
+  bert_tensor *o = bert_tensor_view_of(out->storage, BERT_F32, out->offset + slot, 1, &one, NULL);
+  int rc = o ? 0 : -1;
+  if (o && bert_numel(x) == 0) rc = bert_vk_fill_(o, 0);
+  else if (o) rc = reduce_dispatch(o, x, NULL, bert_numel(x), 1, 1, 6u);
+  bert_tensor_release(o);
+  bert_tensor_release(x);
+  return rc;
+}
+
 bert_tensor *bert_vk_softmax(const bert_tensor *t, int dim, int log) {
   char b[160];
   if (t->dtype != BERT_F32 || dim < 0 || dim >= t->ndim) {
@@ -626,13 +707,6 @@ bert_tensor *bert_vk_softmax(const bert_tensor *t, int dim, int log) {
 
 /* {====================================================== nn */
 
-static int no_grad_check(const char *fname, int n, bert_tensor *const *ts) {
-  if (bert_needs_grad(n, ts)) {
-    bert_set_error("%s: autograd through vulkan tensors is not implemented yet (run under bert.no_grad)", fname);
-    return -1;
-  }
-  return 0;
-}
 
 typedef struct { uint32_t R, H, flags; float eps; } ln_push;
 
@@ -680,9 +754,12 @@ done:
 
 bert_tensor *bert_vk_layer_norm(bert_tensor *x, bert_tensor *gamma, bert_tensor *beta, double eps,
                                 bert_tensor *residual) {
-  bert_tensor *in[4] = {x, gamma, beta, residual};
-  if (no_grad_check("layer_norm", 4, in)) return NULL;
-  return bert_vk_layer_norm_ex(x, gamma, beta, eps, residual, NULL);
+  bert_tensor *in[4] = {x, gamma, beta, residual}, *stats = NULL;
+  if (!bert_needs_grad(4, in)) return bert_vk_layer_norm_ex(x, gamma, beta, eps, residual, NULL);
+  bert_tensor *y = bert_vk_layer_norm_ex(x, gamma, beta, eps, residual, &stats);
+  if (y) y = bert_vkag_layer_norm(y, x, gamma, beta, residual, stats);
+  bert_tensor_release(stats);
+  return y;
 }
 
 typedef struct { uint32_t R, H, flags, mode; } lnb_push;
@@ -724,9 +801,7 @@ static int misc_dispatch(uint32_t mode, bert_tensor *o, const bert_tensor *x, co
 }
 
 bert_tensor *bert_vk_bias_gelu(bert_tensor *x_in, bert_tensor *b_in, int tanh_mode) {
-  bert_tensor *in[2] = {x_in, b_in};
-  if (need_vk("bias_gelu", x_in, "the input") || need_vk("bias_gelu", b_in, "the bias") ||
-      no_grad_check("bias_gelu", 2, in)) return NULL;
+  if (need_vk("bias_gelu", x_in, "the input") || need_vk("bias_gelu", b_in, "the bias")) return NULL;
   int64_t N = x_in->ndim ? x_in->shape[x_in->ndim - 1] : 1;
   if (b_in && (b_in->ndim != 1 || b_in->shape[0] != N)) { bert_set_error("bias_gelu: bias must be [%lld]", (long long)N); return NULL; }
   bert_tensor *x = bert_contiguous(x_in), *b = b_in ? bert_contiguous(b_in) : NULL, *y = NULL;
@@ -735,6 +810,7 @@ bert_tensor *bert_vk_bias_gelu(bert_tensor *x_in, bert_tensor *b_in, int tanh_mo
     misc_push p = {(uint32_t)bert_numel(x), (uint32_t)(N ? N : 1), 0, 0, (b ? 1u : 0u) | (tanh_mode ? 2u : 0u), 0, 0, 0, 0, 0, 0};
     if (y && misc_dispatch(0, y, x, b, NULL, &p, p.n) != 0) { bert_tensor_release(y); y = NULL; }
   }
+  if (y) y = bert_vkag_bias_gelu(y, x_in, b_in, x, b, tanh_mode);
   bert_tensor_release(x);
   bert_tensor_release(b);
   return y;
@@ -795,7 +871,7 @@ bert_tensor *bert_vk_dropout_mask(bert_tensor *x_in, double p, uint64_t seed, ui
 }
 
 bert_tensor *bert_vk_dropout(bert_tensor *x, double p, int training) {
-  if (need_vk("dropout", x, "the input") || no_grad_check("dropout", 1, &x)) return NULL;
+  if (need_vk("dropout", x, "the input")) return NULL;
   if (x->dtype != BERT_F32 || !(p >= 0.0 && p <= 1.0)) {
     bert_set_error("dropout: expects float32 and p in [0, 1], got %s and %g", bert_dtype_name(x->dtype), p);
     return NULL;
@@ -804,13 +880,17 @@ bert_tensor *bert_vk_dropout(bert_tensor *x, double p, int training) {
   uint64_t seed, unused;
   bert_rng_get_state(&seed, &unused);
   uint64_t offset = bert_rng_reserve(((uint64_t)bert_numel(x) + 3) / 4);
-  return bert_vk_dropout_mask(x, p, seed, offset);
+  bert_tensor *y = bert_vk_dropout_mask(x, p, seed, offset);
+  return y ? bert_vkag_dropout(y, x, p, seed, offset) : NULL;
 }
 
-bert_tensor *bert_vk_embedding(bert_tensor *ids_in, bert_tensor *w) {
+static bert_tensor *embedding_fwd(bert_tensor *ids_in, bert_tensor *w, int record);
+
+bert_tensor *bert_vk_embedding(bert_tensor *ids_in, bert_tensor *w) { return embedding_fwd(ids_in, w, 1); }
+
+static bert_tensor *embedding_fwd(bert_tensor *ids_in, bert_tensor *w, int record) {
   char s1[160];
-  bert_tensor *in[2] = {ids_in, w};
-  if (need_vk("embedding", w, "the weight") || no_grad_check("embedding", 2, in)) return NULL;
+  if (need_vk("embedding", w, "the weight")) return NULL;
   if (ids_in->dtype != BERT_I32 || w->ndim != 2 || w->dtype != BERT_F32 || ids_in->ndim >= BERT_MAX_DIMS) {
     bert_set_error("embedding: expects int32 ids and a float32 [V x H] weight, got %s", SHAPE(s1, w));
     return NULL;
@@ -825,6 +905,7 @@ bert_tensor *bert_vk_embedding(bert_tensor *ids_in, bert_tensor *w) {
     y = bert_vk_empty(BERT_F32, ids->ndim + 1, shape);
     misc_push p = {(uint32_t)(R * H), (uint32_t)H, (uint32_t)w->shape[0], 0, 0, 0, 0, 0, 0, 0, 0};
     if (y && misc_dispatch(2, y, wc, NULL, ids, &p, p.n) != 0) { bert_tensor_release(y); y = NULL; }
+    if (y && record) y = bert_vkag_embedding(y, w, ids);
   }
   bert_tensor_release(ids);
   bert_tensor_release(wc);
@@ -850,8 +931,7 @@ typedef struct { uint32_t R, C, mode, mean; int32_t ignore; } ce_push;
 bert_tensor *bert_vk_cross_entropy(bert_tensor *logits, bert_tensor *labels, int64_t ignore_index,
                                    int reduction) {
   char s1[160], s2[160];
-  bert_tensor *in[2] = {logits, labels};
-  if (need_vk("cross_entropy", logits, "the logits") || no_grad_check("cross_entropy", 2, in)) return NULL;
+  if (need_vk("cross_entropy", logits, "the logits")) return NULL;
   int64_t C = logits->ndim ? logits->shape[logits->ndim - 1] : 0;
   if (logits->dtype != BERT_F32 || labels->dtype != BERT_I32 || logits->ndim < 1 ||
       bert_numel(labels) * C != bert_numel(logits)) {
@@ -870,13 +950,14 @@ bert_tensor *bert_vk_cross_entropy(bert_tensor *logits, bert_tensor *labels, int
   grid_1d((uint64_t)R, 1, &gx, &gy);
   vkx_bind bd[4] = {bind_of(rows), bind_of(x), bind_of(lab), bind_of(x)};
   if (R > 0 && vkx_dispatch("cross_entropy", NULL, 0, 4, bd, &p, sizeof p, gx, gy, 1) != 0) goto done;
-  if (reduction == BERT_REDUCE_NONE) { out = rows; rows = NULL; goto done; }
+  if (reduction == BERT_REDUCE_NONE) { out = bert_vkag_cross_entropy(rows, logits, x, lab, ignore_index, reduction); rows = NULL; goto done; }
   out = bert_vk_empty(BERT_F32, 0, NULL);
   if (out == NULL) goto done;
   p.mode = 1;
   p.mean = reduction == BERT_REDUCE_MEAN;
   vkx_bind bd2[4] = {bind_of(out), bind_of(rows), bind_of(lab), bind_of(rows)};
   if (vkx_dispatch("cross_entropy", NULL, 0, 4, bd2, &p, sizeof p, 1, 1, 1) != 0) { bert_tensor_release(out); out = NULL; }
+  if (out) out = bert_vkag_cross_entropy(out, logits, x, lab, ignore_index, reduction);
 done:
   bert_tensor_release(x);
   bert_tensor_release(lab);
@@ -910,9 +991,17 @@ typedef struct {
   uint32_t seed_lo, seed_hi, off_lo, off_hi;
 } attn_push;
 
+static bert_tensor *vk_attention(bert_tensor *q_in, bert_tensor *k_in, bert_tensor *v_in,
+                                 const bert_attention_opts *o, bert_tensor **lse_out, bert_vk_attn_saved *sv);
+
 /* Forward; *lse_out (optional) receives the [B*A*Tq] log-sum-exps. */
 bert_tensor *bert_vk_attention_ex(bert_tensor *q_in, bert_tensor *k_in, bert_tensor *v_in,
                                   const bert_attention_opts *o, bert_tensor **lse_out) {
+  return vk_attention(q_in, k_in, v_in, o, lse_out, NULL);
+}
+
+static bert_tensor *vk_attention(bert_tensor *q_in, bert_tensor *k_in, bert_tensor *v_in,
+                                 const bert_attention_opts *o, bert_tensor **lse_out, bert_vk_attn_saved *sv) {
   char s1[160], s2[160];
   const char *f = "attention";
   if (need_vk(f, q_in, "the query") || need_vk(f, k_in, "the key") || need_vk(f, v_in, "the value")) return NULL;
@@ -981,6 +1070,11 @@ bert_tensor *bert_vk_attention_ex(bert_tensor *q_in, bert_tensor *k_in, bert_ten
     if (vkx_dispatch("attention", NULL, 0, 6, bd, &p, sizeof p, gx, gy, 1) != 0) goto fail;
   }
   if (lse_out) { *lse_out = lse; lse = NULL; }
+  if (sv) {
+    sv->q = q; sv->k = k; sv->v = v; sv->mask = mc; sv->lse = lse;
+    q = k = v = mc = lse = NULL;
+    memcpy(sv->push, &p, sizeof p);
+  }
   goto done;
 fail:
   bert_tensor_release(out);
@@ -996,8 +1090,111 @@ done:
 
 bert_tensor *bert_vk_attention(bert_tensor *q, bert_tensor *k, bert_tensor *v, const bert_attention_opts *o) {
   bert_tensor *in[3] = {q, k, v};
-  if (no_grad_check("attention", 3, in)) return NULL;
-  return bert_vk_attention_ex(q, k, v, o, NULL);
+  if (!bert_needs_grad(3, in)) return vk_attention(q, k, v, o, NULL, NULL);
+  bert_vk_attn_saved sv;
+  memset(&sv, 0, sizeof sv);
+  bert_tensor *out = vk_attention(q, k, v, o, NULL, &sv);
+  if (out) out = bert_vkag_attention(out, q, k, v, &sv);
+  bert_tensor_release(sv.q); bert_tensor_release(sv.k); bert_tensor_release(sv.v);
+  bert_tensor_release(sv.mask); bert_tensor_release(sv.lse);
+  return out;
+}
+typedef struct {
+  uint32_t A, Tq, Tk, d, qs0, qs1, qs2, ks0, ks1, ks2, mask_bstride, mask_flags;
+  float mask_value, scale;
+  uint32_t thr;
+  float keep_scale;
+  uint32_t seed_lo, seed_hi, off_lo, off_hi, mode;
+} attn_bwd_push;
+
+/* dQ, dK, dV from the forward's saved state, out and its gradient. */
+int bert_vk_attention_backward(const bert_vk_attn_saved *sv, bert_tensor *out, bert_tensor *dout,
+                               bert_tensor **dq_out, bert_tensor **dk_out, bert_tensor **dv_out) {
+  attn_push f;
+  memcpy(&f, sv->push, sizeof f);
+  bert_tensor *q = sv->q, *k = NULL, *v = NULL;
+  int same = 1;
+  for (int d = 0; d < 3; d++) same &= sv->k->stride[d] == sv->v->stride[d];
+  k = same ? bert_alias(sv->k) : bert_contiguous(sv->k);
+  v = same ? bert_alias(sv->v) : bert_contiguous(sv->v);
+  int64_t B = q->shape[0], A = q->shape[1], Tq = q->shape[2], d = q->shape[3], Tk = sv->k->shape[2];
+  int64_t nq = B * A * Tq;
+  bert_tensor *o = bert_contiguous(out), *g = bert_contiguous(dout);
+  bert_tensor *dq = bert_vk_empty(BERT_F32, 4, q->shape), *dk = bert_vk_empty(BERT_F32, 4, sv->k->shape);
+  bert_tensor *dv = bert_vk_empty(BERT_F32, 4, sv->k->shape), *D = bert_vk_empty(BERT_F32, 1, &nq);
+  int rc = -1;
+  if (!k || !v || !o || !g || !dq || !dk || !dv || !D) goto done;
+  attn_bwd_push p = {f.A, f.Tq, f.Tk, f.d, (uint32_t)q->stride[0], (uint32_t)q->stride[1], (uint32_t)q->stride[2],
+                     (uint32_t)k->stride[0], (uint32_t)k->stride[1], (uint32_t)k->stride[2], f.mask_bstride,
+                     f.mask_flags, f.mask_value, f.scale, f.thr, f.keep_scale, f.seed_lo, f.seed_hi, f.off_lo,
+                     f.off_hi, 1};
+  if (nq > 0 && d > 0) {
+    vkx_bind bd[10] = {bind_of(dq), bind_of(dq), bind_of(D), bind_of(sv->lse), bind_of(q), bind_of(k), bind_of(v),
+                       bind_of(o), bind_of(g), bind_of(sv->mask ? sv->mask : q)};
+    uint32_t gx, gy;
+    grid_1d((uint64_t)nq, 1, &gx, &gy);
+    if (vkx_dispatch("attention_bwd", NULL, 0, 10, bd, &p, sizeof p, gx, gy, 1) != 0) goto done;
+    p.mode = 2;
+    bd[0] = bind_of(dk);
+    bd[1] = bind_of(dv);
+    grid_1d((uint64_t)(B * A * Tk), 1, &gx, &gy);
+    if (vkx_dispatch("attention_bwd", NULL, 0, 10, bd, &p, sizeof p, gx, gy, 1) != 0) goto done;
+  } else if (bert_vk_fill_(dq, 0) || bert_vk_fill_(dk, 0) || bert_vk_fill_(dv, 0)) goto done;
+  *dq_out = dq; *dk_out = dk; *dv_out = dv;
+  dq = dk = dv = NULL;
+  rc = 0;
+done:
+  bert_tensor_release(k); bert_tensor_release(v); bert_tensor_release(o); bert_tensor_release(g);
+  bert_tensor_release(dq); bert_tensor_release(dk); bert_tensor_release(dv); bert_tensor_release(D);
+  return rc;
+}
+
+/* out = t.index_select(dim, index): for float32 t and dim 0 the embedding
+** gather over t viewed as [rows, rest], other cases on the host. */
+bert_tensor *bert_vk_index_select(const bert_tensor *t, int dim, const bert_tensor *index) {
+  char s1[160];
+  if (dim != 0 || t->dtype != BERT_F32 || t->ndim < 1 || index->ndim != 1 || index->dtype != BERT_I32) {
+    /* other cases: on the host */
+    bert_tensor *h = bert_vk_download(t), *r = NULL, *idx = bert_is_vk(index) ? bert_vk_download(index) : NULL;
+    if (h && (!bert_is_vk(index) || idx)) {
+      bert_tensor *hr = bert_index_select(h, dim, idx ? idx : index);
+      r = hr ? bert_vk_upload(hr) : NULL;
+      bert_tensor_release(hr);
+    }
+    bert_tensor_release(h);
+    bert_tensor_release(idx);
+    return r;
+  }
+  int64_t V = t->shape[0], H = V ? bert_numel(t) / V : 0, n = index->shape[0];
+  int64_t sh2[2] = {V, H};
+  bert_tensor *tc = bert_contiguous((bert_tensor *)t);
+  bert_tensor *t2 = tc ? bert_view(tc, 2, sh2) : NULL;
+  bert_tensor_release(tc);
+  if (t2 == NULL) return NULL;
+  bert_tensor *y2 = n > 0 && H > 0 ? embedding_fwd((bert_tensor *)index, t2, 0) : NULL;
+  bert_tensor_release(t2);
+  int64_t shape[BERT_MAX_DIMS];
+  memcpy(shape, t->shape, sizeof shape);
+  shape[0] = n;
+  if (n == 0 || H == 0) return bert_vk_empty(BERT_F32, t->ndim, shape);
+  if (y2 == NULL) return NULL;
+  bert_tensor *y = bert_view(y2, t->ndim, shape);
+  bert_tensor_release(y2);
+  if (y == NULL) bert_set_error("index_select: vulkan: cannot view %s", SHAPE(s1, t));
+  return y;
+}
+
+/* z.index_add_(0, index, g) for a contiguous float32 device z. */
+int bert_vk_index_add0(bert_tensor *z, const bert_tensor *index, const bert_tensor *g) {
+  int64_t V = z->shape[0], H = V ? bert_numel(z) / V : 0, n = index->shape[0];
+  if (n == 0 || H == 0) return 0;
+  int64_t sz[2] = {V, H}, sg[2] = {n, H};
+  bert_tensor *z2 = bert_view(z, 2, sz), *gc = bert_contiguous((bert_tensor *)g), *g2 = gc ? bert_view(gc, 2, sg) : NULL;
+  bert_tensor *ids = bert_is_vk(index) ? bert_contiguous((bert_tensor *)index) : bert_vk_upload(index);
+  int rc = z2 && g2 && ids ? bert_vk_embedding_backward(z2, ids, g2) : -1;
+  if (rc == 0) bert_bump_version(z);
+  bert_tensor_release(z2); bert_tensor_release(gc); bert_tensor_release(g2); bert_tensor_release(ids);
+  return rc;
 }
 /* }====================================================== */
 

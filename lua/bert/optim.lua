@@ -225,7 +225,10 @@ function Optimizer:step()
       local st = e.state
       if st == nil then
         st = {step = 0}
-        for _, b in ipairs(buffers) do st[b] = core.zeros(e.param:shape()) end
+        local on_device = e.param:device() ~= "cpu"   -- state lives with the parameter
+        for _, b in ipairs(buffers) do
+          st[b] = on_device and core.vulkan.zeros(e.param:shape()) or core.zeros(e.param:shape())
+        end
         e.state = st
       end
       st.step = st.step + 1
@@ -471,6 +474,29 @@ local function gradients(who, params)
   return grads
 end
 
+-- Device gradients (bert.vulkan) are reduced on the device with one read
+-- back for the whole list, and scaled there; host ones by the C kernels.
+local function split_devices(grads)
+  local host, dev = {}, {}
+  for _, g in ipairs(grads) do
+    if g:device() == "cpu" then host[#host + 1] = g else dev[#dev + 1] = g end
+  end
+  return host, dev
+end
+
+local function sumsq(grads)
+  local host, dev = split_devices(grads)
+  local s = #host > 0 and K.sumsq(host) or 0
+  if #dev > 0 then s = s + core.vulkan.sumsq(dev) end
+  return s
+end
+
+local function scale_(grads, coef)
+  local host, dev = split_devices(grads)
+  if #host > 0 then K.scale_(host, coef) end
+  for _, g in ipairs(dev) do g:mul_(coef) end
+end
+
 --- optim.clip_grad_norm(params, max_norm) -> total norm before clipping.
 -- The global L2 norm over every gradient (summed in double); when it
 -- exceeds max_norm all gradients are scaled in place by
@@ -483,16 +509,16 @@ function M.clip_grad_norm(params, max_norm)
     error(string.format("%s: argument #2 (max_norm) must be a number > 0, got %s", who, describe(max_norm)), 2)
   end
   local grads = gradients(who, params)
-  local total = math.sqrt(K.sumsq(grads))
+  local total = math.sqrt(sumsq(grads))
   if total ~= total or total == math.huge then return total end
   local coef = max_norm / (total + 1e-6)
-  if coef < 1 then K.scale_(grads, coef) end
+  if coef < 1 then scale_(grads, coef) end
   return total
 end
 
 --- optim.grad_norm(params) -> the global L2 norm of the gradients (no clipping).
 function M.grad_norm(params)
-  return math.sqrt(K.sumsq(gradients("optim.grad_norm", params)))
+  return math.sqrt(sumsq(gradients("optim.grad_norm", params)))
 end
 -- }======================================================
 
