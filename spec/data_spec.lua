@@ -43,7 +43,7 @@ end
 
 local tmp_root = os.tmpname()
 os.remove(tmp_root)
-assert(bert.core.data.mkdir(tmp_root))
+assert(bert.mkdir(tmp_root))
 local ndirs = 0
 local function tmpdir()
   ndirs = ndirs + 1
@@ -65,7 +65,7 @@ end
 
 local function copy_set(src)
   local dst = tmpdir()
-  assert(bert.core.data.mkdir(dst))
+  assert(bert.mkdir(dst))
   write_bytes(dst .. "/meta.json", read_bytes(src .. "/meta.json"))
   local i = 0
   while true do

@@ -8,7 +8,6 @@
 **              s:unigram_counts(special_bytes)
 **   data.loader(instances, opts) -> Loader (takes the instances)
 **   Loader: l:next(), l:position(), l:seek(epoch, batch), l:batches_per_epoch(), l:close()
-**   data.mkdir(path): mkdir -p
 */
 #include <errno.h>
 #include <string.h>
@@ -407,27 +406,6 @@ static int ld_batches(lua_State *L) {
   return 1;
 }
 
-/* --------------------------------------------------------------- misc */
-
-static int l_mkdir(lua_State *L) {
-  const char *path = luaL_checkstring(L, 1);
-  size_t n = strlen(path);
-  char *p = lua_newuserdatauv(L, n + 1, 0);
-  memcpy(p, path, n + 1);
-  for (size_t i = 1; i <= n; i++) {
-    if (p[i] != '/' && p[i] != '\0') continue;
-    char save = p[i];
-    p[i] = '\0';
-    if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-      lua_pushnil(L);
-      lua_pushfstring(L, "%s: %s", p, strerror(errno));
-      return 2;
-    }
-    p[i] = save;
-  }
-  lua_pushboolean(L, 1);
-  return 1;
-}
 
 static const luaL_Reg corpus_m[] = {
   {"add_document", c_add_document}, {"stats", c_stats}, {"__gc", c_gc}, {NULL, NULL}};
@@ -440,7 +418,7 @@ static const luaL_Reg loader_m[] = {
   {NULL, NULL}};
 static const luaL_Reg funcs[] = {
   {"corpus", l_corpus}, {"create", l_create}, {"read_shards", l_read_shards},
-  {"loader", l_loader}, {"mkdir", l_mkdir}, {NULL, NULL}};
+  {"loader", l_loader}, {NULL, NULL}};
 
 static void new_class(lua_State *L, const char *name, const luaL_Reg *m) {
   luaL_newmetatable(L, name);

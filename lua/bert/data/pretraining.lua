@@ -224,7 +224,7 @@ function M.create_shards(opts)
   corpus = nil   -- luacheck: ignore (freed by the GC)
   local st = inst:stats()
   local dir = opts.output:gsub("/+$", "")
-  local ok, err = C.mkdir(dir)
+  local ok, err = core.mkdir(dir)
   if not ok then return nil, err end
   local per = math.tointeger(opts.instances_per_shard or 50000)
   local shards = {}
