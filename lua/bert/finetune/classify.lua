@@ -1,0 +1,89 @@
+--- bert.finetune.classify: sequence classification (single texts and
+-- GLUE-style pairs) for BertForSequenceClassification.
+--
+-- Examples are {text, text_pair?, label}; labels are strings mapped to
+-- class ids by their position in the task's label list (0-based).
+local bert = require("bert")
+local batch = require("bert.finetune.batch")
+local metrics = require("bert.finetune.metrics")
+local util = require("bert.finetune.util")
+
+local M = {}
+
+M.architecture = "BertForSequenceClassification"
+
+-- Characters kept per text before tokenizing: anything past max_length
+-- tokens is cut by truncation anyway, so long mails are not tokenized whole.
+local function clip(s, max_length)
+  local keep = max_length * 24
+  if s and #s > keep then return s:sub(1, keep) end
+  return s
+end
+
+--- Encodes examples: {ids, type_ids, label = class id, index = example}.
+-- opts: max_length (128), labels (the label list; an unknown label is an
+-- error naming the example's line).
+function M.encode(tok, examples, opts)
+  opts = opts or {}
+  local L = opts.max_length or 128
+  local index = {}
+  for i, l in ipairs(opts.labels or {}) do index[l] = i - 1 end
+  local items = {}
+  for i, ex in ipairs(examples) do
+    items[i] = ex.text_pair and {clip(ex.text, L), clip(ex.text_pair, L)} or clip(ex.text, L)
+  end
+  local encs = tok:encode_batch(items, {max_length = L, truncation = true})
+  local out = {}
+  for i, e in ipairs(encs) do
+    local ex = examples[i]
+    local f = {ids = e.ids, type_ids = e.type_ids, index = i}
+    if ex.label ~= nil and opts.labels then
+      f.label = index[ex.label]
+      if f.label == nil then
+        local where = ex.source and ex.line and (ex.source .. ":" .. ex.line) or ("example " .. i)
+        error(string.format("%s: label '%s' is not in the label set %s", where, tostring(ex.label),
+          util.format_set(opts.labels)), 0)
+      end
+    end
+    out[i] = f
+  end
+  return out
+end
+
+--- Class probabilities [N][C] and predicted ids for features (no labels needed).
+function M.predict_features(model, features, opts)
+  opts = opts or {}
+  local probs, preds = {}, {}
+  for _, b in batch.each(features, opts.batch_size or 64, {pad_id = opts.pad_id, targets = false}) do
+    local out = model:forward(b)
+    local p = out.logits:softmax(-1):totable()
+    for _, row in ipairs(p) do
+      local best = 1
+      for c = 2, #row do if row[c] > row[best] then best = c end end
+      probs[#probs + 1] = row
+      preds[#preds + 1] = best - 1
+    end
+  end
+  return preds, probs
+end
+
+--- Evaluates on encoded features with labels: {accuracy, macro_f1, n}
+-- and, as the second value, details {confusion, per_class, predictions}.
+function M.evaluate(model, features, opts)
+  opts = opts or {}
+  local labels = opts.labels
+  model:evaluate()
+  local preds = bert.no_grad(function() return (M.predict_features(model, features, opts)) end)
+  local gold, pred = {}, {}
+  for i, f in ipairs(features) do
+    gold[i] = labels and labels[f.label + 1] or f.label
+    pred[i] = labels and labels[preds[i] + 1] or preds[i]
+  end
+  local macro, per = metrics.macro_f1(pred, gold)
+  local result = {accuracy = metrics.accuracy(pred, gold), macro_f1 = macro, n = #features}
+  local details = {per_class = per, predictions = pred, gold = gold}
+  if labels then details.confusion = metrics.confusion(pred, gold, labels) end
+  return result, details
+end
+
+return M

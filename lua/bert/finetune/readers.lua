@@ -1,0 +1,356 @@
+--- bert.finetune.readers: data files for fine-tuning.  Every problem in a
+-- file is an error that names the file and the line:
+--   data.tsv:17: label 'foo' is not in the label set {neg, pos}
+--   x.jsonl:3: invalid JSON (Expected value but found invalid token at character 1)
+--   squad.json:42: question 'q7': answer 'Paris' at answer_start 10 does not match its context (found 'Lyon,')
+--
+-- Classification (TSV or JSONL): text[, text_pair], label.
+-- CoNLL column format: word ... tag, blank lines between sentences.
+-- SQuAD v1.1 / v2.0 JSON.
+local util = require("bert.finetune.util")
+
+local M = {}
+
+local function fail(path, line, fmt, ...)
+  local where = line and (path .. ":" .. line) or path
+  error(where .. ": " .. string.format(fmt, ...), 0)
+end
+M.fail = fail
+
+local function open_text(path)
+  local text, err = util.read_file(path)
+  if not text then error(path .. ": cannot read (" .. tostring(err) .. ")", 0) end
+  if text:sub(1, 3) == "\239\187\191" then text = text:sub(4) end   -- UTF-8 BOM
+  return text
+end
+
+-- Lines with their numbers; a final line without "\n" counts, "\r" is dropped.
+local function lines(text)
+  local pos, n = 1, 0
+  return function()
+    if pos > #text then return nil end
+    local stop = text:find("\n", pos, true)
+    local line
+    if stop then line = text:sub(pos, stop - 1) pos = stop + 1 else line = text:sub(pos) pos = #text + 1 end
+    n = n + 1
+    return n, (line:gsub("\r$", ""))
+  end
+end
+M.lines = lines
+
+local function label_string(v)
+  if math.type(v) == "float" and v == math.floor(v) and math.abs(v) < 2^53 then return tostring(math.tointeger(v)) end
+  if type(v) == "number" or type(v) == "boolean" then return tostring(v) end
+  return v
+end
+
+-- Checks a label against an optional set; returns the label.
+local function check_label(path, line, label, set, set_list)
+  if set and not set[label] then
+    fail(path, line, "label '%s' is not in the label set %s", tostring(label), util.format_set(set_list))
+  end
+  return label
+end
+
+local function label_lookup(labels)
+  if not labels then return nil end
+  local set = {}
+  for _, l in ipairs(labels) do set[l] = true end
+  return set
+end
+
+-- {============================================================ classification
+
+local TEXT_NAMES = {text = true, sentence = true, sentence1 = true, question = true, question1 = true,
+  premise = true, ["#1 string"] = true, content = true}
+local PAIR_NAMES = {text_pair = true, sentence2 = true, question2 = true, hypothesis = true,
+  ["#2 string"] = true, pair = true}
+local LABEL_NAMES = {label = true, labels = true, gold_label = true, quality = true, class = true}
+
+local function pick_column(header, names, explicit)
+  if explicit then
+    if math.type(explicit) == "integer" then return explicit end
+    for i, h in ipairs(header) do if h == explicit then return i end end
+    return nil
+  end
+  for i, h in ipairs(header) do if names[h:lower()] then return i end end
+  return nil
+end
+
+local function split_tabs(line)
+  local cols = {}
+  for c in (line .. "\t"):gmatch("([^\t]*)\t") do cols[#cols + 1] = c end
+  return cols
+end
+
+--- Reads a classification file: TSV (a header naming the columns, e.g.
+-- GLUE's `sentence\tlabel` or `sentence1\tsentence2\tlabel`, or no header:
+-- `text\tlabel` / `text\ttext_pair\tlabel`) or JSON lines (keys text or
+-- sentence/sentence1, text_pair or sentence2, label).  opts: labels (a
+-- list: every label must be in it), format ("tsv" | "jsonl", else by
+-- extension), text_column / pair_column / label_column (names or 1-based
+-- indices), header (true/false: force), text_fields (JSONL: a list of
+-- keys joined by newlines, e.g. {"subject", "body"}).
+-- Returns a list of {text, text_pair, label, line}.
+function M.read_classification(path, opts)
+  opts = opts or {}
+  local text = open_text(path)
+  local format = opts.format or ((path:match("%.jsonl$") or path:match("%.json$") or path:match("%.ndjson$")) and "jsonl" or "tsv")
+  local set = label_lookup(opts.labels)
+  local out = {}
+  if format == "jsonl" then
+    local tkeys = opts.text_fields
+    for n, line in lines(text) do
+      if line:match("%S") then
+        local obj, err = util.decode_json(line)
+        if obj == nil then fail(path, n, "invalid JSON (%s)", tostring(err)) end
+        if type(obj) ~= "table" then fail(path, n, "expected a JSON object") end
+        local t, pair
+        if tkeys then
+          local parts = {}
+          for _, k in ipairs(tkeys) do
+            local v = obj[k]
+            if type(v) == "string" and v ~= "" then parts[#parts + 1] = v end
+          end
+          t = table.concat(parts, "\n")
+        else
+          t = obj[opts.text_column or "text"] or obj.sentence or obj.sentence1 or obj.question
+          pair = obj[opts.pair_column or "text_pair"] or obj.sentence2
+        end
+        local label = obj[opts.label_column or "label"]
+        if label == nil or label == util.null then fail(path, n, "missing 'label'") end
+        if type(t) ~= "string" then fail(path, n, "missing 'text' (a string)") end
+        if pair == util.null then pair = nil end
+        if pair ~= nil and type(pair) ~= "string" then fail(path, n, "'text_pair' must be a string") end
+        label = label_string(label)
+        if type(label) ~= "string" then fail(path, n, "'label' must be a string or a number") end
+        check_label(path, n, label, set, opts.labels)
+        out[#out + 1] = {text = t, text_pair = pair, label = label, line = n, id = obj.id}
+      end
+    end
+  else
+    local decided, ti, pi, li = false, nil, nil, nil
+    local function explicit(v, default)
+      if math.type(v) == "integer" then return v end
+      return default
+    end
+    for n, line in lines(text) do
+      if line ~= "" then
+        local cols = split_tabs(line)
+        local is_header = false
+        if not decided then
+          decided = true
+          local lower = {}
+          for i, c in ipairs(cols) do lower[i] = c:lower() end
+          local function named(v) return type(v) == "string" and v:lower() or nil end
+          is_header = opts.header
+          if is_header == nil then
+            is_header = pick_column(lower, LABEL_NAMES, named(opts.label_column)) ~= nil
+              and pick_column(lower, TEXT_NAMES, named(opts.text_column)) ~= nil
+          end
+          if is_header then
+            ti = explicit(opts.text_column, pick_column(lower, TEXT_NAMES, named(opts.text_column)))
+            pi = explicit(opts.pair_column, pick_column(lower, PAIR_NAMES, named(opts.pair_column)))
+            li = explicit(opts.label_column, pick_column(lower, LABEL_NAMES, named(opts.label_column)))
+            if not ti or not li then fail(path, n, "the header names no text or no label column") end
+            if not pi then   -- QNLI-style: question, sentence
+              for i, h in ipairs(lower) do
+                if i ~= ti and i ~= li and TEXT_NAMES[h] then pi = i break end
+              end
+            end
+          elseif #cols == 2 then
+            ti, li = 1, 2
+          elseif #cols == 3 then
+            ti, pi, li = 1, 2, 3
+          elseif not (opts.text_column and opts.label_column) then
+            fail(path, n, "expected 2 columns (text, label) or 3 (text, text_pair, label), got %d", #cols)
+          end
+          if not is_header then
+            ti = explicit(opts.text_column, ti)
+            pi = explicit(opts.pair_column, pi)
+            li = explicit(opts.label_column, li)
+          end
+        end
+        if not is_header then
+          local need = math.max(ti, li, pi or 0)
+          if #cols < need then fail(path, n, "expected at least %d tab-separated columns, got %d", need, #cols) end
+          local label = cols[li]
+          if label == "" then fail(path, n, "empty label") end
+          check_label(path, n, label, set, opts.labels)
+          out[#out + 1] = {text = cols[ti], text_pair = pi and cols[pi] or nil, label = label, line = n}
+        end
+      end
+    end
+  end
+  if #out == 0 then fail(path, nil, "no examples") end
+  return out
+end
+-- }============================================================
+
+-- {============================================================ CoNLL
+
+--- Reads the CoNLL column format: one token per line, `word ... tag`
+-- (whitespace-separated columns, the word first and the tag last, or
+-- opts.column), a blank line between sentences, `-DOCSTART-` lines
+-- skipped.  opts.labels: every tag must be in it.
+-- Returns a list of {words = {...}, tags = {...}, line = first line}.
+function M.read_conll(path, opts)
+  opts = opts or {}
+  local text = open_text(path)
+  local set = label_lookup(opts.labels)
+  local out, words, tags, start = {}, {}, {}, nil
+  local function flush()
+    if #words > 0 then out[#out + 1] = {words = words, tags = tags, line = start, source = path} end
+    words, tags, start = {}, {}, nil
+  end
+  for n, line in lines(text) do
+    if not line:match("%S") then
+      flush()
+    else
+      local cols = {}
+      for c in line:gmatch("%S+") do cols[#cols + 1] = c end
+      if cols[1] == "-DOCSTART-" then
+        flush()
+      else
+        if #cols < 2 then fail(path, n, "expected 'word ... tag' (at least 2 columns), got '%s'", line) end
+        local tag = cols[opts.column or #cols]
+        if tag == nil then fail(path, n, "no column %d", opts.column) end
+        check_label(path, n, tag, set, opts.labels)
+        start = start or n
+        words[#words + 1] = cols[1]
+        tags[#tags + 1] = tag
+      end
+    end
+  end
+  flush()
+  if #out == 0 then fail(path, nil, "no sentences") end
+  return out
+end
+
+--- Writes sentences in the CoNLL format (word, gold tag[, predicted tag]).
+function M.write_conll(path, sentences, predictions)
+  local parts = {}
+  for s, sent in ipairs(sentences) do
+    for i, w in ipairs(sent.words) do
+      local row = {w, sent.tags[i]}
+      if predictions then row[3] = predictions[s][i] end
+      parts[#parts + 1] = table.concat(row, " ")
+    end
+    parts[#parts + 1] = ""
+  end
+  return util.write_file(path, table.concat(parts, "\n") .. "\n")
+end
+-- }============================================================
+
+-- {============================================================ SQuAD
+
+-- The line of the first occurrence of a question id in the file's text.
+local function id_line(text, id)
+  local pos = text:find('"id"%s*:%s*"' .. tostring(id):gsub("%p", "%%%0") .. '"')
+  if not pos then pos = text:find('"' .. tostring(id) .. '"', 1, true) end
+  return pos and util.line_of(text, pos) or nil
+end
+
+--- Reads SQuAD v1.1 / v2.0 JSON: {"version", "data": [{"title",
+-- "paragraphs": [{"context", "qas": [{"id", "question", "answers":
+-- [{"text", "answer_start"}], "is_impossible"}]}]}]}.  Every answer_start
+-- (in characters, 0-based) must point at its text inside the context.
+-- Returns a list of {id, title, question, context, answers = {{text,
+-- answer_start}, ...}, is_impossible}, and the file's version string.
+function M.read_squad(path)
+  local text = open_text(path)
+  local obj, err = util.decode_json(text)
+  if obj == nil then
+    local at = tostring(err):match("character (%d+)")
+    fail(path, at and util.line_of(text, tonumber(at)) or nil, "invalid JSON (%s)", tostring(err))
+  end
+  if type(obj) ~= "table" or type(obj.data) ~= "table" then
+    fail(path, nil, "not SQuAD JSON: expected an object with a 'data' list")
+  end
+  local out, ids = {}, {}
+  for a, article in ipairs(obj.data) do
+    if type(article) ~= "table" or type(article.paragraphs) ~= "table" then
+      fail(path, nil, "data[%d]: expected an object with a 'paragraphs' list", a)
+    end
+    for p, para in ipairs(article.paragraphs) do
+      local context = para.context
+      if type(context) ~= "string" then fail(path, nil, "data[%d].paragraphs[%d]: 'context' must be a string", a, p) end
+      local pos, nchars = util.char_positions(context)
+      for q, qa in ipairs(para.qas or {}) do
+        local id = qa.id
+        if type(id) ~= "string" and type(id) ~= "number" then
+          fail(path, nil, "data[%d].paragraphs[%d].qas[%d]: missing 'id'", a, p, q)
+        end
+        id = tostring(id)
+        local function qfail(fmt, ...)
+          fail(path, id_line(text, id), "question '%s': " .. fmt, id, ...)
+        end
+        if ids[id] then qfail("duplicate question id") end
+        ids[id] = true
+        if type(qa.question) ~= "string" then qfail("'question' must be a string") end
+        local impossible = qa.is_impossible == true
+        local answers = {}
+        if type(qa.answers) ~= "table" then qfail("'answers' must be a list") end
+        for _, ans in ipairs(qa.answers) do
+          if type(ans) ~= "table" or type(ans.text) ~= "string" then qfail("each answer needs a 'text' string") end
+          local start = ans.answer_start
+          if math.type(start) == "float" and start == math.floor(start) then start = math.tointeger(start) end
+          if math.type(start) ~= "integer" then qfail("answer '%s' has no integer answer_start", ans.text) end
+          local len = util.char_len(ans.text)
+          if start < 0 or start + len > nchars then
+            qfail("answer '%s' at answer_start %d lies outside its context (%d characters)", ans.text, start, nchars)
+          end
+          local found = util.char_sub(context, pos, start, start + len)
+          if found ~= ans.text then
+            qfail("answer '%s' at answer_start %d does not match its context (found '%s')", ans.text, start, found)
+          end
+          answers[#answers + 1] = {text = ans.text, answer_start = start}
+        end
+        if impossible and #answers > 0 then qfail("is_impossible is true but answers are given") end
+        if not impossible and #answers == 0 and qa.is_impossible == nil and obj.version ~= "v2.0" then
+          qfail("no answers (mark unanswerable questions with \"is_impossible\": true)")
+        end
+        out[#out + 1] = {
+          id = id, title = article.title, question = qa.question, context = context,
+          answers = answers, is_impossible = #answers == 0,
+        }
+      end
+    end
+  end
+  if #out == 0 then fail(path, nil, "no questions") end
+  return out, obj.version
+end
+
+--- Writes examples back as SQuAD JSON (grouped by context).
+function M.write_squad(path, examples, opts)
+  opts = opts or {}
+  local articles, by_title = {}, {}
+  for _, ex in ipairs(examples) do
+    local title = ex.title or "untitled"
+    local art = by_title[title]
+    if not art then
+      art = {title = title, paragraphs = {}, last = nil}
+      by_title[title] = art
+      articles[#articles + 1] = art
+    end
+    local para = art.last
+    if not para or para.context ~= ex.context then
+      para = {context = ex.context, qas = {}}
+      art.paragraphs[#art.paragraphs + 1] = para
+      art.last = para
+    end
+    local answers = {}
+    for _, a in ipairs(ex.answers) do answers[#answers + 1] = {text = a.text, answer_start = a.answer_start} end
+    -- this lua-cjson writes an empty table as {}: a marker becomes [] below
+    local qa = {id = ex.id, question = ex.question, answers = #answers > 0 and answers or "\1empty\1"}
+    if opts.version_2 then qa.is_impossible = ex.is_impossible == true end
+    para.qas[#para.qas + 1] = qa
+  end
+  for _, art in ipairs(articles) do art.last = nil end
+  local doc = {version = opts.version_2 and "v2.0" or "1.1", data = articles, metadata = opts.metadata}
+  local text = require("cjson").encode(doc):gsub('"answers":"\\u0001empty\\u0001"', '"answers":[]')
+  return util.write_file(path, text)
+end
+-- }============================================================
+
+return M

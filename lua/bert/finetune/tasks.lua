@@ -1,0 +1,385 @@
+--- bert.finetune.tasks: fine-tuning tasks by name or by file.
+--
+-- A task is {name, kind = "classification" | "tagging" | "qa", labels,
+-- train, dev, test, metric (the dev metric that picks the best
+-- checkpoint), description, label_names?, version_2?}.
+--
+-- Built in (files under data/, written by tools/fetch_data.sh):
+--   spam         data/spam/spam.jsonl: SpamAssassin public corpus, ham vs
+--                spam, text = subject + "\n" + body; split 80/10/10 by
+--                message with a fixed seed.
+--   brown-genre  data/brown/docs.jsonl: passages of consecutive sentences
+--                (about 100 words) labelled by the document's genre (15
+--                codes ca .. cr); split by document, per genre.
+--   brown-pos    the same documents' sentences, Brown tags collapsed to
+--                their base tag (see brown_base_tag); split by document.
+--   synthetic-qa SQuAD-format cloze questions generated from the Brown
+--                documents (bert.finetune.synthetic_qa); SYNTHETIC data,
+--                not SQuAD.  Written to data/synthetic_qa[_v2]/ on first use.
+-- A path: a file (split 80/10/10 by example with the fixed seed), a
+-- directory holding train.* and dev.* / validation.* (and test.*; without
+-- one the dev set is also the test set), or "train,dev[,test]" paths.
+local readers = require("bert.finetune.readers")
+local util = require("bert.finetune.util")
+
+local M = {}
+
+M.SPLIT_SEED = 20181011   -- fixed: every run, pretrained or not, sees the same split
+
+M.kinds = {
+  spam = "classification", ["brown-genre"] = "classification",
+  ["brown-pos"] = "tagging", ["synthetic-qa"] = "qa",
+}
+
+M.brown_genres = {
+  ca = "press: reportage", cb = "press: editorial", cc = "press: reviews", cd = "religion",
+  ce = "skill and hobbies", cf = "popular lore", cg = "belles-lettres",
+  ch = "miscellaneous: government & house organs", cj = "learned", ck = "fiction: general",
+  cl = "fiction: mystery", cm = "fiction: science", cn = "fiction: adventure",
+  cp = "fiction: romance", cr = "humor",
+}
+
+local function fetch_hint(data_dir, what)
+  return string.format("run `sh tools/fetch_data.sh %s` first (writes %s/%s/)", what, data_dir, what)
+end
+
+-- Makes sure data_dir/<rel> exists, calling tools/fetch_data.sh once when allowed.
+local function need(data_dir, rel, what, opts)
+  local path = data_dir .. "/" .. rel
+  if util.exists(path) then return path end
+  if opts.fetch ~= false and util.exists("tools/fetch_data.sh") then
+    io.stderr:write(string.format("%s is missing: running sh tools/fetch_data.sh %s\n", path, what))
+    os.execute("sh tools/fetch_data.sh " .. what)
+    if util.exists(path) then return path end
+  end
+  error(string.format("task data %s is missing: %s", path, fetch_hint(data_dir, what)), 0)
+end
+
+-- {============================================================ splits
+
+--- Splits a list by a seeded shuffle into train/dev/test fractions.
+function M.split(list, fractions, seed)
+  fractions = fractions or {0.8, 0.1, 0.1}
+  local order = {}
+  for i = 1, #list do order[i] = i end
+  util.rng(seed or M.SPLIT_SEED):shuffle(order)
+  local n = #list
+  local n_dev = math.floor(n * fractions[2] + 0.5)
+  local n_test = math.floor(n * fractions[3] + 0.5)
+  if n >= 3 then n_dev, n_test = math.max(n_dev, 1), math.max(n_test, 1) end
+  local train, dev, test = {}, {}, {}
+  for k, i in ipairs(order) do
+    if k <= n_test then test[#test + 1] = list[i]
+    elseif k <= n_test + n_dev then dev[#dev + 1] = list[i]
+    else train[#train + 1] = list[i] end
+  end
+  return train, dev, test
+end
+-- }============================================================
+
+-- {============================================================ Brown
+
+local brown_cache = {}
+
+--- The Brown documents of data_dir/brown/docs.jsonl: a list of {id, genre,
+-- sentences = {{{word, tag}, ...}, ...}} (cached).
+function M.brown_docs(data_dir, opts)
+  opts = opts or {}
+  local path = need(data_dir, "brown/docs.jsonl", "brown", opts)
+  if brown_cache[path] then return brown_cache[path] end
+  local text = util.read_file(path)
+  local docs = {}
+  for n, line in readers.lines(text) do
+    if line:match("%S") then
+      local d, err = util.decode_json(line)
+      if d == nil then readers.fail(path, n, "invalid JSON (%s)", tostring(err)) end
+      if type(d) ~= "table" or type(d.sentences) ~= "table" or type(d.genre) ~= "string" then
+        readers.fail(path, n, "expected {\"id\", \"genre\", \"sentences\"}")
+      end
+      d.line = n
+      docs[#docs + 1] = d
+    end
+  end
+  brown_cache[path] = docs
+  return docs
+end
+
+--- Document split of the Brown corpus, per genre (each genre's documents
+-- shuffled with the fixed seed; 10% to dev, 10% to test, at least one
+-- each): three lists of documents.
+function M.brown_split(docs, seed)
+  local by_genre, genres = {}, {}
+  for _, d in ipairs(docs) do
+    if not by_genre[d.genre] then by_genre[d.genre] = {} genres[#genres + 1] = d.genre end
+    table.insert(by_genre[d.genre], d)
+  end
+  table.sort(genres)
+  local train, dev, test = {}, {}, {}
+  for gi, g in ipairs(genres) do
+    local list = by_genre[g]
+    table.sort(list, function(a, b) return tostring(a.id) < tostring(b.id) end)
+    local a, b, c = M.split(list, {0.8, 0.1, 0.1}, (seed or M.SPLIT_SEED) + gi)
+    for _, d in ipairs(a) do train[#train + 1] = d end
+    for _, d in ipairs(b) do dev[#dev + 1] = d end
+    for _, d in ipairs(c) do test[#test + 1] = d end
+  end
+  return train, dev, test
+end
+
+--- Brown's base tag: lowercase, without the title (-tl), headline (-hl)
+-- and cited-word (-nc) suffixes and the foreign-word prefix (fw-);
+-- contractions keep their compound tag (ppss+md for "I'll") and negations
+-- their star (md* for "can't"), so "np$-tl" -> "np$", "fw-nn" -> "nn".
+function M.brown_base_tag(tag)
+  local t = tag:lower()
+  local prev
+  repeat
+    prev = t
+    t = t:gsub("%-tl$", ""):gsub("%-hl$", ""):gsub("%-nc$", "")
+  until t == prev
+  t = t:gsub("^fw%-", "")
+  if t == "" then t = tag end
+  return t
+end
+
+local function words_of(sentence)
+  local w = {}
+  for i, wt in ipairs(sentence) do w[i] = wt[1] end
+  return w
+end
+
+local function brown_genre(data_dir, opts)
+  local docs = M.brown_docs(data_dir, opts)
+  local target = opts.passage_words or 100
+  local function passages(list)
+    local out = {}
+    for _, d in ipairs(list) do
+      local cur, n = {}, 0
+      local function flush()
+        if n > 0 then
+          out[#out + 1] = {text = table.concat(cur, " "), label = d.genre, id = d.id .. ":" .. (#out + 1)}
+        end
+        cur, n = {}, 0
+      end
+      for _, s in ipairs(d.sentences) do
+        cur[#cur + 1] = table.concat(words_of(s), " ")
+        n = n + #s
+        if n >= target then flush() end
+      end
+      if n >= target / 2 then flush() end
+    end
+    return out
+  end
+  local tr, dv, te = M.brown_split(docs, opts.split_seed)
+  local labels = {}
+  for g in pairs(M.brown_genres) do labels[#labels + 1] = g end
+  for _, d in ipairs(docs) do if not M.brown_genres[d.genre] then labels[#labels + 1] = d.genre end end
+  labels = util.sorted_set(labels)
+  return {
+    name = "brown-genre", kind = "classification", labels = labels, label_names = M.brown_genres,
+    train = passages(tr), dev = passages(dv), test = passages(te), metric = "accuracy",
+    description = string.format("Brown corpus genre of ~%d-word passages (15 genres), split by document", target),
+  }
+end
+
+local function brown_pos(data_dir, opts)
+  local docs = M.brown_docs(data_dir, opts)
+  local collapse = opts.fine_tags ~= true
+  local seen = {}
+  local function sentences(list)
+    local out = {}
+    for _, d in ipairs(list) do
+      for si, s in ipairs(d.sentences) do
+        local words, tags = {}, {}
+        for i, wt in ipairs(s) do
+          words[i] = wt[1]
+          tags[i] = collapse and M.brown_base_tag(wt[2]) or wt[2]
+          seen[tags[i]] = true
+        end
+        if #words > 0 then out[#out + 1] = {words = words, tags = tags, id = d.id .. ":" .. si} end
+      end
+    end
+    return out
+  end
+  local tr, dv, te = M.brown_split(docs, opts.split_seed)
+  local task = {
+    name = "brown-pos", kind = "tagging", train = sentences(tr), dev = sentences(dv), test = sentences(te),
+    metric = "accuracy",
+    description = "Brown corpus part-of-speech tagging (" .. (collapse and "base tags: -tl/-hl/-nc suffixes and fw- dropped" or "full tags") .. "), split by document",
+  }
+  local labels = {}
+  for t in pairs(seen) do labels[#labels + 1] = t end
+  task.labels = util.sorted_set(labels)
+  return task
+end
+-- }============================================================
+
+local function spam(data_dir, opts)
+  local path = need(data_dir, "spam/spam.jsonl", "spam", opts)
+  local examples = readers.read_classification(path, {format = "jsonl", text_fields = {"subject", "body"},
+    labels = {"ham", "spam"}})
+  for _, ex in ipairs(examples) do ex.source = path end
+  local train, dev, test = M.split(examples, {0.8, 0.1, 0.1}, opts.split_seed)
+  return {
+    name = "spam", kind = "classification", labels = {"ham", "spam"}, train = train, dev = dev, test = test,
+    metric = "accuracy",
+    description = "SpamAssassin public corpus: ham vs spam (subject + body), split 80/10/10 by message",
+  }
+end
+
+local function synthetic_qa(data_dir, opts)
+  local v2 = opts.version_2
+  local dir = data_dir .. (v2 and "/synthetic_qa_v2" or "/synthetic_qa")
+  local gen = require("bert.finetune.synthetic_qa")
+  local current = false
+  if util.exists(dir .. "/train.json") and util.exists(dir .. "/dev.json") and util.exists(dir .. "/test.json") then
+    local doc = util.decode_json(util.read_file(dir .. "/dev.json") or "")
+    current = type(doc) == "table" and type(doc.metadata) == "table" and doc.metadata.generator_version == gen.VERSION
+  end
+  if not current then
+    local docs = M.brown_docs(data_dir, opts)
+    io.stderr:write("generating SYNTHETIC cloze-style QA data from the Brown corpus into " .. dir .. "/\n")
+    gen.write(dir, gen.generate(docs, {version_2 = v2, seed = opts.split_seed}), {version_2 = v2})
+  end
+  local task = {name = "synthetic-qa", kind = "qa", version_2 = v2, metric = "f1",
+    description = "SYNTHETIC extractive QA (cloze questions over Brown passages)" .. (v2 and ", v2.0 with unanswerable questions" or "")}
+  task.train = readers.read_squad(dir .. "/train.json")
+  task.dev = readers.read_squad(dir .. "/dev.json")
+  task.test = readers.read_squad(dir .. "/test.json")
+  return task
+end
+
+local builtin = {
+  spam = spam, ["brown-genre"] = brown_genre, ["brown-pos"] = brown_pos, ["synthetic-qa"] = synthetic_qa,
+}
+
+-- {============================================================ files
+
+local function read_any(kind, path, opts, labels)
+  if kind == "classification" then
+    local ex = readers.read_classification(path, {labels = labels, text_column = opts.text_column,
+      pair_column = opts.pair_column, label_column = opts.label_column})
+    for _, e in ipairs(ex) do e.source = path end
+    return ex
+  elseif kind == "tagging" then
+    return readers.read_conll(path, {labels = labels})
+  else
+    return (readers.read_squad(path))
+  end
+end
+
+local function labels_of(kind, lists)
+  if kind == "qa" then return nil end
+  local all = {}
+  for _, list in ipairs(lists) do
+    for _, ex in ipairs(list) do
+      if kind == "classification" then all[#all + 1] = ex.label
+      else for _, t in ipairs(ex.tags) do all[#all + 1] = t end end
+    end
+  end
+  local set = util.sorted_set(all)
+  -- "O" first for entity tags, so the fallback and id 0 are "outside"
+  for i, l in ipairs(set) do
+    if l == "O" then table.remove(set, i) table.insert(set, 1, "O") break end
+  end
+  return set
+end
+
+local function find_split(dir, names)
+  local exts = {"tsv", "jsonl", "json", "txt", "conll", "iob", "iob1", "iob2", "csv"}
+  for _, n in ipairs(names) do
+    for _, e in ipairs(exts) do
+      local p = dir .. "/" .. n .. "." .. e
+      if util.exists(p) then return p end
+    end
+  end
+  return nil
+end
+
+local function from_path(spec, kind, opts)
+  local train_p, dev_p, test_p
+  if spec:find(",", 1, true) then
+    local parts = {}
+    for p in spec:gmatch("[^,]+") do parts[#parts + 1] = p end
+    train_p, dev_p, test_p = parts[1], parts[2], parts[3]
+  elseif util.isdir(spec) then
+    train_p = find_split(spec, {"train"})
+    dev_p = find_split(spec, {"dev", "validation", "valid", "val", "dev_matched"})
+    test_p = find_split(spec, {"test", "test_labeled"})
+    if not train_p then error(spec .. ": no train.* file (tsv, jsonl, json, conll, txt)", 0) end
+  elseif util.exists(spec) then
+    train_p = spec
+  else
+    local names = {}
+    for k in pairs(builtin) do names[#names + 1] = k end
+    table.sort(names)
+    error(string.format("task '%s' is neither a built-in task (%s) nor a file or directory", spec,
+      table.concat(names, ", ")), 0)
+  end
+  local task = {name = spec, kind = kind, version_2 = opts.version_2}
+  local labels = opts.labels
+  if train_p and not dev_p then
+    local all = read_any(kind, train_p, opts, labels)
+    task.train, task.dev, task.test = M.split(all, {0.8, 0.1, 0.1}, opts.split_seed)
+    task.description = train_p .. " split 80/10/10 with a fixed seed"
+  else
+    task.train = read_any(kind, train_p, opts, labels)
+    if not labels then labels = labels_of(kind, {task.train}) end
+    if kind ~= "qa" then
+      -- dev/test labels must be known: the label set is that of the training file
+      -- unless given, so an unseen label is an error naming its line
+      task.dev = read_any(kind, dev_p, opts, labels)
+      task.test = test_p and read_any(kind, test_p, opts, labels) or nil
+    else
+      task.dev = read_any(kind, dev_p, opts)
+      task.test = test_p and read_any(kind, test_p, opts) or nil
+    end
+    if not task.test then
+      task.test = task.dev
+      task.note = "no test file: the dev set is also the test set"
+    end
+    task.description = train_p .. " / " .. dev_p .. (test_p and (" / " .. test_p) or "")
+  end
+  if kind ~= "qa" then task.labels = labels or labels_of(kind, {task.train, task.dev, task.test}) end
+  if kind == "qa" and task.version_2 == nil then
+    for _, ex in ipairs(task.train) do if ex.is_impossible then task.version_2 = true break end end
+  end
+  if kind == "classification" then task.metric = "accuracy"
+  elseif kind == "tagging" then
+    task.metric = require("bert.finetune.metrics").is_entity_scheme(task.labels) and "entity_f1" or "accuracy"
+  else task.metric = "f1" end
+  return task
+end
+-- }============================================================
+
+--- Loads a task: a built-in name or a path (see above).  opts: kind (the
+-- kind the caller handles: a mismatch is an error), data_dir ("data"),
+-- split_seed, version_2 (synthetic-qa), passage_words (brown-genre),
+-- fine_tags (brown-pos: keep Brown's full tags), labels (a path task's
+-- label list), fetch = false (never run tools/fetch_data.sh).
+function M.load(spec, opts)
+  opts = opts or {}
+  local data_dir = opts.data_dir or os.getenv("BERT_DATA") or "data"
+  local task
+  if builtin[spec] then
+    task = builtin[spec](data_dir, opts)
+  else
+    if not opts.kind then error("tasks.load: a path needs opts.kind (classification, tagging or qa)", 2) end
+    task = from_path(spec, opts.kind, opts)
+  end
+  if opts.kind and task.kind ~= opts.kind then
+    local script = {classification = "finetune_classify.lua", tagging = "finetune_tag.lua", qa = "finetune_qa.lua"}
+    error(string.format("task '%s' is a %s task: use experiments/%s", spec, task.kind, script[task.kind]), 0)
+  end
+  return task
+end
+
+--- Names of the built-in tasks of a kind (all when kind is nil).
+function M.names(kind)
+  local out = {}
+  for name, k in pairs(M.kinds) do if kind == nil or k == kind then out[#out + 1] = name end end
+  table.sort(out)
+  return out
+end
+
+return M
