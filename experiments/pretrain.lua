@@ -250,15 +250,20 @@ if args.resume then
   io.stderr:write(string.format("pretrain: resumed %s at step %d\n", args.output, trainer.step))
 end
 
--- with only a time budget, size the schedule from two measured steps
+-- with only a time budget, size the schedule from measured steps (after a
+-- warm-up step), leaving a tenth of the budget for evaluations and saves
 if schedule_total == nil and args.time_budget then
-  local t0 = bert.wall_time()
-  trainer.steps = trainer.step + 2
+  local started = bert.wall_time()
+  trainer.steps, trainer.save_every = trainer.step + 1, false
   trainer:run()
-  local per_step = (bert.wall_time() - t0) / 2
-  schedule_total = trainer.step + math.floor((args.time_budget - per_step * 2) / per_step)
-  trainer.steps = schedule_total
-  trainer.time_budget = args.time_budget - per_step * 2
+  local t0 = bert.wall_time()
+  trainer.steps = trainer.step + 5
+  trainer:run()
+  local per_step = (bert.wall_time() - t0) / 5
+  local left = args.time_budget - (bert.wall_time() - started)
+  schedule_total = trainer.step + math.max(1, math.floor(0.9 * left / per_step))
+  trainer.steps, trainer.save_every = schedule_total, args.save_every
+  trainer.time_budget = left
 end
 
 io.stderr:write(string.format("pretrain: %s (%s, %d parameters), objective %s, %s masking, %d training sequences\n",

@@ -67,7 +67,7 @@ describe("experiments/pretrain.lua", function()
   end
 
   it("resumes after kill -9 with the same losses, step for step", function()
-    local steps = 60
+    local steps = 300
     local straight, killed = tmpdir(), tmpdir()
     assert.is_true(pretrain(straight, "--steps " .. steps .. " --save-every 3"))
     os.execute(string.format([[
