@@ -96,7 +96,7 @@ demo: deps
 	  --time-budget $$(( $(DEMO_BUDGET) * 85 / 100 )) \
 	  --eval-every 250 --eval-batches 20 --save-every 250 --output runs/demo
 	$(LUA) experiments/finetune_classify.lua --task spam --model runs/demo/checkpoint --compare \
-	  --max-train 2000 --epochs 2 --lr 2e-4 --time-budget $$(( $(DEMO_BUDGET) / 20 )) \
+	  --max-train 2000 --epochs 2 --lr 2e-4 --time-budget $$(( $(DEMO_BUDGET) / 20 > 30 ? $(DEMO_BUDGET) / 20 : 30 )) \
 	  --output runs/demo/finetune-spam
 
 tour: all
