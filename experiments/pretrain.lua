@@ -44,7 +44,8 @@ parser:flag("--no-plot", "Skip the gnuplot PNGs")
 local args = parser:parse()
 
 local function die(msg) io.stderr:write("pretrain: ", msg, "\n") os.exit(1) end
-local function exists(path) local f = io.open(path, "rb") if f then f:close() return true end return false end
+local fs = require("bert.fs")
+local exists = fs.exists
 local function read_json(path)
   local f = io.open(path, "rb")
   if not f then return nil end

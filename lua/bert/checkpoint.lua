@@ -2,17 +2,13 @@
 -- sharded `model.safetensors.index.json`), read into our models and
 -- written so that transformers' from_pretrained loads them.
 local bert = require("bert.core")
-local cjson = require("cjson")
+local fs = require("bert.fs")
 local configs = require("bert.models.config")
 local models = require("bert.models.bert")
 
 local M = {}
 
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() return true end
-  return false
-end
+local exists = fs.exists
 
 -- Reads every tensor of a checkpoint directory: name -> tensor.
 local function read_weights(dir)
@@ -102,18 +98,7 @@ function M.from_pretrained(dir, opts)
   return model, info
 end
 
--- Writes text to path atomically: a temporary file, then rename.
-local function write_atomic(path, text)
-  local tmp = path .. ".tmp"
-  local f, err = io.open(tmp, "wb")
-  if not f then return nil, err end
-  local ok, werr = f:write(text)
-  local closed, cerr = f:close()
-  if not ok or not closed then os.remove(tmp) return nil, werr or cerr end
-  local renamed, rerr = os.rename(tmp, path)
-  if not renamed then os.remove(tmp) return nil, rerr end
-  return true
-end
+local write_atomic = fs.write_atomic
 
 --- save_pretrained(model, dir): config.json (model_type, architectures) and
 -- model.safetensors with HF names; the tied decoder is not written, as HF does.

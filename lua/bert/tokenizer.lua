@@ -14,6 +14,7 @@
 -- the BERT normalizer, kept as EF BF BD bytes by byte-level BPE).
 local cjson = require("cjson")
 local core = require("bert.core").tokenizer
+local fs = require("bert.fs")
 
 local M = {}
 local methods = core.methods
@@ -23,43 +24,13 @@ local ROBERTA_SPECIALS = {"<s>", "<pad>", "</s>", "<unk>", "<mask>"}
 
 ---------------------------------------------------------------- helpers
 
-local function read_file(path)
-  local f, err = io.open(path, "rb")
-  if not f then return nil, err end
-  local s, rerr = f:read("a")
-  f:close()
-  if not s then return nil, path .. ": " .. tostring(rerr) end
-  return s
-end
+local read_file = fs.read_file
 
-local function is_dir(path)
-  local f = io.open(path, "rb")
-  if not f then return false end
-  local ok, _, code = f:read(0)
-  f:close()
-  return ok == nil and code == 21
-end
+local is_dir = fs.isdir
 
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() return true end
-  return false
-end
+local exists = fs.exists
 
-local function write_atomic(path, data)
-  local tmp = path .. ".tmp" .. tostring(os.time()) .. tostring(math.random(1e9))
-  local f, err = io.open(tmp, "wb")
-  if not f then return nil, err end
-  local ok, werr = f:write(data)
-  local cok, cerr = f:close()
-  if not ok or not cok then
-    os.remove(tmp)
-    return nil, path .. ": " .. tostring(werr or cerr)
-  end
-  local rok, rerr = os.rename(tmp, path)
-  if not rok then os.remove(tmp) return nil, rerr end
-  return true
-end
+local write_atomic = fs.write_atomic
 
 local function jnull(v) if v == cjson.null then return nil end return v end
 

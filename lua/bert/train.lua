@@ -21,6 +21,7 @@
 -- the same losses, step for step, as one never interrupted.
 local bert = require("bert")
 local cjson = require("cjson")
+local fs = require("bert.fs")
 
 local M = {}
 
@@ -29,33 +30,13 @@ Trainer.__index = Trainer
 
 local function now() return bert.wall_time() end
 
-local function read_file(path)
-  local f, err = io.open(path, "rb")
-  if not f then return nil, err end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read_file = fs.read_file
 
-local function write_file(path, text)
-  local tmp = path .. ".tmp"
-  local f, err = io.open(tmp, "wb")
-  if not f then return nil, err end
-  f:write(text)
-  local ok, cerr = f:close()
-  if not ok then os.remove(tmp) return nil, cerr end
-  return os.rename(tmp, path)
-end
+local write_file = fs.write_atomic
 
-local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() return true end
-  return bert.isdir(path)
-end
+local exists = fs.exists
 
-local function remove_tree(path)
-  if exists(path) then os.execute("rm -rf '" .. path:gsub("'", "'\\''") .. "'") end
-end
+local remove_tree = fs.remove_tree
 
 -- JSON has one number type: integral values come back as Lua integers
 local function integers(v)

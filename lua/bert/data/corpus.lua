@@ -39,13 +39,7 @@ local M = {}
 
 ------------------------------------------------------------ plain files
 
-local function read_all(path)
-  local f, err = io.open(path, "rb")
-  if not f then return nil, err end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read_all = require("bert.fs").read_file
 
 --- Reads BERT's plain format: one sentence per line (outer whitespace
 -- trimmed), a blank (or whitespace-only) line between documents.  Returns documents (lists of

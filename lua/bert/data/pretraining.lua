@@ -28,6 +28,7 @@
 -- csrc/data/shard.c); dir/meta.json describes a shard set.
 local cjson = require("cjson")
 local core = require("bert.core")
+local fs = require("bert.fs")
 local C = core.data
 
 local M = {}
@@ -51,23 +52,9 @@ local function is_int(v) return math.type(v) == "integer" or (v == math.floor(v)
 local function positive_int(v) return is_int(v) and v >= 1 end
 local function prob(v) return v >= 0 and v <= 1 end
 
-local function read_file(path)
-  local f, err = io.open(path, "rb")
-  if not f then return nil, err end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read_file = fs.read_file
 
-local function write_atomic(path, data)
-  local tmp = path .. ".tmp"
-  local f, err = io.open(tmp, "wb")
-  if not f then return nil, err end
-  f:write(data)
-  local ok, werr = f:close()
-  if not ok then os.remove(tmp) return nil, werr end
-  return os.rename(tmp, path)
-end
+local write_atomic = fs.write_atomic
 
 local SPECIALS = {
   cls = {"[CLS]", "<s>"}, sep = {"[SEP]", "</s>"}, mask = {"[MASK]", "<mask>"},

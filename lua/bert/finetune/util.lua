@@ -3,37 +3,17 @@
 -- (code point) offsets of UTF-8 strings.
 local cjson = require("cjson")
 local cjson_safe = require("cjson.safe")
+local fs = require("bert.fs")
 
 local M = {}
 
-function M.read_file(path)
-  local f, err = io.open(path, "rb")
-  if not f then return nil, err end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+M.read_file = fs.read_file
 
-function M.exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() return true end
-  return false
-end
+M.exists = fs.exists
 
-function M.isdir(path)
-  return require("bert.core").isdir(path)
-end
+M.isdir = fs.isdir
 
---- Writes a file through a temporary file and a rename.
-function M.write_file(path, text)
-  local tmp = path .. ".tmp"
-  local f, err = io.open(tmp, "wb")
-  if not f then return nil, err end
-  f:write(text)
-  local ok, cerr = f:close()
-  if not ok then os.remove(tmp) return nil, cerr end
-  return os.rename(tmp, path)
-end
+M.write_file = fs.write_atomic   -- through a temporary file and a rename
 
 local pretty = cjson.new()
 pretty.encode_number_precision(10)

@@ -1,0 +1,49 @@
+--- bert.fs: the file helpers every module needs, in one place.
+-- Writes go through a temporary file and a rename, so a reader never sees
+-- a half-written file.
+local core = require("bert.core")
+
+local M = {}
+
+--- The whole file, or nil, message.
+function M.read_file(path)
+  local f, err = io.open(path, "rb")
+  if not f then return nil, err end
+  local s, rerr = f:read("a")
+  f:close()
+  if not s then return nil, path .. ": " .. tostring(rerr) end
+  return s
+end
+
+--- Is there a readable file or a directory at path?
+function M.exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() return true end
+  return core.isdir(path)
+end
+
+M.isdir = core.isdir
+M.mkdir = core.mkdir
+
+--- Writes text to path atomically; true, or nil, message.
+function M.write_atomic(path, text)
+  local tmp = string.format("%s.tmp%d", path, math.random(1 << 30))
+  local f, err = io.open(tmp, "wb")
+  if not f then return nil, err end
+  local ok, werr = f:write(text)
+  local closed, cerr = f:close()
+  if not ok or not closed then
+    os.remove(tmp)
+    return nil, path .. ": " .. tostring(werr or cerr)
+  end
+  local renamed, rerr = os.rename(tmp, path)
+  if not renamed then os.remove(tmp) return nil, rerr end
+  return true
+end
+
+--- Removes a file or a directory tree (rm -rf).
+function M.remove_tree(path)
+  if M.exists(path) then os.execute("rm -rf '" .. path:gsub("'", "'\\''") .. "'") end
+end
+
+return M
