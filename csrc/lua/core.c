@@ -3,6 +3,7 @@
 ** selection and introspection live here; each binding file registers its
 ** own functions.
 */
+#include <dlfcn.h>
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -148,6 +149,10 @@ static const luaL_Reg core_funcs[] = {
 int luaopen_bert_core(lua_State *L);
 
 int luaopen_bert_core(lua_State *L) {
+  /* Lua dlcloses C modules at exit; idle OpenMP threads (and the loader's
+  ** own helper threads) would then run unmapped libgomp code: pin it. */
+  void *gomp = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+  (void)gomp;
   bert_gemm_init();
   luaL_newlib(L, core_funcs);
   lua_pushliteral(L, BERT_VERSION);

@@ -8,7 +8,6 @@
 ** Offsets are {start, stop}: 0-based start, exclusive stop, in characters
 ** (code points) of the original string, as in Hugging Face.
 */
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -843,12 +842,6 @@ static const luaL_Reg tok_funcs[] = {
 };
 
 void lbert_open_tokenizer(lua_State *L) {
-#ifdef _OPENMP
-  /* Lua dlcloses C modules at exit; idle OpenMP threads would then run
-  ** unmapped libgomp code.  Pin libgomp in memory. */
-  void *gomp = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
-  (void)gomp;
-#endif
   lua_newtable(L);                      /* core.tokenizer */
   luaL_setfuncs(L, tok_funcs, 0);
   luaL_newmetatable(L, TOKENIZER_MT);
