@@ -9,7 +9,8 @@ layout(std430, binding = 0) buffer O { float o[]; };
 layout(std430, binding = 1) readonly buffer X { float x[]; };
 layout(std430, binding = 2) readonly buffer L { int lab[]; };
 layout(std430, binding = 3) readonly buffer G { float g[]; };
-layout(push_constant) uniform P { uint bo, bx, bl, bg; uint R, C, mode, mean; int ignore; } p;
+// r0: the first row of this dispatch's window of x and o (labels are bound whole, Rall rows)
+layout(push_constant) uniform P { uint bo, bx, bl, bg; uint R, C, mode, mean; int ignore; uint r0, Rall; } p;
 #include "common.glsl"
 shared float red[256];
 
@@ -35,7 +36,7 @@ float max256(float v) {
 
 float count_rows() {
   float c = 0.0;
-  for (uint r = gl_LocalInvocationID.x; r < p.R; r += 256u) c += lab[p.bl + r] != p.ignore ? 1.0 : 0.0;
+  for (uint r = gl_LocalInvocationID.x; r < p.Rall; r += 256u) c += lab[p.bl + r] != p.ignore ? 1.0 : 0.0;
   return sum256(c);
 }
 
@@ -51,7 +52,7 @@ void main() {
   }
   uint r = group_linear();
   if (r >= p.R) return;
-  int label = lab[p.bl + r];
+  int label = lab[p.bl + p.r0 + r];
   uint row = p.bx + r * p.C;
   float m = -1.0 / 0.0;
   for (uint j = t; j < p.C; j += 256u) m = max(m, x[row + j]);

@@ -33,6 +33,7 @@ layout(push_constant) uniform P {
   uint sab, sbb, scb;
   float alpha, beta;
   uint flags;            // bit 0: bias, bit 1: gelu (erf), bit 2: gelu (tanh)
+  uint ldc;              // C's row stride (N, or more for a window of a wider C)
 } p;
 #include "common.glsl"
 
@@ -97,7 +98,7 @@ void main() {
     for (uint j = 0; j < TN; j++) {
       uint gn = n0 + tc * TN + j;
       if (gn >= p.N) continue;
-      uint ci = cbase + gm * p.N + gn;
+      uint ci = cbase + gm * p.ldc + gn;
       float v = p.alpha * acc[i][j / 4][j % 4];
       if (p.beta != 0.0) v += p.beta * c[ci];
       if ((p.flags & 1u) != 0u) v += bias[p.base_bias + gn];

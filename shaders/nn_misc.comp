@@ -17,6 +17,7 @@ layout(push_constant) uniform P {
   uint n, N, R, mode, flags, thr;
   float scale;
   uint seed_lo, seed_hi, off_lo, off_hi;
+  uint v0, vn;   // modes 2, 3: the table's rows [v0, v0 + vn) are bound (from row 0 of the binding)
 } p;
 #include "common.glsl"
 
@@ -43,18 +44,21 @@ void main() {
     if (p.mode == 0u) o[p.bo + i] = th ? gelu_tanh(v) : gelu_erf(v);
     else o[p.bo + i] = b[p.bb + p.R + i] * (th ? gelu_tanh_grad(v) : gelu_erf_grad(v));  // dy follows the bias
   } else if (p.mode == 2u) {
+    // flags bit 3: a later window of the table; rows of other windows are left alone
     uint r = i / p.N, j = i % p.N;
     int id = ids[p.bi + r];
-    o[p.bo + i] = (id >= 0 && uint(id) < p.R) ? x[p.bx + uint(id) * p.N + j] : 0.0;
+    bool in_win = id >= int(p.v0) && uint(id) - p.v0 < p.vn;
+    if (in_win) o[p.bo + i] = x[p.bx + (uint(id) - p.v0) * p.N + j];
+    else if ((p.flags & 8u) == 0u) o[p.bo + i] = 0.0;
   } else if (p.mode == 3u) {
     for (uint r = 0; r < p.R; r++) {
       int id = ids[p.bi + r];
-      if (id >= 0) o[p.bo + uint(id) * p.N + i] += x[p.bx + r * p.N + i];
+      if (id >= int(p.v0) && uint(id) - p.v0 < p.vn) o[p.bo + (uint(id) - p.v0) * p.N + i] += x[p.bx + r * p.N + i];
     }
   } else if (p.mode == 4u) {
     float s = 0.0;
     for (uint r = 0; r < p.R; r++) s += x[p.bx + r * p.N + i];
-    o[p.bo + i] = s;
+    o[p.bo + i] = (p.flags & 16u) != 0u ? o[p.bo + i] + s : s;   // bit 4: accumulate (later row windows)
   } else {
     uint q = i / 4u, w = i % 4u;
     uint c0 = p.off_lo + q;

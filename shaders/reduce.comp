@@ -7,7 +7,7 @@ layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer O { float o[]; };
 layout(std430, binding = 1) readonly buffer X { float x[]; };
 layout(std430, binding = 2) buffer I { int idx[]; };
-layout(push_constant) uniform P { uint base_o, base_x, base_i; uint R, inner, nout, op, want_idx; } p;
+layout(push_constant) uniform P { uint base_o, base_x, base_i; uint R, inner, nout, op, want_idx; float denom; } p;
 #include "common.glsl"
 shared float sv[256];
 shared int si[256];
@@ -44,7 +44,7 @@ void main() {
   float red = sv[0];
   if (p.op < 4u || p.op == 6u) {
     if (t == 0u) {
-      o[p.base_o + g] = p.op == 1u ? red / float(p.R) : red;
+      o[p.base_o + g] = p.op == 1u ? red / p.denom : red;
       if (p.want_idx != 0u) idx[p.base_i + g] = si[0];
     }
     return;

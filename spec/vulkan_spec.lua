@@ -407,3 +407,114 @@ describe("vulkan models", function()
     close(fwd(ids, mask).last_hidden_state, ref.last_hidden_state, 1e-6)
   end)
 end)
+
+describe("vulkan tensors larger than the binding range (split into windows)", function()
+  -- the range ops split to, forced down to 64 KiB (16384 floats) so that
+  -- small tensors take the split paths that >128 MiB tensors take on lavapipe
+  local LIM = 65536
+  setup(function() assert.equal(LIM, bert.vulkan.set_max_range(LIM)) end)
+  teardown(function() bert.vulkan.set_max_range(0) end)
+  local function dispatches(f)
+    local n0 = bert.vulkan.dispatches()
+    local r = f()
+    return r, bert.vulkan.dispatches() - n0
+  end
+  local function check(f, inputs, tol)
+    local hc, hd = {}, {}
+    for i, t in ipairs(inputs) do
+      hc[i] = t:clone():requires_grad(true)
+      hd[i] = vk(t):requires_grad(true)
+    end
+    local yc, yd = f(table.unpack(hc)), f(table.unpack(hd))
+    close(yd, yc, tol)
+    local dy = randn(yc:shape(), 998)
+    ;(yc * dy):sum():backward()
+    ;(yd * vk(dy)):sum():backward()
+    for i = 1, #inputs do close(hd[i]:grad(), hc[i]:grad(), tol) end
+  end
+
+  it("reports the forced range and refuses nothing that it splits", function()
+    assert.equal(LIM, bert.backend_info().vulkan.split_range)
+    local big = randn({300, 100}, 1)                                 -- 120 KB
+    assert.same(big:totable(), cpu(vk(big)):totable())               -- copies are not bound
+  end)
+
+  it("GEMM: output, operand and K windows, every transpose case, bias and GELU", function()
+    for _, s in ipairs({{300, 70, 90}, {40, 600, 50}, {130, 20, 700}, {3, 5, 20000}}) do
+      local M, K, N = s[1], s[2], s[3]
+      local a, b = randn({M, K}, M), randn({K, N}, N)
+      local at, bt = randn({K, M}, M + 1), randn({N, K}, N + 1)
+      local got, nd = dispatches(function() return vk(a):matmul(vk(b)) end)
+      close(got, a:matmul(b))
+      assert.is_true(nd > 1, "expected a split GEMM")
+      close(vk(at):t():matmul(vk(b)), at:t():matmul(b))
+      close(vk(a):matmul(vk(bt):t()), a:matmul(bt:t()))
+      close(vk(at):t():matmul(vk(bt):t()), at:t():matmul(bt:t()))
+    end
+    local x, w, bias = randn({200, 30}, 5), randn({500, 30}, 6), randn({500}, 7)   -- a tied MLM decoder
+    close(bert.vulkan.gemm(vk(x), vk(w), {tb = true, bias = vk(bias), gelu = true}), F.linear(x, w, bias):gelu())
+    close(vk(randn({3, 90, 70}, 8)):matmul(vk(randn({70, 80}, 9))), randn({3, 90, 70}, 8):matmul(randn({70, 80}, 9)))
+    -- the decoder's backward: dW = dY^T X over a K of 200 rows, db = column sums, dX = dY W
+    check(function(h, wt, bb) return F.linear(h, wt, bb) end, {x, w, bias})
+  end)
+
+  it("elementwise, unary, copies and fill over windows", function()
+    local a, b = randn({200, 300}, 10), randn({300}, 11)
+    local got, nd = dispatches(function() return vk(a) + vk(b) end)
+    close(got, a + b)
+    assert.is_true(nd > 1, "expected a split elementwise op")
+    close(vk(a):exp(), a:exp())
+    close(vk(a):t():contiguous(), a:t():contiguous())
+    close(vk(a):t() * vk(a):t(), a:t() * a:t())
+    local flat = randn({70001}, 12)                                  -- one dim, split along it
+    close(vk(flat):tanh(), flat:tanh())
+    local f = vk(a):clone()
+    f:fill_(2.5)
+    close(f, bert.full({200, 300}, 2.5))
+    close(vk(a):to("int32"), a:to("int32"))
+  end)
+
+  it("reductions (over windows of rows and in partial slices) and softmax", function()
+    local a = randn({200, 300}, 20)
+    close(vk(a):sum(), a:sum())
+    close(vk(a):mean(), a:mean())
+    close(vk(a):max(), a:max())
+    close(vk(a):sum(2), a:sum(2))
+    close(vk(a):mean(1), a:mean(1))
+    local v, i = vk(a):max(2)
+    local cv, ci = a:max(2)
+    close(v, cv)
+    assert.same(ci:totable(), cpu(i):totable())
+    close(vk(a):softmax(2), a:softmax(2))
+    close(vk(a):log_softmax(2), a:log_softmax(2))
+    local ss = (a * a):sum():item()
+    assert.is_true(math.abs(bert.vulkan.sumsq(vk(a)) - ss) <= 1e-4 * ss)
+    check(function(x) return x:log_softmax(2):mean(2) end, {randn({100, 200}, 21)})
+  end)
+
+  it("cross entropy forward and backward over windows of rows", function()
+    local logits = randn({200, 500}, 30)
+    local lt = {}
+    for r = 1, 200 do lt[r] = r % 7 == 0 and -100 or (r * 37) % 500 end
+    local labels = bert.tensor(lt, "int32")
+    for _, red in ipairs({"mean", "sum", "none"}) do
+      close(F.cross_entropy(vk(logits), vk(labels), {reduction = red}),
+            F.cross_entropy(logits, labels, {reduction = red}))
+    end
+    check(function(l) return F.cross_entropy(l, labels) end, {logits})
+  end)
+
+  it("embedding gather and scatter over windows of a large table, and dropout", function()
+    local w = randn({3000, 16}, 40)                                  -- 192 KB
+    local ids = bert.tensor({{1, 2999, 1500}, {1023, 1024, 1}, {0, 2048, 7}}, "int32")
+    close(F.embedding(vk(ids), vk(w)), F.embedding(ids, w))
+    check(function(t) return F.embedding(ids, t) end, {w})
+    local idx = bert.tensor({2999, 0, 1025, 2999}, "int32")
+    check(function(t) return t:index_select(1, idx) end, {w})
+    local x = randn({100, 401}, 41)
+    bert.set_rng_state(4321, 5)
+    local want = F.dropout(x, 0.25, true)
+    bert.set_rng_state(4321, 5)
+    close(F.dropout(vk(x), 0.25, true), want, 1e-6)
+  end)
+end)

@@ -110,6 +110,7 @@ static void push_info(lua_State *L) {
                   (int)(in->api_version & 0xfff));
   lua_setfield(L, -2, "api_version");
   lua_pushinteger(L, (lua_Integer)in->max_storage_range); lua_setfield(L, -2, "max_storage_buffer_range");
+  lua_pushinteger(L, (lua_Integer)in->max_range); lua_setfield(L, -2, "split_range");
   lua_pushinteger(L, (lua_Integer)in->max_alloc); lua_setfield(L, -2, "max_memory_allocation_size");
   lua_pushinteger(L, in->max_shared); lua_setfield(L, -2, "max_shared_memory");
   lua_pushinteger(L, in->max_invocations); lua_setfield(L, -2, "max_workgroup_invocations");
@@ -132,6 +133,16 @@ static int v_available(lua_State *L) {
 static int v_sync(lua_State *L) {
   if (bert_vk_sync() != 0) return lbert_core_error(L, "vulkan.sync");
   return 0;
+}
+
+/* bert.vulkan.set_max_range(bytes): the binding range ops split to (for
+** tests of the split paths; nil or 0: the device's maxStorageBufferRange).
+** Returns the range now in force. */
+static int v_set_max_range(lua_State *L) {
+  lua_Integer n = luaL_optinteger(L, 1, 0);
+  if (!bert_vk_available(NULL)) return lbert_core_error(L, "vulkan.set_max_range");
+  lua_pushinteger(L, (lua_Integer)vkx_set_max_range(n > 0 ? (uint64_t)n : 0));
+  return 1;
 }
 
 static int v_dispatches(lua_State *L) {
@@ -264,6 +275,7 @@ static const luaL_Reg vk_funcs[] = {
   {"gelu_backward", v_gelu_backward}, {"column_sums", v_column_sums}, {"dropout", v_dropout},
   {"embedding_backward", v_embedding_backward}, {"cross_entropy_backward", v_ce_backward},
   {"info", v_info}, {"available", v_available}, {"sync", v_sync}, {"dispatches", v_dispatches},
+  {"set_max_range", v_set_max_range},
   {"gemm", v_gemm}, {"empty", v_empty}, {"zeros", v_zeros},
   {NULL, NULL}
 };

@@ -37,6 +37,7 @@ int vkx_dispatch(const char *name, const uint32_t *spec, int nspec, int nbind, c
   return -1;
 }
 uint64_t vkx_dispatch_count(void) { return 0; }
+uint64_t vkx_set_max_range(uint64_t bytes) { (void)bytes; return 0; }
 
 #else
 
@@ -217,6 +218,7 @@ static int init_device(void) {
   info.vendor_id = pr->vendorID;
   info.device_id = pr->deviceID;
   info.max_storage_range = lim->maxStorageBufferRange;
+  info.max_range = info.max_storage_range;
   info.max_alloc = m3.maxMemoryAllocationSize ? m3.maxMemoryAllocationSize : ((uint64_t)1 << 30);
   info.max_shared = lim->maxComputeSharedMemorySize;
   info.max_invocations = lim->maxComputeWorkGroupInvocations;
@@ -224,6 +226,8 @@ static int init_device(void) {
   info.subgroup_size = sub.subgroupSize;
   info.offset_align = (uint32_t)lim->minStorageBufferOffsetAlignment;
   if (info.offset_align < 4) info.offset_align = 4;
+  const char *mr = getenv("BERT_VK_MAX_RANGE");
+  if (mr && *mr) vkx_set_max_range(strtoull(mr, NULL, 10));
   p_vkGetPhysicalDeviceMemoryProperties(phys, &memprops);
   for (uint32_t h = 0; h < memprops.memoryHeapCount; h++)
     if ((memprops.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) &&
@@ -675,9 +679,9 @@ int vkx_dispatch(const char *name, const uint32_t *spec, int nspec, int nbind, c
     size_t aligned = start & ~(size_t)(info.offset_align - 1);
     size_t len = b[i].len + (start - aligned);
     if (len == 0) len = 4;
-    if (len > info.max_storage_range) {
+    if (len > info.max_range) {
       bert_set_error("vulkan: %s: a tensor binding of %zu bytes exceeds the device's maxStorageBufferRange (%llu)",
-                     name, len, (unsigned long long)info.max_storage_range);
+                     name, len, (unsigned long long)info.max_range);
       return -1;
     }
     if (aligned + len > bl->size) len = bl->size - aligned;
@@ -730,5 +734,13 @@ int vkx_init(const char **reason) {
 }
 
 const vkx_info *vkx_get_info(void) { return state == 1 ? &info : NULL; }
+
+uint64_t vkx_set_max_range(uint64_t bytes) {
+  uint64_t lim = info.max_storage_range;
+  if (bytes == 0 || bytes > lim) bytes = lim;
+  if (bytes < 4096) bytes = 4096;
+  info.max_range = bytes & ~(uint64_t)3;
+  return info.max_range;
+}
 
 #endif

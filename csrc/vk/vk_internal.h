@@ -15,6 +15,8 @@ typedef struct {
   char type[32];                       /* "discrete", "integrated", "virtual", "cpu", "other" */
   uint32_t api_version, vendor_id, device_id;
   uint64_t max_storage_range;          /* maxStorageBufferRange */
+  uint64_t max_range;                  /* the range the ops split to: maxStorageBufferRange, or less
+                                       ** (BERT_VK_MAX_RANGE at device creation, vkx_set_max_range) */
   uint64_t max_alloc;                  /* maxMemoryAllocationSize */
   uint32_t max_shared;                 /* maxComputeSharedMemorySize */
   uint32_t max_invocations;            /* maxComputeWorkGroupInvocations */
@@ -28,6 +30,9 @@ typedef struct {
 
 int vkx_init(const char **reason);     /* 0 ready, -1 unavailable (*reason) */
 const vkx_info *vkx_get_info(void);
+/* Sets the range ops split to (0: the device's limit); clamped to
+** [4096, maxStorageBufferRange].  Returns the range now in force. */
+uint64_t vkx_set_max_range(uint64_t bytes);
 vkx_alloc *vkx_alloc_new(size_t nbytes);          /* NULL + bert_set_error */
 void vkx_alloc_free(vkx_alloc *a);
 size_t vkx_alloc_size(const vkx_alloc *a);

@@ -87,6 +87,27 @@ static vkx_bind bind_of(const bert_tensor *t) {
   return b;
 }
 
+/* n elements of t from element `off` past its offset. */
+static vkx_bind bind_el(const bert_tensor *t, int64_t off, int64_t n) {
+  vkx_bind b = {alloc_of(t), (size_t)(t->offset + off) * 4, (size_t)(n > 0 ? n : 1) * 4};
+  return b;
+}
+
+/* The most bytes one binding may span (the device's maxStorageBufferRange,
+** or the range forced for tests, less the offset alignment slack): larger
+** tensors are split into windows, one dispatch per window. */
+static size_t max_bind(void) {
+  const vkx_info *in = vkx_get_info();
+  if (in == NULL) return (size_t)1 << 62;
+  return (size_t)(in->max_range - in->offset_align);
+}
+
+static int binds_fit(int n, const vkx_bind *b) {
+  size_t lim = max_bind();
+  for (int i = 0; i < n; i++) if (b[i].len > lim) return 0;
+  return 1;
+}
+
 bert_tensor *bert_vk_upload(const bert_tensor *t) {
   bert_tensor *c = bert_contiguous((bert_tensor *)t);
   if (c == NULL) return NULL;
@@ -194,6 +215,45 @@ static void bstrides(const bert_tensor *t, int nd, const int64_t *shape, int64_t
   (void)shape;
 }
 
+/* Elements one operand spans over the (collapsed) shape. */
+static int64_t span4(const uint32_t *shape, const int32_t *st) {
+  int64_t hi = 0;
+  for (int d = 0; d < 4; d++) if (shape[d] > 1) hi += (int64_t)(shape[d] - 1) * st[d];
+  return hi + 1;
+}
+
+/* An elementwise dispatch too large for one binding: split along the
+** outermost dim (recursing inward when one slice of it is still too
+** large), each window bound on its own. */
+static int elt_split(const char *fname, elt_push p, vkx_alloc *al[3], const int64_t base[3]) {
+  int32_t *st[3] = {p.so, p.sa, p.sb};
+  int64_t sp[3], mx = 0, lim = (int64_t)max_bind() / 4;
+  for (int k = 0; k < 3; k++) { sp[k] = span4(p.shape, st[k]); if (sp[k] > mx) mx = sp[k]; }
+  if (mx <= lim) {
+    uint64_t n = (uint64_t)p.shape[0] * p.shape[1] * p.shape[2] * p.shape[3];
+    p.n = (uint32_t)n;
+    vkx_bind bd[3];
+    for (int k = 0; k < 3; k++) { bd[k].a = al[k]; bd[k].off = (size_t)base[k] * 4; bd[k].len = (size_t)sp[k] * 4; }
+    uint32_t gx, gy;
+    grid_1d(n, 256, &gx, &gy);
+    return vkx_dispatch("eltwise", NULL, 0, 3, bd, &p, sizeof p, gx, gy, 1);
+  }
+  int d = 0;
+  while (d < 4 && p.shape[d] == 1) d++;
+  if (d == 4) { bert_set_error("%s: vulkan: cannot split the operands", fname); return -1; }
+  int64_t S = p.shape[d], cs = (int64_t)((double)S * (double)lim / (double)mx);
+  if (cs < 1) cs = 1;
+  if (cs >= S) cs = (S + 1) / 2;
+  for (int64_t c0 = 0; c0 < S; c0 += cs) {
+    elt_push q = p;
+    q.shape[d] = (uint32_t)(S - c0 < cs ? S - c0 : cs);
+    int64_t b2[3];
+    for (int k = 0; k < 3; k++) b2[k] = base[k] + c0 * st[k][d];
+    if (elt_split(fname, q, al, b2) != 0) return -1;
+  }
+  return 0;
+}
+
 /* out = f(a, b) elementwise; b may be NULL (unary / copy / fill: a = out). */
 static int elt_run(const char *fname, uint32_t op, bert_tensor *out, const bert_tensor *a,
                    const bert_tensor *b, float alpha) {
@@ -220,6 +280,11 @@ static int elt_run(const char *fname, uint32_t op, bert_tensor *out, const bert_
   p.flags = (A->dtype == BERT_I32 ? 1u : 0u) | (B->dtype == BERT_I32 ? 2u : 0u) | (out->dtype == BERT_I32 ? 4u : 0u);
   p.alpha = alpha;
   vkx_bind bd[3] = {bind_of(out), bind_of(A), bind_of(B)};
+  if (!binds_fit(3, bd)) {
+    vkx_alloc *al[3] = {alloc_of(out), alloc_of(A), alloc_of(B)};
+    int64_t base[3] = {out->offset, A->offset, B->offset};
+    return elt_split(fname, p, al, base);
+  }
   uint32_t gx, gy;
   grid_1d((uint64_t)n, 256, &gx, &gy);
   return vkx_dispatch("eltwise", NULL, 0, 3, bd, &p, sizeof p, gx, gy, 1);
@@ -346,7 +411,7 @@ bert_tensor *bert_vk_unary_backward(bert_unop op, const bert_tensor *x_in, const
 typedef struct {
   uint32_t M, N, K, sam, sak, sbk, sbn, sab, sbb, scb;
   float alpha, beta;
-  uint32_t flags;
+  uint32_t flags, ldc;
 } gemm_push;
 
 /* Tiles from the device's limits and the problem size: 128 x 128 blocks
@@ -367,6 +432,57 @@ static void gemm_tiles(uint32_t spec[6], uint64_t M, uint64_t N, uint64_t batch)
   spec[1] = bm; spec[2] = bm; spec[3] = bk; spec[4] = tm; spec[5] = tm;
 }
 
+/* A GEMM whose operands do not fit one binding each: per batch, C is
+** tiled into Mc x Nc windows and K into Kc slices (accumulated with
+** beta = 1; bias and GELU on the last slice), each window small enough. */
+static int gemm_split(bert_tensor *c, const bert_tensor *a, const bert_tensor *b, const bert_tensor *bias,
+                      uint32_t M, uint32_t N, uint32_t K, const int64_t sa[3], const int64_t sb[3],
+                      uint32_t scb, uint32_t batch, float alpha, float beta, uint32_t flags) {
+  int64_t lim = (int64_t)max_bind() / 4, Mc = M, Nc = N, Kc = K;
+  for (;;) {
+    int64_t tA = (Mc - 1) * sa[0], kA = (Kc - 1) * sa[1], kB = (Kc - 1) * sb[0], tB = (Nc - 1) * sb[1];
+    int64_t sC = (Mc - 1) * (int64_t)N + Nc;
+    if (sC > lim) {
+      if (Mc > 1) Mc = (Mc + 1) / 2; else if (Nc > 1) Nc = (Nc + 1) / 2; else break;
+    } else if (tA + kA + 1 > lim) {
+      if (tA >= kA && Mc > 1) Mc = (Mc + 1) / 2; else if (Kc > 1) Kc = (Kc + 1) / 2; else break;
+    } else if (kB + tB + 1 > lim) {
+      if (tB >= kB && Nc > 1) Nc = (Nc + 1) / 2; else if (Kc > 1) Kc = (Kc + 1) / 2; else break;
+    } else break;
+  }
+  if ((Mc - 1) * (int64_t)N + Nc > lim || (Mc - 1) * sa[0] + (Kc - 1) * sa[1] + 1 > lim ||
+      (Kc - 1) * sb[0] + (Nc - 1) * sb[1] + 1 > lim) {
+    bert_set_error("gemm: vulkan: cannot split a %u x %u x %u product into bindings of %lld bytes", M, N, K,
+                   (long long)lim * 4);
+    return -1;
+  }
+  for (uint32_t z = 0; z < batch; z++)
+    for (int64_t m0 = 0; m0 < M; m0 += Mc)
+      for (int64_t n0 = 0; n0 < N; n0 += Nc) {
+        int64_t mc = M - m0 < Mc ? M - m0 : Mc, nc = N - n0 < Nc ? N - n0 : Nc;
+        uint32_t spec[6];
+        gemm_tiles(spec, (uint64_t)mc, (uint64_t)nc, 1);
+        for (int64_t k0 = 0; k0 < K; k0 += Kc) {
+          int64_t kc = K - k0 < Kc ? K - k0 : Kc;
+          int last = k0 + kc >= K;
+          int64_t ca = c->offset + (int64_t)z * scb + m0 * (int64_t)N + n0;
+          int64_t aa = a->offset + (int64_t)z * sa[2] + m0 * sa[0] + k0 * sa[1];
+          int64_t bb = b->offset + (int64_t)z * sb[2] + k0 * sb[0] + n0 * sb[1];
+          gemm_push p = {(uint32_t)mc, (uint32_t)nc, (uint32_t)kc, (uint32_t)sa[0], (uint32_t)sa[1],
+                         (uint32_t)sb[0], (uint32_t)sb[1], 0, 0, 0, alpha, k0 == 0 ? beta : 1.0f,
+                         last ? flags : 0u, N};
+          vkx_bind bd[4] = {{alloc_of(c), (size_t)ca * 4, (size_t)((mc - 1) * (int64_t)N + nc) * 4},
+                            {alloc_of(a), (size_t)aa * 4, (size_t)((mc - 1) * sa[0] + (kc - 1) * sa[1] + 1) * 4},
+                            {alloc_of(b), (size_t)bb * 4, (size_t)((kc - 1) * sb[0] + (nc - 1) * sb[1] + 1) * 4},
+                            {alloc_of(c), (size_t)ca * 4, 4}};
+          if (bias) { bd[3].a = alloc_of(bias); bd[3].off = (size_t)(bias->offset + n0) * 4; bd[3].len = (size_t)nc * 4; }
+          if (vkx_dispatch("gemm", spec, 6, 4, bd, &p, sizeof p, (uint32_t)((nc + spec[2] - 1) / spec[2]),
+                           (uint32_t)((mc + spec[1] - 1) / spec[1]), 1) != 0) return -1;
+        }
+      }
+  return 0;
+}
+
 /* C[z] (contiguous [M, N] per batch, batch stride scb) = op(A) op(B) ... */
 static int gemm_dispatch(bert_tensor *c, const bert_tensor *a, const bert_tensor *b, const bert_tensor *bias,
                          uint32_t M, uint32_t N, uint32_t K, const int64_t sa[3], const int64_t sb[3],
@@ -374,8 +490,9 @@ static int gemm_dispatch(bert_tensor *c, const bert_tensor *a, const bert_tensor
   uint32_t spec[6];
   gemm_tiles(spec, M, N, batch);
   gemm_push p = {M, N, K, (uint32_t)sa[0], (uint32_t)sa[1], (uint32_t)sb[0], (uint32_t)sb[1],
-                 (uint32_t)sa[2], (uint32_t)sb[2], scb, alpha, beta, flags};
+                 (uint32_t)sa[2], (uint32_t)sb[2], scb, alpha, beta, flags, N};
   vkx_bind bd[4] = {bind_of(c), bind_of(a), bind_of(b), bind_of(bias ? bias : c)};
+  if (!binds_fit(4, bd)) return gemm_split(c, a, b, bias, M, N, K, sa, sb, scb, batch, alpha, beta, flags);
   return vkx_dispatch("gemm", spec, 6, 4, bd, &p, sizeof p, (N + spec[2] - 1) / spec[2],
                       (M + spec[1] - 1) / spec[1], batch);
 }
@@ -584,15 +701,58 @@ bert_tensor *bert_vk_linear(bert_tensor *x_in, bert_tensor *w, bert_tensor *b) {
 
 /* {====================================================== reductions, softmax */
 
-typedef struct { uint32_t R, inner, nout, op, want_idx; } red_push;
+typedef struct { uint32_t R, inner, nout, op, want_idx; float denom; } red_push;
 
-static int reduce_dispatch(bert_tensor *out, const bert_tensor *x, bert_tensor *idx, int64_t R,
-                           int64_t inner, int64_t nout, uint32_t op) {
-  red_push p = {(uint32_t)R, (uint32_t)inner, (uint32_t)nout, op, idx != NULL};
-  vkx_bind bd[3] = {bind_of(out), bind_of(x), bind_of(idx ? idx : out)};
+static int reduce_raw(vkx_bind *bd, int64_t R, int64_t inner, int64_t nout, uint32_t op, int want_idx, double denom) {
+  red_push p = {(uint32_t)R, (uint32_t)inner, (uint32_t)nout, op, (uint32_t)want_idx, (float)denom};
   uint32_t gx, gy;
   grid_1d((uint64_t)nout, 1, &gx, &gy);
   return vkx_dispatch("reduce", NULL, 0, 3, bd, &p, sizeof p, gx, gy, 1);
+}
+
+/* x: contiguous [outer, R, inner]; out [outer, inner] (reductions) or like
+** x (softmax, ops 4 and 5).  Too large for one binding: split along outer
+** when one [R, inner] slice fits, else (sums, means, sums of squares,
+** max / min without indices) reduce R in slices into partials, then the
+** partials. */
+static int reduce_dispatch(bert_tensor *out, const bert_tensor *x, bert_tensor *idx, int64_t R,
+                           int64_t inner, int64_t nout, uint32_t op) {
+  vkx_bind bd[3] = {bind_of(out), bind_of(x), bind_of(idx ? idx : out)};
+  if (binds_fit(3, bd)) return reduce_raw(bd, R, inner, nout, op, idx != NULL, (double)R);
+  int64_t lim = (int64_t)max_bind() / 4, outer = nout / (inner > 0 ? inner : 1), slice = R * inner;
+  int soft = op == 4u || op == 5u;
+  int64_t ostep = soft ? slice : inner;
+  if (slice <= lim) {
+    int64_t oc = lim / slice;
+    for (int64_t o0 = 0; o0 < outer; o0 += oc) {
+      int64_t n = outer - o0 < oc ? outer - o0 : oc;
+      vkx_bind w[3] = {bind_el(out, o0 * ostep, n * ostep), bind_el(x, o0 * slice, n * slice),
+                       idx ? bind_el(idx, o0 * inner, n * inner) : bind_el(out, o0 * ostep, 1)};
+      if (reduce_raw(w, R, inner, n * inner, op, idx != NULL, (double)R) != 0) return -1;
+    }
+    return 0;
+  }
+  if (soft || idx != NULL || inner > lim) {
+    bert_set_error("%s: vulkan: one slice of %lld x %lld elements exceeds the binding range and cannot be split",
+                   soft ? "softmax" : "reduction", (long long)R, (long long)inner);
+    return -1;
+  }
+  int64_t rc = lim / inner, nch = (R + rc - 1) / rc, pn = nch * inner;
+  bert_tensor *P = bert_vk_empty(BERT_F32, 1, &pn);
+  if (P == NULL) return -1;
+  uint32_t part = op == 1u ? 0u : op, fin = op == 6u ? 0u : op;
+  int rc_ = 0;
+  for (int64_t o = 0; o < outer && rc_ == 0; o++) {
+    for (int64_t c = 0; c < nch && rc_ == 0; c++) {
+      int64_t r0 = c * rc, n = R - r0 < rc ? R - r0 : rc;
+      vkx_bind w[3] = {bind_el(P, c * inner, inner), bind_el(x, o * slice + r0 * inner, n * inner), bind_el(P, 0, 1)};
+      rc_ = reduce_raw(w, n, inner, inner, part, 0, (double)n);
+    }
+    vkx_bind w[3] = {bind_el(out, o * inner, inner), bind_el(P, 0, pn), bind_el(P, 0, 1)};
+    if (rc_ == 0) rc_ = reduce_raw(w, nch, inner, inner, fin, 0, (double)R);
+  }
+  bert_tensor_release(P);
+  return rc_;
 }
 
 static const char *const red_names[] = {"sum", "mean", "max", "min", "argmax", "argmin", "var"};
@@ -788,16 +948,86 @@ fail:
   return -1;
 }
 
-typedef struct { uint32_t n, N, R, mode, flags, thr; float scale; uint32_t seed_lo, seed_hi, off_lo, off_hi; } misc_push;
+typedef struct {
+  uint32_t n, N, R, mode, flags, thr;
+  float scale;
+  uint32_t seed_lo, seed_hi, off_lo, off_hi, v0, vn;
+} misc_push;
+
+static int misc_raw(const vkx_bind *bd, const misc_push *p, uint64_t nthreads) {
+  uint32_t gx, gy;
+  grid_1d(nthreads, 256, &gx, &gy);
+  return vkx_dispatch("nn_misc", NULL, 0, 4, bd, p, sizeof *p, gx, gy, 1);
+}
+
+/* Windows when a binding is too large: the embedding table in row ranges
+** (gather: ids outside the range leave their rows alone after the first
+** window; scatter: skipped), column sums in row ranges (accumulated), and
+** bias + GELU and dropout in element ranges (whole rows; Philox counters
+** moved on with the range). */
+static int misc_split(uint32_t mode, bert_tensor *o, const bert_tensor *x, const bert_tensor *b,
+                      const bert_tensor *ids, misc_push *p) {
+  int64_t lim = (int64_t)max_bind() / 4, N = p->N ? p->N : 1;
+  if (mode == 2u || mode == 3u) {   /* x (gather) or o (scatter): the [V, N] table */
+    const bert_tensor *tab = mode == 2u ? x : o;
+    int64_t V = tab->shape[0], rows = lim / N, nr = mode == 2u ? p->n / N : p->R;
+    if (rows < 1 || nr * N > lim) goto cannot;
+    for (int64_t v0 = 0; v0 < V; v0 += rows) {
+      int64_t nv = V - v0 < rows ? V - v0 : rows;
+      misc_push q = *p;
+      q.v0 = (uint32_t)v0;
+      q.vn = (uint32_t)nv;
+      if (mode == 2u && v0 > 0) q.flags |= 8u;
+      vkx_bind tw = bind_el(tab, v0 * N, nv * N);
+      vkx_bind bd[4] = {mode == 2u ? bind_of(o) : tw, mode == 2u ? tw : bind_of(x), tw, bind_of(ids)};
+      if (misc_raw(bd, &q, mode == 2u ? p->n : (uint64_t)N) != 0) return -1;
+    }
+    return 0;
+  }
+  if (mode == 4u) {   /* column sums over R rows of x */
+    int64_t R = p->R, rows = lim / N;
+    if (rows < 1) goto cannot;
+    for (int64_t r0 = 0; r0 < R; r0 += rows) {
+      int64_t nr = R - r0 < rows ? R - r0 : rows;
+      misc_push q = *p;
+      q.R = (uint32_t)nr;
+      if (r0 > 0) q.flags |= 16u;
+      vkx_bind bd[4] = {bind_of(o), bind_el(x, r0 * N, nr * N), bind_of(o), bind_of(o)};
+      if (misc_raw(bd, &q, (uint64_t)N) != 0) return -1;
+    }
+    return 0;
+  }
+  if (mode == 0u || mode == 5u) {   /* elementwise over n: windows of whole rows (multiples of 4) */
+    int64_t n = p->n, unit = mode == 0u ? N : 4;
+    int64_t step = lim / unit * unit;
+    if (step < unit || (b && bind_of(b).len > (size_t)lim * 4)) goto cannot;
+    for (int64_t e0 = 0; e0 < n; e0 += step) {
+      int64_t ne = n - e0 < step ? n - e0 : step;
+      misc_push q = *p;
+      q.n = (uint32_t)ne;
+      if (mode == 5u) {
+        uint64_t off = ((uint64_t)p->off_hi << 32 | p->off_lo) + (uint64_t)(e0 / 4);
+        q.off_lo = (uint32_t)off;
+        q.off_hi = (uint32_t)(off >> 32);
+      }
+      vkx_bind bd[4] = {bind_el(o, e0, ne), bind_el(x, e0, ne), b ? bind_of(b) : bind_el(o, e0, 1), bind_el(o, e0, 1)};
+      if (misc_raw(bd, &q, (uint64_t)ne) != 0) return -1;
+    }
+    return 0;
+  }
+cannot:
+  bert_set_error("vulkan: nn_misc mode %u: a tensor exceeds the binding range and this kernel is not split", mode);
+  return -1;
+}
 
 static int misc_dispatch(uint32_t mode, bert_tensor *o, const bert_tensor *x, const bert_tensor *b,
                          const bert_tensor *ids, misc_push *p, uint64_t nthreads) {
   p->mode = mode;
+  if (mode == 2u && p->vn == 0) p->vn = p->R;
   vkx_bind bd[4] = {bind_of(o), bind_of(x ? x : o), bind_of(b ? b : o), bind_of(ids ? ids : o)};
-  uint32_t gx, gy;
-  grid_1d(nthreads, 256, &gx, &gy);
   if (nthreads == 0) return 0;
-  return vkx_dispatch("nn_misc", NULL, 0, 4, bd, p, sizeof *p, gx, gy, 1);
+  if (!binds_fit(4, bd)) return misc_split(mode, o, x, b, ids, p);
+  return misc_raw(bd, p, nthreads);
 }
 
 bert_tensor *bert_vk_bias_gelu(bert_tensor *x_in, bert_tensor *b_in, int tanh_mode) {
@@ -807,7 +1037,7 @@ bert_tensor *bert_vk_bias_gelu(bert_tensor *x_in, bert_tensor *b_in, int tanh_mo
   bert_tensor *x = bert_contiguous(x_in), *b = b_in ? bert_contiguous(b_in) : NULL, *y = NULL;
   if (x && (!b_in || b)) {
     y = bert_vk_empty(BERT_F32, x->ndim, x->shape);
-    misc_push p = {(uint32_t)bert_numel(x), (uint32_t)(N ? N : 1), 0, 0, (b ? 1u : 0u) | (tanh_mode ? 2u : 0u), 0, 0, 0, 0, 0, 0};
+    misc_push p = {(uint32_t)bert_numel(x), (uint32_t)(N ? N : 1), 0, 0, (b ? 1u : 0u) | (tanh_mode ? 2u : 0u), 0, 0, 0, 0, 0, 0, 0, 0};
     if (y && misc_dispatch(0, y, x, b, NULL, &p, p.n) != 0) { bert_tensor_release(y); y = NULL; }
   }
   if (y) y = bert_vkag_bias_gelu(y, x_in, b_in, x, b, tanh_mode);
@@ -835,7 +1065,7 @@ bert_tensor *bert_vk_gelu_backward(bert_tensor *dy, bert_tensor *x, bert_tensor 
     bert_tensor_release(v);
     bert_tensor_release(dyf);
   }
-  misc_push p = {(uint32_t)n, (uint32_t)N, (uint32_t)nb, 0, (b ? 1u : 0u) | (tanh_mode ? 2u : 0u), 0, 0, 0, 0, 0, 0};
+  misc_push p = {(uint32_t)n, (uint32_t)N, (uint32_t)nb, 0, (b ? 1u : 0u) | (tanh_mode ? 2u : 0u), 0, 0, 0, 0, 0, 0, 0, 0};
   if (ok) ok = misc_dispatch(1, dx, xc, cat, NULL, &p, (uint64_t)n) == 0;
   bert_tensor_release(cat);
   bert_tensor_release(xc);
@@ -846,7 +1076,7 @@ bert_tensor *bert_vk_gelu_backward(bert_tensor *dy, bert_tensor *x, bert_tensor 
 bert_tensor *bert_vk_column_sums(bert_tensor *g_in) {
   int64_t N = g_in->shape[g_in->ndim - 1], R = N ? bert_numel(g_in) / N : 0;
   bert_tensor *g = bert_contiguous(g_in), *o = bert_vk_empty(BERT_F32, 1, &N);
-  misc_push p = {(uint32_t)N, (uint32_t)N, (uint32_t)R, 0, 0, 0, 0, 0, 0, 0, 0};
+  misc_push p = {(uint32_t)N, (uint32_t)N, (uint32_t)R, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   if (!g || !o || misc_dispatch(4, o, g, NULL, NULL, &p, (uint64_t)N) != 0) { bert_tensor_release(o); o = NULL; }
   bert_tensor_release(g);
   return o;
@@ -864,7 +1094,7 @@ bert_tensor *bert_vk_dropout_mask(bert_tensor *x_in, double p, uint64_t seed, ui
   bert_tensor *y = bert_vk_empty(BERT_F32, x->ndim, x->shape);
   misc_push mp = {(uint32_t)bert_numel(x), 1, 0, 0, 0, keep_threshold(p),
                   p >= 1.0 ? 0.0f : (float)(1.0 / (1.0 - p)),
-                  (uint32_t)seed, (uint32_t)(seed >> 32), (uint32_t)offset, (uint32_t)(offset >> 32)};
+                  (uint32_t)seed, (uint32_t)(seed >> 32), (uint32_t)offset, (uint32_t)(offset >> 32), 0, 0};
   if (y && misc_dispatch(5, y, x, NULL, NULL, &mp, mp.n) != 0) { bert_tensor_release(y); y = NULL; }
   bert_tensor_release(x);
   return y;
@@ -903,7 +1133,7 @@ static bert_tensor *embedding_fwd(bert_tensor *ids_in, bert_tensor *w, int recor
     memcpy(shape, ids->shape, sizeof shape);
     shape[ids->ndim] = H;
     y = bert_vk_empty(BERT_F32, ids->ndim + 1, shape);
-    misc_push p = {(uint32_t)(R * H), (uint32_t)H, (uint32_t)w->shape[0], 0, 0, 0, 0, 0, 0, 0, 0};
+    misc_push p = {(uint32_t)(R * H), (uint32_t)H, (uint32_t)w->shape[0], 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     if (y && misc_dispatch(2, y, wc, NULL, ids, &p, p.n) != 0) { bert_tensor_release(y); y = NULL; }
     if (y && record) y = bert_vkag_embedding(y, w, ids);
   }
@@ -918,7 +1148,8 @@ int bert_vk_embedding_backward(bert_tensor *dw, bert_tensor *ids_in, bert_tensor
   int rc = -1;
   if (ids && dy) {
     int64_t H = dw->shape[1];
-    misc_push p = {(uint32_t)H, (uint32_t)H, (uint32_t)bert_numel(ids), 0, 0, 0, 0, 0, 0, 0, 0};
+    misc_push p = {(uint32_t)H, (uint32_t)H, (uint32_t)bert_numel(ids), 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                   (uint32_t)dw->shape[0]};
     rc = misc_dispatch(3, dw, dy, NULL, ids, &p, (uint64_t)H);
   }
   bert_tensor_release(ids);
@@ -926,7 +1157,35 @@ int bert_vk_embedding_backward(bert_tensor *dw, bert_tensor *ids_in, bert_tensor
   return rc;
 }
 
-typedef struct { uint32_t R, C, mode, mean; int32_t ignore; } ce_push;
+typedef struct { uint32_t R, C, mode, mean; int32_t ignore; uint32_t r0, Rall; } ce_push;
+
+/* Modes 0 and 2 of the cross-entropy kernel over rows of logits (and of
+** the output o: one value per row in mode 0, C in mode 2), in windows of
+** rows when the logits do not fit one binding; labels and g bound whole. */
+static int ce_rows(ce_push p, bert_tensor *o, const bert_tensor *x, const bert_tensor *lab, const bert_tensor *g) {
+  int64_t R = p.R, C = p.C, ostep = p.mode == 0u ? 1 : C;
+  vkx_bind bd[4] = {bind_of(o), bind_of(x), bind_of(lab), bind_of(g)};
+  uint32_t gx, gy;
+  p.r0 = 0;
+  p.Rall = (uint32_t)R;
+  if (R == 0) return 0;
+  if (binds_fit(4, bd)) {
+    grid_1d((uint64_t)R, 1, &gx, &gy);
+    return vkx_dispatch("cross_entropy", NULL, 0, 4, bd, &p, sizeof p, gx, gy, 1);
+  }
+  int64_t rc = (int64_t)max_bind() / 4 / (C > 0 ? C : 1);
+  if (rc < 1) { bert_set_error("cross_entropy: vulkan: a row of %lld logits exceeds the binding range", (long long)C); return -1; }
+  for (int64_t r0 = 0; r0 < R; r0 += rc) {
+    int64_t n = R - r0 < rc ? R - r0 : rc;
+    ce_push q = p;
+    q.R = (uint32_t)n;
+    q.r0 = (uint32_t)r0;
+    vkx_bind w[4] = {bind_el(o, r0 * ostep, n * ostep), bind_el(x, r0 * C, n * C), bd[2], bd[3]};
+    grid_1d((uint64_t)n, 1, &gx, &gy);
+    if (vkx_dispatch("cross_entropy", NULL, 0, 4, w, &q, sizeof q, gx, gy, 1) != 0) return -1;
+  }
+  return 0;
+}
 
 bert_tensor *bert_vk_cross_entropy(bert_tensor *logits, bert_tensor *labels, int64_t ignore_index,
                                    int reduction) {
@@ -945,11 +1204,8 @@ bert_tensor *bert_vk_cross_entropy(bert_tensor *logits, bert_tensor *labels, int
   rows = reduction == BERT_REDUCE_NONE ? bert_vk_empty(BERT_F32, labels->ndim, labels->shape)
                                        : bert_vk_empty(BERT_F32, 1, &R);
   if (rows == NULL) goto done;
-  ce_push p = {(uint32_t)R, (uint32_t)C, 0, 0, (int32_t)ignore_index};
-  uint32_t gx, gy;
-  grid_1d((uint64_t)R, 1, &gx, &gy);
-  vkx_bind bd[4] = {bind_of(rows), bind_of(x), bind_of(lab), bind_of(x)};
-  if (R > 0 && vkx_dispatch("cross_entropy", NULL, 0, 4, bd, &p, sizeof p, gx, gy, 1) != 0) goto done;
+  ce_push p = {(uint32_t)R, (uint32_t)C, 0, 0, (int32_t)ignore_index, 0, (uint32_t)R};
+  if (ce_rows(p, rows, x, lab, lab) != 0) goto done;
   if (reduction == BERT_REDUCE_NONE) { out = bert_vkag_cross_entropy(rows, logits, x, lab, ignore_index, reduction); rows = NULL; goto done; }
   out = bert_vk_empty(BERT_F32, 0, NULL);
   if (out == NULL) goto done;
@@ -971,12 +1227,9 @@ bert_tensor *bert_vk_cross_entropy_backward(bert_tensor *logits, bert_tensor *la
   int64_t C = logits->shape[logits->ndim - 1], R = bert_numel(labels);
   bert_tensor *x = bert_contiguous(logits), *lab = bert_contiguous(labels);
   bert_tensor *dx = bert_vk_empty(BERT_F32, logits->ndim, logits->shape);
-  ce_push p = {(uint32_t)R, (uint32_t)C, 2, reduction == BERT_REDUCE_MEAN, (int32_t)ignore_index};
-  uint32_t gx, gy;
-  grid_1d((uint64_t)R, 1, &gx, &gy);
+  ce_push p = {(uint32_t)R, (uint32_t)C, 2, reduction == BERT_REDUCE_MEAN, (int32_t)ignore_index, 0, (uint32_t)R};
   if (x && lab && dx) {
-    vkx_bind bd[4] = {bind_of(dx), bind_of(x), bind_of(lab), bind_of(g)};
-    if (R > 0 && vkx_dispatch("cross_entropy", NULL, 0, 4, bd, &p, sizeof p, gx, gy, 1) != 0) { bert_tensor_release(dx); dx = NULL; }
+    if (ce_rows(p, dx, x, lab, g) != 0) { bert_tensor_release(dx); dx = NULL; }
   } else { bert_tensor_release(dx); dx = NULL; }
   bert_tensor_release(x);
   bert_tensor_release(lab);
@@ -1222,8 +1475,7 @@ int bert_vk_adamw_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, ber
                  (float)(1.0 / sqrt(bc2)), (float)cfg->eps, (float)(1.0 - cfg->lr * cfg->weight_decay),
                  (float)(cfg->lr / bc1)};
   /* chunks within maxStorageBufferRange (the flat buffers of large models) */
-  const vkx_info *in = vkx_get_info();
-  int64_t chunk = in ? (int64_t)(in->max_storage_range / 4) - 1024 : n;
+  int64_t chunk = (int64_t)(max_bind() / 4);
   if (chunk > (int64_t)1 << 30) chunk = (int64_t)1 << 30;
   for (int64_t s = 0; s < n; s += chunk) {
     int64_t len = n - s < chunk ? n - s : chunk;
