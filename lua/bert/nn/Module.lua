@@ -191,22 +191,18 @@ function Module:save_pretrained(dir, opts)
   return require("bert.checkpoint").save_pretrained(self, dir, opts)
 end
 
---- Moves every parameter into one flat buffer (self.flat_params) and every
--- gradient into another (self.flat_grad), llm.c style: one zeroing, one
--- optimizer sweep, one checkpoint write.  Parameters become views; tied
--- slots keep sharing.  Modules may then build fused views (on_flatten).
-function Module:flatten_parameters()
-  local named = self:named_parameters()
-  local total = 0
-  for _, np in ipairs(named) do total = total + np.param:numel() end
-  local flat, gflat = bert.zeros({total}), bert.zeros({total})
+--- Makes every parameter a view of `flat` (in named_parameters order, the
+-- layout flatten_parameters chose) with its gradient a view of `gflat`,
+-- replacing it in every module that holds it, then reruns the modules'
+-- on_flatten hooks.  fill(view, old), when given, fills each new view.
+-- flatten_parameters and Module:to (moving the buffers to a device) share it.
+function Module:bind_flat(flat, gflat, fill)
   local replaced, offsets, off = {}, {}, 0
   bert.no_grad(function()
-    for _, np in ipairs(named) do
+    for _, np in ipairs(self:named_parameters()) do
       local n = np.param:numel()
       local view = flat:narrow(1, off + 1, n):view(np.param:shape())
-      if getmetatable(np.param) == Spec then initialise(view, np.param.init)
-      else view:copy_(np.param) end
+      if fill then fill(view, np.param) end
       view:requires_grad(true)
       view:set_grad(gflat:narrow(1, off + 1, n):view(np.param:shape()))
       replaced[np.param] = view
@@ -225,6 +221,20 @@ function Module:flatten_parameters()
     for _, name in ipairs(module.m_order) do hook(module.m[name]) end
   end
   hook(self)
+  return self
+end
+
+--- Moves every parameter into one flat buffer (self.flat_params) and every
+-- gradient into another (self.flat_grad), llm.c style: one zeroing, one
+-- optimizer sweep, one checkpoint write.  Parameters become views; tied
+-- slots keep sharing.  Modules may then build fused views (on_flatten).
+function Module:flatten_parameters()
+  local named = self:named_parameters()
+  local total = 0
+  for _, np in ipairs(named) do total = total + np.param:numel() end
+  self:bind_flat(bert.zeros({total}), bert.zeros({total}), function(view, old)
+    if getmetatable(old) == Spec then initialise(view, old.init) else view:copy_(old) end
+  end)
   -- the per-parameter tensors are garbage now: free them and return their
   -- memory rather than keep it in the allocator's cache
   collectgarbage()
