@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // LayerNorm(x + residual) over rows of H: one workgroup per row.  Writes y
-// and the per-row mean and rstd (stats[r], stats[R + r]) for backward.
+// and the per-row mean and rstd (stats[2r], stats[2r + 1]) for backward.
 // flags: bit 0 residual, bit 1 gamma, bit 2 beta.
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer Y { float y[]; };
@@ -42,5 +42,5 @@ void main() {
     if ((p.flags & 4u) != 0u) o += beta[p.bb + j];
     y[p.by + row + j] = o;
   }
-  if (t == 0u) { stats[p.bs + r] = mu; stats[p.bs + p.R + r] = rs; }
+  if (t == 0u) { stats[p.bs + 2u * r] = mu; stats[p.bs + 2u * r + 1u] = rs; }
 }

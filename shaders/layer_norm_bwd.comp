@@ -1,7 +1,8 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // LayerNorm backward.  mode 0: dx per row (one workgroup per row);
-// mode 1: dgamma / dbeta per column (one thread per column, rows in order).
+// mode 1: dgamma / dbeta per column (one thread per column, rows in order;
+// flags bit 2 adds to them, for later windows of rows).  stats: [R, 2].
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer DX { float dx[]; };
 layout(std430, binding = 1) buffer DG { float dg[]; };
@@ -33,11 +34,12 @@ void main() {
     if (j >= p.H) return;
     float sg = 0.0, sb = 0.0;
     for (uint r = 0; r < p.R; r++) {
-      float xh = (val(r * p.H + j) - stats[p.bs + r]) * stats[p.bs + p.R + r];
+      float xh = (val(r * p.H + j) - stats[p.bs + 2u * r]) * stats[p.bs + 2u * r + 1u];
       float d = dy[p.bdy + r * p.H + j];
       sg += d * xh;
       sb += d;
     }
+    if ((p.flags & 4u) != 0u) { sg += dg[p.bdg + j]; sb += dg[p.bdg + p.H + j]; }
     dg[p.bdg + j] = sg;           // dgamma in [0, H), dbeta in [H, 2H)
     dg[p.bdg + p.H + j] = sb;
     return;
@@ -45,7 +47,7 @@ void main() {
   uint r = group_linear();
   if (r >= p.R) return;
   uint row = r * p.H;
-  float mu = stats[p.bs + r], rs = stats[p.bs + p.R + r];
+  float mu = stats[p.bs + 2u * r], rs = stats[p.bs + 2u * r + 1u];
   float a = 0.0, c = 0.0;
   for (uint j = t; j < p.H; j += 256u) {
     float xh = (val(row + j) - mu) * rs;

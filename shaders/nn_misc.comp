@@ -2,7 +2,7 @@
 #extension GL_GOOGLE_include_directive : require
 // Small fused kernels, one thread per element (mode):
 //  0 bias_gelu forward   o = gelu(x + b[i % N])            (flags bit 0: bias, bit 1: tanh)
-//  1 bias_gelu backward  o = dy * gelu'(x + b[i % N])
+//  1 bias_gelu backward  o = dy * gelu'(x + b[i % N])       (dy in the ids binding, as float bits)
 //  2 embedding gather    o[r, j] = w[ids[r], j]             (n = R * N)
 //  3 embedding scatter   w[ids[r], j] += dy[r, j], one thread per column j, rows in order (n = N)
 //  4 column sums         o[j] = sum_r x[r, j]               (n = N, R rows)
@@ -42,7 +42,7 @@ void main() {
     float v = x[p.bx + i] + ((p.flags & 1u) != 0u ? b[p.bb + i % p.N] : 0.0);
     bool th = (p.flags & 2u) != 0u;
     if (p.mode == 0u) o[p.bo + i] = th ? gelu_tanh(v) : gelu_erf(v);
-    else o[p.bo + i] = b[p.bb + p.R + i] * (th ? gelu_tanh_grad(v) : gelu_erf_grad(v));  // dy follows the bias
+    else o[p.bo + i] = intBitsToFloat(ids[p.bi + i]) * (th ? gelu_tanh_grad(v) : gelu_erf_grad(v));
   } else if (p.mode == 2u) {
     // flags bit 3: a later window of the table; rows of other windows are left alone
     uint r = i / p.N, j = i % p.N;

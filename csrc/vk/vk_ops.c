@@ -102,6 +102,12 @@ static size_t max_bind(void) {
   return (size_t)(in->max_range - in->offset_align);
 }
 
+static int same_shape(const bert_tensor *a, const bert_tensor *b) {
+  if (a->ndim != b->ndim) return 0;
+  for (int d = 0; d < a->ndim; d++) if (a->shape[d] != b->shape[d]) return 0;
+  return 1;
+}
+
 static int binds_fit(int n, const vkx_bind *b) {
   size_t lim = max_bind();
   for (int i = 0; i < n; i++) if (b[i].len > lim) return 0;
@@ -870,10 +876,24 @@ bert_tensor *bert_vk_softmax(const bert_tensor *t, int dim, int log) {
 
 typedef struct { uint32_t R, H, flags; float eps; } ln_push;
 
-/* y = LN(x + res); *stats (optional) receives [2, R] mean / rstd. */
+/* Rows per dispatch for a [R, H] layer norm: all of them, or windows of
+** whole rows when the row-major tensors exceed the binding range (gamma,
+** beta and the [2, H] parameter gradients are always bound whole). */
+static int64_t ln_window(const char *fname, int64_t R, int64_t H) {
+  int64_t lim = (int64_t)max_bind() / 4;
+  if (R * H <= lim && 2 * R <= lim) return R > 0 ? R : 1;
+  int64_t rows = lim / (H > 2 ? H : 2);
+  if (rows < 1 || 2 * H > lim) {
+    bert_set_error("%s: vulkan: a row of %lld features exceeds the binding range", fname, (long long)H);
+    return -1;
+  }
+  return rows;
+}
+
+/* y = LN(x + res); *stats (optional) receives [R, 2] mean / rstd per row. */
 bert_tensor *bert_vk_layer_norm_ex(bert_tensor *x_in, bert_tensor *g_in, bert_tensor *b_in, double eps,
                                    bert_tensor *r_in, bert_tensor **stats_out) {
-  char s1[160];
+  char s1[160], s2[160];
   const char *f = "layer_norm";
   if (need_vk(f, x_in, "the input") || need_vk(f, g_in, "the weight") || need_vk(f, b_in, "the bias") ||
       need_vk(f, r_in, "the residual")) return NULL;
@@ -883,19 +903,27 @@ bert_tensor *bert_vk_layer_norm_ex(bert_tensor *x_in, bert_tensor *g_in, bert_te
     bert_set_error("layer_norm: weight / bias must be [%lld] for input %s", (long long)H, SHAPE(s1, x_in));
     return NULL;
   }
+  if (r_in && !same_shape(r_in, x_in)) {
+    bert_set_error("layer_norm: residual %s does not match input %s", SHAPE(s1, r_in), SHAPE(s2, x_in));
+    return NULL;
+  }
   bert_tensor *x = bert_contiguous(x_in), *r = r_in ? bert_contiguous(r_in) : NULL;
   bert_tensor *g = g_in ? bert_contiguous(g_in) : NULL, *bb = b_in ? bert_contiguous(b_in) : NULL;
   bert_tensor *y = NULL, *st = NULL;
   if (!x || (r_in && !r) || (g_in && !g) || (b_in && !bb)) goto done;
-  int64_t R = H > 0 ? bert_numel(x) / H : 0, sshape[2] = {2, R};
+  int64_t R = H > 0 ? bert_numel(x) / H : 0, sshape[2] = {R, 2}, rows = ln_window(f, R, H);
+  if (rows < 0) goto done;
   y = bert_vk_empty(BERT_F32, x->ndim, x->shape);
   st = bert_vk_empty(BERT_F32, 2, sshape);
   if (!y || !st) goto fail;
-  if (R > 0) {
-    ln_push p = {(uint32_t)R, (uint32_t)H, (r ? 1u : 0u) | (g ? 2u : 0u) | (bb ? 4u : 0u), (float)eps};
-    vkx_bind bd[6] = {bind_of(y), bind_of(st), bind_of(x), bind_of(r ? r : x), bind_of(g ? g : x), bind_of(bb ? bb : x)};
+  for (int64_t r0 = 0; r0 < R; r0 += rows) {
+    int64_t nr = R - r0 < rows ? R - r0 : rows;
+    ln_push p = {(uint32_t)nr, (uint32_t)H, (r ? 1u : 0u) | (g ? 2u : 0u) | (bb ? 4u : 0u), (float)eps};
+    vkx_bind xw = bind_el(x, r0 * H, nr * H);
+    vkx_bind bd[6] = {bind_el(y, r0 * H, nr * H), bind_el(st, r0 * 2, nr * 2), xw,
+                      r ? bind_el(r, r0 * H, nr * H) : xw, g ? bind_of(g) : xw, bb ? bind_of(bb) : xw};
     uint32_t gx, gy;
-    grid_1d((uint64_t)R, 1, &gx, &gy);
+    grid_1d((uint64_t)nr, 1, &gx, &gy);
     if (vkx_dispatch("layer_norm", NULL, 0, 6, bd, &p, sizeof p, gx, gy, 1) != 0) goto fail;
   }
   if (stats_out) { *stats_out = st; st = NULL; }
@@ -924,28 +952,54 @@ bert_tensor *bert_vk_layer_norm(bert_tensor *x, bert_tensor *gamma, bert_tensor 
 
 typedef struct { uint32_t R, H, flags, mode; } lnb_push;
 
-/* Backward kernels: dx [R, H] (when dx_out) and dgb [2, H] = dgamma, dbeta. */
-int bert_vk_layer_norm_backward(bert_tensor *dy, bert_tensor *x, bert_tensor *res, bert_tensor *gamma,
+/* Backward kernels: dx [R, H] (when dx_out) and dgb [2, H] = dgamma, dbeta;
+** row windows as in the forward, the parameter gradients accumulated over them. */
+int bert_vk_layer_norm_backward(bert_tensor *dy_in, bert_tensor *x_in, bert_tensor *res_in, bert_tensor *gamma_in,
                                 bert_tensor *stats, bert_tensor **dx_out, bert_tensor **dgb_out) {
-  int64_t H = x->shape[x->ndim - 1], R = H > 0 ? bert_numel(x) / H : 0, gshape[2] = {2, H};
-  bert_tensor *dx = bert_vk_empty(BERT_F32, x->ndim, x->shape), *dgb = bert_vk_empty(BERT_F32, 2, gshape);
-  if (!dx || !dgb) goto fail;
-  lnb_push p = {(uint32_t)R, (uint32_t)H, (res ? 1u : 0u) | (gamma ? 2u : 0u), 0};
-  vkx_bind bd[7] = {bind_of(dx), bind_of(dgb), bind_of(dy), bind_of(x), bind_of(res ? res : x),
-                    bind_of(gamma ? gamma : x), bind_of(stats)};
-  uint32_t gx, gy;
-  grid_1d((uint64_t)R, 1, &gx, &gy);
-  if (vkx_dispatch("layer_norm_bwd", NULL, 0, 7, bd, &p, sizeof p, gx, gy, 1) != 0) goto fail;
-  p.mode = 1;
-  grid_1d((uint64_t)H, 256, &gx, &gy);
-  if (vkx_dispatch("layer_norm_bwd", NULL, 0, 7, bd, &p, sizeof p, gx, gy, 1) != 0) goto fail;
+  char s1[160], s2[160];
+  const char *f = "layer_norm_backward";
+  if (need_vk(f, dy_in, "the gradient") || need_vk(f, x_in, "the input") || need_vk(f, res_in, "the residual") ||
+      need_vk(f, gamma_in, "the weight") || need_vk(f, stats, "the stats")) return -1;
+  int64_t H = x_in->ndim ? x_in->shape[x_in->ndim - 1] : 0, R = H > 0 ? bert_numel(x_in) / H : 0;
+  if (x_in->ndim < 1 || !same_shape(dy_in, x_in) || (res_in && !same_shape(res_in, x_in)) ||
+      (gamma_in && (gamma_in->ndim != 1 || gamma_in->shape[0] != H)) || stats->ndim != 2 ||
+      stats->shape[0] != R || stats->shape[1] != 2) {
+    bert_set_error("%s: gradient %s, input %s, stats %s: expected matching [.., H] tensors and stats [R, 2]", f,
+                   SHAPE(s1, dy_in), SHAPE(s2, x_in), SHAPE(s1, stats));
+    return -1;
+  }
+  int64_t gshape[2] = {2, H}, rows = ln_window(f, R, H);
+  if (rows < 0) return -1;
+  bert_tensor *dy = bert_contiguous(dy_in), *x = bert_contiguous(x_in), *st = bert_contiguous(stats);
+  bert_tensor *res = res_in ? bert_contiguous(res_in) : NULL, *gamma = gamma_in ? bert_contiguous(gamma_in) : NULL;
+  bert_tensor *dx = bert_vk_empty(BERT_F32, x_in->ndim, x_in->shape), *dgb = bert_vk_empty(BERT_F32, 2, gshape);
+  int rc = -1;
+  if (!dy || !x || !st || (res_in && !res) || (gamma_in && !gamma) || !dx || !dgb) goto done;
+  if (R == 0 && bert_vk_fill_(dgb, 0) != 0) goto done;
+  for (int64_t r0 = 0; r0 < R; r0 += rows) {
+    int64_t nr = R - r0 < rows ? R - r0 : rows;
+    /* flags bit 2: add to dgamma / dbeta (windows after the first) */
+    lnb_push p = {(uint32_t)nr, (uint32_t)H, (res ? 1u : 0u) | (gamma ? 2u : 0u) | (r0 > 0 ? 4u : 0u), 0};
+    vkx_bind xw = bind_el(x, r0 * H, nr * H);
+    vkx_bind bd[7] = {bind_el(dx, r0 * H, nr * H), bind_of(dgb), bind_el(dy, r0 * H, nr * H), xw,
+                      res ? bind_el(res, r0 * H, nr * H) : xw, gamma ? bind_of(gamma) : xw,
+                      bind_el(st, r0 * 2, nr * 2)};
+    uint32_t gx, gy;
+    grid_1d((uint64_t)nr, 1, &gx, &gy);
+    if (vkx_dispatch("layer_norm_bwd", NULL, 0, 7, bd, &p, sizeof p, gx, gy, 1) != 0) goto done;
+    p.mode = 1;
+    grid_1d((uint64_t)H, 256, &gx, &gy);
+    if (vkx_dispatch("layer_norm_bwd", NULL, 0, 7, bd, &p, sizeof p, gx, gy, 1) != 0) goto done;
+  }
   *dx_out = dx;
   *dgb_out = dgb;
-  return 0;
-fail:
-  bert_tensor_release(dx);
-  bert_tensor_release(dgb);
-  return -1;
+  dx = dgb = NULL;
+  rc = 0;
+done:
+  bert_tensor_release(dy); bert_tensor_release(x); bert_tensor_release(st);
+  bert_tensor_release(res); bert_tensor_release(gamma);
+  bert_tensor_release(dx); bert_tensor_release(dgb);
+  return rc;
 }
 
 typedef struct {
@@ -997,8 +1051,8 @@ static int misc_split(uint32_t mode, bert_tensor *o, const bert_tensor *x, const
     }
     return 0;
   }
-  if (mode == 0u || mode == 5u) {   /* elementwise over n: windows of whole rows (multiples of 4) */
-    int64_t n = p->n, unit = mode == 0u ? N : 4;
+  if (mode <= 1u || mode == 5u) {   /* elementwise over n: windows of whole rows (multiples of 4) */
+    int64_t n = p->n, unit = mode <= 1u ? N : 4;
     int64_t step = lim / unit * unit;
     if (step < unit || (b && bind_of(b).len > (size_t)lim * 4)) goto cannot;
     for (int64_t e0 = 0; e0 < n; e0 += step) {
@@ -1010,7 +1064,8 @@ static int misc_split(uint32_t mode, bert_tensor *o, const bert_tensor *x, const
         q.off_lo = (uint32_t)off;
         q.off_hi = (uint32_t)(off >> 32);
       }
-      vkx_bind bd[4] = {bind_el(o, e0, ne), bind_el(x, e0, ne), b ? bind_of(b) : bind_el(o, e0, 1), bind_el(o, e0, 1)};
+      vkx_bind bd[4] = {bind_el(o, e0, ne), bind_el(x, e0, ne), b ? bind_of(b) : bind_el(o, e0, 1),
+                        mode == 1u ? bind_el(ids, e0, ne) : bind_el(o, e0, 1)};
       if (misc_raw(bd, &q, (uint64_t)ne) != 0) return -1;
     }
     return 0;
@@ -1046,29 +1101,27 @@ bert_tensor *bert_vk_bias_gelu(bert_tensor *x_in, bert_tensor *b_in, int tanh_mo
   return y;
 }
 
-/* dx = dy * gelu'(x + b): dy is packed after the bias in one binding, so
-** the kernel takes [bias | dy] as one contiguous device tensor. */
-bert_tensor *bert_vk_gelu_backward(bert_tensor *dy, bert_tensor *x, bert_tensor *b, int tanh_mode) {
-  int64_t n = bert_numel(x), N = x->shape[x->ndim - 1], nb = b ? N : 0, tot = nb + n;
-  bert_tensor *cat = bert_vk_empty(BERT_F32, 1, &tot), *dx = bert_vk_empty(BERT_F32, x->ndim, x->shape);
-  bert_tensor *xc = bert_contiguous(x);
-  int ok = cat && dx && xc;
-  if (ok && b) {
-    bert_tensor *v = bert_narrow(cat, 0, 0, nb);
-    ok = v && bert_vk_copy_(v, b) == 0;
-    bert_tensor_release(v);
+/* dx = dy * gelu'(x + b); dy is bound in the kernel's index slot (read as
+** float bits), so the dispatch splits like the forward. */
+bert_tensor *bert_vk_gelu_backward(bert_tensor *dy_in, bert_tensor *x_in, bert_tensor *b_in, int tanh_mode) {
+  char s1[160], s2[160];
+  const char *f = "gelu_backward";
+  if (need_vk(f, dy_in, "the gradient") || need_vk(f, x_in, "the input") || need_vk(f, b_in, "the bias")) return NULL;
+  int64_t N = x_in->ndim ? x_in->shape[x_in->ndim - 1] : 1;
+  if (!same_shape(dy_in, x_in) || (b_in && (b_in->ndim != 1 || b_in->shape[0] != N))) {
+    bert_set_error("%s: gradient %s, input %s: shapes must match (bias [%lld])", f, SHAPE(s1, dy_in),
+                   SHAPE(s2, x_in), (long long)N);
+    return NULL;
   }
-  if (ok) {
-    int64_t sh[1] = {n};
-    bert_tensor *v = bert_narrow(cat, 0, nb, n), *dyf = bert_reshape_copy(dy, 1, sh);
-    ok = v && dyf && bert_vk_copy_(v, dyf) == 0;
-    bert_tensor_release(v);
-    bert_tensor_release(dyf);
-  }
-  misc_push p = {(uint32_t)n, (uint32_t)N, (uint32_t)nb, 0, (b ? 1u : 0u) | (tanh_mode ? 2u : 0u), 0, 0, 0, 0, 0, 0, 0, 0};
-  if (ok) ok = misc_dispatch(1, dx, xc, cat, NULL, &p, (uint64_t)n) == 0;
-  bert_tensor_release(cat);
-  bert_tensor_release(xc);
+  bert_tensor *dy = bert_contiguous(dy_in), *x = bert_contiguous(x_in), *b = b_in ? bert_contiguous(b_in) : NULL;
+  bert_tensor *dx = bert_vk_empty(BERT_F32, x_in->ndim, x_in->shape);
+  int ok = dy && x && (!b_in || b) && dx;
+  misc_push p = {(uint32_t)bert_numel(x_in), (uint32_t)(N ? N : 1), 0, 0, (b ? 1u : 0u) | (tanh_mode ? 2u : 0u),
+                 0, 0, 0, 0, 0, 0, 0, 0};
+  if (ok) ok = misc_dispatch(1, dx, x, b, dy, &p, p.n) == 0;
+  bert_tensor_release(dy);
+  bert_tensor_release(x);
+  bert_tensor_release(b);
   if (!ok) { bert_tensor_release(dx); return NULL; }
   return dx;
 }
@@ -1244,6 +1297,50 @@ typedef struct {
   uint32_t seed_lo, seed_hi, off_lo, off_hi;
 } attn_push;
 
+/* Elements one binding of batch items [b0, b0 + nb) of t spans, from there. */
+static int64_t batch_span(const bert_tensor *t, int64_t nb) {
+  int64_t rest = 1;
+  for (int d = 1; d < t->ndim; d++)
+    if (t->shape[d] > 1) rest += (t->shape[d] - 1) * t->stride[d];
+  return (nb - 1) * t->stride[0] + rest;
+}
+
+static vkx_bind bind_batch(const bert_tensor *t, int64_t b0, int64_t nb) {
+  vkx_bind b = {alloc_of(t), (size_t)(t->offset + b0 * t->stride[0]) * 4, (size_t)batch_span(t, nb) * 4};
+  return b;
+}
+
+/* Batch items per attention dispatch: all of them, or windows of whole
+** items when a [B, ...] tensor (n of them), the per-row statistics (rows
+** per item) or the mask (mask_items: Tk per item, 0 when broadcast) exceed
+** the binding range.  With dropout, windows start at multiples of 4 items
+** unless an item's A*Tq*Tk counters are, so that the Philox offset moves on
+** by whole blocks of 4.  -1 with an error when one item does not fit. */
+static int64_t attn_window(const char *fname, const bert_tensor *const *t, int n, int64_t rows, int64_t mask_items,
+                           int64_t per_item_counters, int dropout) {
+  int64_t B = t[0]->shape[0], lim = (int64_t)max_bind() / 4, nb = B;
+  for (int i = 0; i < n; i++) {
+    int64_t one = batch_span(t[i], 1), s0 = t[i]->stride[0];
+    if (one > lim) nb = 0;
+    else if (s0 > 0 && 1 + (lim - one) / s0 < nb) nb = 1 + (lim - one) / s0;
+  }
+  if (rows > 0 && lim / rows < nb) nb = lim / rows;
+  if (mask_items > 0 && lim / mask_items < nb) nb = lim / mask_items;
+  if (nb < B && dropout && per_item_counters % 4 != 0) nb -= nb % 4;
+  if (nb < 1) {
+    bert_set_error("%s: vulkan: one batch item exceeds the binding range and attention does not split within it", fname);
+    return -1;
+  }
+  return nb;
+}
+
+/* The Philox offset of a window starting at item b0 (counters in blocks of 4). */
+static void attn_offset(uint32_t *lo, uint32_t *hi, int64_t b0, int64_t per_item_counters) {
+  uint64_t off = ((uint64_t)*hi << 32 | *lo) + (uint64_t)(b0 * per_item_counters) / 4;
+  *lo = (uint32_t)off;
+  *hi = (uint32_t)(off >> 32);
+}
+
 static bert_tensor *vk_attention(bert_tensor *q_in, bert_tensor *k_in, bert_tensor *v_in,
                                  const bert_attention_opts *o, bert_tensor **lse_out, bert_vk_attn_saved *sv);
 
@@ -1317,10 +1414,20 @@ static bert_tensor *vk_attention(bert_tensor *q_in, bert_tensor *k_in, bert_tens
     p.off_lo = (uint32_t)off; p.off_hi = (uint32_t)(off >> 32);
   }
   if (nl > 0 && d > 0) {
-    vkx_bind bd[6] = {bind_of(out), bind_of(lse), bind_of(q), bind_of(k), bind_of(v), bind_of(mc ? mc : q)};
-    uint32_t gx, gy;
-    grid_1d((uint64_t)nl, 1, &gx, &gy);
-    if (vkx_dispatch("attention", NULL, 0, 6, bd, &p, sizeof p, gx, gy, 1) != 0) goto fail;
+    const bert_tensor *bt[4] = {q, k, v, out};
+    int64_t per = A * Tq * Tk, nb = attn_window(f, bt, 4, A * Tq, p.mask_bstride ? Tk : 0, per, p.thr != 0);
+    if (nb < 0) goto fail;
+    for (int64_t b0 = 0; b0 < B; b0 += nb) {
+      int64_t n = B - b0 < nb ? B - b0 : nb;
+      attn_push w = p;
+      attn_offset(&w.off_lo, &w.off_hi, b0, per);
+      vkx_bind bd[6] = {bind_batch(out, b0, n), bind_el(lse, b0 * A * Tq, n * A * Tq), bind_batch(q, b0, n),
+                        bind_batch(k, b0, n), bind_batch(v, b0, n),
+                        !mc ? bind_el(q, 0, 1) : p.mask_bstride ? bind_el(mc, b0 * Tk, n * Tk) : bind_of(mc)};
+      uint32_t gx, gy;
+      grid_1d((uint64_t)(n * A * Tq), 1, &gx, &gy);
+      if (vkx_dispatch("attention", NULL, 0, 6, bd, &w, sizeof w, gx, gy, 1) != 0) goto fail;
+    }
   }
   if (lse_out) { *lse_out = lse; lse = NULL; }
   if (sv) {
@@ -1382,16 +1489,28 @@ int bert_vk_attention_backward(const bert_vk_attn_saved *sv, bert_tensor *out, b
                      f.mask_flags, f.mask_value, f.scale, f.thr, f.keep_scale, f.seed_lo, f.seed_hi, f.off_lo,
                      f.off_hi, 1};
   if (nq > 0 && d > 0) {
-    vkx_bind bd[10] = {bind_of(dq), bind_of(dq), bind_of(D), bind_of(sv->lse), bind_of(q), bind_of(k), bind_of(v),
-                       bind_of(o), bind_of(g), bind_of(sv->mask ? sv->mask : q)};
-    uint32_t gx, gy;
-    grid_1d((uint64_t)nq, 1, &gx, &gy);
-    if (vkx_dispatch("attention_bwd", NULL, 0, 10, bd, &p, sizeof p, gx, gy, 1) != 0) goto done;
-    p.mode = 2;
-    bd[0] = bind_of(dk);
-    bd[1] = bind_of(dv);
-    grid_1d((uint64_t)(B * A * Tk), 1, &gx, &gy);
-    if (vkx_dispatch("attention_bwd", NULL, 0, 10, bd, &p, sizeof p, gx, gy, 1) != 0) goto done;
+    const bert_tensor *bt[8] = {q, k, v, o, g, dq, dk, dv};
+    int64_t per = A * Tq * Tk, nb = attn_window("attention_backward", bt, 8, A * (Tq > Tk ? Tq : Tk),
+                                                p.mask_bstride ? Tk : 0, per, p.thr != 0);
+    if (nb < 0) goto done;
+    for (int64_t b0 = 0; b0 < B; b0 += nb) {
+      int64_t n = B - b0 < nb ? B - b0 : nb;
+      attn_bwd_push w = p;
+      attn_offset(&w.off_lo, &w.off_hi, b0, per);
+      vkx_bind bd[10] = {bind_batch(dq, b0, n), bind_batch(dq, b0, n), bind_el(D, b0 * A * Tq, n * A * Tq),
+                         bind_el(sv->lse, b0 * A * Tq, n * A * Tq), bind_batch(q, b0, n), bind_batch(k, b0, n),
+                         bind_batch(v, b0, n), bind_batch(o, b0, n), bind_batch(g, b0, n),
+                         !sv->mask ? bind_el(q, 0, 1)
+                                   : p.mask_bstride ? bind_el(sv->mask, b0 * Tk, n * Tk) : bind_of(sv->mask)};
+      uint32_t gx, gy;
+      grid_1d((uint64_t)(n * A * Tq), 1, &gx, &gy);
+      if (vkx_dispatch("attention_bwd", NULL, 0, 10, bd, &w, sizeof w, gx, gy, 1) != 0) goto done;
+      w.mode = 2;
+      bd[0] = bind_batch(dk, b0, n);
+      bd[1] = bind_batch(dv, b0, n);
+      grid_1d((uint64_t)(n * A * Tk), 1, &gx, &gy);
+      if (vkx_dispatch("attention_bwd", NULL, 0, 10, bd, &w, sizeof w, gx, gy, 1) != 0) goto done;
+    }
   } else if (bert_vk_fill_(dq, 0) || bert_vk_fill_(dk, 0) || bert_vk_fill_(dv, 0)) goto done;
   *dq_out = dq; *dk_out = dk; *dv_out = dv;
   dq = dk = dv = NULL;
