@@ -270,6 +270,13 @@ static void lamb_apply_range(float *restrict p, const float *restrict m, const f
 
 int bert_lamb_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
                    const bert_adam_cfg *cfg, int adapt, double *trust_out) {
+  if (bert_is_vk(p) || bert_is_vk(g) || bert_is_vk(m) || bert_is_vk(v)) {
+    bert_tensor *t = NULL;
+    int rc = bert_vk_lamb_step(p, g, m, v, cfg, adapt, trust_out ? &t : NULL);
+    if (rc == 0 && trust_out) *trust_out = bert_vk_get_flat(t, 0);   /* waits for the device */
+    bert_tensor_release(t);
+    return rc;
+  }
   if (check_adam("lamb", p, g, m, v, cfg)) return -1;
   const int64_t n = bert_numel(p);
   adam_k k = adam_prepare(cfg);

@@ -254,6 +254,43 @@ describe("vulkan nn kernels", function()
     close(dm, m, 1e-6)
     close(dv, v, 1e-6)
   end)
+  it("fused LAMB matches the cpu kernel (trust ratio kept on the device)", function()
+    local K = bert.core and bert.core.optim_kernels or require("bert.core").optim_kernels
+    for _, c in ipairs({{n = 1000, wd = 0.01, adapt = true}, {n = 70001, wd = 0.01, adapt = true},
+                        {n = 300, wd = 0, adapt = false}}) do
+      local p, g = randn({c.n}, 124), randn({c.n}, 125)
+      local m, v = randn({c.n}, 126) * 0.1, randn({c.n}, 127):abs() * 0.01
+      local dp, dg, dm, dv = vk(p), vk(g), vk(m), vk(v)
+      local want = K.lamb(p, g, m, v, 1e-3, 0.9, 0.999, 1e-6, c.wd, true, 3, c.adapt)
+      local got = K.lamb(dp, dg, dm, dv, 1e-3, 0.9, 0.999, 1e-6, c.wd, true, 3, c.adapt)
+      assert.equal("vulkan", got:device())
+      assert.near(want, got:item(), 1e-5 * want)
+      if not c.adapt then assert.equal(1, got:item()) end
+      close(dp, p, 1e-6)
+      close(dm, m, 1e-6)
+      close(dv, v, 1e-6)
+    end
+    -- through the optimizer, past a forced binding range (chunks of the tensor)
+    bert.vulkan.set_max_range(65536)
+    local ok, err = pcall(function()
+      local pc = randn({50000}, 128):requires_grad(true)
+      local pd = vk(pc:detach()):requires_grad(true)
+      local oc = bert.optim.LAMB({{name = "w", param = pc}}, {lr = 1e-2})
+      local od = bert.optim.LAMB({{name = "w", param = pd}}, {lr = 1e-2})
+      for step = 1, 3 do
+        local g = randn({50000}, 130 + step)
+        oc:zero_grad()
+        od:zero_grad()
+        ;(pc * g):sum():backward()
+        ;(pd * vk(g)):sum():backward()
+        oc:step(); od:step()
+        assert.near(oc.trust_ratios.w, od.trust_ratios.w:item(), 1e-5 * oc.trust_ratios.w)
+      end
+      close(pd, pc, 1e-5)
+    end)
+    bert.vulkan.set_max_range(0)
+    assert(ok, err)
+  end)
 end)
 
 describe("vulkan autograd", function()

@@ -6,6 +6,7 @@
 **
 **   adamw(p, g, m, v, lr, beta1, beta2, eps, wd, bias_correction, step)
 **   lamb(p, g, m, v, lr, beta1, beta2, eps, wd, bias_correction, step, adapt) -> trust
+**     (a number; for device tensors a one-element device tensor, so no step waits on it)
 **   sgd(p, g, buf|nil, lr, momentum, dampening, wd, nesterov, first)
 **   sumsq(t | {t, ...}) -> sum of squares (double)
 **   scale_(t | {t, ...}, s)
@@ -15,6 +16,7 @@
 
 #include "lbert.h"
 #include "optim.h"
+#include "vk/vk.h"
 
 /* A finite number at arg, or an error naming the kernel and argument. */
 static double check_finite(lua_State *L, int arg, const char *fn, const char *what) {
@@ -69,6 +71,12 @@ static int k_lamb(lua_State *L) {
   bert_adam_cfg cfg;
   read_adam(L, fn, &cfg);
   int adapt = lua_toboolean(L, 12);
+  if (bert_is_vk(p)) {   /* the ratio stays on the device: a one-element tensor, read when wanted */
+    bert_tensor *t = NULL;
+    if (bert_vk_lamb_step(p, g, m, v, &cfg, adapt, &t) != 0) return lbert_core_error(L, fn);
+    lbert_push_tensor(L, t);
+    return 1;
+  }
   double trust = 1.0;
   if (bert_lamb_step(p, g, m, v, &cfg, adapt, &trust) != 0) return lbert_core_error(L, fn);
   lua_pushnumber(L, trust);

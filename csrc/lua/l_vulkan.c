@@ -339,7 +339,7 @@ static const char *const device_F[] = {
   "linear", "layer_norm", "bias_gelu", "dropout", "embedding", "attention", "cross_entropy", NULL
 };
 static const char *const device_module[] = {"matmul", NULL};
-static const char *const device_kernels[] = {"adamw", NULL};
+static const char *const device_kernels[] = {"adamw", "lamb", NULL};
 
 void lbert_open_vulkan(lua_State *L) {
   int mod = lua_gettop(L);

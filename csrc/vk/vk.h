@@ -57,6 +57,9 @@ bert_tensor *bert_vk_attention(bert_tensor *q, bert_tensor *k, bert_tensor *v,
                                const bert_attention_opts *opts);
 int bert_vk_adamw_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
                        const bert_adam_cfg *cfg);
+/* *trust_out (may be NULL): the trust ratio as a one-element device tensor */
+int bert_vk_lamb_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
+                      const bert_adam_cfg *cfg, int adapt, bert_tensor **trust_out);
 
 /* ---- kernel-level entries (forward with saved state, backward passes) ---- */
 bert_tensor *bert_vk_layer_norm_ex(bert_tensor *x, bert_tensor *g, bert_tensor *b, double eps,

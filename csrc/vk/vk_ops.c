@@ -1612,4 +1612,60 @@ int bert_vk_adamw_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, ber
   v->storage->version++;
   return 0;
 }
+
+typedef struct {
+  uint32_t n, mode, goff, ngroups, adapt;
+  float b1, c1, b2, c2, ibc1, isb2, eps, wd, lr;
+} lamb_push;
+
+/* LAMB as bert_lamb_step, the trust ratio computed and applied on the device
+** (no host round trip per tensor); *trust_out (may be NULL) receives it as a
+** one-element device tensor. */
+int bert_vk_lamb_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
+                      const bert_adam_cfg *cfg, int adapt, bert_tensor **trust_out) {
+  const char *f = "lamb";
+  if (need_vk(f, p, "the parameter") || need_vk(f, g, "the gradient") || need_vk(f, m, "exp_avg") ||
+      need_vk(f, v, "exp_avg_sq")) return -1;
+  int64_t n = bert_numel(p);
+  if (!bert_is_contiguous(p) || !bert_is_contiguous(g) || !bert_is_contiguous(m) || !bert_is_contiguous(v) ||
+      bert_numel(g) != n || bert_numel(m) != n || bert_numel(v) != n || p->dtype != BERT_F32) {
+    bert_set_error("lamb: expects contiguous float32 tensors of equal size");
+    return -1;
+  }
+  double bc1 = 1.0, bc2 = 1.0;
+  if (cfg->bias_correction) {
+    bc1 = 1.0 - pow(cfg->beta1, (double)cfg->step);
+    bc2 = 1.0 - pow(cfg->beta2, (double)cfg->step);
+  }
+  int64_t chunk = (int64_t)(max_bind() / 4) / 256 * 256, ngroups = (n + 255) / 256, plen = 2 * ngroups + 1;
+  if (chunk > (int64_t)1 << 30) chunk = (int64_t)1 << 30;
+  if (plen > chunk) { bert_set_error("lamb: vulkan: %lld elements are too many for one tensor", (long long)n); return -1; }
+  bert_tensor *part = bert_vk_empty(BERT_F32, 1, &plen);
+  if (part == NULL) return -1;
+  lamb_push k = {0, 0, 0, (uint32_t)ngroups, adapt ? 1u : 0u, (float)cfg->beta1, (float)(1.0 - cfg->beta1),
+                 (float)cfg->beta2, (float)(1.0 - cfg->beta2), (float)(1.0 / bc1), (float)(1.0 / sqrt(bc2)),
+                 (float)cfg->eps, (float)cfg->weight_decay, (float)cfg->lr};
+  int rc = 0;
+  for (uint32_t mode = 0; mode < 3 && rc == 0; mode++) {
+    k.mode = mode;
+    for (int64_t s = 0; s < (mode == 1 ? 1 : n) && rc == 0; s += chunk) {
+      int64_t len = n - s < chunk ? n - s : chunk;
+      k.n = (uint32_t)len;
+      k.goff = (uint32_t)(s / 256);
+      vkx_bind bd[5] = {bind_el(p, s, len), bind_el(g, s, len), bind_el(m, s, len), bind_el(v, s, len),
+                        bind_of(part)};
+      uint32_t gx = 1, gy = 1;
+      if (mode != 1) grid_1d((uint64_t)len, 256, &gx, &gy);
+      rc = vkx_dispatch("lamb", NULL, 0, 5, bd, &k, sizeof k, gx, gy, 1);
+    }
+  }
+  if (rc == 0) {
+    p->storage->version++;
+    m->storage->version++;
+    v->storage->version++;
+    if (trust_out && (*trust_out = bert_narrow(part, 0, plen - 1, 1)) == NULL) rc = -1;
+  }
+  bert_tensor_release(part);
+  return rc;
+}
 /* }====================================================== */

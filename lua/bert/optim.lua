@@ -387,7 +387,8 @@ local LAMB_OPTS = {lr = true, betas = true, eps = true, weight_decay = true, bia
 -- Per tensor: u = m̂/(sqrt(v̂)+eps) + wd*p, p -= lr * (|p|/|u|) * u; the
 -- trust ratio is 1 when either norm is 0, and (as in ALBERT and apex) for
 -- parameters excluded from weight decay unless always_adapt is set.
--- After each step, opt.trust_ratios[name] holds the ratio used.
+-- After each step, opt.trust_ratios[name] holds the ratio used (for Vulkan
+-- parameters a one-element device tensor: :item() reads it, and waits).
 function M.LAMB(params, opts)
   local who = "optim.LAMB"
   local self = new_optimizer(LAMB, who, params, opts, LAMB_OPTS)
