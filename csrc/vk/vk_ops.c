@@ -1572,24 +1572,33 @@ int bert_vk_index_add0(bert_tensor *z, const bert_tensor *index, const bert_tens
 
 /* {====================================================== optimizer */
 
-typedef struct { uint32_t n; float b1, c1, b2, c2, isb2, eps, decay, step; } adam_push;
-
-int bert_vk_adamw_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
-                       const bert_adam_cfg *cfg) {
-  const char *f = "adamw";
+/* The checks both device optimizers make, and Adam's bias corrections. */
+static int adam_args(const char *f, bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
+                     const bert_adam_cfg *cfg, double *bc1, double *bc2) {
   if (need_vk(f, p, "the parameter") || need_vk(f, g, "the gradient") || need_vk(f, m, "exp_avg") ||
       need_vk(f, v, "exp_avg_sq")) return -1;
   int64_t n = bert_numel(p);
   if (!bert_is_contiguous(p) || !bert_is_contiguous(g) || !bert_is_contiguous(m) || !bert_is_contiguous(v) ||
       bert_numel(g) != n || bert_numel(m) != n || bert_numel(v) != n || p->dtype != BERT_F32) {
-    bert_set_error("adamw: expects contiguous float32 tensors of equal size");
+    bert_set_error("%s: expects contiguous float32 tensors of equal size", f);
     return -1;
   }
-  double bc1 = 1.0, bc2 = 1.0;
+  *bc1 = *bc2 = 1.0;
   if (cfg->bias_correction) {
-    bc1 = 1.0 - pow(cfg->beta1, (double)cfg->step);
-    bc2 = 1.0 - pow(cfg->beta2, (double)cfg->step);
+    *bc1 = 1.0 - pow(cfg->beta1, (double)cfg->step);
+    *bc2 = 1.0 - pow(cfg->beta2, (double)cfg->step);
   }
+  return 0;
+}
+
+typedef struct { uint32_t n; float b1, c1, b2, c2, isb2, eps, decay, step; } adam_push;
+
+int bert_vk_adamw_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
+                       const bert_adam_cfg *cfg) {
+  const char *f = "adamw";
+  double bc1, bc2;
+  if (adam_args(f, p, g, m, v, cfg, &bc1, &bc2) != 0) return -1;
+  int64_t n = bert_numel(p);
   adam_push k = {0, (float)cfg->beta1, (float)(1.0 - cfg->beta1), (float)cfg->beta2, (float)(1.0 - cfg->beta2),
                  (float)(1.0 / sqrt(bc2)), (float)cfg->eps, (float)(1.0 - cfg->lr * cfg->weight_decay),
                  (float)(cfg->lr / bc1)};
@@ -1624,19 +1633,9 @@ typedef struct {
 int bert_vk_lamb_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
                       const bert_adam_cfg *cfg, int adapt, bert_tensor **trust_out) {
   const char *f = "lamb";
-  if (need_vk(f, p, "the parameter") || need_vk(f, g, "the gradient") || need_vk(f, m, "exp_avg") ||
-      need_vk(f, v, "exp_avg_sq")) return -1;
+  double bc1, bc2;
+  if (adam_args(f, p, g, m, v, cfg, &bc1, &bc2) != 0) return -1;
   int64_t n = bert_numel(p);
-  if (!bert_is_contiguous(p) || !bert_is_contiguous(g) || !bert_is_contiguous(m) || !bert_is_contiguous(v) ||
-      bert_numel(g) != n || bert_numel(m) != n || bert_numel(v) != n || p->dtype != BERT_F32) {
-    bert_set_error("lamb: expects contiguous float32 tensors of equal size");
-    return -1;
-  }
-  double bc1 = 1.0, bc2 = 1.0;
-  if (cfg->bias_correction) {
-    bc1 = 1.0 - pow(cfg->beta1, (double)cfg->step);
-    bc2 = 1.0 - pow(cfg->beta2, (double)cfg->step);
-  }
   int64_t chunk = (int64_t)(max_bind() / 4) / 256 * 256, ngroups = (n + 255) / 256, plen = 2 * ngroups + 1;
   if (chunk > (int64_t)1 << 30) chunk = (int64_t)1 << 30;
   if (plen > chunk) { bert_set_error("lamb: vulkan: %lld elements are too many for one tensor", (long long)n); return -1; }
