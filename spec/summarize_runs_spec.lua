@@ -10,7 +10,7 @@ describe("tools/summarize_runs.lua", function()
     local f = assert(io.open(dir .. "/summary.json", "w"))
     f:write(cjson.encode{task = "spam", kind = "classification", model = "m", from_scratch = init == "scratch",
       settings = {lr = lr, seed = seed, batch_size = 32}, dev = {accuracy = dev},
-      test = {accuracy = test, macro_f1 = test - 0.01}})
+      test = {accuracy = test, macro_f1 = test - 0.01}, n_train = 100})
     f:close()
     return dir
   end
@@ -28,8 +28,8 @@ describe("tools/summarize_runs.lua", function()
     assert.matches("^ ", a)                                    -- not the best dev setting
     assert.matches("%s2%s+accuracy 91%.00", a)                  -- 2 seeds, mean dev
     assert.matches("accuracy 85%.00 ± 7%.07", a)                -- mean and sample sd of test
-    assert.matches("\n%*%s+spam%s+pretrained%s+0%.0005", out)
-    assert.matches("\n%*%s+spam%s+scratch", out)
+    assert.matches("\n%*%s+spam%s+100%s+pretrained%s+0%.0005", out)
+    assert.matches("\n%*%s+spam%s+100%s+scratch", out)
     assert.matches("missing: no readable summary.json", out)
   end)
 end)

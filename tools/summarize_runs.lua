@@ -4,9 +4,10 @@
 --
 --   lua5.4 tools/summarize_runs.lua runs/ft/spam-*     (run directories with summary.json)
 --
--- A group's key is the model, the initialisation (pretrained / scratch) and
--- the settings other than the seed; the line with the best mean dev metric
--- per model and initialisation is marked "*" (pick hyperparameters on dev,
+-- A group's key is the model, the initialisation (pretrained / scratch), the
+-- number of training examples and the settings other than the seed; the line
+-- with the best mean dev metric per model, initialisation and training size
+-- is marked "*" (pick hyperparameters on dev,
 -- read them off test).
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
@@ -41,10 +42,11 @@ for _, dir in ipairs(arg) do
     end
     table.sort(keys)
     local init = sm.from_scratch and "scratch" or "pretrained"
-    local key = table.concat({sm.task or "?", sm.model or "?", init, table.concat(keys, " ")}, " | ")
+    local key = table.concat({sm.task or "?", sm.model or "?", init, tostring(sm.n_train), table.concat(keys, " ")}, " | ")
     local g = groups[key]
     if not g then
-      g = {task = sm.task, model = sm.model, init = init, kind = sm.kind, settings = st, runs = {}}
+      g = {task = sm.task, model = sm.model, init = init, kind = sm.kind, settings = st, n_train = sm.n_train,
+           runs = {}}
       groups[key] = g
       order[#order + 1] = key
     end
@@ -61,11 +63,12 @@ for _, key in ipairs(order) do
   local dev = {}
   for _, r in ipairs(g.runs) do dev[#dev + 1] = r.dev and r.dev[names[1]] or 0 end
   g.dev = stats(dev)
-  local bk = (g.task or "") .. "|" .. (g.model or "") .. "|" .. g.init
+  local bk = table.concat({g.task or "", g.model or "", g.init, tostring(g.n_train)}, "|")
   if not best[bk] or g.dev > best[bk].dev then best[bk] = g end
 end
 
-print(string.format("%-2s %-10s %-11s %-8s %-5s %-16s %s", "", "task", "init", "lr", "seeds", "dev (mean)", "test: mean ± sd"))
+print(string.format("%-2s %-10s %-7s %-11s %-8s %-5s %-16s %s", "", "task", "train", "init", "lr", "seeds", "dev (mean)",
+  "test: mean ± sd"))
 for _, key in ipairs(order) do
   local g = groups[key]
   local names = METRICS[g.kind] or {"accuracy"}
@@ -78,8 +81,8 @@ for _, key in ipairs(order) do
       parts[#parts + 1] = string.format("%s %.2f ± %.2f", m, 100 * mean, 100 * sd)
     end
   end
-  local mark = best[(g.task or "") .. "|" .. (g.model or "") .. "|" .. g.init] == g and "*" or ""
-  print(string.format("%-2s %-10s %-11s %-8s %-5d %-16s %s   (%s)", mark, g.task or "?", g.init,
+  local mark = best[table.concat({g.task or "", g.model or "", g.init, tostring(g.n_train)}, "|")] == g and "*" or ""
+  print(string.format("%-2s %-10s %-7s %-11s %-8s %-5d %-16s %s   (%s)", mark, g.task or "?", tostring(math.tointeger(g.n_train) or g.n_train), g.init,
     tostring(g.settings.lr), #g.runs, string.format("%s %.2f", names[1], 100 * g.dev), table.concat(parts, ", "),
     g.model or "?"))
 end

@@ -158,7 +158,8 @@ function Trainer:resume(dir)
         local okl, rec = pcall(cjson.decode, line)
         if okl and type(rec) == "table" and (rec.step or 0) <= self.step then kept[#kept + 1] = line end
       end
-      write_file(path, #kept > 0 and (table.concat(kept, "\n") .. "\n") or "")
+      local wok, werr = write_file(path, #kept > 0 and (table.concat(kept, "\n") .. "\n") or "")
+      if not wok then return nil, werr end
     end
   end
   return true

@@ -103,6 +103,13 @@ local function say(fmt, ...)
   io.stdout:flush()
 end
 
+-- Writes an output file (atomically) or stops the run with the reason: a
+-- run must not report files it could not write.
+local function write_output(path, text)
+  local ok, err = util.write_file(path, text)
+  if not ok then error(string.format("cannot write %s: %s", path, tostring(err)), 0) end
+end
+
 local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
 -- A fixed random subset of at most n items (the same for every run).
@@ -256,7 +263,7 @@ function M.run(kind, args)
   end
   local saved_args = {}
   for k, v in pairs(args) do if type(v) ~= "function" then saved_args[k] = v end end
-  util.write_file(out .. "/args.json", util.json(saved_args) .. "\n")
+  write_output(out .. "/args.json", util.json(saved_args) .. "\n")
   local tok_dir = out .. "/tokenizer"
   assert(bert.mkdir(tok_dir))
   assert(tok:save(tok_dir))
@@ -339,12 +346,12 @@ function M.run(kind, args)
     for i, ex in ipairs(test_ex) do
       lines[i] = util.json({id = ex.id or ex.line or i, gold = ex.label, predicted = details.predictions[i]})
     end
-    util.write_file(out .. "/test_predictions.jsonl", table.concat(lines, "\n") .. "\n")
+    write_output(out .. "/test_predictions.jsonl", table.concat(lines, "\n") .. "\n")
   elseif kind == "tagging" then
     if details.report then say("conlleval:\n%s", details.report) end
     require("bert.finetune.readers").write_conll(out .. "/test_predictions.conll", test_ex, details.predictions)
   else
-    util.write_file(out .. "/test_predictions.json", util.json(details.predictions) .. "\n")
+    write_output(out .. "/test_predictions.json", util.json(details.predictions) .. "\n")
   end
 
   local summary = {
@@ -362,7 +369,7 @@ function M.run(kind, args)
   end
   if kind == "classification" then summary.confusion = details.confusion:totable() end
   if kind == "qa" then for k, v in pairs(settings) do summary.settings[k] = v end end
-  util.write_file(out .. "/summary.json", util.json(summary) .. "\n")
+  write_output(out .. "/summary.json", util.json(summary) .. "\n")
 
   -- the kept model needs no optimizer state; the resumable checkpoint goes
   -- unless asked for
@@ -415,7 +422,7 @@ function M.compare(kind, args)
   local scratch = M.run(kind, with(true, "scratch"))
   local text = M.comparison_table(kind, pre, scratch)
   say("\n%s: %s\n%s", kind, pre.task, text)
-  util.write_file(base .. "/comparison.json", util.json({task = pre.task, kind = kind, model = args.model,
+  write_output(base .. "/comparison.json", util.json({task = pre.task, kind = kind, model = args.model,
     pretrained = pre.test, scratch = scratch.test,
     pretrained_train_seconds = pre.train_seconds, scratch_train_seconds = scratch.train_seconds}) .. "\n")
   return pre, scratch, text
