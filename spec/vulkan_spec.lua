@@ -27,6 +27,22 @@ local function relerr(a, b)
 end
 local function close(a, b, tol) assert.is_true(relerr(a, b) <= (tol or 1e-4), "relative error " .. relerr(a, b)) end
 
+-- f(inputs...) on the cpu and on the device, every input requiring grad:
+-- the outputs and every gradient must agree
+local function check(f, inputs, tol)
+  local hc, hd = {}, {}
+  for i, t in ipairs(inputs) do
+    hc[i] = t:clone():requires_grad(true)
+    hd[i] = vk(t):requires_grad(true)
+  end
+  local yc, yd = f(table.unpack(hc)), f(table.unpack(hd))
+  close(yd, yc, tol)
+  local dy = randn(yc:shape(), 999)
+  ;(yc * dy):sum():backward()
+  ;(yd * vk(dy)):sum():backward()
+  for i = 1, #inputs do close(hd[i]:grad(), hc[i]:grad(), tol) end
+end
+
 describe("vulkan device", function()
   it("reports itself in backend_info", function()
     assert.is_string(info.device)
@@ -294,21 +310,6 @@ describe("vulkan nn kernels", function()
 end)
 
 describe("vulkan autograd", function()
-  -- f(inputs...) on the cpu and on the device, every input requiring grad:
-  -- the outputs and every gradient must agree
-  local function check(f, inputs, tol)
-    local hc, hd = {}, {}
-    for i, t in ipairs(inputs) do
-      hc[i] = t:clone():requires_grad(true)
-      hd[i] = vk(t):requires_grad(true)
-    end
-    local yc, yd = f(table.unpack(hc)), f(table.unpack(hd))
-    close(yd, yc, tol)
-    local dy = randn(yc:shape(), 999)
-    ;(yc * dy):sum():backward()
-    ;(yd * vk(dy)):sum():backward()
-    for i = 1, #inputs do close(hd[i]:grad(), hc[i]:grad(), tol) end
-  end
   it("linear with bias, through views (narrow, select, transpose, view)", function()
     check(function(x, w, b) return F.linear(x, w, b):narrow(2, 2, 3):transpose(1, 2) end,
           {randn({3, 4, 7}, 1), randn({9, 7}, 2), randn({9}, 3)})
@@ -455,19 +456,6 @@ describe("vulkan tensors larger than the binding range (split into windows)", fu
     local n0 = bert.vulkan.dispatches()
     local r = f()
     return r, bert.vulkan.dispatches() - n0
-  end
-  local function check(f, inputs, tol)
-    local hc, hd = {}, {}
-    for i, t in ipairs(inputs) do
-      hc[i] = t:clone():requires_grad(true)
-      hd[i] = vk(t):requires_grad(true)
-    end
-    local yc, yd = f(table.unpack(hc)), f(table.unpack(hd))
-    close(yd, yc, tol)
-    local dy = randn(yc:shape(), 998)
-    ;(yc * dy):sum():backward()
-    ;(yd * vk(dy)):sum():backward()
-    for i = 1, #inputs do close(hd[i]:grad(), hc[i]:grad(), tol) end
   end
 
   it("reports the forced range and refuses nothing that it splits", function()
