@@ -31,13 +31,8 @@ bert_tensor *bert_reduce(bert_redop op, const bert_tensor *t, int dim, int keepd
                    bert_shape_str(b, sizeof b, t->ndim, t->shape));
     return NULL;
   }
-  int64_t outer = 1, R = 1, inner = 1;
-  if (dim < 0) R = bert_numel(t);
-  else {
-    for (int d = 0; d < dim; d++) outer *= t->shape[d];
-    R = t->shape[dim];
-    for (int d = dim + 1; d < t->ndim; d++) inner *= t->shape[d];
-  }
+  int64_t outer, R, inner;
+  bert_split_at_dim(t, dim, &outer, &R, &inner);
   int is_arg = op == BERT_ARGMAX || op == BERT_ARGMIN;
   int is_ext = op == BERT_MAX || op == BERT_MIN || is_arg;
   if (R == 0 && is_ext) {
@@ -116,9 +111,8 @@ bert_tensor *bert_softmax(const bert_tensor *t, int dim, int log_space) {
   if (src == NULL) return NULL;
   bert_tensor *out = bert_tensor_empty(BERT_F32, t->ndim, t->shape);
   if (out == NULL) { bert_tensor_release(src); return NULL; }
-  int64_t outer = 1, R = t->shape[dim], inner = 1;
-  for (int d = 0; d < dim; d++) outer *= t->shape[d];
-  for (int d = dim + 1; d < t->ndim; d++) inner *= t->shape[d];
+  int64_t outer, R, inner;
+  bert_split_at_dim(t, dim, &outer, &R, &inner);
   const float *x = bert_f32(src);
   float *y = bert_f32(out);
   int64_t nrows = outer * inner;

@@ -309,6 +309,14 @@ int64_t bert_numel(const bert_tensor *t) {
   return n;
 }
 
+void bert_split_at_dim(const bert_tensor *t, int dim, int64_t *outer, int64_t *R, int64_t *inner) {
+  *outer = *inner = 1;
+  if (dim < 0) { *R = bert_numel(t); return; }
+  *R = t->shape[dim];
+  for (int d = 0; d < dim; d++) *outer *= t->shape[d];
+  for (int d = dim + 1; d < t->ndim; d++) *inner *= t->shape[d];
+}
+
 int bert_is_contiguous(const bert_tensor *t) {
   int64_t st = 1;
   for (int i = t->ndim - 1; i >= 0; i--) {

@@ -102,6 +102,9 @@ void bert_tensor_free_storage(bert_tensor *t);
 
 /* ---- inspection ---- */
 int64_t bert_numel(const bert_tensor *t);
+/* t seen as [outer, R, inner] around dim (0-based; dim < 0: everything is R),
+** the layout every reduction and softmax walks. */
+void bert_split_at_dim(const bert_tensor *t, int dim, int64_t *outer, int64_t *R, int64_t *inner);
 int bert_is_contiguous(const bert_tensor *t);
 static inline void *bert_data(const bert_tensor *t) {
   return (char *)t->storage->data + (size_t)t->offset * bert_dtype_size(t->dtype);

@@ -801,13 +801,8 @@ bert_tensor *bert_vk_reduce(bert_redop op, const bert_tensor *t, int dim, int ke
   }
   if (t->dtype != BERT_F32) { bert_set_error("%s: vulkan reductions take float32", name); return NULL; }
   if (dim >= t->ndim) { bert_set_error("%s: dimension %d out of range for %s", name, dim + 1, SHAPE(b, t)); return NULL; }
-  int64_t outer = 1, R = 1, inner = 1;
-  if (dim < 0) R = bert_numel(t);
-  else {
-    for (int d = 0; d < dim; d++) outer *= t->shape[d];
-    R = t->shape[dim];
-    for (int d = dim + 1; d < t->ndim; d++) inner *= t->shape[d];
-  }
+  int64_t outer, R, inner;
+  bert_split_at_dim(t, dim, &outer, &R, &inner);
   if (R == 0 && (op == BERT_MAX || op == BERT_MIN)) {
     bert_set_error("%s: cannot reduce an empty dimension of %s", name, SHAPE(b, t));
     return NULL;
@@ -856,9 +851,8 @@ bert_tensor *bert_vk_softmax(const bert_tensor *t, int dim, int log) {
     bert_set_error("%s: vulkan: expects float32 and a valid dim, got %s", log ? "log_softmax" : "softmax", SHAPE(b, t));
     return NULL;
   }
-  int64_t outer = 1, R = t->shape[dim], inner = 1;
-  for (int d = 0; d < dim; d++) outer *= t->shape[d];
-  for (int d = dim + 1; d < t->ndim; d++) inner *= t->shape[d];
+  int64_t outer, R, inner;
+  bert_split_at_dim(t, dim, &outer, &R, &inner);
   bert_tensor *x = bert_contiguous((bert_tensor *)t);
   if (x == NULL) return NULL;
   bert_tensor *out = bert_vk_empty(BERT_F32, t->ndim, t->shape);
