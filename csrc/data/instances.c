@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops.h"
-#include "tensor.h"
+#include "core/ops.h"
+#include "core/tensor.h"
 #include "data/ptdata.h"
 
 /* ---------------------------------------------------------------- rng */

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tensor.h"
+#include "core/tensor.h"
 #include "data/ptdata.h"
 
 typedef struct {

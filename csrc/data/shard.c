@@ -33,7 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "tensor.h"
+#include "core/tensor.h"
 #include "data/ptdata.h"
 
 #define HEADER 64

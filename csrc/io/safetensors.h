@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tensor.h"
+#include "core/tensor.h"
 
 /* Dtypes that can appear in a file.  F16/BF16 load as float32; I64, U8 and
 ** BOOL load as int32.  Only the first five can be written. */

@@ -11,7 +11,7 @@
 #include <omp.h>
 
 #include "lbert.h"
-#include "gemm.h"
+#include "cpu/gemm.h"
 
 #define BERT_VERSION "0.1.0"
 

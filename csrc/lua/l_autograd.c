@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "lbert.h"
-#include "autograd.h"
-#include "ops.h"
+#include "core/autograd.h"
+#include "core/ops.h"
 
 /* t:requires_grad() -> boolean; t:requires_grad(flag) -> t */
 static int m_requires_grad(lua_State *L) {

@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "lbert.h"
-#include "optim.h"
-#include "vk/vk.h"
+#include "cpu/optim.h"
+#include "vulkan/vk.h"
 
 /* A finite number at arg, or an error naming the kernel and argument. */
 static double check_finite(lua_State *L, int arg, const char *fn, const char *what) {

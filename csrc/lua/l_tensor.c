@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "lbert.h"
-#include "ag_ops.h"
-#include "autograd.h"
+#include "core/ag_ops.h"
+#include "core/autograd.h"
 
 /* {====================================================== boxes */
 

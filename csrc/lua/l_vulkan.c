@@ -16,9 +16,9 @@
 #include <string.h>
 
 #include "lbert.h"
-#include "autograd.h"
-#include "vk/vk.h"
-#include "vk/vk_internal.h"
+#include "core/autograd.h"
+#include "vulkan/vk.h"
+#include "vulkan/vk_internal.h"
 
 enum { CLS_UNKNOWN = 0, CLS_META, CLS_DEVICE, CLS_READER };
 

@@ -8,7 +8,7 @@
 #include <lua.h>
 #include <lauxlib.h>
 
-#include "tensor.h"
+#include "core/tensor.h"
 
 #define BERT_TENSOR_MT "bert.Tensor"
 

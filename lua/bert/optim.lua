@@ -1,6 +1,6 @@
 --- bert.optim: AdamW (and BERT's original AdamWeightDecayOptimizer), LAMB,
 -- SGD with momentum, global-norm gradient clipping and learning-rate
--- schedules.  The per-element math is fused C (csrc/optim.c, reached as
+-- schedules.  The per-element math is fused C (csrc/cpu/optim.c, reached as
 -- bert.core.optim_kernels); this file holds the bookkeeping: which
 -- parameters decay, per-parameter state, and state saving.
 --

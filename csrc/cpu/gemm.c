@@ -11,9 +11,9 @@
 #include <xmmintrin.h>
 #endif
 
-#include "vk/vk.h"
-#include "gemm.h"
-#include "ops.h"
+#include "vulkan/vk.h"
+#include "cpu/gemm.h"
+#include "core/ops.h"
 
 /* {====================================================== providers */
 

@@ -7,10 +7,10 @@
 #include <string.h>
 #include <omp.h>
 
-#include "vk/vk.h"
-#include "autograd.h"
-#include "nn/nn.h"
-#include "nn/nn_internal.h"
+#include "vulkan/vk.h"
+#include "core/autograd.h"
+#include "cpu/nn.h"
+#include "cpu/nn_internal.h"
 
 /* saved: 0 = x, 1 = residual or (absent), gamma; node->extra = mean[R], rstd[R]
 ** node->i[0] = R, i[1] = H, i[2] = has residual, i[3] = index of gamma (-1) */

@@ -7,10 +7,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "vk/vk.h"
-#include "autograd.h"
-#include "nn/nn.h"
-#include "nn/nn_internal.h"
+#include "vulkan/vk.h"
+#include "core/autograd.h"
+#include "cpu/nn.h"
+#include "cpu/nn_internal.h"
 
 #define INV_SQRT2 0.70710678118654752f
 #define INV_SQRT2PI 0.39894228040143268f

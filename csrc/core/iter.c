@@ -4,7 +4,7 @@
 #include <string.h>
 #include <omp.h>
 
-#include "iter.h"
+#include "core/iter.h"
 
 void bert_iter_init(bert_iter *it, int nops, const bert_tensor *const *ops) {
   const bert_tensor *out = ops[0];

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vk/vk.h"
-#include "autograd.h"
+#include "vulkan/vk.h"
+#include "core/autograd.h"
 
 /* t's gradient when a kernel can write into it: a contiguous float32
 ** device tensor of t's shape (borrowed), else NULL. */

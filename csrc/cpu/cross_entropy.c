@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vk/vk.h"
-#include "autograd.h"
-#include "nn/nn.h"
-#include "nn/nn_internal.h"
+#include "vulkan/vk.h"
+#include "core/autograd.h"
+#include "cpu/nn.h"
+#include "cpu/nn_internal.h"
 
 /* saved: 0 = logits (contiguous), 1 = labels (contiguous)
 ** extra = lse[N]; i[0] = N, i[1] = C, i[2] = ignore_index, i[3] = reduction,

@@ -8,7 +8,7 @@
 #ifndef BERT_ITER_H
 #define BERT_ITER_H
 
-#include "tensor.h"
+#include "core/tensor.h"
 
 #define BERT_ITER_MAX_OPS 4
 

@@ -6,8 +6,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "vk/vk.h"
-#include "ops.h"
+#include "vulkan/vk.h"
+#include "core/ops.h"
 
 static const char *const redop_names[] = {"sum", "mean", "max", "min", "argmax", "argmin", "var"};
 

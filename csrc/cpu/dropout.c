@@ -2,11 +2,11 @@
 ** dropout: the keep mask is a pure function of (seed, offset, element), so
 ** backward regenerates it instead of storing it.
 */
-#include "vk/vk.h"
-#include "autograd.h"
-#include "ops.h"
-#include "nn/nn.h"
-#include "nn/nn_internal.h"
+#include "vulkan/vk.h"
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "cpu/nn.h"
+#include "cpu/nn_internal.h"
 
 #define DROP_CHUNK 1024   /* elements per mask block (a multiple of 4) */
 

@@ -15,9 +15,9 @@
 #include <immintrin.h>
 #endif
 
-#include "vk/vk.h"
-#include "autograd.h"   /* bert_bump_version */
-#include "optim.h"
+#include "vulkan/vk.h"
+#include "core/autograd.h"   /* bert_bump_version */
+#include "cpu/optim.h"
 
 /* Reductions sum blocks of this many elements each (fixed, so the
 ** result does not depend on the number of threads). */

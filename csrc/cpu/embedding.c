@@ -6,10 +6,10 @@
 */
 #include <string.h>
 
-#include "vk/vk.h"
-#include "autograd.h"
-#include "nn/nn.h"
-#include "nn/nn_internal.h"
+#include "vulkan/vk.h"
+#include "core/autograd.h"
+#include "cpu/nn.h"
+#include "cpu/nn_internal.h"
 
 /* saved: 0 = ids (contiguous); i[0] = V, i[1] = H */
 static int embedding_backward(bert_node *node, bert_tensor *out, bert_tensor *gout) {

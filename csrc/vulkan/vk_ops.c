@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vk/vk.h"
-#include "vk/vk_internal.h"
-#include "autograd.h"
+#include "vulkan/vk.h"
+#include "vulkan/vk_internal.h"
+#include "core/autograd.h"
 
 #define SHAPE(buf, t) bert_shape_str((buf), sizeof(buf), (t)->ndim, (t)->shape)
 

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "tensor.h"
+#include "core/tensor.h"
 
 #define SHAPE(buf, t) bert_shape_str((buf), sizeof(buf), (t)->ndim, (t)->shape)
 

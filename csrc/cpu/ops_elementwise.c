@@ -12,9 +12,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "vk/vk.h"
-#include "iter.h"
-#include "ops.h"
+#include "vulkan/vk.h"
+#include "core/iter.h"
+#include "core/ops.h"
 
 static const char *const binop_names[] = {
   "add", "sub", "mul", "div", "pow", "maximum", "minimum",

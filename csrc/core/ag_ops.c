@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ag_ops.h"
-#include "autograd.h"
-#include "vk/vk.h"
+#include "core/ag_ops.h"
+#include "core/autograd.h"
+#include "vulkan/vk.h"
 
 /* Attaches a node to out when an input requires grad.  Returns out, or
 ** NULL (out released) if the node cannot be allocated. */

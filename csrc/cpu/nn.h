@@ -8,7 +8,7 @@
 #ifndef BERT_NN_H
 #define BERT_NN_H
 
-#include "tensor.h"
+#include "core/tensor.h"
 
 /* y = x @ W^T + b.  x [..., in], W [out, in] (HF layout), b [out] or NULL.
 ** One GEMM over all rows with the bias written first (beta = 1). */

@@ -17,7 +17,7 @@
 
 #include <stdint.h>
 
-#include "tensor.h"
+#include "core/tensor.h"
 
 /* Adam-family hyperparameters for one call. */
 typedef struct bert_adam_cfg {

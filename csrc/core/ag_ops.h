@@ -7,7 +7,7 @@
 #ifndef BERT_AG_OPS_H
 #define BERT_AG_OPS_H
 
-#include "ops.h"
+#include "core/ops.h"
 
 bert_tensor *bert_ag_binary(bert_binop op, bert_tensor *a, bert_tensor *b, double alpha);
 bert_tensor *bert_ag_unary(bert_unop op, bert_tensor *a);

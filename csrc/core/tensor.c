@@ -9,10 +9,10 @@
 #include <sys/mman.h>
 #include <omp.h>
 
-#include "tensor.h"
-#include "autograd.h"
-#include "iter.h"
-#include "vk/vk.h"
+#include "core/tensor.h"
+#include "core/autograd.h"
+#include "core/iter.h"
+#include "vulkan/vk.h"
 
 /* {====================================================== errors */
 

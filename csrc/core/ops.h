@@ -5,7 +5,7 @@
 #ifndef BERT_OPS_H
 #define BERT_OPS_H
 
-#include "tensor.h"
+#include "core/tensor.h"
 
 /* ---- elementwise ---- */
 typedef enum {

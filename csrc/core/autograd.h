@@ -12,7 +12,7 @@
 #ifndef BERT_AUTOGRAD_H
 #define BERT_AUTOGRAD_H
 
-#include "tensor.h"
+#include "core/tensor.h"
 
 #define BERT_NODE_MAX_INPUTS 8
 #define BERT_NODE_MAX_SAVED 8

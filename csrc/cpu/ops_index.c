@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ops.h"
+#include "core/ops.h"
 
 static int check_index_dtype(const char *fname, const bert_tensor *index) {
   if (index->dtype != BERT_I32) {

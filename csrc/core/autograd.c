@@ -7,9 +7,9 @@
 #include <string.h>
 #include <omp.h>
 
-#include "autograd.h"
-#include "ops.h"
-#include "vk/vk.h"
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "vulkan/vk.h"
 
 static int grad_enabled = 1;
 

@@ -3,11 +3,11 @@
 */
 #include <string.h>
 
-#include "vk/vk.h"
-#include "autograd.h"
-#include "gemm.h"
-#include "nn/nn.h"
-#include "nn/nn_internal.h"
+#include "vulkan/vk.h"
+#include "core/autograd.h"
+#include "cpu/gemm.h"
+#include "cpu/nn.h"
+#include "cpu/nn_internal.h"
 
 /* Column sums of G [R, N] into out[N] (bias gradient). */
 static void column_sums(const float *G, int64_t R, int64_t N, float *out) {

@@ -6,8 +6,8 @@
 ** time, and one command buffer that collects every dispatch until a result
 ** is read back (then: submit, wait, recycle).
 */
-#include "vk/vk_internal.h"
-#include "tensor.h"
+#include "vulkan/vk_internal.h"
+#include "core/tensor.h"
 
 #ifdef BERT_NO_VULKAN
 

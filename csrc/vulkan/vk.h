@@ -8,10 +8,10 @@
 #ifndef BERT_VK_H
 #define BERT_VK_H
 
-#include "tensor.h"
-#include "ops.h"
-#include "optim.h"
-#include "nn/nn.h"
+#include "core/tensor.h"
+#include "core/ops.h"
+#include "cpu/optim.h"
+#include "cpu/nn.h"
 
 static inline int bert_is_vk(const bert_tensor *t) {
   return t != NULL && t->storage != NULL && t->storage->kind == BERT_STORAGE_VULKAN;

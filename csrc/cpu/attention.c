@@ -21,12 +21,12 @@
 #include <omp.h>
 #include <cblas.h>
 
-#include "vk/vk.h"
-#include "autograd.h"
-#include "gemm.h"
-#include "ops.h"
-#include "nn/nn.h"
-#include "nn/nn_internal.h"
+#include "vulkan/vk.h"
+#include "core/autograd.h"
+#include "cpu/gemm.h"
+#include "core/ops.h"
+#include "cpu/nn.h"
+#include "cpu/nn_internal.h"
 
 #ifndef BR
 #define BR 128         /* query rows per block */

@@ -6,7 +6,7 @@
 */
 #include <math.h>
 
-#include "ops.h"
+#include "core/ops.h"
 
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u
