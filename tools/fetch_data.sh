@@ -29,6 +29,7 @@ set -e
 cd "$(dirname "$0")/.."
 LUA=${LUA:-lua5.4}
 export LUA_PATH="./lua/?.lua;./lua/?/init.lua;;"
+export LUA_CPATH="./build/?.so;;"
 
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT INT TERM HUP
