@@ -50,9 +50,15 @@ $(BUILD)/obj/%.o: csrc/%.c $(wildcard csrc/*.h csrc/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(BERT_CFLAGS) -c $< -o $@
 
-$(BUILD)/spv/%.spv: shaders/%.comp $(wildcard shaders/*.glsl)
+# The elementwise opcodes come from the op list (csrc/core/op_list.h).
+$(BUILD)/gen/bert_ops.glsl: tools/gen_op_glsl.c csrc/core/op_list.h csrc/vulkan/vk_opcodes.h
 	@mkdir -p $(dir $@)
-	$(GLSLC) -fshader-stage=compute --target-env=vulkan1.1 -O $< -o $@
+	$(CC) -std=c11 -Icsrc -o $(BUILD)/gen/gen_op_glsl tools/gen_op_glsl.c
+	$(BUILD)/gen/gen_op_glsl > $@
+
+$(BUILD)/spv/%.spv: shaders/%.comp $(wildcard shaders/*.glsl) csrc/vulkan/vk_opcodes.h $(BUILD)/gen/bert_ops.glsl
+	@mkdir -p $(dir $@)
+	$(GLSLC) -fshader-stage=compute --target-env=vulkan1.1 -O -Icsrc/vulkan -I$(BUILD)/gen $< -o $@
 
 $(BUILD)/gen/vk_shaders.c: $(SPVS) tools/embed_shaders.lua
 	@mkdir -p $(dir $@)

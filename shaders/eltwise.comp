@@ -15,6 +15,8 @@ layout(push_constant) uniform P {
   int so[4], sa[4], sb[4];
 } p;
 #include "common.glsl"
+#include "vk_opcodes.h"
+#include "bert_ops.glsl"
 
 float load(uint w, bool is_int) { return is_int ? float(int(w)) : uintBitsToFloat(w); }
 
@@ -41,51 +43,51 @@ void main() {
     ia += int(c) * p.sa[d];
     ib += int(c) * p.sb[d];
   }
-  if (p.op == 65u && ((p.flags & 1u) != 0u) && ((p.flags & 4u) != 0u)) { o[p.base_o + io] = a[p.base_a + ia]; return; }
+  if (p.op == ELT_COPY && ((p.flags & ELT_A_INT) != 0u) && ((p.flags & ELT_OUT_INT) != 0u)) { o[p.base_o + io] = a[p.base_a + ia]; return; }
   float x = load(a[p.base_a + ia], (p.flags & 1u) != 0u);
-  float y = (p.op < 32u || p.op >= 80u) ? load(b[p.base_b + ib], (p.flags & 2u) != 0u) : 0.0;
+  float y = (p.op < ELT_UNARY || p.op >= ELT_UNARY_GRAD) ? load(b[p.base_b + ib], (p.flags & 2u) != 0u) : 0.0;
   float z;
   switch (p.op) {
-    case 0u: z = x + p.alpha * y; break;
-    case 1u: z = x - p.alpha * y; break;
-    case 2u: z = x * y; break;
-    case 3u: z = x / y; break;
-    case 4u: z = powf_(x, y); break;
-    case 5u: z = max(x, y); break;
-    case 6u: z = min(x, y); break;
-    case 7u: z = x == y ? 1.0 : 0.0; break;
-    case 8u: z = x != y ? 1.0 : 0.0; break;
-    case 9u: z = x < y ? 1.0 : 0.0; break;
-    case 10u: z = x <= y ? 1.0 : 0.0; break;
-    case 11u: z = x > y ? 1.0 : 0.0; break;
-    case 12u: z = x >= y ? 1.0 : 0.0; break;
-    case 32u: z = -x; break;
-    case 33u: z = exp(x); break;
-    case 34u: z = log(x); break;
-    case 35u: z = sqrt(x); break;
-    case 36u: z = inversesqrt(x); break;
-    case 37u: z = tanh(clamp(x, -15.0, 15.0)); break;
-    case 38u: z = 1.0 / (1.0 + exp(-x)); break;
-    case 39u: z = max(x, 0.0); break;
-    case 40u: z = gelu_erf(x); break;
-    case 41u: z = gelu_tanh(x); break;
-    case 42u: z = abs(x); break;
-    case 43u: z = erf_approx(x); break;
-    // 80 + unary op: the unary's backward, z = dy * f'(x) with x = a, dy = b
-    case 80u: z = -y; break;
-    case 81u: z = y * exp(x); break;
-    case 82u: z = y / x; break;
-    case 83u: z = y * 0.5 / sqrt(x); break;
-    case 84u: z = y * -0.5 * inversesqrt(x) / x; break;
-    case 85u: { float th = tanh(clamp(x, -15.0, 15.0)); z = y * (1.0 - th * th); break; }
-    case 86u: { float sg = 1.0 / (1.0 + exp(-x)); z = y * sg * (1.0 - sg); break; }
-    case 87u: z = x > 0.0 ? y : 0.0; break;
-    case 88u: z = y * gelu_erf_grad(x); break;
-    case 89u: z = y * gelu_tanh_grad(x); break;
-    case 90u: z = x > 0.0 ? y : (x < 0.0 ? -y : 0.0); break;
-    case 91u: z = y * 1.1283791670955126 * exp(-x * x); break;
-    case 64u: z = p.alpha; break;
-    default: z = x; break;   // 65: copy (with dtype conversion)
+    case OP_ADD: z = x + p.alpha * y; break;
+    case OP_SUB: z = x - p.alpha * y; break;
+    case OP_MUL: z = x * y; break;
+    case OP_DIV: z = x / y; break;
+    case OP_POW: z = powf_(x, y); break;
+    case OP_MAXIMUM: z = max(x, y); break;
+    case OP_MINIMUM: z = min(x, y); break;
+    case OP_EQ: z = x == y ? 1.0 : 0.0; break;
+    case OP_NE: z = x != y ? 1.0 : 0.0; break;
+    case OP_LT: z = x < y ? 1.0 : 0.0; break;
+    case OP_LE: z = x <= y ? 1.0 : 0.0; break;
+    case OP_GT: z = x > y ? 1.0 : 0.0; break;
+    case OP_GE: z = x >= y ? 1.0 : 0.0; break;
+    case UN_NEG: z = -x; break;
+    case UN_EXP: z = exp(x); break;
+    case UN_LOG: z = log(x); break;
+    case UN_SQRT: z = sqrt(x); break;
+    case UN_RSQRT: z = inversesqrt(x); break;
+    case UN_TANH: z = tanh(clamp(x, -15.0, 15.0)); break;
+    case UN_SIGMOID: z = 1.0 / (1.0 + exp(-x)); break;
+    case UN_RELU: z = max(x, 0.0); break;
+    case UN_GELU: z = gelu_erf(x); break;
+    case UN_GELU_TANH: z = gelu_tanh(x); break;
+    case UN_ABS: z = abs(x); break;
+    case UN_ERF: z = erf_approx(x); break;
+    // UNB_*: the unary's backward, z = dy * f'(x) with x = a, dy = b
+    case UNB_NEG: z = -y; break;
+    case UNB_EXP: z = y * exp(x); break;
+    case UNB_LOG: z = y / x; break;
+    case UNB_SQRT: z = y * 0.5 / sqrt(x); break;
+    case UNB_RSQRT: z = y * -0.5 * inversesqrt(x) / x; break;
+    case UNB_TANH: { float th = tanh(clamp(x, -15.0, 15.0)); z = y * (1.0 - th * th); break; }
+    case UNB_SIGMOID: { float sg = 1.0 / (1.0 + exp(-x)); z = y * sg * (1.0 - sg); break; }
+    case UNB_RELU: z = x > 0.0 ? y : 0.0; break;
+    case UNB_GELU: z = y * gelu_erf_grad(x); break;
+    case UNB_GELU_TANH: z = y * gelu_tanh_grad(x); break;
+    case UNB_ABS: z = x > 0.0 ? y : (x < 0.0 ? -y : 0.0); break;
+    case UNB_ERF: z = y * 1.1283791670955126 * exp(-x * x); break;
+    case ELT_FILL: z = p.alpha; break;
+    default: z = x; break;   // ELT_COPY (with dtype conversion)
   }
   uint w;
   if ((p.flags & 4u) != 0u) {

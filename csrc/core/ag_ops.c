@@ -1,6 +1,7 @@
 /*
-** Differentiable tensor ops: forward through ops.h, backward by hand.
-** Each forward is paired with its backward below, llm.c style.
+** Differentiable tensor ops: forward through ops.h, backward by hand,
+** through the same front-ends (so on any device).  Each op's node type and
+** saved state sit with its forward and backward below, llm.c style.
 */
 #include <math.h>
 #include <stdlib.h>
@@ -8,22 +9,15 @@
 
 #include "core/ag_ops.h"
 #include "core/autograd.h"
-#include "vulkan/vk.h"
+#include "core/backend.h"
 
-/* Attaches a node to out when an input requires grad.  Returns out, or
-** NULL (out released) if the node cannot be allocated. */
-static bert_tensor *record(bert_tensor *out, bert_node **node, const char *name,
-                           bert_backward_fn fn, int n, bert_tensor *const *in) {
-  *node = NULL;
-  if (out == NULL || !bert_needs_grad(n, in)) return out;
-  *node = bert_node_new(name, fn, n, in);
-  if (*node == NULL) { bert_tensor_release(out); return NULL; }
-  bert_attach(out, *node);
-  return out;
-}
+#define wants bert_node_wants
 
-static int wants(bert_node *node, int k) {
-  return node->inputs[k] != NULL && node->inputs[k]->requires_grad;
+/* A zero-dimensional float32 tensor holding v, on t's device. */
+static bert_tensor *scalar_like(const bert_tensor *t, double v) {
+  bert_tensor *s = bert_backend_of(t)->empty(BERT_F32, 0, NULL);
+  if (s && bert_fill_(s, v) != 0) { bert_tensor_release(s); return NULL; }
+  return s;
 }
 
 /* Accumulates g into input k when that input wants it; consumes g. */
@@ -34,9 +28,12 @@ static int give(bert_node *node, int k, bert_tensor *g) {
 
 /* {====================================================== binary */
 
+typedef struct { bert_binop op; double alpha; } binary_state;
+
 static int binary_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
-  bert_binop op = (bert_binop)node->i[0];
-  double alpha = node->f[0];
+  binary_state *st = node->state;
+  bert_binop op = st->op;
+  double alpha = st->alpha;
   bert_tensor *a = node->nsaved > 0 ? bert_node_saved(node, 0) : NULL;
   bert_tensor *b = node->nsaved > 1 ? bert_node_saved(node, 1) : NULL;
   if (node->nsaved > 0 && (a == NULL || b == NULL)) return -1;
@@ -46,9 +43,8 @@ static int binary_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
     case BERT_ADD: case BERT_SUB:
       if (wants(node, 0)) { bert_tensor_retain(g); rc |= give(node, 0, g); }
       if (wants(node, 1)) {
-        bert_tensor *s = bert_tensor_empty(BERT_F32, 0, NULL);
+        bert_tensor *s = scalar_like(g, op == BERT_ADD ? alpha : -alpha);
         if (s == NULL) return -1;
-        bert_f32(s)[0] = (float)(op == BERT_ADD ? alpha : -alpha);
         rc |= give(node, 1, bert_binary(BERT_MUL, g, s, 1, NULL));
         bert_tensor_release(s);
       }
@@ -69,9 +65,8 @@ static int binary_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
       return rc;
     case BERT_POW:
       if (wants(node, 0)) {   /* g * b * a^(b-1) = g * b * out / a, computed safely at a = 0 */
-        bert_tensor *one = bert_tensor_empty(BERT_F32, 0, NULL);
+        bert_tensor *one = scalar_like(b, 1.0);
         if (one == NULL) return -1;
-        bert_f32(one)[0] = 1;
         bert_tensor *bm1 = bert_binary(BERT_SUB, b, one, 1, NULL);
         bert_tensor *p = bm1 ? bert_binary(BERT_POW, a, bm1, 1, NULL) : NULL;
         bert_tensor *q = p ? bert_binary(BERT_MUL, p, b, 1, NULL) : NULL;
@@ -92,13 +87,13 @@ static int binary_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
       bert_tensor *pick_a = bert_binary(op == BERT_MAXIMUM ? BERT_GE : BERT_LE, a, b, 1, NULL);
       if (pick_a == NULL) return -1;
       if (wants(node, 0)) rc |= give(node, 0, bert_binary(BERT_MUL, g, pick_a, 1, NULL));
-      if (wants(node, 1) && bert_is_vk(g)) {   /* g * (pick_a == 0) on the device */
+      if (wants(node, 1)) {   /* g * (pick_a == 0) */
         bert_tensor *z = bert_tensor_new(BERT_I32, 0, NULL);
         bert_tensor *np = z ? bert_binary(BERT_EQ, pick_a, z, 1, NULL) : NULL;
         rc |= give(node, 1, np ? bert_binary(BERT_MUL, g, np, 1, NULL) : NULL);
         bert_tensor_release(z);
         bert_tensor_release(np);
-      } else if (wants(node, 1)) rc |= give(node, 1, bert_masked_fill(g, pick_a, 0, NULL));
+      }
       bert_tensor_release(pick_a);
       return rc;
     }
@@ -107,15 +102,23 @@ static int binary_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
   }
 }
 
+/* one node type per binary op, named after it */
+static const bert_node_type binary_nodes[] = {
+#define X(ID, name, cmp) {#name, binary_backward, sizeof(binary_state)},
+  BERT_BINARY_OPS(X)
+#undef X
+};
+
 bert_tensor *bert_ag_binary(bert_binop op, bert_tensor *a, bert_tensor *b, double alpha) {
   bert_tensor *in[2] = {a, b};
   bert_node *node;
   bert_tensor *out = bert_binary(op, a, b, alpha, NULL);
-  if (op >= BERT_EQ) return out;   /* comparisons are not differentiable */
-  out = record(out, &node, bert_binop_name(op), binary_backward, 2, in);
+  if (bert_binop_is_comparison(op)) return out;   /* comparisons are not differentiable */
+  out = bert_record(out, &node, &binary_nodes[op], 2, in);
   if (node) {
-    node->i[0] = op;
-    node->f[0] = alpha;
+    binary_state *st = node->state;
+    st->op = op;
+    st->alpha = alpha;
     if (op != BERT_ADD && op != BERT_SUB) { bert_node_save(node, a); bert_node_save(node, b); }
   }
   return out;
@@ -124,61 +127,28 @@ bert_tensor *bert_ag_binary(bert_binop op, bert_tensor *a, bert_tensor *b, doubl
 
 /* {====================================================== unary */
 
+typedef struct { bert_unop op; } unary_state;
+
+/* saved: 0 = the input; dy * f'(x) by the backend's kernel */
 static int unary_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
-  bert_unop op = (bert_unop)node->i[0];
-  bert_tensor *a0 = bert_node_saved(node, 0);
-  if (a0 == NULL) return -1;
-  if (bert_is_vk(g)) return give(node, 0, bert_vk_unary_backward(op, a0, g));
-  bert_tensor *a = bert_contiguous(a0), *y = bert_contiguous(out);
-  bert_tensor *ga = bert_tensor_empty(BERT_F32, g->ndim, g->shape);
-  if (a == NULL || y == NULL || ga == NULL) {
-    bert_tensor_release(a); bert_tensor_release(y); bert_tensor_release(ga);
-    return -1;
-  }
-  const float *x = bert_f32(a), *o = bert_f32(y), *d = bert_f32(g);
-  float *r = bert_f32(ga);
-  int64_t n = bert_numel(g);
-  const float inv_sqrt2 = 0.70710678118654752f, inv_sqrt2pi = 0.39894228040143268f;
-  #pragma omp parallel for if (n >= BERT_PARALLEL_MIN)
-  for (int64_t j = 0; j < n; j++) {
-    float v = x[j], yv = o[j], dv = d[j], res;
-    switch (op) {
-      case BERT_NEG: res = -dv; break;
-      case BERT_EXP: res = dv * yv; break;
-      case BERT_LOG: res = dv / v; break;
-      case BERT_SQRT: res = dv * 0.5f / yv; break;
-      case BERT_RSQRT: res = dv * -0.5f * yv * yv * yv; break;
-      case BERT_TANH: res = dv * (1.0f - yv * yv); break;
-      case BERT_SIGMOID: res = dv * yv * (1.0f - yv); break;
-      case BERT_RELU: res = v > 0 ? dv : 0.0f; break;
-      case BERT_GELU: {   /* d/dx x*Phi(x) = Phi(x) + x*phi(x) */
-        float cdf = 0.5f * (1.0f + erff(v * inv_sqrt2));
-        res = dv * (cdf + v * inv_sqrt2pi * expf(-0.5f * v * v));
-        break;
-      }
-      case BERT_GELU_TANH: {
-        const float c = 0.7978845608028654f, k = 0.044715f;
-        float u = c * (v + k * v * v * v), t = tanhf(u);
-        res = dv * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * c * (1.0f + 3.0f * k * v * v));
-        break;
-      }
-      case BERT_ABS: res = v > 0 ? dv : (v < 0 ? -dv : 0.0f); break;
-      case BERT_ERF: res = dv * 1.1283791670955126f * expf(-v * v); break;
-      default: res = 0; break;
-    }
-    r[j] = res;
-  }
-  bert_tensor_release(a);
-  bert_tensor_release(y);
-  return give(node, 0, ga);
+  unary_state *st = node->state;
+  bert_tensor *a = bert_node_saved(node, 0);
+  if (a == NULL) return -1;
+  return give(node, 0, bert_unary_backward(st->op, a, out, g));
 }
+
+static const bert_node_type unary_nodes[] = {
+#define X(ID, name, keeps_int) {#name, unary_backward, sizeof(unary_state)},
+  BERT_UNARY_OPS(X)
+#undef X
+};
 
 bert_tensor *bert_ag_unary(bert_unop op, bert_tensor *a) {
   bert_node *node;
   bert_tensor *out = bert_unary(op, a, NULL);
   if (out && out->dtype != BERT_F32) return out;   /* integer results carry no gradient */
-  out = record(out, &node, bert_unop_name(op), unary_backward, 1, &a);
-  if (node) { node->i[0] = op; bert_node_save(node, a); }
+  out = bert_record(out, &node, &unary_nodes[op], 1, &a);
+  if (node) { ((unary_state *)node->state)->op = op; bert_node_save(node, a); }
   return out;
 }
 /* }====================================================== */
@@ -191,10 +161,11 @@ static int masked_fill_backward(bert_node *node, bert_tensor *out, bert_tensor *
   return give(node, 0, bert_masked_fill(g, mask, 0, NULL));
 }
 
+static const bert_node_type masked_fill_node = {"masked_fill", masked_fill_backward, 0};
+
 bert_tensor *bert_ag_masked_fill(bert_tensor *a, bert_tensor *mask, double value) {
   bert_node *node;
-  bert_tensor *out = record(bert_masked_fill(a, mask, value, NULL), &node, "masked_fill",
-                            masked_fill_backward, 1, &a);
+  bert_tensor *out = bert_record(bert_masked_fill(a, mask, value, NULL), &node, &masked_fill_node, 1, &a);
   if (node) bert_node_save(node, mask);
   return out;
 }
@@ -203,7 +174,7 @@ static int where_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
   bert_tensor *cond = bert_node_saved(node, 0);
   if (cond == NULL) return -1;
   int rc = 0;
-  bert_tensor *zero = bert_tensor_new(BERT_F32, 0, NULL);
+  bert_tensor *zero = scalar_like(g, 0.0);
   if (zero == NULL) return -1;
   if (wants(node, 1)) rc |= give(node, 1, bert_where(cond, g, zero));
   if (wants(node, 2)) rc |= give(node, 2, bert_where(cond, zero, g));
@@ -211,12 +182,14 @@ static int where_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
   return rc;
 }
 
+static const bert_node_type where_node = {"where", where_backward, 0};
+
 bert_tensor *bert_ag_where(bert_tensor *cond, bert_tensor *a, bert_tensor *b) {
   bert_tensor *in[3] = {NULL, a, b};
   bert_node *node;
   bert_tensor *out = bert_where(cond, a, b);
   if (out && out->dtype != BERT_F32) return out;
-  out = record(out, &node, "where", where_backward, 3, in);
+  out = bert_record(out, &node, &where_node, 3, in);
   if (node) bert_node_save(node, cond);
   return out;
 }
@@ -236,17 +209,20 @@ static bert_tensor *expand_back(bert_tensor *g, const bert_tensor *in, int dim, 
   return e;
 }
 
+typedef struct { bert_redop op; int dim, keepdim, correction; } reduce_state;
+
 static int reduce_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
-  bert_redop op = (bert_redop)node->i[0];
-  int dim = (int)node->i[1], keepdim = (int)node->i[2];
+  reduce_state *st = node->state;
+  bert_redop op = st->op;
+  int dim = st->dim, keepdim = st->keepdim;
   bert_tensor *in = node->inputs[0];
   int64_t R = dim < 0 ? bert_numel(in) : in->shape[dim];
   if (op == BERT_SUM || op == BERT_MEAN) {
     bert_tensor *e = expand_back(g, in, dim, keepdim);
     if (e == NULL) return -1;
     if (op == BERT_MEAN) {
-      bert_tensor *s = bert_tensor_empty(BERT_F32, 0, NULL);
-      bert_tensor *m = s ? (bert_f32(s)[0] = (float)(1.0 / (double)R), bert_binary(BERT_MUL, e, s, 1, NULL)) : NULL;
+      bert_tensor *s = scalar_like(g, 1.0 / (double)R);
+      bert_tensor *m = s ? bert_binary(BERT_MUL, e, s, 1, NULL) : NULL;
       bert_tensor_release(s);
       bert_tensor_release(e);
       return give(node, 0, m);
@@ -260,12 +236,8 @@ static int reduce_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
     bert_tensor *c = mean ? bert_binary(BERT_SUB, x, mean, 1, NULL) : NULL;
     bert_tensor *e = expand_back(g, in, dim, keepdim);
     bert_tensor *p = (c && e) ? bert_binary(BERT_MUL, c, e, 1, NULL) : NULL;
-    bert_tensor *s = bert_tensor_empty(BERT_F32, 0, NULL);
-    bert_tensor *r = NULL;
-    if (p && s) {
-      bert_f32(s)[0] = (float)(2.0 / (double)(R - node->i[3]));
-      r = bert_binary(BERT_MUL, p, s, 1, NULL);
-    }
+    bert_tensor *s = scalar_like(g, 2.0 / (double)(R - st->correction));
+    bert_tensor *r = (p && s) ? bert_binary(BERT_MUL, p, s, 1, NULL) : NULL;
     bert_tensor_release(mean); bert_tensor_release(c); bert_tensor_release(e);
     bert_tensor_release(p); bert_tensor_release(s);
     return give(node, 0, r);
@@ -273,11 +245,8 @@ static int reduce_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
   /* MAX / MIN: the gradient goes to the selected element */
   bert_tensor *idx = bert_node_saved(node, 0);
   if (idx == NULL) return -1;
-  if (bert_is_vk(g)) {
-    bert_set_error("%s backward: not implemented on vulkan", node->name);
-    return -1;
-  }
-  bert_tensor *z = bert_tensor_new(BERT_F32, in->ndim, in->shape);
+  bert_tensor *z = bert_backend_of(g)->empty(BERT_F32, in->ndim, in->shape);
+  if (z && bert_fill_(z, 0) != 0) { bert_tensor_release(z); return -1; }
   if (z == NULL) return -1;
   int rc;
   if (dim < 0) {
@@ -297,6 +266,12 @@ static int reduce_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
   if (rc != 0) { bert_tensor_release(z); return -1; }
   return give(node, 0, z);
 }
+
+static const bert_node_type reduce_nodes[] = {
+#define X(ID, name) {#name, reduce_backward, sizeof(reduce_state)},
+  BERT_REDUCE_OPS(X)
+#undef X
+};
 
 bert_tensor *bert_ag_reduce(bert_redop op, bert_tensor *t, int dim, int keepdim,
                             int correction, bert_tensor **indices) {
@@ -324,11 +299,10 @@ bert_tensor *bert_ag_reduce(bert_redop op, bert_tensor *t, int dim, int keepdim,
   }
   if (out == NULL) { bert_tensor_release(idx); return NULL; }
   bert_node *node = NULL;
-  if (differentiable && out->dtype == BERT_F32)
-    out = record(out, &node, op == BERT_SUM ? "sum" : op == BERT_MEAN ? "mean" : op == BERT_VAR ? "var" :
-                 op == BERT_MAX ? "max" : "min", reduce_backward, 1, &t);
+  if (differentiable && out->dtype == BERT_F32) out = bert_record(out, &node, &reduce_nodes[op], 1, &t);
   if (node) {
-    node->i[0] = op; node->i[1] = dim; node->i[2] = keepdim; node->i[3] = correction;
+    reduce_state *st = node->state;
+    st->op = op; st->dim = dim; st->keepdim = keepdim; st->correction = correction;
     if (op == BERT_VAR) bert_node_save(node, t);
     if (idx) bert_node_save(node, idx);
   }
@@ -337,8 +311,11 @@ bert_tensor *bert_ag_reduce(bert_redop op, bert_tensor *t, int dim, int keepdim,
   return out;
 }
 
+typedef struct { int dim; } softmax_state;
+static const bert_node_type softmax_node;
+
 static int softmax_backward(bert_node *node, bert_tensor *y, bert_tensor *g) {
-  int dim = (int)node->i[0], log_space = (int)node->i[1];
+  int dim = ((softmax_state *)node->state)->dim, log_space = node->type != &softmax_node;
   bert_tensor *r = NULL;
   if (log_space) {   /* g - exp(y) * sum(g) */
     bert_tensor *s = bert_reduce(BERT_SUM, g, dim, 1, 0, NULL);
@@ -356,11 +333,14 @@ static int softmax_backward(bert_node *node, bert_tensor *y, bert_tensor *g) {
   return give(node, 0, r);
 }
 
+static const bert_node_type softmax_node = {"softmax", softmax_backward, sizeof(softmax_state)};
+static const bert_node_type log_softmax_node = {"log_softmax", softmax_backward, sizeof(softmax_state)};
+
 bert_tensor *bert_ag_softmax(bert_tensor *t, int dim, int log_space) {
   bert_node *node;
-  bert_tensor *out = record(bert_softmax(t, dim, log_space), &node,
-                            log_space ? "log_softmax" : "softmax", softmax_backward, 1, &t);
-  if (node) { node->i[0] = dim; node->i[1] = log_space; }
+  bert_tensor *out = bert_record(bert_softmax(t, dim, log_space), &node,
+                                 log_space ? &log_softmax_node : &softmax_node, 1, &t);
+  if (node) ((softmax_state *)node->state)->dim = dim;
   return out;
 }
 /* }====================================================== */
@@ -400,9 +380,10 @@ bert_tensor *bert_ag_matmul(bert_tensor *a, bert_tensor *b) {
     if (r && a->ndim == 1) { tmp = bert_ag_squeeze(r, r->ndim - (b->ndim == 1 ? 1 : 2)); bert_tensor_release(r); r = tmp; }
     return r;
   }
+  static const bert_node_type matmul_node = {"matmul", matmul_backward, 0};
   bert_tensor *in[2] = {a, b};
   bert_node *node;
-  bert_tensor *out = record(bert_matmul(a, b), &node, "matmul", matmul_backward, 2, in);
+  bert_tensor *out = bert_record(bert_matmul(a, b), &node, &matmul_node, 2, in);
   if (node) { bert_node_save(node, a); bert_node_save(node, b); }
   return out;
 }
@@ -412,176 +393,173 @@ bert_tensor *bert_ag_matmul(bert_tensor *a, bert_tensor *b) {
 
 enum { V_VIEW, V_TRANSPOSE, V_PERMUTE, V_NARROW, V_SELECT, V_IDENTITY };
 
-static int view_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
+/* which view, and its arguments: d0/d1 (transpose), dim/start/len
+** (narrow; select uses start as the index), perm (permute) */
+typedef struct { int kind, d0, d1; int64_t start, len; int perm[BERT_MAX_DIMS]; } view_state;
+
+/* Adds g into the slice of in's gradient that the narrow / select took,
+** creating the gradient (zeroed, on in's device) when there is none: q, k
+** and v of one fused projection share one buffer. */
+static int slice_backward(bert_node *node, const view_state *st, bert_tensor *g) {
   bert_tensor *in = node->inputs[0];
-  bert_tensor *r = NULL;
-  switch ((int)node->i[0]) {
-    case V_VIEW: r = bert_view(g, in->ndim, in->shape); break;
-    case V_TRANSPOSE: r = bert_transpose(g, (int)node->i[1], (int)node->i[2]); break;
+  bert_tensor *tgt = bert_grad_target(in), *full;
+  if (tgt) { bert_tensor_retain(tgt); full = tgt; }
+  else {
+    full = bert_backend_of(in)->empty(BERT_F32, in->ndim, in->shape);
+    if (full && bert_fill_(full, 0) != 0) { bert_tensor_release(full); full = NULL; }
+  }
+  if (full == NULL) return -1;
+  bert_tensor *slot = st->kind == V_NARROW ? bert_narrow(full, st->d0, st->start, st->len)
+                                           : bert_select(full, st->d0, st->start);
+  bert_tensor *sum = slot ? bert_binary(BERT_ADD, slot, g, 1, slot) : NULL;
+  bert_tensor_release(slot);
+  bert_tensor_release(sum);
+  if (sum == NULL) { bert_tensor_release(full); return -1; }
+  if (tgt) { bert_tensor_release(full); return 0; }
+  return give(node, 0, full);
+}
+
+static int view_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
+  const view_state *st = node->state;
+  bert_tensor *in = node->inputs[0], *r = NULL;
+  (void)out;
+  switch (st->kind) {
+    case V_VIEW: r = bert_reshape_copy(g, in->ndim, in->shape); break;
+    case V_TRANSPOSE: r = bert_transpose(g, st->d0, st->d1); break;
     case V_PERMUTE: {
       int inv[BERT_MAX_DIMS];
-      for (int d = 0; d < in->ndim; d++) inv[node->i[1 + d / 4] >> (16 * (d % 4)) & 0xffff] = d;
+      for (int d = 0; d < in->ndim; d++) inv[st->perm[d]] = d;
       r = bert_permute(g, inv);
       break;
     }
-    case V_NARROW: case V_SELECT: {
-      /* add g into the slice of the input's gradient, creating it (zeroed)
-      ** if needed: q, k and v of one fused projection share one buffer */
-      if (bert_is_vk(g)) {
-        bert_tensor *tgt = bert_vk_grad_target(in);
-        bert_tensor *full = tgt ? (bert_tensor_retain(tgt), tgt) : bert_vk_zeros(BERT_F32, in->ndim, in->shape);
-        bert_tensor *slot = !full ? NULL : node->i[0] == V_NARROW ? bert_narrow(full, (int)node->i[1], node->i[2], node->i[3])
-                                                                  : bert_select(full, (int)node->i[1], node->i[2]);
-        bert_tensor *sum = slot ? bert_binary(BERT_ADD, slot, g, 1, slot) : NULL;
-        bert_tensor_release(slot);
-        bert_tensor_release(sum);
-        if (sum == NULL) { bert_tensor_release(full); return -1; }
-        if (tgt) { bert_tensor_release(full); return 0; }
-        r = full;
-        break;
-      }
-      int acc;
-      float *buf = bert_grad_buffer(in, &acc);
-      bert_tensor *full = NULL;
-      if (buf) {
-        if (!acc) memset(buf, 0, (size_t)bert_numel(in) * sizeof(float));
-        full = in->grad;
-        bert_tensor_retain(full);
-      } else {
-        full = bert_tensor_new(BERT_F32, in->ndim, in->shape);
-      }
-      bert_tensor *slot = NULL;
-      if (full) slot = node->i[0] == V_NARROW ? bert_narrow(full, (int)node->i[1], node->i[2], node->i[3])
-                                              : bert_select(full, (int)node->i[1], node->i[2]);
-      bert_tensor *sum = slot ? bert_binary(BERT_ADD, slot, g, 1, slot) : NULL;
-      bert_tensor_release(slot);
-      if (sum == NULL) { bert_tensor_release(full); return -1; }
-      bert_tensor_release(sum);
-      if (buf) { bert_tensor_release(full); return 0; }
-      r = full;
-      break;
-    }
+    case V_NARROW: case V_SELECT: return slice_backward(node, st, g);
     default: bert_tensor_retain(g); r = g; break;   /* identity, and expand (summed by accumulate) */
   }
   return give(node, 0, r);
 }
 
-static bert_tensor *record_view(bert_tensor *out, bert_tensor *t, const char *name, int kind,
-                                int64_t p1, int64_t p2, int64_t p3) {
+#define VIEW_NODE(name) static const bert_node_type name##_node = {#name, view_backward, sizeof(view_state)};
+VIEW_NODE(view) VIEW_NODE(reshape) VIEW_NODE(transpose) VIEW_NODE(permute) VIEW_NODE(narrow)
+VIEW_NODE(select) VIEW_NODE(squeeze) VIEW_NODE(unsqueeze) VIEW_NODE(expand) VIEW_NODE(contiguous)
+VIEW_NODE(clone)
+#undef VIEW_NODE
+
+static bert_tensor *record_view(bert_tensor *out, bert_tensor *t, const bert_node_type *type, int kind,
+                                int d0, int d1, int64_t start, int64_t len) {
   if (out == NULL || t->dtype != BERT_F32) return out;
   bert_node *node;
-  out = record(out, &node, name, view_backward, 1, &t);
-  if (node) { node->i[0] = kind; node->i[1] = p1; node->i[2] = p2; node->i[3] = p3; }
+  out = bert_record(out, &node, type, 1, &t);
+  if (node) {
+    view_state *st = node->state;
+    st->kind = kind; st->d0 = d0; st->d1 = d1; st->start = start; st->len = len;
+  }
   return out;
 }
 
 bert_tensor *bert_ag_view(bert_tensor *t, int ndim, const int64_t *shape) {
-  return record_view(bert_view(t, ndim, shape), t, "view", V_VIEW, 0, 0, 0);
+  return record_view(bert_view(t, ndim, shape), t, &view_node, V_VIEW, 0, 0, 0, 0);
 }
 
 bert_tensor *bert_ag_reshape(bert_tensor *t, int ndim, const int64_t *shape) {
-  return record_view(bert_reshape_copy(t, ndim, shape), t, "reshape", V_VIEW, 0, 0, 0);
+  return record_view(bert_reshape_copy(t, ndim, shape), t, &reshape_node, V_VIEW, 0, 0, 0, 0);
 }
 
 bert_tensor *bert_ag_transpose(bert_tensor *t, int d0, int d1) {
-  return record_view(bert_transpose(t, d0, d1), t, "transpose", V_TRANSPOSE, d0, d1, 0);
+  return record_view(bert_transpose(t, d0, d1), t, &transpose_node, V_TRANSPOSE, d0, d1, 0, 0);
 }
 
 bert_tensor *bert_ag_permute(bert_tensor *t, const int *perm) {
-  bert_tensor *out = bert_permute(t, perm);
-  if (out == NULL || t->dtype != BERT_F32 || !bert_needs_grad(1, &t)) return out;
-  /* pack the permutation into i[1..2]: 16 bits per dim, 4 dims per slot */
-  int64_t packed[2] = {0, 0};
-  for (int d = 0; d < t->ndim; d++) packed[d / 4] |= (int64_t)perm[d] << (16 * (d % 4));
-  return record_view(out, t, "permute", V_PERMUTE, packed[0], packed[1], 0);
+  bert_tensor *out = record_view(bert_permute(t, perm), t, &permute_node, V_PERMUTE, 0, 0, 0, 0);
+  if (out && out->grad_fn && out->grad_fn->type == &permute_node) {
+    view_state *st = out->grad_fn->state;
+    for (int d = 0; d < t->ndim; d++) st->perm[d] = perm[d];
+  }
+  return out;
 }
 
 bert_tensor *bert_ag_narrow(bert_tensor *t, int dim, int64_t start, int64_t len) {
-  return record_view(bert_narrow(t, dim, start, len), t, "narrow", V_NARROW, dim, start, len);
+  return record_view(bert_narrow(t, dim, start, len), t, &narrow_node, V_NARROW, dim, 0, start, len);
 }
 
 bert_tensor *bert_ag_select(bert_tensor *t, int dim, int64_t index) {
-  return record_view(bert_select(t, dim, index), t, "select", V_SELECT, dim, index, 0);
+  return record_view(bert_select(t, dim, index), t, &select_node, V_SELECT, dim, 0, index, 0);
 }
 
 bert_tensor *bert_ag_squeeze(bert_tensor *t, int dim) {
-  return record_view(bert_squeeze(t, dim), t, "squeeze", V_VIEW, 0, 0, 0);
+  return record_view(bert_squeeze(t, dim), t, &squeeze_node, V_VIEW, 0, 0, 0, 0);
 }
 
 bert_tensor *bert_ag_unsqueeze(bert_tensor *t, int dim) {
-  return record_view(bert_unsqueeze(t, dim), t, "unsqueeze", V_VIEW, 0, 0, 0);
+  return record_view(bert_unsqueeze(t, dim), t, &unsqueeze_node, V_VIEW, 0, 0, 0, 0);
 }
 
 bert_tensor *bert_ag_expand(bert_tensor *t, int ndim, const int64_t *shape) {
-  return record_view(bert_expand(t, ndim, shape), t, "expand", V_IDENTITY, 0, 0, 0);
+  return record_view(bert_expand(t, ndim, shape), t, &expand_node, V_IDENTITY, 0, 0, 0, 0);
 }
 
 bert_tensor *bert_ag_contiguous(bert_tensor *t) {
   if (bert_is_contiguous(t)) { bert_tensor_retain(t); return t; }
-  return record_view(bert_clone(t), t, "contiguous", V_IDENTITY, 0, 0, 0);
+  return record_view(bert_clone(t), t, &contiguous_node, V_IDENTITY, 0, 0, 0, 0);
 }
 
 bert_tensor *bert_ag_clone(bert_tensor *t) {
-  return record_view(bert_clone(t), t, "clone", V_IDENTITY, 0, 0, 0);
+  return record_view(bert_clone(t), t, &clone_node, V_IDENTITY, 0, 0, 0, 0);
 }
 /* }====================================================== */
 
 /* {====================================================== indexing */
 
+typedef struct { int dim; } index_state;
+
+/* saved: 0 = index; rows picked several times receive the sum of their gradients */
 static int index_select_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
   bert_tensor *in = node->inputs[0], *index = bert_node_saved(node, 0);
-  int dim = (int)node->i[0];
   if (index == NULL) return -1;
-  if (bert_is_vk(g)) {
-    if (dim != 0) { bert_set_error("index_select backward: vulkan: only dim 1"); return -1; }
-    bert_tensor *zv = bert_vk_zeros(BERT_F32, in->ndim, in->shape);
-    if (zv == NULL || bert_vk_index_add0(zv, index, g) != 0) { bert_tensor_release(zv); return -1; }
-    return give(node, 0, zv);
+  bert_tensor *z = bert_backend_of(g)->empty(BERT_F32, in->ndim, in->shape);
+  if (z == NULL || bert_fill_(z, 0) != 0 ||
+      bert_index_add_(z, ((index_state *)node->state)->dim, index, g) != 0) {
+    bert_tensor_release(z);
+    return -1;
   }
-  bert_tensor *z = bert_tensor_new(BERT_F32, in->ndim, in->shape);
-  if (z == NULL) return -1;
-  /* rows picked several times receive the sum of their gradients */
-  for (int64_t k = 0; k < index->shape[0]; k++) {
-    int64_t row = (int64_t)bert_get_flat(index, k);
-    bert_tensor *dst = bert_select(z, dim, row), *src = bert_select(g, dim, k);
-    bert_tensor *r = (dst && src) ? bert_binary(BERT_ADD, dst, src, 1, dst) : NULL;
-    bert_tensor_release(dst); bert_tensor_release(src);
-    if (r == NULL) { bert_tensor_release(z); return -1; }
-    bert_tensor_release(r);
-  }
+  (void)out;
   return give(node, 0, z);
 }
 
+static const bert_node_type index_select_node = {"index_select", index_select_backward, sizeof(index_state)};
+
 bert_tensor *bert_ag_index_select(bert_tensor *t, int dim, bert_tensor *index) {
   bert_node *node = NULL;
-  bert_tensor *out = bert_is_vk(t) ? bert_vk_index_select(t, dim, index) : bert_index_select(t, dim, index);
-  if (out && t->dtype == BERT_F32)
-    out = record(out, &node, "index_select", index_select_backward, 1, &t);
-  if (node) { node->i[0] = dim; bert_node_save(node, index); }
+  bert_tensor *out = bert_index_select(t, dim, index);
+  if (out && t->dtype == BERT_F32) out = bert_record(out, &node, &index_select_node, 1, &t);
+  if (node) { ((index_state *)node->state)->dim = dim; bert_node_save(node, index); }
   return out;
 }
 
 static int gather_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
   bert_tensor *in = node->inputs[0], *index = bert_node_saved(node, 0);
   if (index == NULL) return -1;
-  bert_tensor *z = bert_tensor_new(BERT_F32, in->ndim, in->shape);
-  if (z == NULL || bert_scatter_add_(z, (int)node->i[0], index, g) != 0) {
+  bert_tensor *z = bert_backend_of(g)->empty(BERT_F32, in->ndim, in->shape);
+  if (z == NULL || bert_fill_(z, 0) != 0 ||
+      bert_scatter_add_(z, ((index_state *)node->state)->dim, index, g) != 0) {
     bert_tensor_release(z);
     return -1;
   }
+  (void)out;
   return give(node, 0, z);
 }
+
+static const bert_node_type gather_node = {"gather", gather_backward, sizeof(index_state)};
 
 bert_tensor *bert_ag_gather(bert_tensor *t, int dim, bert_tensor *index) {
   bert_node *node = NULL;
   bert_tensor *out = bert_gather(t, dim, index);
-  if (out && t->dtype == BERT_F32) out = record(out, &node, "gather", gather_backward, 1, &t);
-  if (node) { node->i[0] = dim; bert_node_save(node, index); }
+  if (out && t->dtype == BERT_F32) out = bert_record(out, &node, &gather_node, 1, &t);
+  if (node) { ((index_state *)node->state)->dim = dim; bert_node_save(node, index); }
   return out;
 }
 
 static int cat_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
-  int dim = (int)node->i[0];
+  int dim = ((index_state *)node->state)->dim;
   int64_t at = 0;
   int rc = 0;
   for (int k = 0; k < node->ninputs; k++) {
@@ -589,8 +567,11 @@ static int cat_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
     if (wants(node, k)) rc |= give(node, k, bert_narrow(g, dim, at, len));
     at += len;
   }
+  (void)out;
   return rc;
 }
+
+static const bert_node_type cat_node = {"cat", cat_backward, sizeof(index_state)};
 
 bert_tensor *bert_ag_cat(bert_tensor *const *ts, int n, int dim) {
   bert_tensor *out = bert_cat(ts, n, dim);
@@ -607,8 +588,8 @@ bert_tensor *bert_ag_cat(bert_tensor *const *ts, int n, int dim) {
     return res;
   }
   bert_node *node;
-  out = record(out, &node, "cat", cat_backward, n, ts);
-  if (node) node->i[0] = dim;
+  out = bert_record(out, &node, &cat_node, n, ts);
+  if (node) ((index_state *)node->state)->dim = dim;
   return out;
 }
 

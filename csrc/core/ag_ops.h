@@ -1,7 +1,7 @@
 /*
-** Differentiable forms of the tensor ops: each computes the op (ops.h)
-** and, when an input requires grad, records a node whose backward is
-** written out by hand in ag_ops.c.  Same arguments and results as the
+** Differentiable forms of the tensor ops: each computes the op (ops.h,
+** on the tensors' device) and, when an input requires grad, records a node
+** whose backward is written out by hand in ag_ops.c.  Same arguments and results as the
 ** plain ops; dims are 0-based.
 */
 #ifndef BERT_AG_OPS_H

@@ -9,7 +9,7 @@
 
 #include "core/autograd.h"
 #include "core/ops.h"
-#include "vulkan/vk.h"
+#include "core/backend.h"
 
 static int grad_enabled = 1;
 
@@ -25,11 +25,14 @@ int bert_needs_grad(int n, bert_tensor *const *inputs) {
 
 /* {====================================================== nodes */
 
-bert_node *bert_node_new(const char *name, bert_backward_fn fn, int n, bert_tensor *const *inputs) {
-  bert_node *node = calloc(1, sizeof *node);
-  if (node == NULL) { bert_set_error("%s: out of memory recording the graph", name); return NULL; }
-  node->name = name;
-  node->backward = fn;
+bert_node *bert_node_new(const bert_node_type *type, int n, bert_tensor *const *inputs) {
+  /* the node and its state in one block */
+  size_t head = (sizeof(bert_node) + 15) / 16 * 16;
+  bert_node *node = calloc(1, head + type->state_size);
+  if (node == NULL) { bert_set_error("%s: out of memory recording the graph", type->name); return NULL; }
+  node->type = type;
+  node->name = type->name;
+  node->state = type->state_size ? (char *)node + head : NULL;
   node->refcount = 1;
   node->ninputs = n;
   for (int k = 0; k < n; k++) {
@@ -54,6 +57,16 @@ bert_tensor *bert_node_saved(bert_node *node, int k) {
     return NULL;
   }
   return t;
+}
+
+bert_tensor *bert_record(bert_tensor *out, bert_node **node, const bert_node_type *type, int n,
+                         bert_tensor *const *inputs) {
+  *node = NULL;
+  if (out == NULL || !bert_needs_grad(n, inputs)) return out;
+  *node = bert_node_new(type, n, inputs);
+  if (*node == NULL) { bert_tensor_release(out); return NULL; }
+  bert_attach(out, *node);
+  return out;
 }
 
 void bert_attach(bert_tensor *out, bert_node *node) {
@@ -85,7 +98,6 @@ void bert_node_release(bert_node *node) {
     bert_node *n = dead[--ndead];
     for (int k = 0; k < n->ninputs; k++) bert_tensor_release(n->inputs[k]);
     for (int k = 0; k < n->nsaved; k++) bert_tensor_release(n->saved[k]);
-    free(n->extra);
     free(n);
   }
   draining = 0;
@@ -121,9 +133,18 @@ bert_tensor *bert_sum_to_shape(const bert_tensor *g, int ndim, const int64_t *sh
   return cur;
 }
 
+bert_tensor *bert_grad_target(bert_tensor *t) {
+  bert_tensor *g = t ? t->grad : NULL;
+  if (g == NULL || g->dtype != BERT_F32 || !bert_is_contiguous(g) || g->ndim != t->ndim ||
+      g->storage->backend != t->storage->backend ||
+      memcmp(g->shape, t->shape, (size_t)t->ndim * sizeof(int64_t)) != 0)
+    return NULL;
+  return g;
+}
+
 float *bert_grad_buffer(bert_tensor *t, int *accumulate) {
   *accumulate = 0;
-  if (t == NULL || !t->requires_grad || bert_is_vk(t)) return NULL;   /* device: no host pointer */
+  if (t == NULL || !t->requires_grad || !bert_is_host(t)) return NULL;   /* device: no host pointer */
   if (t->grad == NULL) {
     t->grad = bert_tensor_empty(BERT_F32, t->ndim, t->shape);
     return t->grad ? bert_f32(t->grad) : NULL;
@@ -263,10 +284,8 @@ int bert_backward(bert_tensor *root, const bert_tensor *grad) {
                      bert_shape_str(b1, sizeof b1, root->ndim, root->shape));
       return -1;
     }
-    seed = bert_is_vk(root) ? bert_vk_empty(BERT_F32, root->ndim, root->shape)
-                            : bert_tensor_empty(BERT_F32, root->ndim, root->shape);
-    if (seed == NULL) return -1;
-    bert_fill_(seed, 1.0);
+    seed = bert_backend_of(root)->empty(BERT_F32, root->ndim, root->shape);
+    if (seed == NULL || bert_fill_(seed, 1.0) != 0) { bert_tensor_release(seed); return -1; }
   } else {
     int same = grad->ndim == root->ndim;
     for (int d = 0; same && d < root->ndim; d++) same = grad->shape[d] == root->shape[d];
@@ -278,8 +297,8 @@ int bert_backward(bert_tensor *root, const bert_tensor *grad) {
     }
     seed = bert_to_dtype(grad, BERT_F32);
     if (seed == NULL) return -1;
-    if (bert_is_vk(root) && !bert_is_vk(seed)) {   /* the gradient of a device root, on the device */
-      bert_tensor *d = bert_vk_upload(seed);
+    if (!bert_is_host(root) && bert_is_host(seed)) {   /* the gradient of a device root, on the device */
+      bert_tensor *d = root->storage->backend->from_host(seed);
       bert_tensor_release(seed);
       if ((seed = d) == NULL) return -1;
     }
@@ -301,7 +320,7 @@ int bert_backward(bert_tensor *root, const bert_tensor *grad) {
       double t0 = profile ? omp_get_wtime() : 0;
       bert_tensor *g = bert_contiguous(t->grad);
       if (g == NULL) { rc = -1; break; }
-      int brc = node->backward(node, t, g);
+      int brc = node->type->backward(node, t, g);
       if (profile) prof_add(prof, &nprof, node->name, omp_get_wtime() - t0);
       if (brc != 0) {
         if (strncmp(bert_last_error(), node->name, strlen(node->name)) != 0) {

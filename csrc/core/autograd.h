@@ -24,17 +24,24 @@ typedef struct bert_node bert_node;
 ** Returns 0, or -1 with bert_set_error. */
 typedef int (*bert_backward_fn)(bert_node *node, bert_tensor *out, bert_tensor *grad_out);
 
-struct bert_node {
-  const char *name;                              /* op name, for errors */
+/* One per differentiable op, defined in the op's own file next to its
+** forward: its name, its backward, and the size of its saved parameters
+** (a small struct of the op's own, e.g. { int dim; int keepdim; }). */
+typedef struct bert_node_type {
+  const char *name;
   bert_backward_fn backward;
+  size_t state_size;
+} bert_node_type;
+
+struct bert_node {
+  const bert_node_type *type;
+  const char *name;                              /* type->name, for errors */
   int ninputs;
   bert_tensor *inputs[BERT_NODE_MAX_INPUTS];     /* retained; NULL allowed */
   int nsaved;
   bert_tensor *saved[BERT_NODE_MAX_SAVED];       /* retained */
   uint64_t saved_version[BERT_NODE_MAX_SAVED];   /* storage versions at save time */
-  double f[8];                                   /* op parameters */
-  int64_t i[8];
-  void *extra;                                   /* op-owned memory, freed with free() */
+  void *state;                                   /* type->state_size zeroed bytes (plain data) */
   int refcount;
 };
 
@@ -45,8 +52,18 @@ void bert_set_grad_enabled(int on);
 int bert_needs_grad(int n, bert_tensor *const *inputs);
 
 /* ---- building the graph ---- */
-/* A node over inputs (retained; NULL entries allowed for non-tensor args). */
-bert_node *bert_node_new(const char *name, bert_backward_fn fn, int n, bert_tensor *const *inputs);
+/* A node of the given type over inputs (retained; NULL entries allowed for
+** non-tensor args), with zeroed state. */
+bert_node *bert_node_new(const bert_node_type *type, int n, bert_tensor *const *inputs);
+/* Records a node on out when grad mode is on and an input requires grad:
+** returns out; NULL (out released) when the node cannot be allocated.
+** *node receives it (NULL when nothing was recorded). */
+bert_tensor *bert_record(bert_tensor *out, bert_node **node, const bert_node_type *type, int n,
+                         bert_tensor *const *inputs);
+/* Does input k of node want a gradient? */
+static inline int bert_node_wants(const bert_node *node, int k) {
+  return node->inputs[k] != NULL && node->inputs[k]->requires_grad;
+}
 /* Saves a tensor for backward (retained), remembering its storage version
 ** so backward can detect in-place modification. */
 void bert_node_save(bert_node *node, bert_tensor *t);
@@ -71,6 +88,9 @@ int bert_accumulate_grad_steal(bert_tensor *t, bert_tensor *g);
 ** NULL when t needs no gradient, or when its buffer cannot be written
 ** directly (the caller then falls back to bert_accumulate_grad). */
 float *bert_grad_buffer(bert_tensor *t, int *accumulate);
+/* t's gradient when a kernel of any device can add into it in place: a
+** contiguous float32 tensor of t's shape on t's device (borrowed), else NULL. */
+bert_tensor *bert_grad_target(bert_tensor *t);
 /* Sums g down to shape (reverse broadcasting); returns a new reference. */
 bert_tensor *bert_sum_to_shape(const bert_tensor *g, int ndim, const int64_t *shape);
 /* Runs backward from root; grad may be NULL only for a 1-element root. */

@@ -1,22 +1,34 @@
 /*
-** CPU tensor operations.  All take and return core tensors; NULL (or -1)
-** means failure with bert_last_error() set.  Dimensions are 0-based here.
+** Tensor operations, on any device.  All take and return core tensors;
+** NULL (or -1) means failure with bert_last_error() set.  Dimensions are
+** 0-based here.  Each validates its arguments, then runs on the backend of
+** its tensors (core/backend.h).
 */
 #ifndef BERT_OPS_H
 #define BERT_OPS_H
 
 #include "core/tensor.h"
+#include "core/op_list.h"
 
 /* ---- elementwise ---- */
 typedef enum {
-  BERT_ADD, BERT_SUB, BERT_MUL, BERT_DIV, BERT_POW, BERT_MAXIMUM, BERT_MINIMUM,
-  BERT_EQ, BERT_NE, BERT_LT, BERT_LE, BERT_GT, BERT_GE
+#define X(ID, name, cmp) BERT_##ID,
+  BERT_BINARY_OPS(X)
+#undef X
+  BERT_BINOP_COUNT
 } bert_binop;
 
 typedef enum {
-  BERT_NEG, BERT_EXP, BERT_LOG, BERT_SQRT, BERT_RSQRT, BERT_TANH, BERT_SIGMOID,
-  BERT_RELU, BERT_GELU, BERT_GELU_TANH, BERT_ABS, BERT_ERF
+#define X(ID, name, keeps_int) BERT_##ID,
+  BERT_UNARY_OPS(X)
+#undef X
+  BERT_UNOP_COUNT
 } bert_unop;
+
+/* Comparisons give int32 0/1 masks and have no gradient. */
+int bert_binop_is_comparison(bert_binop op);
+/* An int32 input keeps its dtype (neg, abs, relu); others compute in float32. */
+int bert_unop_keeps_int(bert_unop op);
 
 /* Broadcast shape of a and b into out_shape; -1 with an error naming both. */
 int bert_broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b,
@@ -27,6 +39,9 @@ int bert_broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b,
 bert_tensor *bert_binary(bert_binop op, const bert_tensor *a, const bert_tensor *b,
                          double alpha, bert_tensor *dst);
 bert_tensor *bert_unary(bert_unop op, const bert_tensor *a, bert_tensor *dst);
+/* dy * f'(x) for the unary op f (y = f(x)): its backward, float32. */
+bert_tensor *bert_unary_backward(bert_unop op, const bert_tensor *x, const bert_tensor *y,
+                                 const bert_tensor *dy);
 /* out = mask != 0 ? value : a */
 bert_tensor *bert_masked_fill(const bert_tensor *a, const bert_tensor *mask, double value,
                               bert_tensor *dst);
@@ -37,25 +52,33 @@ const char *bert_binop_name(bert_binop op);
 const char *bert_unop_name(bert_unop op);
 
 /* ---- reductions over one dim (dim < 0: over all elements, scalar result) ---- */
-typedef enum { BERT_SUM, BERT_MEAN, BERT_MAX, BERT_MIN, BERT_ARGMAX, BERT_ARGMIN, BERT_VAR } bert_redop;
+typedef enum {
+#define X(ID, name) BERT_##ID,
+  BERT_REDUCE_OPS(X)
+#undef X
+  BERT_REDOP_COUNT
+} bert_redop;
+const char *bert_redop_name(bert_redop op);
 /* For MAX/MIN with a dim, *indices (if non-NULL) receives the int32 argmax/argmin. */
 bert_tensor *bert_reduce(bert_redop op, const bert_tensor *t, int dim, int keepdim,
                          int correction, bert_tensor **indices);
 bert_tensor *bert_softmax(const bert_tensor *t, int dim, int log);
 
-/* ---- matmul (gemm.c) ---- */
+/* ---- matmul ---- */
 bert_tensor *bert_matmul(const bert_tensor *a, const bert_tensor *b);
 
-/* ---- indexing (ops_index.c) ---- */
+/* ---- indexing ---- */
 bert_tensor *bert_index_select(const bert_tensor *t, int dim, const bert_tensor *index);
 bert_tensor *bert_gather(const bert_tensor *t, int dim, const bert_tensor *index);
 /* dst[index[i][j]][j] += src[i][j] along dim (in place on dst) */
 int bert_scatter_add_(bert_tensor *dst, int dim, const bert_tensor *index, const bert_tensor *src);
 bert_tensor *bert_cat(bert_tensor *const *ts, int n, int dim);
+/* z[index[i]] += src[i] along dim (in place on z; index int32 [n]) */
+int bert_index_add_(bert_tensor *z, int dim, const bert_tensor *index, const bert_tensor *src);
 /* Flat (row-major) 0-based positions of the non-zero elements, as int32 [n]. */
 bert_tensor *bert_nonzero_flat(const bert_tensor *t);
 
-/* ---- creation (ops_index.c) ---- */
+/* ---- creation (host memory) ---- */
 bert_tensor *bert_arange(double start, double stop, double step, bert_dtype dt);
 bert_tensor *bert_eye(int64_t n, int64_t m, bert_dtype dt);
 

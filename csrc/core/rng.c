@@ -6,7 +6,7 @@
 */
 #include <math.h>
 
-#include "core/ops.h"
+#include "core/backend.h"
 
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u
@@ -54,6 +54,12 @@ static inline double unit(uint32_t x) { return (double)(x >> 8) * (1.0 / 1677721
 int bert_fill_random(bert_tensor *t, bert_rand_kind kind, uint64_t seed, uint64_t offset,
                      double a, double b) {
   char buf[160];
+  if (!bert_is_host(t)) {   /* a device's own generator, when it has one */
+    const bert_backend *be;
+    const bert_tensor *args[1] = {t};
+    if (!BERT_DISPATCH(be, FILL_RANDOM, fill_random, "fill_random", 1, args)) return -1;
+    return be->fill_random(t, kind, seed, offset, a, b);
+  }
   if (!bert_is_contiguous(t)) {
     bert_set_error("random fill needs a contiguous tensor, got strides of %s",
                    bert_shape_str(buf, sizeof buf, t->ndim, t->shape));

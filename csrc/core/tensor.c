@@ -12,7 +12,7 @@
 #include "core/tensor.h"
 #include "core/autograd.h"
 #include "core/iter.h"
-#include "vulkan/vk.h"
+#include "core/backend.h"
 
 /* {====================================================== errors */
 
@@ -169,6 +169,7 @@ bert_storage *bert_storage_new(size_t nbytes) {
   s->map_len = 0;
   s->version = 0;
   s->device = NULL;
+  s->backend = NULL;
   return s;
 }
 
@@ -183,6 +184,7 @@ bert_storage *bert_storage_wrap_mmap(void *base, size_t len, void *data, size_t 
   s->map_len = len;
   s->version = 0;
   s->device = NULL;
+  s->backend = NULL;
   return s;
 }
 
@@ -191,7 +193,7 @@ void bert_storage_retain(bert_storage *s) { s->refcount++; }
 void bert_storage_release(bert_storage *s) {
   if (s == NULL || --s->refcount > 0) return;
   if (s->kind == BERT_STORAGE_HEAP) bert_free(s->data, s->nbytes);
-  else if (s->kind == BERT_STORAGE_VULKAN) bert_vk_storage_free(s);
+  else if (s->kind == BERT_STORAGE_DEVICE) s->backend->storage_free(s);
   else {
     munmap(s->map_base, s->map_len);
     if (s->kind == BERT_STORAGE_ANON) __atomic_sub_fetch(&mem_in_use, s->nbytes, __ATOMIC_RELAXED);
@@ -337,7 +339,7 @@ int64_t bert_flat_offset(const bert_tensor *t, int64_t i) {
 }
 
 double bert_get_flat(const bert_tensor *t, int64_t i) {
-  if (bert_is_vk(t)) return bert_vk_get_flat(t, i);
+  if (!bert_is_host(t)) return t->storage->backend->get_flat(t, i);
   int64_t off = bert_flat_offset(t, i);
   if (t->dtype == BERT_F32) return ((float *)t->storage->data)[off];
   return ((int32_t *)t->storage->data)[off];
@@ -350,6 +352,7 @@ void bert_set_flat(bert_tensor *t, int64_t i, double v) {
 }
 
 int bert_has_overlap(const bert_tensor *t) {
+  if (bert_numel(t) == 0) return 0;   /* no element at all (its strides may be 0) */
   for (int i = 0; i < t->ndim; i++)
     if (t->stride[i] == 0 && t->shape[i] > 1) return 1;
   return 0;
@@ -612,8 +615,19 @@ int bert_copy_(bert_tensor *dst, const bert_tensor *src) {
                    bert_shape_str(b2, sizeof b2, dst->ndim, dst->shape));
     return -1;
   }
-  if (bert_is_vk(dst) || bert_is_vk(s)) {   /* device copies (csrc/vk/) */
-    int rc = bert_vk_copy_(dst, s);
+  int host_memmove = bert_is_host(dst) && bert_is_contiguous(dst) && bert_is_contiguous(s) &&
+                     dst->dtype == s->dtype;
+  if (dst->storage == s->storage && bert_numel(dst) > 0 && !host_memmove) {
+    /* a copy within one storage, whose elements may overlap: read all of
+    ** src first, so the result is memmove's on every device and layout */
+    bert_tensor *tmp = bert_clone(s);
+    bert_tensor_release(s);
+    if (tmp == NULL) return -1;
+    s = tmp;
+  }
+  if (!bert_is_host(dst) || !bert_is_host(s)) {   /* a device copy: its backend */
+    const bert_backend *be = !bert_is_host(dst) ? dst->storage->backend : s->storage->backend;
+    int rc = be->copy_(dst, s);
     bert_tensor_release(s);
     return rc;
   }
@@ -631,9 +645,14 @@ int bert_copy_(bert_tensor *dst, const bert_tensor *src) {
   return 0;
 }
 
+/* A new uninitialised tensor on t's device. */
+static bert_tensor *empty_like_on(const bert_tensor *t, bert_dtype dt) {
+  if (bert_is_host(t)) return bert_tensor_empty(dt, t->ndim, t->shape);
+  return t->storage->backend->empty(dt, t->ndim, t->shape);
+}
+
 bert_tensor *bert_clone(const bert_tensor *t) {
-  if (bert_is_vk(t)) return bert_vk_to_dtype(t, t->dtype);
-  bert_tensor *c = bert_tensor_empty(t->dtype, t->ndim, t->shape);
+  bert_tensor *c = empty_like_on(t, t->dtype);
   if (c && bert_copy_(c, t) != 0) { bert_tensor_release(c); return NULL; }
   return c;
 }
@@ -644,8 +663,7 @@ bert_tensor *bert_contiguous(bert_tensor *t) {
 }
 
 bert_tensor *bert_to_dtype(const bert_tensor *t, bert_dtype dt) {
-  if (bert_is_vk(t)) return bert_vk_to_dtype(t, dt);
-  bert_tensor *c = bert_tensor_empty(dt, t->ndim, t->shape);
+  bert_tensor *c = empty_like_on(t, dt);
   if (c && bert_copy_(c, t) != 0) { bert_tensor_release(c); return NULL; }
   return c;
 }

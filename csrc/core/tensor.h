@@ -20,7 +20,7 @@ typedef enum {
   BERT_STORAGE_HEAP = 0,   /* malloc'ed, owned */
   BERT_STORAGE_MMAP = 1,   /* a private mapping of a file, munmap'ed at release */
   BERT_STORAGE_ANON = 2,   /* large zeroed memory mapped on demand (accounted) */
-  BERT_STORAGE_VULKAN = 3  /* device memory (csrc/vk/): data is NULL, never read on the host */
+  BERT_STORAGE_DEVICE = 3  /* a device's memory (backend): data is NULL, never read on the host */
 } bert_storage_kind;
 
 typedef struct bert_storage {
@@ -31,7 +31,8 @@ typedef struct bert_storage {
   void *map_base;          /* BERT_STORAGE_MMAP: what to munmap */
   size_t map_len;
   uint64_t version;        /* bumped by in-place writes (autograd checks it) */
-  void *device;            /* BERT_STORAGE_VULKAN: the device allocation (csrc/vk/) */
+  void *device;            /* BERT_STORAGE_DEVICE: the backend's allocation */
+  const struct bert_backend *backend;   /* the device it lives on; NULL: host memory */
 } bert_storage;
 
 struct bert_node;

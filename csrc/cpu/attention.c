@@ -21,11 +21,8 @@
 #include <omp.h>
 #include <cblas.h>
 
-#include "vulkan/vk.h"
-#include "core/autograd.h"
+#include "cpu/cpu.h"
 #include "cpu/gemm.h"
-#include "core/ops.h"
-#include "cpu/nn.h"
 #include "cpu/nn_internal.h"
 
 #ifndef BR
@@ -53,10 +50,10 @@ typedef struct {
 
 /* Layout of q/k/v for BLAS: last dim contiguous and rows at least d apart.
 ** Returns a new reference to t itself or to a contiguous copy. */
-static bert_tensor *blas_ready(bert_tensor *t) {
+static bert_tensor *blas_ready(const bert_tensor *t) {
   int64_t d = t->shape[3];
   int ok = (t->stride[3] == 1 || d == 1) && (t->shape[2] == 1 || t->stride[2] >= d);
-  if (ok) { bert_tensor_retain(t); return t; }
+  if (ok) { bert_tensor_retain((bert_tensor *)t); return (bert_tensor *)t; }
   return bert_clone(t);
 }
 
@@ -226,89 +223,22 @@ static void blas_restore(int n) { if (n > 1) openblas_set_num_threads(n); }
 /* Everything backward needs besides q, k, v: one malloc block (node->extra
 ** is released with a single free()): this header, then lse [B*A*Tq],
 ** bias [Bm*Tk] and the tile ranges [2*B*ntiles]. */
+/* The context of one call: q, k, v made BLAS-ready, the additive bias
+** and the live key ranges of each tile (recomputed by backward, so that
+** nothing but the log-sum-exp is kept between the passes). */
 typedef struct {
   attn_ctx c;
-  float *lse;
+  bert_tensor *q, *k, *v;
   float *bias;
   int32_t *ranges;
-} attn_saved;
+} attn_setup;
 
-/* node->extra = one block: attn_saved, then lse, ranges and bias arrays;
-** saved: 0 = q, 1 = k, 2 = v (BLAS-ready). */
-static int attention_backward(bert_node *node, bert_tensor *out, bert_tensor *gout) {
-  attn_saved *sv = node->extra;
-  bert_tensor *q = bert_node_saved(node, 0), *k = bert_node_saved(node, 1), *v = bert_node_saved(node, 2);
-  if (!q || !k || !v) return -1;
-  attn_ctx c = sv->c;
-  c.q = bert_f32(q); c.k = bert_f32(k); c.v = bert_f32(v);
-  int64_t qshape[4] = {c.B, c.A, c.Tq, c.d}, kshape[4] = {c.B, c.A, c.Tk, c.d};
-  bert_tensor *dq = bert_tensor_new(BERT_F32, 4, qshape);
-  bert_tensor *dk = bert_tensor_new(BERT_F32, 4, kshape);
-  bert_tensor *dv = bert_tensor_new(BERT_F32, 4, kshape);
-  bert_tensor *o = bert_contiguous(out);
-  int rc = -1;
-  if (!dq || !dk || !dv || !o) goto done;
-  int64_t BH = c.B * c.A;
-  int nt = omp_get_max_threads();
-  if (nt > BH) nt = (int)BH;
-  if (nt < 1) nt = 1;
-  size_t per = (size_t)3 * BR * BC + (size_t)c.Tq;
-  float *scratch = malloc((size_t)nt * per * sizeof(float));
-  if (scratch == NULL) { bert_set_error("attention backward: out of memory"); goto done; }
-  const float *O = bert_f32(o), *dO = bert_f32(gout);
-  float *DQ = bert_f32(dq), *DK = bert_f32(dk), *DV = bert_f32(dv);
-  int saved_threads = blas_single();
-  #pragma omp parallel num_threads(nt)
-  {
-    float *S = scratch + (size_t)omp_get_thread_num() * per;
-    #pragma omp for schedule(dynamic, 1)
-    for (int64_t bh = 0; bh < BH; bh++)
-      backward_head(&c, bh, O, dO, sv->lse, DQ, DK, DV, S, S + BR * BC, S + 2 * BR * BC,
-                    S + 3 * BR * BC);
-  }
-  blas_restore(saved_threads);
-  free(scratch);
-  int e1 = bert_accumulate_grad_steal(node->inputs[0], dq);
-  int e2 = bert_accumulate_grad_steal(node->inputs[1], dk);
-  int e3 = bert_accumulate_grad_steal(node->inputs[2], dv);
-  dq = dk = dv = NULL;
-  rc = (e1 || e2 || e3) ? -1 : 0;
-done:
-  bert_tensor_release(dq);
-  bert_tensor_release(dk);
-  bert_tensor_release(dv);
-  bert_tensor_release(o);
-  return rc;
-}
-
-static int check_qkv(const char *name, const bert_tensor *t) {
-  char s1[160];
-  if (t->dtype != BERT_F32 || t->ndim != 4) {
-    bert_set_error("attention: %s must be a 4-D float32 [batch x heads x seq x head_dim], got %s %s",
-                   name, SHAPE(s1, t), bert_dtype_name(t->dtype));
-    return -1;
-  }
-  return 0;
-}
-
-/* Checks the mask against [B, Tk]; returns its batch size Bm (1 or B), or -1. */
-static int64_t mask_check(const bert_tensor *m, const bert_tensor *q, int64_t B, int64_t Tk) {
-  char s1[160], s2[160];
-  int keep = m->ndim == 2;
-  int bias4 = m->ndim == 4 && m->shape[1] == 1 && m->shape[2] == 1;
-  int64_t Bm = m->ndim > 0 ? m->shape[0] : 0;
-  if ((!keep && !bias4) || (Bm != B && Bm != 1) || m->shape[m->ndim - 1] != Tk) {
-    bert_set_error("attention: mask %s does not fit query %s with %lld keys: expected a [%lld x %lld] "
-                   "keep mask or a [%lld x 1 x 1 x %lld] additive bias", SHAPE(s1, m), SHAPE(s2, q),
-                   (long long)Tk, (long long)B, (long long)Tk, (long long)B, (long long)Tk);
-    return -1;
-  }
-  if (bias4 && m->dtype != BERT_F32) {
-    bert_set_error("attention: an additive mask [%lld x 1 x 1 x %lld] must be float32, got %s",
-                   (long long)Bm, (long long)Tk, bert_dtype_name(m->dtype));
-    return -1;
-  }
-  return Bm;
+static void setup_free(attn_setup *a) {
+  bert_tensor_release(a->q);
+  bert_tensor_release(a->k);
+  bert_tensor_release(a->v);
+  free(a->bias);
+  free(a->ranges);
 }
 
 /* bias = (1 - mask) * mask_value for keep masks, the mask itself otherwise. */
@@ -322,69 +252,100 @@ static void mask_fill(const bert_attention_opts *o, int64_t n, float *bias) {
   }
 }
 
-bert_tensor *bert_attention(bert_tensor *q_in, bert_tensor *k_in, bert_tensor *v_in,
-                            const bert_attention_opts *o) {
-  if (bert_is_vk(q_in) || bert_is_vk(k_in) || bert_is_vk(v_in)) return bert_vk_attention(q_in, k_in, v_in, o);
-  char s1[160], s2[160], s3[160];
-  if (check_qkv("query", q_in) || check_qkv("key", k_in) || check_qkv("value", v_in)) return NULL;
-  int64_t B = q_in->shape[0], A = q_in->shape[1], Tq = q_in->shape[2], d = q_in->shape[3];
-  int64_t Tk = k_in->shape[2];
-  for (int i = 0; i < 4; i++) {
-    int64_t want = i == 2 ? Tk : q_in->shape[i];
-    if (k_in->shape[i] != want || v_in->shape[i] != want) {
-      bert_set_error("attention: query %s, key %s and value %s must agree in batch, heads and "
-                     "head_dim, and key and value in length", SHAPE(s1, q_in), SHAPE(s2, k_in),
-                     SHAPE(s3, v_in));
-      return NULL;
-    }
+static int setup(attn_setup *a, const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
+                 const bert_attention_opts *o, bert_stream s) {
+  memset(a, 0, sizeof *a);
+  int64_t B = q->shape[0], A = q->shape[1], Tq = q->shape[2], d = q->shape[3], Tk = k->shape[2];
+  int64_t Bm = o->mask ? o->mask->shape[0] : 0, ntiles = (Tk + BC - 1) / BC;
+  a->q = blas_ready(q);
+  a->k = blas_ready(k);
+  a->v = blas_ready(v);
+  a->bias = o->mask ? malloc((size_t)(Bm * Tk + 1) * sizeof(float)) : NULL;
+  a->ranges = malloc((size_t)(2 * B * ntiles + 1) * sizeof(int32_t));
+  if (!a->q || !a->k || !a->v || (o->mask && !a->bias) || !a->ranges) {
+    if ((o->mask && !a->bias) || !a->ranges) bert_set_error("attention: out of memory");
+    setup_free(a);
+    return -1;
   }
-  if (Tk == 0 && Tq > 0) {
-    bert_set_error("attention: no keys (key %s)", SHAPE(s1, k_in));
-    return NULL;
-  }
-  if (!(o->dropout_p >= 0 && o->dropout_p < 1)) {
-    bert_set_error("attention: dropout must be in [0, 1), got %g", o->dropout_p);
-    return NULL;
-  }
-  int64_t Bm = 0;
-  if (o->mask && (Bm = mask_check(o->mask, q_in, B, Tk)) < 0) return NULL;
-  int64_t ntiles = (Tk + BC - 1) / BC;
-  size_t head = (sizeof(attn_saved) + 63) / 64 * 64;
-  size_t nlse = (size_t)(B * A * Tq), nbias = (size_t)(Bm * Tk), nrange = (size_t)(2 * B * ntiles);
-  attn_saved *sv = malloc(head + (nlse + nbias) * sizeof(float) + nrange * sizeof(int32_t));
-  bert_tensor *q = blas_ready(q_in), *k = blas_ready(k_in), *v = blas_ready(v_in), *out = NULL;
-  float *scratch = NULL;
-  if (sv == NULL) { bert_set_error("attention: out of memory"); goto fail; }
-  if (!q || !k || !v) goto fail;
-  memset(sv, 0, sizeof *sv);
-  sv->lse = (float *)((char *)sv + head);
-  sv->bias = o->mask ? sv->lse + nlse : NULL;
-  sv->ranges = (int32_t *)(sv->lse + nlse + nbias);
-  attn_ctx *c = &sv->c;
+  attn_ctx *c = &a->c;
   c->B = B; c->A = A; c->Tq = Tq; c->Tk = Tk; c->d = d;
-  c->q = bert_f32(q); c->k = bert_f32(k); c->v = bert_f32(v);
-  ctx_strides(q, c->qs); ctx_strides(k, c->ks); ctx_strides(v, c->vs);
+  c->q = bert_f32(a->q); c->k = bert_f32(a->k); c->v = bert_f32(a->v);
+  ctx_strides(a->q, c->qs); ctx_strides(a->k, c->ks); ctx_strides(a->v, c->vs);
   c->scale = o->scale > 0 ? (float)o->scale : (float)(1.0 / sqrt((double)(d > 0 ? d : 1)));
   if (o->mask) {
-    mask_fill(o, Bm * Tk, sv->bias);
+    mask_fill(o, Bm * Tk, a->bias);
     c->bias_bstride = Bm == 1 ? 0 : Tk;
   }
-  c->bias = sv->bias;
+  c->bias = a->bias;
   c->ntiles = ntiles;
-  tile_ranges(sv->bias, c->bias_bstride, B, Tk, ntiles, sv->ranges);
-  c->tile_lo = sv->ranges;
-  c->tile_hi = sv->ranges + B * ntiles;
+  tile_ranges(a->bias, c->bias_bstride, B, Tk, ntiles, a->ranges);
+  c->tile_lo = a->ranges;
+  c->tile_hi = a->ranges + B * ntiles;
   c->p = o->training ? o->dropout_p : 0.0;
   if (c->p > 0) {
-    uint64_t unused;
-    bert_rng_get_state(&c->seed, &unused);
-    c->offset = bert_rng_reserve(((uint64_t)(B * A * Tq) * (uint64_t)Tk + 3) / 4);
+    c->seed = s.seed;
+    c->offset = s.offset;
     c->thr = nn_keep_threshold(c->p);
     c->keep_scale = (float)(1.0 / (1.0 - c->p));
   }
+  return 0;
+}
+
+int cpu_attention_backward(const bert_tensor *q_in, const bert_tensor *k_in, const bert_tensor *v_in,
+                           const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
+                           const bert_tensor *lse, const bert_tensor *gout,
+                           bert_tensor **dq_out, bert_tensor **dk_out, bert_tensor **dv_out) {
+  attn_setup a;
+  if (setup(&a, q_in, k_in, v_in, o, s) != 0) return -1;
+  attn_ctx c = a.c;
+  int64_t qshape[4] = {c.B, c.A, c.Tq, c.d}, kshape[4] = {c.B, c.A, c.Tk, c.d};
+  bert_tensor *dq = bert_tensor_new(BERT_F32, 4, qshape);
+  bert_tensor *dk = bert_tensor_new(BERT_F32, 4, kshape);
+  bert_tensor *dv = bert_tensor_new(BERT_F32, 4, kshape);
+  bert_tensor *oc = bert_contiguous((bert_tensor *)out);
+  int rc = -1;
+  if (!dq || !dk || !dv || !oc) goto done;
+  int64_t BH = c.B * c.A;
+  int nt = omp_get_max_threads();
+  if (nt > BH) nt = (int)BH;
+  if (nt < 1) nt = 1;
+  size_t per = (size_t)3 * BR * BC + (size_t)c.Tq;
+  float *scratch = malloc((size_t)nt * per * sizeof(float));
+  if (scratch == NULL) { bert_set_error("attention backward: out of memory"); goto done; }
+  const float *O = bert_f32(oc), *dO = bert_f32(gout), *LSE = bert_f32(lse);
+  float *DQ = bert_f32(dq), *DK = bert_f32(dk), *DV = bert_f32(dv);
+  int saved_threads = blas_single();
+  #pragma omp parallel num_threads(nt)
+  {
+    float *S = scratch + (size_t)omp_get_thread_num() * per;
+    #pragma omp for schedule(dynamic, 1)
+    for (int64_t bh = 0; bh < BH; bh++)
+      backward_head(&c, bh, O, dO, LSE, DQ, DK, DV, S, S + BR * BC, S + 2 * BR * BC, S + 3 * BR * BC);
+  }
+  blas_restore(saved_threads);
+  free(scratch);
+  *dq_out = dq; *dk_out = dk; *dv_out = dv;
+  dq = dk = dv = NULL;
+  rc = 0;
+done:
+  bert_tensor_release(dq);
+  bert_tensor_release(dk);
+  bert_tensor_release(dv);
+  bert_tensor_release(oc);
+  setup_free(&a);
+  return rc;
+}
+
+bert_tensor *cpu_attention(const bert_tensor *q_in, const bert_tensor *k_in, const bert_tensor *v_in,
+                           const bert_attention_opts *o, bert_stream s, bert_tensor **lse_out) {
+  attn_setup a;
+  if (setup(&a, q_in, k_in, v_in, o, s) != 0) return NULL;
+  attn_ctx *c = &a.c;
+  int64_t B = c->B, A = c->A, Tq = c->Tq, d = c->d, nl = B * A * Tq;
   int64_t shape[4] = {B, A, Tq, d};
-  out = bert_tensor_empty(BERT_F32, 4, shape);
-  if (out == NULL) goto fail;
+  bert_tensor *out = bert_tensor_empty(BERT_F32, 4, shape), *lse = bert_tensor_empty(BERT_F32, 1, &nl);
+  float *scratch = NULL;
+  if (out == NULL || lse == NULL) goto fail;
   int64_t nqb = (Tq + BR - 1) / BR, items = B * A * nqb;
   int nt = omp_get_max_threads();
   if (nt > items) nt = (int)items;
@@ -392,43 +353,25 @@ bert_tensor *bert_attention(bert_tensor *q_in, bert_tensor *k_in, bert_tensor *v
   size_t per = (size_t)2 * BR * BC + 2 * BR;
   scratch = malloc((size_t)nt * per * sizeof(float));
   if (scratch == NULL) { bert_set_error("attention: out of memory"); goto fail; }
-  float *O = bert_f32(out);
+  float *O = bert_f32(out), *LSE = bert_f32(lse);
   int saved_threads = blas_single();
   #pragma omp parallel num_threads(nt)
   {
     float *S = scratch + (size_t)omp_get_thread_num() * per;
     #pragma omp for schedule(dynamic, 1)
     for (int64_t it = 0; it < items; it++)
-      forward_block(c, it / nqb, (it % nqb) * BR, O, sv->lse, S, S + BR * BC, S + 2 * BR * BC,
+      forward_block(c, it / nqb, (it % nqb) * BR, O, LSE, S, S + BR * BC, S + 2 * BR * BC,
                     S + 2 * BR * BC + BR);
   }
   blas_restore(saved_threads);
   free(scratch);
-  scratch = NULL;
-  bert_tensor *inputs[3] = {q_in, k_in, v_in};
-  if (bert_needs_grad(3, inputs)) {
-    bert_node *node = bert_node_new("attention", attention_backward, 3, inputs);
-    if (node == NULL) goto fail;
-    bert_node_save(node, q);
-    bert_node_save(node, k);
-    bert_node_save(node, v);
-    c->q = c->k = c->v = NULL;
-    /* the arrays move into one block owned by the node */
-    node->extra = sv;
-    sv = NULL;
-    bert_attach(out, node);
-  }
-  bert_tensor_release(q);
-  bert_tensor_release(k);
-  bert_tensor_release(v);
-  free(sv);
+  setup_free(&a);
+  *lse_out = lse;
   return out;
 fail:
   free(scratch);
-  free(sv);
-  bert_tensor_release(q);
-  bert_tensor_release(k);
-  bert_tensor_release(v);
+  setup_free(&a);
   bert_tensor_release(out);
+  bert_tensor_release(lse);
   return NULL;
 }

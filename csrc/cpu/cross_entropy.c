@@ -7,25 +7,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vulkan/vk.h"
 #include "core/autograd.h"
-#include "cpu/nn.h"
+#include "cpu/cpu.h"
 #include "cpu/nn_internal.h"
 
-/* saved: 0 = logits (contiguous), 1 = labels (contiguous)
-** extra = lse[N]; i[0] = N, i[1] = C, i[2] = ignore_index, i[3] = reduction,
-** i[4] = number of counted rows */
-static int cross_entropy_backward(bert_node *node, bert_tensor *out, bert_tensor *gout) {
-  bert_tensor *lin = node->inputs[0];
-  if (!lin || !lin->requires_grad) return 0;
-  bert_tensor *logits = bert_node_saved(node, 0), *labels = bert_node_saved(node, 1);
-  if (logits == NULL || labels == NULL) return -1;
-  int64_t N = node->i[0], C = node->i[1], ignore = node->i[2], count = node->i[4];
-  bert_reduction red = (bert_reduction)node->i[3];
-  const float *L = bert_f32(logits), *lse = node->extra, *G = bert_f32(gout);
+/* d logits; logits, labels, lse and gout contiguous */
+bert_tensor *cpu_cross_entropy_backward(const bert_tensor *logits, const bert_tensor *labels,
+                                        const bert_tensor *lse_t, int64_t ignore, bert_reduction red,
+                                        int64_t count, const bert_tensor *gout) {
+  int64_t C = logits->shape[logits->ndim - 1], N = bert_numel(labels);
+  const float *L = bert_f32(logits), *lse = bert_f32(lse_t), *G = bert_f32(gout);
   const int32_t *Y = bert_i32(labels);
   bert_tensor *dl = bert_tensor_empty(BERT_F32, logits->ndim, logits->shape);
-  if (dl == NULL) return -1;
+  if (dl == NULL) return NULL;
   float *D = bert_f32(dl);
   float gscalar = red == BERT_REDUCE_NONE ? 0.0f
                 : red == BERT_REDUCE_MEAN ? (count > 0 ? G[0] / (float)count : 0.0f) : G[0];
@@ -39,49 +33,20 @@ static int cross_entropy_backward(bert_node *node, bert_tensor *out, bert_tensor
     for (int64_t j = 0; j < C; j++) d[j] = nn_expf(x[j] - m) * g;
     d[Y[r]] -= g;
   }
-  (void)out;
-  return bert_accumulate_grad_steal(lin, dl);
+  return dl;
 }
 
-bert_tensor *bert_cross_entropy(bert_tensor *l_in, bert_tensor *y_in, int64_t ignore,
-                                bert_reduction red) {
-  if (bert_is_vk(l_in) || bert_is_vk(y_in)) return bert_vk_cross_entropy(l_in, y_in, ignore, (int)red);
-  char s1[160], s2[160];
-  if (l_in->dtype != BERT_F32) {
-    bert_set_error("cross_entropy: logits must be float32, got %s", bert_dtype_name(l_in->dtype));
-    return NULL;
-  }
-  if (y_in->dtype != BERT_I32) {
-    bert_set_error("cross_entropy: labels must be int32, got %s", bert_dtype_name(y_in->dtype));
-    return NULL;
-  }
-  int same = l_in->ndim >= 1 && y_in->ndim == l_in->ndim - 1;
-  for (int d = 0; same && d < y_in->ndim; d++) same = y_in->shape[d] == l_in->shape[d];
-  if (!same) {
-    bert_set_error("cross_entropy: logits %s and labels %s: labels must have the logits' shape "
-                   "without the class dim", SHAPE(s1, l_in), SHAPE(s2, y_in));
-    return NULL;
-  }
-  int64_t C = l_in->shape[l_in->ndim - 1];
-  if (C == 0) { bert_set_error("cross_entropy: logits %s have no classes", SHAPE(s1, l_in)); return NULL; }
-  bert_tensor *logits = bert_contiguous(l_in), *labels = bert_contiguous(y_in), *loss = NULL;
-  float *lse = NULL, *rowloss = NULL;
-  if (logits == NULL || labels == NULL) goto done;
-  int64_t N = bert_numel(labels), count = 0;
+bert_tensor *cpu_cross_entropy(const bert_tensor *logits, const bert_tensor *labels, int64_t ignore,
+                               bert_reduction red, int64_t count, bert_tensor **lse_out) {
+  int64_t C = logits->shape[logits->ndim - 1], N = bert_numel(labels);
   const int32_t *Y = bert_i32(labels);
-  for (int64_t r = 0; r < N; r++) {
-    if ((int64_t)Y[r] == ignore) continue;
-    if (Y[r] < 0 || Y[r] >= C) {
-      bert_set_error("cross_entropy: label %d at position %lld is out of range for %lld classes "
-                     "(valid: 0..%lld, or ignore_index %lld)", (int)Y[r], (long long)r + 1,
-                     (long long)C, (long long)C - 1, (long long)ignore);
-      goto done;
-    }
-    count++;
+  bert_tensor *loss = NULL, *lse_t = bert_tensor_empty(BERT_F32, 1, &N);
+  float *rowloss = malloc((size_t)(N + 1) * sizeof(float));
+  if (lse_t == NULL || rowloss == NULL) {
+    if (rowloss == NULL) bert_set_error("cross_entropy: out of memory");
+    goto done;
   }
-  lse = malloc((size_t)(N + 1) * sizeof(float));
-  rowloss = malloc((size_t)(N + 1) * sizeof(float));
-  if (lse == NULL || rowloss == NULL) { bert_set_error("cross_entropy: out of memory"); goto done; }
+  float *lse = bert_f32(lse_t);
   const float *L = bert_f32(logits);
   #pragma omp parallel for schedule(static) if (N * C >= BERT_PARALLEL_MIN)
   for (int64_t r = 0; r < N; r++) {
@@ -113,21 +78,10 @@ bert_tensor *bert_cross_entropy(bert_tensor *l_in, bert_tensor *y_in, int64_t ig
     if (red == BERT_REDUCE_MEAN) total = count > 0 ? total / (double)count : 0.0;
     bert_f32(loss)[0] = (float)total;
   }
-  if (bert_needs_grad(1, &l_in)) {
-    bert_tensor *inputs[2] = {l_in, NULL};
-    bert_node *node = bert_node_new("cross_entropy", cross_entropy_backward, 2, inputs);
-    if (node == NULL) { bert_tensor_release(loss); loss = NULL; goto done; }
-    bert_node_save(node, logits);
-    bert_node_save(node, labels);
-    node->i[0] = N; node->i[1] = C; node->i[2] = ignore; node->i[3] = red; node->i[4] = count;
-    node->extra = lse;
-    lse = NULL;
-    bert_attach(loss, node);
-  }
+  *lse_out = lse_t;
+  lse_t = NULL;
 done:
-  free(lse);
   free(rowloss);
-  bert_tensor_release(logits);
-  bert_tensor_release(labels);
+  bert_tensor_release(lse_t);
   return loss;
 }

@@ -11,9 +11,8 @@
 #include <xmmintrin.h>
 #endif
 
-#include "vulkan/vk.h"
 #include "cpu/gemm.h"
-#include "core/ops.h"
+#include "cpu/cpu.h"
 
 /* {====================================================== providers */
 
@@ -131,20 +130,8 @@ static int blas_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc, matla
   return 0;
 }
 
-bert_tensor *bert_matmul(const bert_tensor *a_in, const bert_tensor *b_in) {
-  if (bert_is_vk(a_in) || bert_is_vk(b_in)) return bert_vk_matmul(a_in, b_in);
+bert_tensor *cpu_matmul(const bert_tensor *a_in, const bert_tensor *b_in) {
   char b1[160], b2[160];
-  if (a_in->dtype != BERT_F32 || b_in->dtype != BERT_F32) {
-    bert_set_error("matmul: expects float32 tensors, got %s and %s",
-                   bert_dtype_name(a_in->dtype), bert_dtype_name(b_in->dtype));
-    return NULL;
-  }
-  if (a_in->ndim == 0 || b_in->ndim == 0) {
-    bert_set_error("matmul: both arguments need at least 1 dimension, got %s @ %s",
-                   bert_shape_str(b1, sizeof b1, a_in->ndim, a_in->shape),
-                   bert_shape_str(b2, sizeof b2, b_in->ndim, b_in->shape));
-    return NULL;
-  }
   /* vectors: [K] -> [1 x K] on the left, [K x 1] on the right, dropped after */
   bert_tensor *a = a_in->ndim == 1 ? bert_unsqueeze((bert_tensor *)a_in, 0) : bert_alias(a_in);
   bert_tensor *b = b_in->ndim == 1 ? bert_unsqueeze((bert_tensor *)b_in, 1) : bert_alias(b_in);

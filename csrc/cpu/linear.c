@@ -1,12 +1,12 @@
 /*
-** linear: y = x @ W^T + b, batch dims folded into one GEMM.
+** linear on the CPU: y = x @ W^T + b, batch dims folded into one GEMM;
+** backward writes straight into the gradient buffers.
 */
 #include <string.h>
 
-#include "vulkan/vk.h"
 #include "core/autograd.h"
+#include "cpu/cpu.h"
 #include "cpu/gemm.h"
-#include "cpu/nn.h"
 #include "cpu/nn_internal.h"
 
 /* Column sums of G [R, N] into out[N] (bias gradient). */
@@ -26,11 +26,10 @@ static void column_sums(const float *G, int64_t R, int64_t N, float *out) {
   }
 }
 
-/* saved: 0 = x (contiguous), 1 = W (contiguous) */
-static int linear_backward(bert_node *node, bert_tensor *out, bert_tensor *gout) {
-  bert_tensor *xin = node->inputs[0], *win = node->inputs[1], *bin = node->inputs[2];
-  bert_tensor *x = bert_node_saved(node, 0), *w = bert_node_saved(node, 1);
-  if (x == NULL || w == NULL) return -1;
+/* x, w contiguous as in the forward; in = {x, w, b} as the caller passed them */
+int cpu_linear_backward(bert_tensor *const inputs[3], const bert_tensor *x, const bert_tensor *w,
+                        const bert_tensor *gout) {
+  bert_tensor *xin = inputs[0], *win = inputs[1], *bin = inputs[2];
   int64_t in = w->shape[1], outf = w->shape[0];
   int64_t R = in > 0 ? bert_numel(x) / in : 0;
   const float *G = bert_f32(gout);
@@ -59,47 +58,16 @@ static int linear_backward(bert_node *node, bert_tensor *out, bert_tensor *gout)
     column_sums(G, R, outf, bert_f32(db));
     if (bert_accumulate_grad_steal(bin, db) != 0) return -1;
   }
-  (void)out;
   return 0;
 }
 
-bert_tensor *bert_linear(bert_tensor *x_in, bert_tensor *w_in, bert_tensor *b_in) {
-  if (bert_is_vk(x_in) || bert_is_vk(w_in) || bert_is_vk(b_in)) return bert_vk_linear(x_in, w_in, b_in);
-  char s1[160], s2[160];
-  if (x_in->dtype != BERT_F32 || w_in->dtype != BERT_F32 || (b_in && b_in->dtype != BERT_F32)) {
-    bert_set_error("linear: expects float32 tensors, got input %s, weight %s%s%s",
-                   bert_dtype_name(x_in->dtype), bert_dtype_name(w_in->dtype),
-                   b_in ? ", bias " : "", b_in ? bert_dtype_name(b_in->dtype) : "");
-    return NULL;
-  }
-  if (w_in->ndim != 2) {
-    bert_set_error("linear: weight must be 2-D [out x in], got %s", SHAPE(s1, w_in));
-    return NULL;
-  }
-  if (x_in->ndim < 1) {
-    bert_set_error("linear: input must have at least 1 dimension, got a scalar");
-    return NULL;
-  }
-  int64_t outf = w_in->shape[0], in = w_in->shape[1];
-  if (x_in->shape[x_in->ndim - 1] != in) {
-    bert_set_error("linear: input %s and weight %s: in_features differ (%lld vs %lld)",
-                   SHAPE(s1, x_in), SHAPE(s2, w_in), (long long)x_in->shape[x_in->ndim - 1],
-                   (long long)in);
-    return NULL;
-  }
-  if (b_in && (b_in->ndim != 1 || b_in->shape[0] != outf)) {
-    bert_set_error("linear: bias %s does not match weight %s (expected [%lld])",
-                   SHAPE(s1, b_in), SHAPE(s2, w_in), (long long)outf);
-    return NULL;
-  }
-  bert_tensor *x = bert_contiguous(x_in), *w = bert_contiguous(w_in);
-  bert_tensor *b = b_in ? bert_contiguous(b_in) : NULL, *y = NULL;
-  if (x == NULL || w == NULL || (b_in && b == NULL)) goto done;
+bert_tensor *cpu_linear(const bert_tensor *x, const bert_tensor *w, const bert_tensor *b) {
+  int64_t outf = w->shape[0], in = w->shape[1];
   int64_t shape[BERT_MAX_DIMS];
   memcpy(shape, x->shape, sizeof shape);
   shape[x->ndim - 1] = outf;
-  y = bert_tensor_empty(BERT_F32, x->ndim, shape);
-  if (y == NULL) goto done;
+  bert_tensor *y = bert_tensor_empty(BERT_F32, x->ndim, shape);
+  if (y == NULL) return NULL;
   int64_t R = in > 0 ? bert_numel(x) / in : bert_numel(y) / (outf > 0 ? outf : 1);
   float *Y = bert_f32(y);
   if (b) {
@@ -108,18 +76,5 @@ bert_tensor *bert_linear(bert_tensor *x_in, bert_tensor *w_in, bert_tensor *b_in
     for (int64_t r = 0; r < R; r++) memcpy(Y + r * outf, B, (size_t)outf * sizeof(float));
   }
   bert_sgemm(0, 1, R, outf, in, 1.0f, bert_f32(x), in, bert_f32(w), in, b ? 1.0f : 0.0f, Y, outf);
-
-  bert_tensor *inputs[3] = {x_in, w_in, b_in};
-  if (bert_needs_grad(3, inputs)) {
-    bert_node *node = bert_node_new("linear", linear_backward, 3, inputs);
-    if (node == NULL) { bert_tensor_release(y); y = NULL; goto done; }
-    bert_node_save(node, x);
-    bert_node_save(node, w);
-    bert_attach(y, node);
-  }
-done:
-  bert_tensor_release(x);
-  bert_tensor_release(w);
-  bert_tensor_release(b);
   return y;
 }

@@ -1,9 +1,8 @@
 /*
-** Elementwise ops with NumPy broadcasting: binary arithmetic and
-** comparisons, unary math, masked_fill, where, fill.
-**
-** Type rules: float32 op anything -> float32; int32 op int32 -> int32,
-** except true division (float32); comparisons give int32 0/1 masks.
+** CPU kernels of the elementwise ops with NumPy broadcasting: binary
+** arithmetic and comparisons, unary math and its derivatives, masked_fill,
+** where, fill.  The front-ends (core/ops_elementwise.c) checked the
+** arguments and prepared `out` (shape and dtype by the type rules).
 ** Integer results computed in int64 and wrapped to int32, as C would;
 ** double -> int32 conversions saturate (no undefined behaviour).
 */
@@ -12,40 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "vulkan/vk.h"
 #include "core/iter.h"
-#include "core/ops.h"
-
-static const char *const binop_names[] = {
-  "add", "sub", "mul", "div", "pow", "maximum", "minimum",
-  "eq", "ne", "lt", "le", "gt", "ge"
-};
-static const char *const unop_names[] = {
-  "neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid",
-  "relu", "gelu", "gelu_tanh", "abs", "erf"
-};
-
-const char *bert_binop_name(bert_binop op) { return binop_names[op]; }
-const char *bert_unop_name(bert_unop op) { return unop_names[op]; }
-
-int bert_broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b,
-                         int *nout, int64_t *out) {
-  char b1[160], b2[160];
-  int n = na > nb ? na : nb;
-  for (int i = 0; i < n; i++) {
-    int ia = na - n + i, ib = nb - n + i;
-    int64_t sa = ia >= 0 ? a[ia] : 1, sb = ib >= 0 ? b[ib] : 1;
-    if (sa != sb && sa != 1 && sb != 1) {
-      bert_set_error("shapes %s and %s cannot be broadcast (dimension %d: %lld vs %lld)",
-                     bert_shape_str(b1, sizeof b1, na, a), bert_shape_str(b2, sizeof b2, nb, b),
-                     i + 1, (long long)sa, (long long)sb);
-      return -1;
-    }
-    out[i] = sa == 1 ? sb : sa;
-  }
-  *nout = n;
-  return 0;
-}
+#include "cpu/cpu.h"
 
 static int32_t saturate_i32(double v) {
   if (v != v) return 0;
@@ -55,47 +22,6 @@ static int32_t saturate_i32(double v) {
 }
 
 static int32_t wrap_i32(int64_t v) { return (int32_t)(uint32_t)(uint64_t)v; }
-
-/* Prepares dst (given or new) with the broadcast shape of the inputs. */
-static bert_tensor *prepare_out(const char *fname, bert_tensor *dst, bert_dtype dt,
-                                int n, const bert_tensor *const *ins) {
-  char b1[160], b2[160];
-  int nd = ins[0]->ndim;
-  int64_t shape[BERT_MAX_DIMS];
-  memcpy(shape, ins[0]->shape, sizeof shape);
-  for (int i = 1; i < n; i++) {
-    int64_t tmp[BERT_MAX_DIMS];
-    int nt;
-    if (bert_broadcast_shape(nd, shape, ins[i]->ndim, ins[i]->shape, &nt, tmp) != 0) {
-      char msg[512];
-      snprintf(msg, sizeof msg, "%s: %s", fname, bert_last_error());
-      bert_set_error("%s", msg);
-      return NULL;
-    }
-    nd = nt;
-    memcpy(shape, tmp, sizeof tmp);
-  }
-  if (dst == NULL) return bert_tensor_empty(dt, nd, shape);
-  int same = dst->ndim == nd;
-  for (int i = 0; same && i < nd; i++) same = dst->shape[i] == shape[i];
-  if (!same) {
-    bert_set_error("%s: in-place result %s must have the broadcast shape %s", fname,
-                   bert_shape_str(b1, sizeof b1, dst->ndim, dst->shape),
-                   bert_shape_str(b2, sizeof b2, nd, shape));
-    return NULL;
-  }
-  if (dst->dtype != dt) {
-    bert_set_error("%s: in-place result is %s but the operation gives %s", fname,
-                   bert_dtype_name(dst->dtype), bert_dtype_name(dt));
-    return NULL;
-  }
-  if (bert_has_overlap(dst)) {
-    bert_set_error("%s: cannot write in place into an expanded tensor", fname);
-    return NULL;
-  }
-  bert_tensor_retain(dst);
-  return dst;
-}
 
 /* {====================================================== binary */
 
@@ -148,6 +74,7 @@ static void binary_generic(void *vctx, int64_t n, char **ptr, const int64_t *st)
       case BERT_LE: r = x <= y; break;
       case BERT_GT: r = x > y; break;
       case BERT_GE: r = x >= y; break;
+      default: break;
     }
     char *o = ptr[0] + j * so;
     if (c->to == BERT_F32) *(float *)o = is_int ? (float)ri : (float)r;
@@ -155,24 +82,15 @@ static void binary_generic(void *vctx, int64_t n, char **ptr, const int64_t *st)
   }
 }
 
-bert_tensor *bert_binary(bert_binop op, const bert_tensor *a, const bert_tensor *b,
-                         double alpha, bert_tensor *dst) {
-  if (bert_is_vk(a) || bert_is_vk(b) || bert_is_vk(dst)) return bert_vk_binary(op, a, b, alpha, dst);
-  bert_dtype to;
-  if (op >= BERT_EQ) to = BERT_I32;
-  else if (op == BERT_DIV) to = BERT_F32;
-  else to = (a->dtype == BERT_F32 || b->dtype == BERT_F32) ? BERT_F32 : BERT_I32;
-  if (dst && op < BERT_EQ && dst->dtype == BERT_F32) to = BERT_F32;  /* int into float in place */
-  const bert_tensor *ins[2] = {a, b};
-  bert_tensor *out = prepare_out(binop_names[op], dst, to, 2, ins);
-  if (out == NULL) return NULL;
+int cpu_binary(bert_binop op, const bert_tensor *a, const bert_tensor *b, double alpha, bert_tensor *out) {
+  bert_dtype to = out->dtype;
   const bert_tensor *ops[3] = {out, a, b};
   bert_iter it;
   bert_iter_init(&it, 3, ops);
   binctx c = {op, (float)alpha, alpha, a->dtype, b->dtype, to};
-  int fast = to == BERT_F32 && a->dtype == BERT_F32 && b->dtype == BERT_F32 && op < BERT_EQ;
+  int fast = to == BERT_F32 && a->dtype == BERT_F32 && b->dtype == BERT_F32 && !bert_binop_is_comparison(op);
   bert_iter_run(&it, fast ? binary_f32 : binary_generic, &c);
-  return out;
+  return 0;
 }
 /* }====================================================== */
 
@@ -210,6 +128,7 @@ static void unary_f32(void *vctx, int64_t n, char **ptr, const int64_t *st) {
     case BERT_GELU_TANH: LOOP(gelu_tanh(x));
     case BERT_ABS: LOOP(fabsf(x));
     case BERT_ERF: LOOP(erff(x));
+    default: break;
   }
 #undef LOOP
 }
@@ -225,26 +144,65 @@ static void unary_i32(void *vctx, int64_t n, char **ptr, const int64_t *st) {
   }
 }
 
-bert_tensor *bert_unary(bert_unop op, const bert_tensor *a, bert_tensor *dst) {
-  if (bert_is_vk(a) || bert_is_vk(dst)) return bert_vk_unary(op, a, dst);
-  int keeps_int = op == BERT_NEG || op == BERT_ABS || op == BERT_RELU;
-  bert_dtype to = (a->dtype == BERT_I32 && keeps_int) ? BERT_I32 : BERT_F32;
+int cpu_unary(bert_unop op, const bert_tensor *a, bert_tensor *out) {
+  bert_dtype to = out->dtype;
   bert_tensor *src = (bert_tensor *)a;
   if (to == BERT_F32 && a->dtype != BERT_F32) {   /* math on ints: convert first */
     src = bert_to_dtype(a, BERT_F32);
-    if (src == NULL) return NULL;
+    if (src == NULL) return -1;
   } else bert_tensor_retain(src);
-  const bert_tensor *ins[1] = {src};
-  bert_tensor *out = prepare_out(unop_names[op], dst, to, 1, ins);
-  if (out != NULL) {
-    const bert_tensor *ops[2] = {out, src};
-    bert_iter it;
-    bert_iter_init(&it, 2, ops);
-    unctx c = {op, src->dtype, to};
-    bert_iter_run(&it, to == BERT_F32 ? unary_f32 : unary_i32, &c);
-  }
+  const bert_tensor *ops[2] = {out, src};
+  bert_iter it;
+  bert_iter_init(&it, 2, ops);
+  unctx c = {op, src->dtype, to};
+  bert_iter_run(&it, to == BERT_F32 ? unary_f32 : unary_i32, &c);
   bert_tensor_release(src);
-  return out;
+  return 0;
+}
+
+/* dy * f'(x), elementwise; y = f(x) saves recomputing it. */
+static float unary_grad(bert_unop op, float x, float y, float dy) {
+  const float inv_sqrt2 = 0.70710678118654752f, inv_sqrt2pi = 0.39894228040143268f;
+  switch (op) {
+    case BERT_NEG: return -dy;
+    case BERT_EXP: return dy * y;
+    case BERT_LOG: return dy / x;
+    case BERT_SQRT: return dy * 0.5f / y;
+    case BERT_RSQRT: return dy * -0.5f * y * y * y;
+    case BERT_TANH: return dy * (1.0f - y * y);
+    case BERT_SIGMOID: return dy * y * (1.0f - y);
+    case BERT_RELU: return x > 0 ? dy : 0.0f;
+    case BERT_GELU: {   /* d/dx x*Phi(x) = Phi(x) + x*phi(x) */
+      float cdf = 0.5f * (1.0f + erff(x * inv_sqrt2));
+      return dy * (cdf + x * inv_sqrt2pi * expf(-0.5f * x * x));
+    }
+    case BERT_GELU_TANH: {
+      const float c = 0.7978845608028654f, k = 0.044715f;
+      float t = tanhf(c * (x + k * x * x * x));
+      return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * c * (1.0f + 3.0f * k * x * x));
+    }
+    case BERT_ABS: return x > 0 ? dy : (x < 0 ? -dy : 0.0f);
+    case BERT_ERF: return dy * 1.1283791670955126f * expf(-x * x);
+    default: return 0.0f;
+  }
+}
+
+bert_tensor *cpu_unary_backward(bert_unop op, const bert_tensor *x_in, const bert_tensor *y_in,
+                                const bert_tensor *dy_in) {
+  bert_tensor *x = x_in->dtype == BERT_F32 ? bert_contiguous((bert_tensor *)x_in) : bert_to_dtype(x_in, BERT_F32);
+  bert_tensor *y = bert_contiguous((bert_tensor *)y_in), *dy = bert_contiguous((bert_tensor *)dy_in);
+  bert_tensor *dx = bert_tensor_empty(BERT_F32, dy_in->ndim, dy_in->shape);
+  if (x == NULL || y == NULL || dy == NULL || dx == NULL) {
+    bert_tensor_release(x); bert_tensor_release(y); bert_tensor_release(dy); bert_tensor_release(dx);
+    return NULL;
+  }
+  const float *X = bert_f32(x), *Y = bert_f32(y), *D = bert_f32(dy);
+  float *R = bert_f32(dx);
+  int64_t n = bert_numel(dx);
+  #pragma omp parallel for if (n >= BERT_PARALLEL_MIN)
+  for (int64_t j = 0; j < n; j++) R[j] = unary_grad(op, X[j], Y[j], D[j]);
+  bert_tensor_release(x); bert_tensor_release(y); bert_tensor_release(dy);
+  return dx;
 }
 /* }====================================================== */
 
@@ -262,28 +220,13 @@ static void masked_fill_row(void *vctx, int64_t n, char **ptr, const int64_t *st
   }
 }
 
-bert_tensor *bert_masked_fill(const bert_tensor *a, const bert_tensor *mask, double value,
-                              bert_tensor *dst) {
-  char b1[160], b2[160];
-  /* the mask broadcasts to a, never the other way round */
-  int nd;
-  int64_t shape[BERT_MAX_DIMS];
-  if (bert_broadcast_shape(a->ndim, a->shape, mask->ndim, mask->shape, &nd, shape) != 0 ||
-      nd != a->ndim || memcmp(shape, a->shape, (size_t)nd * sizeof(int64_t)) != 0) {
-    bert_set_error("masked_fill: mask %s does not broadcast to the tensor %s",
-                   bert_shape_str(b1, sizeof b1, mask->ndim, mask->shape),
-                   bert_shape_str(b2, sizeof b2, a->ndim, a->shape));
-    return NULL;
-  }
-  const bert_tensor *ins[2] = {a, mask};
-  bert_tensor *out = prepare_out("masked_fill", dst, a->dtype, 2, ins);
-  if (out == NULL) return NULL;
+int cpu_masked_fill(const bert_tensor *a, const bert_tensor *mask, double value, bert_tensor *out) {
   const bert_tensor *ops[3] = {out, a, mask};
   bert_iter it;
   bert_iter_init(&it, 3, ops);
   selctx c = {value, mask->dtype, a->dtype, a->dtype, a->dtype};
   bert_iter_run(&it, masked_fill_row, &c);
-  return out;
+  return 0;
 }
 
 static void where_row(void *vctx, int64_t n, char **ptr, const int64_t *st) {
@@ -296,17 +239,14 @@ static void where_row(void *vctx, int64_t n, char **ptr, const int64_t *st) {
   }
 }
 
-bert_tensor *bert_where(const bert_tensor *cond, const bert_tensor *a, const bert_tensor *b) {
-  bert_dtype to = (a->dtype == BERT_F32 || b->dtype == BERT_F32) ? BERT_F32 : BERT_I32;
-  const bert_tensor *ins[3] = {cond, a, b};
-  bert_tensor *out = prepare_out("where", NULL, to, 3, ins);
-  if (out == NULL) return NULL;
+int cpu_where(const bert_tensor *cond, const bert_tensor *a, const bert_tensor *b, bert_tensor *out) {
+  bert_dtype to = out->dtype;
   const bert_tensor *ops[4] = {out, cond, a, b};
   bert_iter it;
   bert_iter_init(&it, 4, ops);
   selctx c = {0, cond->dtype, a->dtype, b->dtype, to};
   bert_iter_run(&it, where_row, &c);
-  return out;
+  return 0;
 }
 
 static void fill_row(void *vctx, int64_t n, char **ptr, const int64_t *st) {
@@ -320,8 +260,7 @@ static void fill_row(void *vctx, int64_t n, char **ptr, const int64_t *st) {
   }
 }
 
-int bert_fill_(bert_tensor *t, double value) {
-  if (bert_is_vk(t)) return bert_vk_fill_(t, value);
+int cpu_fill_(bert_tensor *t, double value) {
   const bert_tensor *ops[1] = {t};
   bert_iter it;
   bert_iter_init(&it, 1, ops);

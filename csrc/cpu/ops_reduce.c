@@ -1,15 +1,13 @@
 /*
-** Reductions over one dimension (or all elements) and softmax.
+** CPU kernels of the reductions over one dimension (or all elements) and
+** softmax (arguments checked by core/ops.c).
 ** The input is viewed as [outer, R, inner] with R the reduced dim; sums
 ** accumulate in double so long rows stay accurate.
 */
 #include <math.h>
 #include <string.h>
 
-#include "vulkan/vk.h"
-#include "core/ops.h"
-
-static const char *const redop_names[] = {"sum", "mean", "max", "min", "argmax", "argmin", "var"};
+#include "cpu/cpu.h"
 
 /* out shape for reducing `dim` of t (dim < 0: everything). */
 static int reduced_shape(const bert_tensor *t, int dim, int keepdim, int64_t *shape) {
@@ -21,25 +19,18 @@ static int reduced_shape(const bert_tensor *t, int dim, int keepdim, int64_t *sh
   return n;
 }
 
-bert_tensor *bert_reduce(bert_redop op, const bert_tensor *t, int dim, int keepdim,
-                         int correction, bert_tensor **indices) {
-  if (bert_is_vk(t)) return bert_vk_reduce(op, t, dim, keepdim, correction, indices);
-  char b[160];
-  const char *name = redop_names[op];
-  if (dim >= t->ndim) {
-    bert_set_error("%s: dimension %d out of range for a %dD tensor %s", name, dim + 1, t->ndim,
-                   bert_shape_str(b, sizeof b, t->ndim, t->shape));
-    return NULL;
-  }
+/* Element i as double.  (Not `xf ? xf[i] : xi[i]`: that conditional has
+** type float, which rounds int32 values above 2^24.) */
+static inline double elem(const float *xf, const int32_t *xi, int64_t i) {
+  return xf ? (double)xf[i] : (double)xi[i];
+}
+
+bert_tensor *cpu_reduce(bert_redop op, const bert_tensor *t, int dim, int keepdim,
+                        int correction, bert_tensor **indices) {
   int64_t outer, R, inner;
   bert_split_at_dim(t, dim, &outer, &R, &inner);
   int is_arg = op == BERT_ARGMAX || op == BERT_ARGMIN;
   int is_ext = op == BERT_MAX || op == BERT_MIN || is_arg;
-  if (R == 0 && is_ext) {
-    bert_set_error("%s: cannot reduce an empty dimension of %s", name,
-                   bert_shape_str(b, sizeof b, t->ndim, t->shape));
-    return NULL;
-  }
   bert_dtype to;
   if (is_arg) to = BERT_I32;
   else if (op == BERT_MEAN || op == BERT_VAR) to = BERT_F32;
@@ -66,22 +57,22 @@ bert_tensor *bert_reduce(bert_redop op, const bert_tensor *t, int dim, int keepd
     double result = 0;
     int64_t best = 0;
     if (is_ext) {
-      double bv = xf ? xf[base] : xi[base];
+      double bv = elem(xf, xi, base);
       int want_max = op == BERT_MAX || op == BERT_ARGMAX;
       for (int64_t r = 1; r < R && bv == bv; r++) {
-        double v = xf ? xf[base + r * inner] : xi[base + r * inner];
+        double v = elem(xf, xi, base + r * inner);
         if (v != v || (want_max ? v > bv : v < bv)) { bv = v; best = r; }
       }
       result = bv;
     } else {
       double s = 0;
-      for (int64_t r = 0; r < R; r++) s += xf ? xf[base + r * inner] : xi[base + r * inner];
+      for (int64_t r = 0; r < R; r++) s += elem(xf, xi, base + r * inner);
       if (op == BERT_SUM) result = s;
       else if (op == BERT_MEAN) result = R ? s / (double)R : NAN;
       else {   /* variance, second pass around the mean */
         double mean = R ? s / (double)R : NAN, ss = 0;
         for (int64_t r = 0; r < R; r++) {
-          double dv = (xf ? xf[base + r * inner] : xi[base + r * inner]) - mean;
+          double dv = elem(xf, xi, base + r * inner) - mean;
           ss += dv * dv;
         }
         result = R - correction > 0 ? ss / (double)(R - correction) : NAN;
@@ -97,15 +88,7 @@ bert_tensor *bert_reduce(bert_redop op, const bert_tensor *t, int dim, int keepd
   return out;
 }
 
-bert_tensor *bert_softmax(const bert_tensor *t, int dim, int log_space) {
-  if (bert_is_vk(t)) return bert_vk_softmax(t, dim, log_space);
-  char b[160];
-  const char *name = log_space ? "log_softmax" : "softmax";
-  if (dim < 0 || dim >= t->ndim) {
-    bert_set_error("%s: dimension %d out of range for a %dD tensor %s", name, dim + 1, t->ndim,
-                   bert_shape_str(b, sizeof b, t->ndim, t->shape));
-    return NULL;
-  }
+bert_tensor *cpu_softmax(const bert_tensor *t, int dim, int log_space) {
   bert_tensor *src = t->dtype == BERT_F32 ? bert_contiguous((bert_tensor *)t)
                                           : bert_to_dtype(t, BERT_F32);
   if (src == NULL) return NULL;

@@ -15,85 +15,12 @@
 #include <immintrin.h>
 #endif
 
-#include "vulkan/vk.h"
 #include "core/autograd.h"   /* bert_bump_version */
-#include "cpu/optim.h"
+#include "cpu/cpu.h"
 
 /* Reductions sum blocks of this many elements each (fixed, so the
 ** result does not depend on the number of threads). */
 #define SUM_BLOCK 65536
-
-/* {====================================================== argument checks */
-
-static const char *shape_s(char *buf, size_t n, const bert_tensor *t) {
-  return bert_shape_str(buf, n, t->ndim, t->shape);
-}
-
-/* t must be a live, contiguous float32 tensor; when ref is given, with
-** as many elements as ref. */
-static int check_f32(const char *fn, const char *what, const bert_tensor *t,
-                     const char *refname, const bert_tensor *ref) {
-  char a[128], b[128];
-  if (t->storage == NULL || t->storage->data == NULL) {
-    bert_set_error("%s: %s has been freed", fn, what);
-    return -1;
-  }
-  if (t->dtype != BERT_F32) {
-    bert_set_error("%s: %s %s is %s, expected float32", fn, what, shape_s(a, sizeof a, t),
-                   bert_dtype_name(t->dtype));
-    return -1;
-  }
-  if (!bert_is_contiguous(t)) {
-    bert_set_error("%s: %s %s is not contiguous", fn, what, shape_s(a, sizeof a, t));
-    return -1;
-  }
-  if (ref != NULL && bert_numel(t) != bert_numel(ref)) {
-    bert_set_error("%s: %s %s has %lld elements but %s %s has %lld", fn, what,
-                   shape_s(a, sizeof a, t), (long long)bert_numel(t), refname,
-                   shape_s(b, sizeof b, ref), (long long)bert_numel(ref));
-    return -1;
-  }
-  return 0;
-}
-
-/* The kernels use restrict pointers: their operands must not share memory. */
-static int overlaps(const bert_tensor *x, const bert_tensor *y) {
-  const char *xs = (const char *)bert_f32(x), *ys = (const char *)bert_f32(y);
-  size_t xn = (size_t)bert_numel(x) * sizeof(float), yn = (size_t)bert_numel(y) * sizeof(float);
-  if (xn == 0 || yn == 0) return 0;
-  return xs < ys + yn && ys < xs + xn;
-}
-
-static int check_distinct(const char *fn, int n, const bert_tensor *const *ts,
-                          const char *const *names) {
-  for (int i = 0; i < n; i++)
-    for (int j = i + 1; j < n; j++)
-      if (ts[i] != NULL && ts[j] != NULL && overlaps(ts[i], ts[j])) {
-        bert_set_error("%s: %s and %s share memory", fn, names[i], names[j]);
-        return -1;
-      }
-  return 0;
-}
-
-static int check_adam(const char *fn, const bert_tensor *p, const bert_tensor *g,
-                      const bert_tensor *m, const bert_tensor *v, const bert_adam_cfg *cfg) {
-  if (check_f32(fn, "param", p, NULL, NULL) || check_f32(fn, "grad", g, "param", p) ||
-      check_f32(fn, "exp_avg", m, "param", p) || check_f32(fn, "exp_avg_sq", v, "param", p))
-    return -1;
-  const bert_tensor *ts[4] = {p, g, m, v};
-  static const char *const names[4] = {"param", "grad", "exp_avg", "exp_avg_sq"};
-  if (check_distinct(fn, 4, ts, names)) return -1;
-  if (!(cfg->beta1 >= 0 && cfg->beta1 < 1) || !(cfg->beta2 >= 0 && cfg->beta2 < 1)) {
-    bert_set_error("%s: betas (%g, %g) must lie in [0, 1)", fn, cfg->beta1, cfg->beta2);
-    return -1;
-  }
-  if (cfg->step < 1) {
-    bert_set_error("%s: step %lld must be >= 1", fn, (long long)cfg->step);
-    return -1;
-  }
-  return 0;
-}
-/* }====================================================== */
 
 /* {====================================================== Adam family */
 
@@ -173,10 +100,8 @@ static void adamw_range(float *restrict p, const float *restrict g, float *restr
   }
 }
 
-int bert_adamw_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
-                    const bert_adam_cfg *cfg) {
-  if (bert_is_vk(p) || bert_is_vk(g) || bert_is_vk(m) || bert_is_vk(v)) return bert_vk_adamw_step(p, g, m, v, cfg);
-  if (check_adam("adamw", p, g, m, v, cfg)) return -1;
+int cpu_adamw_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
+                   const bert_adam_cfg *cfg) {
   const int64_t n = bert_numel(p);
   const adam_k k = adam_prepare(cfg);
   float *pp = bert_f32(p), *mp = bert_f32(m), *vp = bert_f32(v);
@@ -268,16 +193,8 @@ static void lamb_apply_range(float *restrict p, const float *restrict m, const f
   }
 }
 
-int bert_lamb_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
-                   const bert_adam_cfg *cfg, int adapt, double *trust_out) {
-  if (bert_is_vk(p) || bert_is_vk(g) || bert_is_vk(m) || bert_is_vk(v)) {
-    bert_tensor *t = NULL;
-    int rc = bert_vk_lamb_step(p, g, m, v, cfg, adapt, trust_out ? &t : NULL);
-    if (rc == 0 && trust_out) *trust_out = bert_vk_get_flat(t, 0);   /* waits for the device */
-    bert_tensor_release(t);
-    return rc;
-  }
-  if (check_adam("lamb", p, g, m, v, cfg)) return -1;
+int cpu_lamb_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
+                  const bert_adam_cfg *cfg, int adapt, bert_tensor **trust_out) {
   const int64_t n = bert_numel(p);
   adam_k k = adam_prepare(cfg);
   float *pp = bert_f32(p), *mp = bert_f32(m), *vp = bert_f32(v);
@@ -303,7 +220,10 @@ int bert_lamb_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_te
   free(sums);
   double pnorm = sqrt(sp), unorm = sqrt(su);
   double trust = adapt && pnorm > 0 && unorm > 0 ? pnorm / unorm : 1.0;
-  if (trust_out != NULL) *trust_out = trust;
+  if (trust_out != NULL) {
+    if ((*trust_out = bert_tensor_empty(BERT_F32, 0, NULL)) == NULL) return -1;
+    bert_f32(*trust_out)[0] = (float)trust;
+  }
 
   /* pass 2: the step */
   k.lamb_step = (float)(cfg->lr * trust);
@@ -322,24 +242,8 @@ int bert_lamb_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_te
 
 /* {====================================================== SGD */
 
-int bert_sgd_step(bert_tensor *p, const bert_tensor *g, bert_tensor *buf, const bert_sgd_cfg *cfg) {
-  static const char *fn = "sgd";
-  if (check_f32(fn, "param", p, NULL, NULL) || check_f32(fn, "grad", g, "param", p)) return -1;
+int cpu_sgd_step(bert_tensor *p, const bert_tensor *g, bert_tensor *buf, const bert_sgd_cfg *cfg) {
   int use_buf = cfg->momentum != 0;
-  if (use_buf) {
-    if (buf == NULL) {
-      bert_set_error("%s: momentum %g needs a momentum buffer", fn, cfg->momentum);
-      return -1;
-    }
-    if (check_f32(fn, "momentum_buffer", buf, "param", p)) return -1;
-  }
-  const bert_tensor *ts[3] = {p, g, use_buf ? buf : NULL};
-  static const char *const names[3] = {"param", "grad", "momentum_buffer"};
-  if (check_distinct(fn, 3, ts, names)) return -1;
-  if (cfg->nesterov && (cfg->momentum <= 0 || cfg->dampening != 0)) {
-    bert_set_error("%s: nesterov momentum requires momentum > 0 and dampening 0", fn);
-    return -1;
-  }
   const int64_t n = bert_numel(p);
   const float lr = (float)cfg->lr, wd = (float)cfg->weight_decay;
   const float mu = (float)cfg->momentum, damp = (float)(1.0 - cfg->dampening);
@@ -394,17 +298,7 @@ static double sumsq_range(const float *restrict x, int64_t lo, int64_t hi) {
   return s;
 }
 
-int bert_sumsq(const bert_tensor *t, double *out) {
-  if (t->storage == NULL || t->storage->data == NULL) {
-    bert_set_error("sumsq: tensor has been freed");
-    return -1;
-  }
-  if (t->dtype != BERT_F32) {
-    char a[128];
-    bert_set_error("sumsq: tensor %s is %s, expected float32", shape_s(a, sizeof a, t),
-                   bert_dtype_name(t->dtype));
-    return -1;
-  }
+int cpu_sumsq(const bert_tensor *t, double *out) {
   const int64_t n = bert_numel(t);
   const int64_t nb = (n + SUM_BLOCK - 1) / SUM_BLOCK;
   if (!bert_is_contiguous(t)) {   /* rare: a strided view; one thread, flat order */
@@ -434,8 +328,7 @@ int bert_sumsq(const bert_tensor *t, double *out) {
   return 0;
 }
 
-int bert_scale_(bert_tensor *t, double s) {
-  if (check_f32("scale_", "tensor", t, NULL, NULL)) return -1;
+int cpu_scale_(bert_tensor *t, double s) {
   const int64_t n = bert_numel(t);
   const float f = (float)s;
   float *restrict x = bert_f32(t);

@@ -11,7 +11,9 @@
 #include <omp.h>
 
 #include "lbert.h"
+#include "cpu/cpu.h"
 #include "cpu/gemm.h"
+#include "vulkan/vk.h"
 
 #define BERT_VERSION "0.1.0"
 
@@ -154,6 +156,10 @@ int luaopen_bert_core(lua_State *L) {
   void *gomp = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
   (void)gomp;
   bert_gemm_init();
+  /* the devices: the CPU serves host memory; the others are chosen by
+  ** where a tensor lives (t:to("vulkan")) */
+  bert_backend_register(&bert_cpu_backend);
+  bert_backend_register(&bert_vulkan_backend);
   luaL_newlib(L, core_funcs);
   lua_pushliteral(L, BERT_VERSION);
   lua_setfield(L, -2, "version");

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "lbert.h"
-#include "cpu/nn.h"
+#include "core/nn.h"
 
 /* An optional tensor argument: nil/none -> NULL. */
 static bert_tensor *opt_tensor(lua_State *L, int arg) {

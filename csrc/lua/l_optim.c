@@ -15,8 +15,8 @@
 #include <string.h>
 
 #include "lbert.h"
-#include "cpu/optim.h"
-#include "vulkan/vk.h"
+#include "core/optim.h"
+#include "core/backend.h"
 
 /* A finite number at arg, or an error naming the kernel and argument. */
 static double check_finite(lua_State *L, int arg, const char *fn, const char *what) {
@@ -71,15 +71,14 @@ static int k_lamb(lua_State *L) {
   bert_adam_cfg cfg;
   read_adam(L, fn, &cfg);
   int adapt = lua_toboolean(L, 12);
-  if (bert_is_vk(p)) {   /* the ratio stays on the device: a one-element tensor, read when wanted */
-    bert_tensor *t = NULL;
-    if (bert_vk_lamb_step(p, g, m, v, &cfg, adapt, &t) != 0) return lbert_core_error(L, fn);
+  bert_tensor *t = NULL;
+  if (bert_lamb_step(p, g, m, v, &cfg, adapt, &t) != 0) return lbert_core_error(L, fn);
+  if (!bert_is_host(t)) {   /* the ratio stays on the device: a one-element tensor, read when wanted */
     lbert_push_tensor(L, t);
     return 1;
   }
-  double trust = 1.0;
-  if (bert_lamb_step(p, g, m, v, &cfg, adapt, &trust) != 0) return lbert_core_error(L, fn);
-  lua_pushnumber(L, trust);
+  lua_pushnumber(L, bert_f32(t)[0]);
+  bert_tensor_release(t);
   return 1;
 }
 

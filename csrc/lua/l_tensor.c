@@ -11,6 +11,7 @@
 #include "lbert.h"
 #include "core/ag_ops.h"
 #include "core/autograd.h"
+#include "core/backend.h"
 
 /* {====================================================== boxes */
 
@@ -53,7 +54,7 @@ bert_tensor *lbert_test_tensor(lua_State *L, int arg) {
   if (box == NULL) return NULL;
   if (*box == NULL || (*box)->storage == NULL)
     luaL_argerror(L, arg, "tensor has been freed");
-  if ((*box)->storage->kind == BERT_STORAGE_VULKAN) return lbert_vk_check_arg(L, arg, *box);
+  if ((*box)->storage->kind == BERT_STORAGE_DEVICE) return lbert_vk_check_arg(L, arg, *box);
   return *box;
 }
 
@@ -451,7 +452,7 @@ static int m_dim(lua_State *L) { lua_pushinteger(L, lbert_check_tensor(L, 1)->nd
 static int m_numel(lua_State *L) { lua_pushinteger(L, bert_numel(lbert_check_tensor(L, 1))); return 1; }
 static int m_dtype(lua_State *L) { lua_pushstring(L, bert_dtype_name(lbert_check_tensor(L, 1)->dtype)); return 1; }
 static int m_device(lua_State *L) {
-  lua_pushstring(L, lbert_check_tensor(L, 1)->storage->kind == BERT_STORAGE_VULKAN ? "vulkan" : "cpu");
+  lua_pushstring(L, bert_backend_of(lbert_check_tensor(L, 1))->name);
   return 1;
 }
 static int m_is_contiguous(lua_State *L) { lua_pushboolean(L, bert_is_contiguous(lbert_check_tensor(L, 1))); return 1; }
@@ -582,7 +583,7 @@ static int m_tostring(lua_State *L) {
   bert_tensor *t = *box;
   char sb[160];
   if (t == NULL || t->storage == NULL) { lua_pushliteral(L, "bert.Tensor (freed)"); return 1; }
-  if (t->storage->kind == BERT_STORAGE_VULKAN) t = lbert_vk_check_arg(L, 1, t);   /* a host copy */
+  if (t->storage->kind == BERT_STORAGE_DEVICE) t = lbert_vk_check_arg(L, 1, t);   /* a host copy */
   int64_t numel = bert_numel(t);
   printer p = {NULL, t, numel > 1000, 1, 1};
   /* width of the widest shown value, and whether floats are all integral */
@@ -852,23 +853,12 @@ static int binary(lua_State *L, bert_binop op, int inplace) {
   return 1;
 }
 
-#define BINARY(NAME, OP) \
-  static int m_##NAME(lua_State *L) { return binary(L, OP, 0); } \
-  static int m_##NAME##_(lua_State *L) { return binary(L, OP, 1); }
-BINARY(add, BERT_ADD)
-BINARY(sub, BERT_SUB)
-BINARY(mul, BERT_MUL)
-BINARY(div, BERT_DIV)
-BINARY(pow, BERT_POW)
-BINARY(maximum, BERT_MAXIMUM)
-BINARY(minimum, BERT_MINIMUM)
-BINARY(eq, BERT_EQ)
-BINARY(ne, BERT_NE)
-BINARY(lt, BERT_LT)
-BINARY(le, BERT_LE)
-BINARY(gt, BERT_GT)
-BINARY(ge, BERT_GE)
-#undef BINARY
+/* t:add(u), t:add_(u), ... one pair per op of the list (core/op_list.h) */
+#define X(ID, NAME, cmp) \
+  static int m_##NAME(lua_State *L) { return binary(L, BERT_##ID, 0); } \
+  static int m_##NAME##_(lua_State *L) { return binary(L, BERT_##ID, 1); }
+BERT_BINARY_OPS(X)
+#undef X
 
 static int unary(lua_State *L, bert_unop op, int inplace) {
   bert_tensor *t = lbert_check_tensor(L, 1);
@@ -882,30 +872,23 @@ static int unary(lua_State *L, bert_unop op, int inplace) {
   return 1;
 }
 
-#define UNARY(NAME, OP) \
-  static int m_##NAME(lua_State *L) { return unary(L, OP, 0); } \
-  static int m_##NAME##_(lua_State *L) { return unary(L, OP, 1); }
-UNARY(neg, BERT_NEG)
-UNARY(exp, BERT_EXP)
-UNARY(log, BERT_LOG)
-UNARY(sqrt, BERT_SQRT)
-UNARY(rsqrt, BERT_RSQRT)
-UNARY(tanh, BERT_TANH)
-UNARY(sigmoid, BERT_SIGMOID)
-UNARY(relu, BERT_RELU)
-UNARY(abs, BERT_ABS)
-UNARY(erf, BERT_ERF)
-#undef UNARY
+/* t:exp(), t:exp_(), ... one pair per op of the list */
+#define X(ID, NAME, keeps_int) \
+  static int m_##NAME(lua_State *L) { return unary(L, BERT_##ID, 0); } \
+  static int m_##NAME##_(lua_State *L) { return unary(L, BERT_##ID, 1); }
+BERT_UNARY_OPS(X)
+#undef X
 
-/* gelu(approximate): "none" (exact erf, BERT's) or "tanh" (gelu_new). */
+/* gelu(approximate): "none" (exact erf, BERT's) or "tanh" (gelu_new);
+** registered after the list, so it replaces the plain t:gelu(). */
 static int gelu(lua_State *L, int inplace) {
   static const char *const modes[] = {"none", "tanh", NULL};
   int mode = luaL_checkoption(L, 2, "none", modes);
   lua_settop(L, 1);
   return unary(L, mode ? BERT_GELU_TANH : BERT_GELU, inplace);
 }
-static int m_gelu(lua_State *L) { return gelu(L, 0); }
-static int m_gelu_(lua_State *L) { return gelu(L, 1); }
+static int m_gelu_approx(lua_State *L) { return gelu(L, 0); }
+static int m_gelu_approx_(lua_State *L) { return gelu(L, 1); }
 
 static int m_unm(lua_State *L) { lua_settop(L, 1); return unary(L, BERT_NEG, 0); }
 
@@ -1053,17 +1036,11 @@ static const luaL_Reg tensor_methods[] = {
   {"squeeze", m_squeeze}, {"unsqueeze", m_unsqueeze}, {"expand", m_expand},
   {"contiguous", m_contiguous}, {"clone", m_clone}, {"copy_", m_copy_}, {"to", m_to},
   {"float", m_float}, {"int", m_int}, {"split", m_split},
-  {"add", m_add}, {"add_", m_add_}, {"sub", m_sub}, {"sub_", m_sub_},
-  {"mul", m_mul}, {"mul_", m_mul_}, {"div", m_div}, {"div_", m_div_},
-  {"pow", m_pow}, {"pow_", m_pow_}, {"maximum", m_maximum}, {"maximum_", m_maximum_},
-  {"minimum", m_minimum}, {"minimum_", m_minimum_},
-  {"eq", m_eq}, {"eq_", m_eq_}, {"ne", m_ne}, {"ne_", m_ne_}, {"lt", m_lt}, {"lt_", m_lt_},
-  {"le", m_le}, {"le_", m_le_}, {"gt", m_gt}, {"gt_", m_gt_}, {"ge", m_ge}, {"ge_", m_ge_},
-  {"neg", m_neg}, {"neg_", m_neg_}, {"exp", m_exp}, {"exp_", m_exp_}, {"log", m_log},
-  {"log_", m_log_}, {"sqrt", m_sqrt}, {"sqrt_", m_sqrt_}, {"rsqrt", m_rsqrt},
-  {"rsqrt_", m_rsqrt_}, {"tanh", m_tanh}, {"tanh_", m_tanh_}, {"sigmoid", m_sigmoid},
-  {"sigmoid_", m_sigmoid_}, {"relu", m_relu}, {"relu_", m_relu_}, {"gelu", m_gelu},
-  {"gelu_", m_gelu_}, {"abs", m_abs}, {"abs_", m_abs_}, {"erf", m_erf}, {"erf_", m_erf_},
+#define X(ID, NAME, flag) {#NAME, m_##NAME}, {#NAME "_", m_##NAME##_},
+  BERT_BINARY_OPS(X)
+  BERT_UNARY_OPS(X)
+#undef X
+  {"gelu", m_gelu_approx}, {"gelu_", m_gelu_approx_},
   {"masked_fill", m_masked_fill}, {"masked_fill_", m_masked_fill_},
   {"fill_", m_fill_}, {"zero_", m_zero_}, {"normal_", m_normal_}, {"uniform_", m_uniform_},
   {"sum", m_sum}, {"mean", m_mean}, {"max", m_max}, {"min", m_min},

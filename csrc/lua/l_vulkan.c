@@ -327,13 +327,17 @@ static const char *const meta_methods[] = {
 static const char *const reader_methods[] = {"item", "totable", "get", "__tostring", "nonzero", NULL};
 static const char *const device_methods[] = {
   "reshape", "contiguous", "clone", "copy_", "float", "int",
-  "add", "add_", "sub", "sub_", "mul", "mul_", "div", "div_", "pow", "pow_",
-  "maximum", "maximum_", "minimum", "minimum_", "eq", "ne", "lt", "le", "gt", "ge",
-  "neg", "neg_", "exp", "exp_", "log", "log_", "sqrt", "sqrt_", "rsqrt", "rsqrt_",
-  "tanh", "tanh_", "sigmoid", "sigmoid_", "relu", "relu_", "gelu", "gelu_", "abs", "abs_",
-  "erf", "erf_", "fill_", "zero_", "sum", "mean", "max", "min", "softmax", "log_softmax",
+  "fill_", "zero_", "sum", "mean", "max", "min", "softmax", "log_softmax",
   "matmul", "__add", "__sub", "__mul", "__div", "__pow", "__unm",
   "argmax", "argmin", "index_select", "backward", "zero_grad", NULL
+};
+/* the elementwise ops of the list (core/op_list.h), plain and in place */
+static const char *const elementwise_methods[] = {
+#define X(ID, NAME, flag) #NAME, #NAME "_",
+  BERT_BINARY_OPS(X)
+  BERT_UNARY_OPS(X)
+#undef X
+  NULL
 };
 static const char *const device_F[] = {
   "linear", "layer_norm", "bias_gelu", "dropout", "embedding", "attention", "cross_entropy", NULL
@@ -381,6 +385,7 @@ void lbert_open_vulkan(lua_State *L) {
   add_named(L, mt, reader_methods, CLS_READER);
   add_named(L, methods, device_methods, CLS_DEVICE);
   add_named(L, mt, device_methods, CLS_DEVICE);
+  add_named(L, methods, elementwise_methods, CLS_DEVICE);
   lua_settop(L, mod);
   add_named(L, mod, device_module, CLS_DEVICE);
   if (lua_getfield(L, mod, "F") == LUA_TTABLE) add_named(L, -1, device_F, CLS_DEVICE);

@@ -1,20 +1,19 @@
 /*
-** The Vulkan backend as the rest of the core sees it: a storage kind for
-** device memory and one entry per op.  The CPU ops route here with a
-** one-line check (bert_is_vk) at their entry points; everything else lives
-** in csrc/vk/.  Built without Vulkan (-DBERT_NO_VULKAN) every entry fails
-** with an error, and no tensor can ever be on the device.
+** The Vulkan backend: its table (bert_vulkan_backend, registered by the
+** binding like any backend) and the kernels behind it, also reached by the
+** binding's bert.vulkan.* test entries.  The core never includes this
+** header.  Built without Vulkan (-DBERT_NO_VULKAN) every entry fails with
+** an error, and no tensor can ever be on the device.
 */
 #ifndef BERT_VK_H
 #define BERT_VK_H
 
-#include "core/tensor.h"
-#include "core/ops.h"
-#include "cpu/optim.h"
-#include "cpu/nn.h"
+#include "core/backend.h"
+
+extern const bert_backend bert_vulkan_backend;
 
 static inline int bert_is_vk(const bert_tensor *t) {
-  return t != NULL && t->storage != NULL && t->storage->kind == BERT_STORAGE_VULKAN;
+  return t != NULL && t->storage != NULL && t->storage->backend == &bert_vulkan_backend;
 }
 
 /* ---- device (vk_device.c) ---- */
@@ -46,15 +45,10 @@ bert_tensor *bert_vk_matmul(const bert_tensor *a, const bert_tensor *b);
 bert_tensor *bert_vk_gemm(const bert_tensor *a, int ta, const bert_tensor *b, int tb,
                           const bert_tensor *bias, int gelu);
 bert_tensor *bert_vk_linear(bert_tensor *x, bert_tensor *w, bert_tensor *b);
-bert_tensor *bert_vk_layer_norm(bert_tensor *x, bert_tensor *gamma, bert_tensor *beta,
-                                double eps, bert_tensor *residual);
 bert_tensor *bert_vk_bias_gelu(bert_tensor *x, bert_tensor *b, int tanh_mode);
-bert_tensor *bert_vk_dropout(bert_tensor *x, double p, int training);
 bert_tensor *bert_vk_embedding(bert_tensor *ids, bert_tensor *weight);
 bert_tensor *bert_vk_cross_entropy(bert_tensor *logits, bert_tensor *labels,
                                    int64_t ignore_index, int reduction);
-bert_tensor *bert_vk_attention(bert_tensor *q, bert_tensor *k, bert_tensor *v,
-                               const bert_attention_opts *opts);
 int bert_vk_adamw_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
                        const bert_adam_cfg *cfg);
 /* *trust_out (may be NULL): the trust ratio as a one-element device tensor */
@@ -72,37 +66,16 @@ bert_tensor *bert_vk_dropout_mask(bert_tensor *x, double p, uint64_t seed, uint6
 int bert_vk_embedding_backward(bert_tensor *dw, bert_tensor *ids, bert_tensor *dy);
 bert_tensor *bert_vk_cross_entropy_backward(bert_tensor *logits, bert_tensor *labels, int64_t ignore_index,
                                             int reduction, bert_tensor *g);
-bert_tensor *bert_vk_attention_ex(bert_tensor *q, bert_tensor *k, bert_tensor *v,
-                                  const bert_attention_opts *o, bert_tensor **lse_out);
-
-/* attention state kept for backward (vk_ops.c fills it) */
-typedef struct {
-  bert_tensor *q, *k, *v, *mask, *lse;   /* references */
-  uint32_t push[32];                     /* the forward's push constants */
-} bert_vk_attn_saved;
-int bert_vk_attention_backward(const bert_vk_attn_saved *sv, bert_tensor *out, bert_tensor *dout,
+bert_tensor *bert_vk_attention_ex(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
+                                  const bert_attention_opts *o, bert_stream s, bert_tensor **lse_out);
+int bert_vk_attention_backward(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
+                               const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
+                               const bert_tensor *lse, const bert_tensor *dout,
                                bert_tensor **dq, bert_tensor **dk, bert_tensor **dv);
 int bert_vk_gemm_into(bert_tensor *c, const bert_tensor *a, int ta, const bert_tensor *b, int tb, float beta);
 bert_tensor *bert_vk_unary_backward(bert_unop op, const bert_tensor *x, const bert_tensor *dy);
 int bert_vk_sumsq_into(const bert_tensor *t, bert_tensor *out, int64_t slot);
 bert_tensor *bert_vk_index_select(const bert_tensor *t, int dim, const bert_tensor *index);
 int bert_vk_index_add0(bert_tensor *z, const bert_tensor *index, const bert_tensor *g);
-
-bert_tensor *bert_vk_grad_target(bert_tensor *t);
-
-/* ---- autograd nodes of the device nn ops (vk_autograd.c): each returns y,
-** with a graph node attached when an input requires grad (NULL on failure,
-** y released) ---- */
-bert_tensor *bert_vkag_linear(bert_tensor *y, bert_tensor *x_in, bert_tensor *w, bert_tensor *b, bert_tensor *x2);
-bert_tensor *bert_vkag_layer_norm(bert_tensor *y, bert_tensor *x, bert_tensor *g, bert_tensor *b,
-                                  bert_tensor *r, bert_tensor *stats);
-bert_tensor *bert_vkag_bias_gelu(bert_tensor *y, bert_tensor *x_in, bert_tensor *b_in, bert_tensor *x,
-                                 bert_tensor *b, int tanh_mode);
-bert_tensor *bert_vkag_dropout(bert_tensor *y, bert_tensor *x, double p, uint64_t seed, uint64_t offset);
-bert_tensor *bert_vkag_embedding(bert_tensor *y, bert_tensor *w, bert_tensor *ids);
-bert_tensor *bert_vkag_cross_entropy(bert_tensor *loss, bert_tensor *l_in, bert_tensor *logits, bert_tensor *labels,
-                                     int64_t ignore_index, int reduction);
-bert_tensor *bert_vkag_attention(bert_tensor *out, bert_tensor *q_in, bert_tensor *k_in, bert_tensor *v_in,
-                                 const bert_vk_attn_saved *sv);
 
 #endif

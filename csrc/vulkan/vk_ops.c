@@ -12,6 +12,7 @@
 
 #include "vulkan/vk.h"
 #include "vulkan/vk_internal.h"
+#include "vulkan/vk_opcodes.h"
 #include "core/autograd.h"
 
 #define SHAPE(buf, t) bert_shape_str((buf), sizeof(buf), (t)->ndim, (t)->shape)
@@ -41,7 +42,8 @@ static bert_storage *vk_storage(size_t nbytes) {
   memset(s, 0, sizeof *s);
   s->nbytes = nbytes;
   s->refcount = 1;
-  s->kind = BERT_STORAGE_VULKAN;
+  s->kind = BERT_STORAGE_DEVICE;
+  s->backend = &bert_vulkan_backend;
   s->device = a;
   bert_mem_account((int64_t)nbytes);
   return s;
@@ -165,7 +167,6 @@ static int need_vk(const char *fname, const bert_tensor *t, const char *what) {
 
 /* {====================================================== elementwise */
 
-enum { OP_FILL = 64, OP_COPY = 65 };
 
 typedef struct {
   uint32_t n, op, flags;
@@ -298,13 +299,13 @@ static int elt_run(const char *fname, uint32_t op, bert_tensor *out, const bert_
 
 int bert_vk_copy_(bert_tensor *dst, const bert_tensor *src) {
   /* src is already expanded to dst's shape by bert_copy_ */
-  if (bert_is_vk(dst) && bert_is_vk(src)) return elt_run("copy_", OP_COPY, dst, src, NULL, 0);
+  if (bert_is_vk(dst) && bert_is_vk(src)) return elt_run("copy_", ELT_COPY, dst, src, NULL, 0);
   if (bert_is_vk(dst)) {   /* upload, then convert / scatter on the device */
     if (bert_is_contiguous(dst) && bert_is_contiguous(src) && dst->dtype == src->dtype)
       return vkx_upload(alloc_of(dst), (size_t)dst->offset * 4, bert_data(src), (size_t)bert_numel(dst) * 4);
     bert_tensor *u = bert_vk_upload(src);
     if (u == NULL) return -1;
-    int rc = elt_run("copy_", OP_COPY, dst, u, NULL, 0);
+    int rc = elt_run("copy_", ELT_COPY, dst, u, NULL, 0);
     bert_tensor_release(u);
     return rc;
   }
@@ -317,12 +318,12 @@ int bert_vk_copy_(bert_tensor *dst, const bert_tensor *src) {
 
 bert_tensor *bert_vk_to_dtype(const bert_tensor *t, bert_dtype dt) {
   bert_tensor *c = bert_vk_empty(dt, t->ndim, t->shape);
-  if (c && elt_run("to", OP_COPY, c, t, NULL, 0) != 0) { bert_tensor_release(c); return NULL; }
+  if (c && elt_run("to", ELT_COPY, c, t, NULL, 0) != 0) { bert_tensor_release(c); return NULL; }
   return c;
 }
 
 int bert_vk_fill_(bert_tensor *t, double value) {
-  return elt_run("fill_", OP_FILL, t, t, NULL, (float)value);
+  return elt_run("fill_", ELT_FILL, t, t, NULL, (float)value);
 }
 
 static const char *const bin_names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
@@ -395,7 +396,7 @@ bert_tensor *bert_vk_unary(bert_unop op, const bert_tensor *a, bert_tensor *dst)
   int keeps_int = op == BERT_NEG || op == BERT_ABS || op == BERT_RELU;
   bert_dtype to = (a->dtype == BERT_I32 && keeps_int) ? BERT_I32 : BERT_F32;
   bert_tensor *out = prepare(fname, dst, to, a, NULL);
-  if (out && elt_run(fname, 32u + (uint32_t)op, out, a, NULL, 0) != 0) { bert_tensor_release(out); out = NULL; }
+  if (out && elt_run(fname, ELT_UNARY + (uint32_t)op, out, a, NULL, 0) != 0) { bert_tensor_release(out); out = NULL; }
   return out;
 }
 /* dy * f'(x) for the unary op (the autograd backward of bert_unary). */
@@ -404,7 +405,7 @@ bert_tensor *bert_vk_unary_backward(bert_unop op, const bert_tensor *x_in, const
   bert_tensor *x = operand(fname, x_in, "the input"), *dy = x ? operand(fname, dy_in, "the gradient") : NULL, *out = NULL;
   if (x && dy) {
     out = prepare(fname, NULL, BERT_F32, x, dy);
-    if (out && elt_run(fname, 80u + (uint32_t)op, out, x, dy, 0) != 0) { bert_tensor_release(out); out = NULL; }
+    if (out && elt_run(fname, ELT_UNARY_GRAD + (uint32_t)op, out, x, dy, 0) != 0) { bert_tensor_release(out); out = NULL; }
   }
   bert_tensor_release(x);
   bert_tensor_release(dy);
@@ -675,15 +676,11 @@ done:
   return out;
 }
 
-/* y = x W^T + b as one GEMM over all rows, the bias in the output step. */
+/* y = x W^T + b as one GEMM over all rows, the bias in the output step
+** (arguments checked by core/nn.c). */
 bert_tensor *bert_vk_linear(bert_tensor *x_in, bert_tensor *w, bert_tensor *b) {
-  char s1[160], s2[160];
   if (need_vk("linear", x_in, "the input") || need_vk("linear", w, "the weight") || need_vk("linear", b, "the bias"))
     return NULL;
-  if (x_in->ndim < 1 || w->ndim != 2 || x_in->shape[x_in->ndim - 1] != w->shape[1]) {
-    bert_set_error("linear: input %s and weight %s: in_features differ", SHAPE(s1, x_in), SHAPE(s2, w));
-    return NULL;
-  }
   bert_tensor *x = bert_contiguous(x_in);
   if (x == NULL) return NULL;
   int64_t in = w->shape[1], outf = w->shape[0];
@@ -699,7 +696,6 @@ bert_tensor *bert_vk_linear(bert_tensor *x_in, bert_tensor *w, bert_tensor *b) {
   shape[x_in->ndim - 1] = outf;
   y = bert_view(y2, x_in->ndim, shape);
   bert_tensor_release(y2);
-  if (y) y = bert_vkag_linear(y, x_in, w, b, x2);
   bert_tensor_release(x2);
   return y;
 }
@@ -934,16 +930,6 @@ done:
   return y;
 }
 
-bert_tensor *bert_vk_layer_norm(bert_tensor *x, bert_tensor *gamma, bert_tensor *beta, double eps,
-                                bert_tensor *residual) {
-  bert_tensor *in[4] = {x, gamma, beta, residual}, *stats = NULL;
-  if (!bert_needs_grad(4, in)) return bert_vk_layer_norm_ex(x, gamma, beta, eps, residual, NULL);
-  bert_tensor *y = bert_vk_layer_norm_ex(x, gamma, beta, eps, residual, &stats);
-  if (y) y = bert_vkag_layer_norm(y, x, gamma, beta, residual, stats);
-  bert_tensor_release(stats);
-  return y;
-}
-
 typedef struct { uint32_t R, H, flags, mode; } lnb_push;
 
 /* Backward kernels: dx [R, H] (when dx_out) and dgb [2, H] = dgamma, dbeta;
@@ -1016,50 +1002,52 @@ static int misc_raw(const vkx_bind *bd, const misc_push *p, uint64_t nthreads) {
 static int misc_split(uint32_t mode, bert_tensor *o, const bert_tensor *x, const bert_tensor *b,
                       const bert_tensor *ids, misc_push *p) {
   int64_t lim = (int64_t)max_bind() / 4, N = p->N ? p->N : 1;
-  if (mode == 2u || mode == 3u) {   /* x (gather) or o (scatter): the [V, N] table */
-    const bert_tensor *tab = mode == 2u ? x : o;
-    int64_t V = tab->shape[0], rows = lim / N, nr = mode == 2u ? p->n / N : p->R;
+  if (mode == MISC_EMBED_GATHER || mode == MISC_EMBED_SCATTER) {   /* x (gather) or o (scatter): the [V, N] table */
+    int gather = mode == MISC_EMBED_GATHER;
+    const bert_tensor *tab = gather ? x : o;
+    int64_t V = tab->shape[0], rows = lim / N, nr = gather ? p->n / N : p->R;
     if (rows < 1 || nr * N > lim) goto cannot;
     for (int64_t v0 = 0; v0 < V; v0 += rows) {
       int64_t nv = V - v0 < rows ? V - v0 : rows;
       misc_push q = *p;
       q.v0 = (uint32_t)v0;
       q.vn = (uint32_t)nv;
-      if (mode == 2u && v0 > 0) q.flags |= 8u;
+      if (gather && v0 > 0) q.flags |= MISC_LATER_WIN;
       vkx_bind tw = bind_el(tab, v0 * N, nv * N);
-      vkx_bind bd[4] = {mode == 2u ? bind_of(o) : tw, mode == 2u ? tw : bind_of(x), tw, bind_of(ids)};
-      if (misc_raw(bd, &q, mode == 2u ? p->n : (uint64_t)N) != 0) return -1;
+      vkx_bind bd[4] = {gather ? bind_of(o) : tw, gather ? tw : bind_of(x), tw, bind_of(ids)};
+      if (misc_raw(bd, &q, gather ? p->n : (uint64_t)N) != 0) return -1;
     }
     return 0;
   }
-  if (mode == 4u) {   /* column sums over R rows of x */
+  if (mode == MISC_COLUMN_SUMS) {   /* column sums over R rows of x */
     int64_t R = p->R, rows = lim / N;
     if (rows < 1) goto cannot;
     for (int64_t r0 = 0; r0 < R; r0 += rows) {
       int64_t nr = R - r0 < rows ? R - r0 : rows;
       misc_push q = *p;
       q.R = (uint32_t)nr;
-      if (r0 > 0) q.flags |= 16u;
+      if (r0 > 0) q.flags |= MISC_ACCUMULATE;
       vkx_bind bd[4] = {bind_of(o), bind_el(x, r0 * N, nr * N), bind_of(o), bind_of(o)};
       if (misc_raw(bd, &q, (uint64_t)N) != 0) return -1;
     }
     return 0;
   }
-  if (mode <= 1u || mode == 5u) {   /* elementwise over n: windows of whole rows (multiples of 4) */
-    int64_t n = p->n, unit = mode <= 1u ? N : 4;
+  int gelu = mode == MISC_BIAS_GELU || mode == MISC_BIAS_GELU_BACKWARD;
+  if (gelu || mode == MISC_DROPOUT) {   /* elementwise over n: windows of whole rows (multiples of 4) */
+    int64_t n = p->n, unit = gelu ? N : 4;
     int64_t step = lim / unit * unit;
     if (step < unit || (b && bind_of(b).len > (size_t)lim * 4)) goto cannot;
     for (int64_t e0 = 0; e0 < n; e0 += step) {
       int64_t ne = n - e0 < step ? n - e0 : step;
       misc_push q = *p;
       q.n = (uint32_t)ne;
-      if (mode == 5u) {
+      if (mode == MISC_DROPOUT) {
         uint64_t off = ((uint64_t)p->off_hi << 32 | p->off_lo) + (uint64_t)(e0 / 4);
         q.off_lo = (uint32_t)off;
         q.off_hi = (uint32_t)(off >> 32);
       }
       vkx_bind bd[4] = {bind_el(o, e0, ne), bind_el(x, e0, ne), b ? bind_of(b) : bind_el(o, e0, 1),
-                        mode == 1u ? bind_el(ids, e0, ne) : bind_el(o, e0, 1)};
+                        mode == MISC_BIAS_GELU_BACKWARD ? bind_el(ids, e0, ne) : bind_el(o, e0, 1)};
       if (misc_raw(bd, &q, (uint64_t)ne) != 0) return -1;
     }
     return 0;
@@ -1072,7 +1060,7 @@ cannot:
 static int misc_dispatch(uint32_t mode, bert_tensor *o, const bert_tensor *x, const bert_tensor *b,
                          const bert_tensor *ids, misc_push *p, uint64_t nthreads) {
   p->mode = mode;
-  if (mode == 2u && p->vn == 0) p->vn = p->R;
+  if (mode == MISC_EMBED_GATHER && p->vn == 0) p->vn = p->R;
   vkx_bind bd[4] = {bind_of(o), bind_of(x ? x : o), bind_of(b ? b : o), bind_of(ids ? ids : o)};
   if (nthreads == 0) return 0;
   if (!binds_fit(4, bd)) return misc_split(mode, o, x, b, ids, p);
@@ -1081,15 +1069,13 @@ static int misc_dispatch(uint32_t mode, bert_tensor *o, const bert_tensor *x, co
 
 bert_tensor *bert_vk_bias_gelu(bert_tensor *x_in, bert_tensor *b_in, int tanh_mode) {
   if (need_vk("bias_gelu", x_in, "the input") || need_vk("bias_gelu", b_in, "the bias")) return NULL;
-  int64_t N = x_in->ndim ? x_in->shape[x_in->ndim - 1] : 1;
-  if (b_in && (b_in->ndim != 1 || b_in->shape[0] != N)) { bert_set_error("bias_gelu: bias must be [%lld]", (long long)N); return NULL; }
+  int64_t N = x_in->shape[x_in->ndim - 1];   /* checked by core/nn.c */
   bert_tensor *x = bert_contiguous(x_in), *b = b_in ? bert_contiguous(b_in) : NULL, *y = NULL;
   if (x && (!b_in || b)) {
     y = bert_vk_empty(BERT_F32, x->ndim, x->shape);
-    misc_push p = {(uint32_t)bert_numel(x), (uint32_t)(N ? N : 1), 0, 0, (b ? 1u : 0u) | (tanh_mode ? 2u : 0u), 0, 0, 0, 0, 0, 0, 0, 0};
-    if (y && misc_dispatch(0, y, x, b, NULL, &p, p.n) != 0) { bert_tensor_release(y); y = NULL; }
+    misc_push p = {(uint32_t)bert_numel(x), (uint32_t)(N ? N : 1), 0, 0, (b ? MISC_HAS_BIAS : 0u) | (tanh_mode ? MISC_TANH : 0u), 0, 0, 0, 0, 0, 0, 0, 0};
+    if (y && misc_dispatch(MISC_BIAS_GELU, y, x, b, NULL, &p, p.n) != 0) { bert_tensor_release(y); y = NULL; }
   }
-  if (y) y = bert_vkag_bias_gelu(y, x_in, b_in, x, b, tanh_mode);
   bert_tensor_release(x);
   bert_tensor_release(b);
   return y;
@@ -1110,9 +1096,9 @@ bert_tensor *bert_vk_gelu_backward(bert_tensor *dy_in, bert_tensor *x_in, bert_t
   bert_tensor *dy = bert_contiguous(dy_in), *x = bert_contiguous(x_in), *b = b_in ? bert_contiguous(b_in) : NULL;
   bert_tensor *dx = bert_vk_empty(BERT_F32, x_in->ndim, x_in->shape);
   int ok = dy && x && (!b_in || b) && dx;
-  misc_push p = {(uint32_t)bert_numel(x_in), (uint32_t)(N ? N : 1), 0, 0, (b ? 1u : 0u) | (tanh_mode ? 2u : 0u),
+  misc_push p = {(uint32_t)bert_numel(x_in), (uint32_t)(N ? N : 1), 0, 0, (b ? MISC_HAS_BIAS : 0u) | (tanh_mode ? MISC_TANH : 0u),
                  0, 0, 0, 0, 0, 0, 0, 0};
-  if (ok) ok = misc_dispatch(1, dx, x, b, dy, &p, p.n) == 0;
+  if (ok) ok = misc_dispatch(MISC_BIAS_GELU_BACKWARD, dx, x, b, dy, &p, p.n) == 0;
   bert_tensor_release(dy);
   bert_tensor_release(x);
   bert_tensor_release(b);
@@ -1124,7 +1110,7 @@ bert_tensor *bert_vk_column_sums(bert_tensor *g_in) {
   int64_t N = g_in->shape[g_in->ndim - 1], R = N ? bert_numel(g_in) / N : 0;
   bert_tensor *g = bert_contiguous(g_in), *o = bert_vk_empty(BERT_F32, 1, &N);
   misc_push p = {(uint32_t)N, (uint32_t)N, (uint32_t)R, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  if (!g || !o || misc_dispatch(4, o, g, NULL, NULL, &p, (uint64_t)N) != 0) { bert_tensor_release(o); o = NULL; }
+  if (!g || !o || misc_dispatch(MISC_COLUMN_SUMS, o, g, NULL, NULL, &p, (uint64_t)N) != 0) { bert_tensor_release(o); o = NULL; }
   bert_tensor_release(g);
   return o;
 }
@@ -1142,36 +1128,18 @@ bert_tensor *bert_vk_dropout_mask(bert_tensor *x_in, double p, uint64_t seed, ui
   misc_push mp = {(uint32_t)bert_numel(x), 1, 0, 0, 0, keep_threshold(p),
                   p >= 1.0 ? 0.0f : (float)(1.0 / (1.0 - p)),
                   (uint32_t)seed, (uint32_t)(seed >> 32), (uint32_t)offset, (uint32_t)(offset >> 32), 0, 0};
-  if (y && misc_dispatch(5, y, x, NULL, NULL, &mp, mp.n) != 0) { bert_tensor_release(y); y = NULL; }
+  if (y && misc_dispatch(MISC_DROPOUT, y, x, NULL, NULL, &mp, mp.n) != 0) { bert_tensor_release(y); y = NULL; }
   bert_tensor_release(x);
   return y;
 }
 
-bert_tensor *bert_vk_dropout(bert_tensor *x, double p, int training) {
-  if (need_vk("dropout", x, "the input")) return NULL;
-  if (x->dtype != BERT_F32 || !(p >= 0.0 && p <= 1.0)) {
-    bert_set_error("dropout: expects float32 and p in [0, 1], got %s and %g", bert_dtype_name(x->dtype), p);
-    return NULL;
-  }
-  if (p == 0.0 || !training) { bert_tensor_retain(x); return x; }
-  uint64_t seed, unused;
-  bert_rng_get_state(&seed, &unused);
-  uint64_t offset = bert_rng_reserve(((uint64_t)bert_numel(x) + 3) / 4);
-  bert_tensor *y = bert_vk_dropout_mask(x, p, seed, offset);
-  return y ? bert_vkag_dropout(y, x, p, seed, offset) : NULL;
-}
+static bert_tensor *embedding_fwd(bert_tensor *ids_in, bert_tensor *w);
 
-static bert_tensor *embedding_fwd(bert_tensor *ids_in, bert_tensor *w, int record);
+bert_tensor *bert_vk_embedding(bert_tensor *ids_in, bert_tensor *w) { return embedding_fwd(ids_in, w); }
 
-bert_tensor *bert_vk_embedding(bert_tensor *ids_in, bert_tensor *w) { return embedding_fwd(ids_in, w, 1); }
-
-static bert_tensor *embedding_fwd(bert_tensor *ids_in, bert_tensor *w, int record) {
-  char s1[160];
+/* ids checked by core/nn.c (or index_select's front-end): int32, in range */
+static bert_tensor *embedding_fwd(bert_tensor *ids_in, bert_tensor *w) {
   if (need_vk("embedding", w, "the weight")) return NULL;
-  if (ids_in->dtype != BERT_I32 || w->ndim != 2 || w->dtype != BERT_F32 || ids_in->ndim >= BERT_MAX_DIMS) {
-    bert_set_error("embedding: expects int32 ids and a float32 [V x H] weight, got %s", SHAPE(s1, w));
-    return NULL;
-  }
   /* host ids (positions made on the cpu) are uploaded: they are small */
   bert_tensor *ids = bert_is_vk(ids_in) ? bert_contiguous(ids_in) : bert_vk_upload(ids_in);
   bert_tensor *wc = bert_contiguous(w), *y = NULL;
@@ -1181,8 +1149,7 @@ static bert_tensor *embedding_fwd(bert_tensor *ids_in, bert_tensor *w, int recor
     shape[ids->ndim] = H;
     y = bert_vk_empty(BERT_F32, ids->ndim + 1, shape);
     misc_push p = {(uint32_t)(R * H), (uint32_t)H, (uint32_t)w->shape[0], 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    if (y && misc_dispatch(2, y, wc, NULL, ids, &p, p.n) != 0) { bert_tensor_release(y); y = NULL; }
-    if (y && record) y = bert_vkag_embedding(y, w, ids);
+    if (y && misc_dispatch(MISC_EMBED_GATHER, y, wc, NULL, ids, &p, p.n) != 0) { bert_tensor_release(y); y = NULL; }
   }
   bert_tensor_release(ids);
   bert_tensor_release(wc);
@@ -1197,7 +1164,7 @@ int bert_vk_embedding_backward(bert_tensor *dw, bert_tensor *ids_in, bert_tensor
     int64_t H = dw->shape[1];
     misc_push p = {(uint32_t)H, (uint32_t)H, (uint32_t)bert_numel(ids), 0, 0, 0, 0, 0, 0, 0, 0, 0,
                    (uint32_t)dw->shape[0]};
-    rc = misc_dispatch(3, dw, dy, NULL, ids, &p, (uint64_t)H);
+    rc = misc_dispatch(MISC_EMBED_SCATTER, dw, dy, NULL, ids, &p, (uint64_t)H);
   }
   bert_tensor_release(ids);
   bert_tensor_release(dy);
@@ -1234,16 +1201,11 @@ static int ce_rows(ce_push p, bert_tensor *o, const bert_tensor *x, const bert_t
   return 0;
 }
 
+/* arguments checked by core/nn.c: labels in range or ignore_index */
 bert_tensor *bert_vk_cross_entropy(bert_tensor *logits, bert_tensor *labels, int64_t ignore_index,
                                    int reduction) {
-  char s1[160], s2[160];
   if (need_vk("cross_entropy", logits, "the logits")) return NULL;
-  int64_t C = logits->ndim ? logits->shape[logits->ndim - 1] : 0;
-  if (logits->dtype != BERT_F32 || labels->dtype != BERT_I32 || logits->ndim < 1 ||
-      bert_numel(labels) * C != bert_numel(logits)) {
-    bert_set_error("cross_entropy: logits %s float32 and labels %s int32 do not match", SHAPE(s1, logits), SHAPE(s2, labels));
-    return NULL;
-  }
+  int64_t C = logits->shape[logits->ndim - 1];
   int64_t R = bert_numel(labels);
   bert_tensor *x = bert_contiguous(logits), *rows = NULL, *out = NULL;
   bert_tensor *lab = bert_is_vk(labels) ? bert_contiguous(labels) : bert_vk_upload(labels);
@@ -1253,14 +1215,13 @@ bert_tensor *bert_vk_cross_entropy(bert_tensor *logits, bert_tensor *labels, int
   if (rows == NULL) goto done;
   ce_push p = {(uint32_t)R, (uint32_t)C, 0, 0, (int32_t)ignore_index, 0, (uint32_t)R};
   if (ce_rows(p, rows, x, lab, lab) != 0) goto done;
-  if (reduction == BERT_REDUCE_NONE) { out = bert_vkag_cross_entropy(rows, logits, x, lab, ignore_index, reduction); rows = NULL; goto done; }
+  if (reduction == BERT_REDUCE_NONE) { out = rows; rows = NULL; goto done; }
   out = bert_vk_empty(BERT_F32, 0, NULL);
   if (out == NULL) goto done;
   p.mode = 1;
   p.mean = reduction == BERT_REDUCE_MEAN;
   vkx_bind bd2[4] = {bind_of(out), bind_of(rows), bind_of(lab), bind_of(rows)};
   if (vkx_dispatch("cross_entropy", NULL, 0, 4, bd2, &p, sizeof p, 1, 1, 1) != 0) { bert_tensor_release(out); out = NULL; }
-  if (out) out = bert_vkag_cross_entropy(out, logits, x, lab, ignore_index, reduction);
 done:
   bert_tensor_release(x);
   bert_tensor_release(lab);
@@ -1335,78 +1296,50 @@ static void attn_offset(uint32_t *lo, uint32_t *hi, int64_t b0, int64_t per_item
   *hi = (uint32_t)(off >> 32);
 }
 
-static bert_tensor *vk_attention(bert_tensor *q_in, bert_tensor *k_in, bert_tensor *v_in,
-                                 const bert_attention_opts *o, bert_tensor **lse_out, bert_vk_attn_saved *sv);
-
-/* Forward; *lse_out (optional) receives the [B*A*Tq] log-sum-exps. */
-bert_tensor *bert_vk_attention_ex(bert_tensor *q_in, bert_tensor *k_in, bert_tensor *v_in,
-                                  const bert_attention_opts *o, bert_tensor **lse_out) {
-  return vk_attention(q_in, k_in, v_in, o, lse_out, NULL);
+/* The push constants both attention passes share: shapes, the mask's
+** layout (mc: the mask on the device), scale and the dropout stream. */
+static void attn_params(attn_push *p, const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
+                        const bert_tensor *mc, const bert_attention_opts *o, bert_stream s) {
+  int64_t B = q->shape[0], A = q->shape[1], Tq = q->shape[2], d = q->shape[3], Tk = k->shape[2];
+  memset(p, 0, sizeof *p);
+  p->A = (uint32_t)A; p->Tq = (uint32_t)Tq; p->Tk = (uint32_t)Tk; p->d = (uint32_t)d;
+  p->qs0 = (uint32_t)q->stride[0]; p->qs1 = (uint32_t)q->stride[1]; p->qs2 = (uint32_t)q->stride[2];
+  p->ks0 = (uint32_t)k->stride[0]; p->ks1 = (uint32_t)k->stride[1]; p->ks2 = (uint32_t)k->stride[2];
+  p->vs0 = (uint32_t)v->stride[0]; p->vs1 = (uint32_t)v->stride[1]; p->vs2 = (uint32_t)v->stride[2];
+  if (mc) {
+    int keep = mc->ndim == 2;
+    p->mask_flags = 1u | (keep ? 2u : 0u) | (mc->dtype == BERT_I32 ? 4u : 0u);
+    p->mask_bstride = (uint32_t)(mc->shape[0] == B && B > 1 ? Tk : 0);
+    p->mask_value = o->mask_value != 0 ? (float)o->mask_value : -FLT_MAX;
+  }
+  p->scale = o->scale > 0 ? (float)o->scale : (float)(1.0 / sqrt((double)(d > 0 ? d : 1)));
+  double pd = o->training ? o->dropout_p : 0.0;
+  if (pd > 0) {
+    p->thr = keep_threshold(pd);
+    if (p->thr == 0) p->thr = 1;   /* 0 means "no dropout" to the shader */
+    p->keep_scale = (float)(1.0 / (1.0 - pd));
+    p->seed_lo = (uint32_t)s.seed; p->seed_hi = (uint32_t)(s.seed >> 32);
+    p->off_lo = (uint32_t)s.offset; p->off_hi = (uint32_t)(s.offset >> 32);
+  }
 }
 
-static bert_tensor *vk_attention(bert_tensor *q_in, bert_tensor *k_in, bert_tensor *v_in,
-                                 const bert_attention_opts *o, bert_tensor **lse_out, bert_vk_attn_saved *sv) {
-  char s1[160], s2[160];
+/* Forward (arguments checked by core/nn.c); *lse_out receives the
+** [B*A*Tq] log-sum-exps. */
+bert_tensor *bert_vk_attention_ex(const bert_tensor *q_in, const bert_tensor *k_in, const bert_tensor *v_in,
+                                  const bert_attention_opts *o, bert_stream s, bert_tensor **lse_out) {
   const char *f = "attention";
-  if (need_vk(f, q_in, "the query") || need_vk(f, k_in, "the key") || need_vk(f, v_in, "the value")) return NULL;
-  if (q_in->ndim != 4 || k_in->ndim != 4 || v_in->ndim != 4 || q_in->shape[3] > 256 ||
-      q_in->dtype != BERT_F32 || k_in->dtype != BERT_F32 || v_in->dtype != BERT_F32) {
-    bert_set_error("attention: vulkan expects float32 [B x A x T x d] (d <= 256), got %s and %s",
-                   SHAPE(s1, q_in), SHAPE(s2, k_in));
-    return NULL;
-  }
-  int64_t B = q_in->shape[0], A = q_in->shape[1], Tq = q_in->shape[2], d = q_in->shape[3], Tk = k_in->shape[2];
-  for (int i = 0; i < 4; i++) {
-    int64_t want = i == 2 ? Tk : q_in->shape[i];
-    if (k_in->shape[i] != want || v_in->shape[i] != want) {
-      bert_set_error("attention: query %s and key %s / value must agree", SHAPE(s1, q_in), SHAPE(s2, k_in));
-      return NULL;
-    }
-  }
-  if (!(o->dropout_p >= 0 && o->dropout_p < 1)) { bert_set_error("attention: dropout must be in [0, 1)"); return NULL; }
   const bert_tensor *m = o->mask;
-  int keep = 0;
-  if (m) {
-    keep = m->ndim == 2;
-    int okm = keep ? (m->shape[0] == B && m->shape[1] == Tk)
-                   : (m->ndim == 4 && (m->shape[0] == B || m->shape[0] == 1) && m->shape[1] == 1 &&
-                      m->shape[2] == 1 && m->shape[3] == Tk && m->dtype == BERT_F32);
-    if (!okm) {
-      bert_set_error("attention: mask %s does not fit query %s with %lld keys", SHAPE(s1, m), SHAPE(s2, q_in), (long long)Tk);
-      return NULL;
-    }
-  }
+  int64_t B = q_in->shape[0], A = q_in->shape[1], Tq = q_in->shape[2], d = q_in->shape[3], Tk = k_in->shape[2];
   /* unit stride in the last dim */
-  bert_tensor *q = q_in->stride[3] == 1 ? bert_alias(q_in) : bert_contiguous(q_in);
-  bert_tensor *k = k_in->stride[3] == 1 ? bert_alias(k_in) : bert_contiguous(k_in);
-  bert_tensor *v = v_in->stride[3] == 1 ? bert_alias(v_in) : bert_contiguous(v_in);
+  bert_tensor *q = q_in->stride[3] == 1 ? bert_alias(q_in) : bert_contiguous((bert_tensor *)q_in);
+  bert_tensor *k = k_in->stride[3] == 1 ? bert_alias(k_in) : bert_contiguous((bert_tensor *)k_in);
+  bert_tensor *v = v_in->stride[3] == 1 ? bert_alias(v_in) : bert_contiguous((bert_tensor *)v_in);
   bert_tensor *mc = !m ? NULL : bert_is_vk(m) ? bert_contiguous((bert_tensor *)m) : bert_vk_upload(m);
   int64_t oshape[4] = {B, A, Tq, d}, nl = B * A * Tq;
   bert_tensor *out = bert_vk_empty(BERT_F32, 4, oshape), *lse = bert_vk_empty(BERT_F32, 1, &nl);
   if (!q || !k || !v || (m && !mc) || !out || !lse) goto fail;
   attn_push p;
-  memset(&p, 0, sizeof p);
-  p.A = (uint32_t)A; p.Tq = (uint32_t)Tq; p.Tk = (uint32_t)Tk; p.d = (uint32_t)d;
-  p.qs0 = (uint32_t)q->stride[0]; p.qs1 = (uint32_t)q->stride[1]; p.qs2 = (uint32_t)q->stride[2];
-  p.ks0 = (uint32_t)k->stride[0]; p.ks1 = (uint32_t)k->stride[1]; p.ks2 = (uint32_t)k->stride[2];
-  p.vs0 = (uint32_t)v->stride[0]; p.vs1 = (uint32_t)v->stride[1]; p.vs2 = (uint32_t)v->stride[2];
-  if (mc) {
-    p.mask_flags = 1u | (keep ? 2u : 0u) | (mc->dtype == BERT_I32 ? 4u : 0u);
-    p.mask_bstride = (uint32_t)((keep || mc->shape[0] == B) && B > 1 ? Tk : 0);
-    p.mask_value = o->mask_value != 0 ? (float)o->mask_value : -FLT_MAX;
-  }
-  p.scale = o->scale > 0 ? (float)o->scale : (float)(1.0 / sqrt((double)(d > 0 ? d : 1)));
-  double pd = o->training ? o->dropout_p : 0.0;
-  if (pd > 0) {
-    uint64_t seed, unused;
-    bert_rng_get_state(&seed, &unused);
-    uint64_t off = bert_rng_reserve(((uint64_t)(B * A * Tq) * (uint64_t)Tk + 3) / 4);
-    p.thr = keep_threshold(pd);
-    if (p.thr == 0) p.thr = 1;   /* 0 means "no dropout" to the shader */
-    p.keep_scale = (float)(1.0 / (1.0 - pd));
-    p.seed_lo = (uint32_t)seed; p.seed_hi = (uint32_t)(seed >> 32);
-    p.off_lo = (uint32_t)off; p.off_hi = (uint32_t)(off >> 32);
-  }
+  attn_params(&p, q, k, v, mc, o, s);
   if (nl > 0 && d > 0) {
     const bert_tensor *bt[4] = {q, k, v, out};
     int64_t per = A * Tq * Tk, nb = attn_window(f, bt, 4, A * Tq, p.mask_bstride ? Tk : 0, per, p.thr != 0);
@@ -1424,11 +1357,6 @@ static bert_tensor *vk_attention(bert_tensor *q_in, bert_tensor *k_in, bert_tens
     }
   }
   if (lse_out) { *lse_out = lse; lse = NULL; }
-  if (sv) {
-    sv->q = q; sv->k = k; sv->v = v; sv->mask = mc; sv->lse = lse;
-    q = k = v = mc = lse = NULL;
-    memcpy(sv->push, &p, sizeof p);
-  }
   goto done;
 fail:
   bert_tensor_release(out);
@@ -1442,17 +1370,6 @@ done:
   return out;
 }
 
-bert_tensor *bert_vk_attention(bert_tensor *q, bert_tensor *k, bert_tensor *v, const bert_attention_opts *o) {
-  bert_tensor *in[3] = {q, k, v};
-  if (!bert_needs_grad(3, in)) return vk_attention(q, k, v, o, NULL, NULL);
-  bert_vk_attn_saved sv;
-  memset(&sv, 0, sizeof sv);
-  bert_tensor *out = vk_attention(q, k, v, o, NULL, &sv);
-  if (out) out = bert_vkag_attention(out, q, k, v, &sv);
-  bert_tensor_release(sv.q); bert_tensor_release(sv.k); bert_tensor_release(sv.v);
-  bert_tensor_release(sv.mask); bert_tensor_release(sv.lse);
-  return out;
-}
 typedef struct {
   uint32_t A, Tq, Tk, d, qs0, qs1, qs2, ks0, ks1, ks2, mask_bstride, mask_flags;
   float mask_value, scale;
@@ -1462,22 +1379,27 @@ typedef struct {
 } attn_bwd_push;
 
 /* dQ, dK, dV from the forward's saved state, out and its gradient. */
-int bert_vk_attention_backward(const bert_vk_attn_saved *sv, bert_tensor *out, bert_tensor *dout,
+int bert_vk_attention_backward(const bert_tensor *q_in, const bert_tensor *k_in, const bert_tensor *v_in,
+                               const bert_attention_opts *opts, bert_stream s, const bert_tensor *out,
+                               const bert_tensor *lse, const bert_tensor *dout,
                                bert_tensor **dq_out, bert_tensor **dk_out, bert_tensor **dv_out) {
-  attn_push f;
-  memcpy(&f, sv->push, sizeof f);
-  bert_tensor *q = sv->q, *k = NULL, *v = NULL;
-  int same = 1;
-  for (int d = 0; d < 3; d++) same &= sv->k->stride[d] == sv->v->stride[d];
-  k = same ? bert_alias(sv->k) : bert_contiguous(sv->k);
-  v = same ? bert_alias(sv->v) : bert_contiguous(sv->v);
-  int64_t B = q->shape[0], A = q->shape[1], Tq = q->shape[2], d = q->shape[3], Tk = sv->k->shape[2];
+  /* q as the forward bound it; k and v with one set of strides */
+  bert_tensor *q = q_in->stride[3] == 1 ? bert_alias(q_in) : bert_contiguous((bert_tensor *)q_in);
+  int same = k_in->stride[3] == 1 && v_in->stride[3] == 1;
+  for (int d = 0; d < 3; d++) same &= k_in->stride[d] == v_in->stride[d];
+  bert_tensor *k = same ? bert_alias(k_in) : bert_contiguous((bert_tensor *)k_in);
+  bert_tensor *v = same ? bert_alias(v_in) : bert_contiguous((bert_tensor *)v_in);
+  const bert_tensor *m = opts->mask;
+  bert_tensor *mc = !m ? NULL : bert_is_vk(m) ? bert_contiguous((bert_tensor *)m) : bert_vk_upload(m);
+  int64_t B = q_in->shape[0], A = q_in->shape[1], Tq = q_in->shape[2], d = q_in->shape[3], Tk = k_in->shape[2];
   int64_t nq = B * A * Tq;
-  bert_tensor *o = bert_contiguous(out), *g = bert_contiguous(dout);
-  bert_tensor *dq = bert_vk_empty(BERT_F32, 4, q->shape), *dk = bert_vk_empty(BERT_F32, 4, sv->k->shape);
-  bert_tensor *dv = bert_vk_empty(BERT_F32, 4, sv->k->shape), *D = bert_vk_empty(BERT_F32, 1, &nq);
+  bert_tensor *o = bert_contiguous((bert_tensor *)out), *g = bert_contiguous((bert_tensor *)dout);
+  bert_tensor *dq = bert_vk_empty(BERT_F32, 4, q_in->shape), *dk = bert_vk_empty(BERT_F32, 4, k_in->shape);
+  bert_tensor *dv = bert_vk_empty(BERT_F32, 4, k_in->shape), *D = bert_vk_empty(BERT_F32, 1, &nq);
   int rc = -1;
-  if (!k || !v || !o || !g || !dq || !dk || !dv || !D) goto done;
+  if (!q || !k || !v || (m && !mc) || !o || !g || !dq || !dk || !dv || !D) goto done;
+  attn_push f;
+  attn_params(&f, q, k, v, mc, opts, s);
   attn_bwd_push p = {f.A, f.Tq, f.Tk, f.d, (uint32_t)q->stride[0], (uint32_t)q->stride[1], (uint32_t)q->stride[2],
                      (uint32_t)k->stride[0], (uint32_t)k->stride[1], (uint32_t)k->stride[2], f.mask_bstride,
                      f.mask_flags, f.mask_value, f.scale, f.thr, f.keep_scale, f.seed_lo, f.seed_hi, f.off_lo,
@@ -1492,10 +1414,10 @@ int bert_vk_attention_backward(const bert_vk_attn_saved *sv, bert_tensor *out, b
       attn_bwd_push w = p;
       attn_offset(&w.off_lo, &w.off_hi, b0, per);
       vkx_bind bd[10] = {bind_batch(dq, b0, n), bind_batch(dq, b0, n), bind_el(D, b0 * A * Tq, n * A * Tq),
-                         bind_el(sv->lse, b0 * A * Tq, n * A * Tq), bind_batch(q, b0, n), bind_batch(k, b0, n),
+                         bind_el(lse, b0 * A * Tq, n * A * Tq), bind_batch(q, b0, n), bind_batch(k, b0, n),
                          bind_batch(v, b0, n), bind_batch(o, b0, n), bind_batch(g, b0, n),
-                         !sv->mask ? bind_el(q, 0, 1)
-                                   : p.mask_bstride ? bind_el(sv->mask, b0 * Tk, n * Tk) : bind_of(sv->mask)};
+                         !mc ? bind_el(q, 0, 1)
+                                   : p.mask_bstride ? bind_el(mc, b0 * Tk, n * Tk) : bind_of(mc)};
       uint32_t gx, gy;
       grid_1d((uint64_t)(n * A * Tq), 1, &gx, &gy);
       if (vkx_dispatch("attention_bwd", NULL, 0, 10, bd, &w, sizeof w, gx, gy, 1) != 0) goto done;
@@ -1510,6 +1432,7 @@ int bert_vk_attention_backward(const bert_vk_attn_saved *sv, bert_tensor *out, b
   dq = dk = dv = NULL;
   rc = 0;
 done:
+  bert_tensor_release(q); bert_tensor_release(mc);
   bert_tensor_release(k); bert_tensor_release(v); bert_tensor_release(o); bert_tensor_release(g);
   bert_tensor_release(dq); bert_tensor_release(dk); bert_tensor_release(dv); bert_tensor_release(D);
   return rc;
@@ -1537,7 +1460,7 @@ bert_tensor *bert_vk_index_select(const bert_tensor *t, int dim, const bert_tens
   bert_tensor *t2 = tc ? bert_view(tc, 2, sh2) : NULL;
   bert_tensor_release(tc);
   if (t2 == NULL) return NULL;
-  bert_tensor *y2 = n > 0 && H > 0 ? embedding_fwd((bert_tensor *)index, t2, 0) : NULL;
+  bert_tensor *y2 = n > 0 && H > 0 ? embedding_fwd((bert_tensor *)index, t2) : NULL;
   bert_tensor_release(t2);
   int64_t shape[BERT_MAX_DIMS];
   memcpy(shape, t->shape, sizeof shape);

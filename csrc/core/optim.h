@@ -1,6 +1,5 @@
 /*
-** Optimizer kernels: fused, OpenMP-parallel update loops over one
-** parameter tensor per call (the Lua side, lua/bert/optim.lua, loops over
+** Optimizers: fused update loops over one parameter tensor per call (the Lua side, lua/bert/optim.lua, loops over
 ** the parameters).  Pure C, no Lua.
 **
 ** Every kernel takes contiguous float32 tensors of equal element count
@@ -46,9 +45,10 @@ int bert_adamw_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_t
 **   p = p - lr*r*u
 ** adapt = 0 gives plain decoupled Adam steps (ALBERT excludes the
 ** no-decay parameters from layer adaptation).  *trust_out (may be NULL)
-** receives r. */
+** receives r as a one-element tensor on the parameters' device (a device
+** keeps it there: no host wait per tensor). */
 int bert_lamb_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
-                   const bert_adam_cfg *cfg, int adapt, double *trust_out);
+                   const bert_adam_cfg *cfg, int adapt, bert_tensor **trust_out);
 
 /* SGD with momentum, per element (torch.optim.SGD):
 **   d = g + wd*p                              (coupled weight decay)

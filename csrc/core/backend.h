@@ -1,0 +1,149 @@
+/*
+** The backend interface: what a device gives the core.  Each device fills
+** one table of function pointers (memory, host copies, and one entry per
+** op or op family) and registers it; the core's op front-ends validate
+** their arguments once, pick the backend of the tensors, ask it whether it
+** supports the op (bert_backend_check: a clear error naming the op and the
+** device, before any work), and call the entry.  The core knows no device:
+** a tensor's storage points at its backend (NULL: host memory, the
+** registered host backend, the CPU).
+**
+** Entries receive validated arguments (shapes, dtypes, ranges checked by
+** the front-end).  A NULL entry means "not supported on this device".
+** Backward entries compute the gradients of an op's inputs and hand them to
+** bert_accumulate_grad*, or write into gradient buffers directly.
+*/
+#ifndef BERT_BACKEND_H
+#define BERT_BACKEND_H
+
+#include "core/op_list.h"
+#include "core/ops.h"
+#include "core/nn.h"
+#include "core/optim.h"
+
+typedef enum {
+#define X(ID, name, arity) BERT_OP_##ID,
+  BERT_OPS(X)
+#undef X
+  BERT_OP_COUNT
+} bert_op;
+
+const char *bert_op_name(bert_op op);
+int bert_op_arity(bert_op op);
+
+/* The random stream an op draws from: counters offset.. of seed. */
+typedef struct { uint64_t seed, offset; } bert_stream;
+
+typedef struct bert_backend bert_backend;
+struct bert_backend {
+  const char *name;              /* "cpu", "vulkan": what t:device() says */
+  int is_host;                   /* its tensors live in host memory */
+  /* Finer than a missing entry: 0 when the device cannot run op on these
+  ** arguments (a dtype, a rank); may set *why (a static string).  NULL:
+  ** every non-NULL entry takes every validated argument. */
+  int (*supports_op)(bert_op op, int n, const bert_tensor *const *args, const char **why);
+
+  /* ---- memory ---- */
+  bert_tensor *(*empty)(bert_dtype dt, int ndim, const int64_t *shape);
+  void (*storage_free)(bert_storage *s);
+  bert_tensor *(*from_host)(const bert_tensor *host);   /* a contiguous copy on the device */
+  bert_tensor *(*to_host)(const bert_tensor *t);        /* a contiguous host copy */
+  /* dst = src (dst's shape, src broadcast, dtype converted); one of them
+  ** on this device, the other on it or on the host. */
+  int (*copy_)(bert_tensor *dst, const bert_tensor *src);
+  double (*get_flat)(const bert_tensor *t, int64_t i);
+  int (*sync)(void);
+
+  /* ---- elementwise (out prepared by the front-end: shape, dtype) ---- */
+  int (*binary)(bert_binop op, const bert_tensor *a, const bert_tensor *b, double alpha, bert_tensor *out);
+  int (*unary)(bert_unop op, const bert_tensor *a, bert_tensor *out);
+  /* dx = dy * f'(x) (y = f(x) given too); float32, x's shape */
+  bert_tensor *(*unary_backward)(bert_unop op, const bert_tensor *x, const bert_tensor *y, const bert_tensor *dy);
+  int (*masked_fill)(const bert_tensor *a, const bert_tensor *mask, double value, bert_tensor *out);
+  int (*where)(const bert_tensor *cond, const bert_tensor *a, const bert_tensor *b, bert_tensor *out);
+  int (*fill_)(bert_tensor *t, double value);
+
+  /* ---- reductions, matmul ---- */
+  bert_tensor *(*reduce)(bert_redop op, const bert_tensor *t, int dim, int keepdim, int correction,
+                         bert_tensor **indices);
+  bert_tensor *(*softmax)(const bert_tensor *t, int dim, int log_space);
+  bert_tensor *(*matmul)(const bert_tensor *a, const bert_tensor *b);
+
+  /* ---- indexing ---- */
+  bert_tensor *(*index_select)(const bert_tensor *t, int dim, const bert_tensor *index);
+  int (*index_add_)(bert_tensor *z, int dim, const bert_tensor *index, const bert_tensor *src);
+  bert_tensor *(*gather)(const bert_tensor *t, int dim, const bert_tensor *index);
+  int (*scatter_add_)(bert_tensor *dst, int dim, const bert_tensor *index, const bert_tensor *src);
+  bert_tensor *(*cat)(bert_tensor *const *ts, int n, int dim);
+  bert_tensor *(*nonzero)(const bert_tensor *t);
+  int (*fill_random)(bert_tensor *t, bert_rand_kind kind, uint64_t seed, uint64_t offset, double a, double b);
+
+  /* ---- fused nn ops (core/nn.h); inputs contiguous float32 unless noted ---- */
+  bert_tensor *(*linear)(const bert_tensor *x, const bert_tensor *w, const bert_tensor *b);
+  /* in = {x, w, b} as the caller passed them (gradient targets) */
+  int (*linear_backward)(bert_tensor *const in[3], const bert_tensor *x, const bert_tensor *w,
+                         const bert_tensor *g);
+  /* *stats: the backend's per-row statistics, handed back to backward */
+  bert_tensor *(*layer_norm)(const bert_tensor *x, const bert_tensor *gamma, const bert_tensor *beta,
+                             double eps, const bert_tensor *residual, bert_tensor **stats);
+  int (*layer_norm_backward)(bert_tensor *const in[4], const bert_tensor *x, const bert_tensor *residual,
+                             const bert_tensor *gamma, const bert_tensor *stats, const bert_tensor *g);
+  bert_tensor *(*bias_gelu)(const bert_tensor *x, const bert_tensor *b, int tanh_mode);
+  int (*bias_gelu_backward)(bert_tensor *const in[2], const bert_tensor *x, const bert_tensor *b,
+                            int tanh_mode, const bert_tensor *g);
+  /* y = x * keep(stream, i) / (1 - p): forward and backward alike */
+  bert_tensor *(*dropout)(const bert_tensor *x, double p, bert_stream s);
+  bert_tensor *(*embedding)(const bert_tensor *ids, const bert_tensor *w);
+  int (*embedding_backward)(bert_tensor *w_in, const bert_tensor *ids, const bert_tensor *g);
+  /* *lse: per-row log-sum-exp for backward; count: rows not ignored */
+  bert_tensor *(*cross_entropy)(const bert_tensor *logits, const bert_tensor *labels, int64_t ignore_index,
+                                bert_reduction red, int64_t count, bert_tensor **lse);
+  bert_tensor *(*cross_entropy_backward)(const bert_tensor *logits, const bert_tensor *labels,
+                                         const bert_tensor *lse, int64_t ignore_index, bert_reduction red,
+                                         int64_t count, const bert_tensor *g);
+  bert_tensor *(*attention)(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
+                            const bert_attention_opts *o, bert_stream s, bert_tensor **lse);
+  int (*attention_backward)(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
+                            const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
+                            const bert_tensor *lse, const bert_tensor *g,
+                            bert_tensor **dq, bert_tensor **dk, bert_tensor **dv);
+
+  /* ---- optimizers (core/optim.h; arguments checked) ---- */
+  int (*adamw_step)(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
+                    const bert_adam_cfg *cfg);
+  int (*lamb_step)(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
+                   const bert_adam_cfg *cfg, int adapt, bert_tensor **trust_out);
+  int (*sgd_step)(bert_tensor *p, const bert_tensor *g, bert_tensor *buf, const bert_sgd_cfg *cfg);
+  int (*sumsq)(const bert_tensor *t, double *out);
+  int (*scale_)(bert_tensor *t, double s);
+};
+
+/* ---- registry ---- */
+/* Adds a backend (idempotent); the first with is_host serves host memory. */
+int bert_backend_register(const bert_backend *be);
+const bert_backend *bert_backend_find(const char *name);   /* NULL if none */
+const bert_backend *bert_backend_host(void);
+/* The backend t lives on. */
+static inline const bert_backend *bert_backend_of(const bert_tensor *t) {
+  return t->storage && t->storage->backend ? t->storage->backend : bert_backend_host();
+}
+static inline int bert_is_host(const bert_tensor *t) {
+  return t == NULL || t->storage == NULL || t->storage->backend == NULL;
+}
+
+/* The backend an op on these tensors runs on (NULL entries skipped): the
+** device one if any is on a device, else the host's.  Tensors on two
+** different devices: NULL with an error naming op. */
+const bert_backend *bert_backend_for(const char *op, int n, const bert_tensor *const *ts);
+/* 0 when be runs op on these arguments, else -1 with "<name>: not supported
+** on device <be> (...)"; has_entry: the table's entry for op is set. */
+int bert_backend_check(const bert_backend *be, bert_op op, int has_entry, const char *name,
+                       int n, const bert_tensor *const *args);
+
+/* be for op over args, checked: NULL with the error set.  The common
+** prologue of every front-end. */
+#define BERT_DISPATCH(be, OP, ENTRY, name, n, args) \
+  (((be) = bert_backend_for((name), (n), (args))) != NULL && \
+   bert_backend_check((be), BERT_OP_##OP, (be)->ENTRY != NULL, (name), (n), (args)) == 0)
+
+#endif

@@ -1,0 +1,546 @@
+/*
+** The fused nn ops (core/nn.h), device-independent: each op's argument
+** checks, its autograd node (a node type with the op's own saved state)
+** and its backward, side by side.  Forward and backward kernels are the
+** backends' (cpu/linear.c ..., vulkan/vk_ops.c), reached through the
+** backend table, so one node serves every device.
+*/
+#include <string.h>
+
+#include "core/autograd.h"
+#include "core/backend.h"
+
+#define SHAPE(buf, t) bert_shape_str((buf), sizeof(buf), (t)->ndim, (t)->shape)
+
+/* t itself when it is in host memory, else a host copy (new reference). */
+static bert_tensor *on_host(const bert_tensor *t) {
+  if (bert_is_host(t)) { bert_tensor_retain((bert_tensor *)t); return (bert_tensor *)t; }
+  return t->storage->backend->to_host(t);
+}
+
+/* Contiguous forms of up to n optional tensors: 0, or -1 with all released. */
+static int contiguous_all(int n, bert_tensor *const *in, bert_tensor **out) {
+  int ok = 1;
+  for (int i = 0; i < n; i++) {
+    out[i] = in[i] ? bert_contiguous(in[i]) : NULL;
+    if (in[i] && out[i] == NULL) ok = 0;
+  }
+  if (ok) return 0;
+  for (int i = 0; i < n; i++) bert_tensor_release(out[i]);
+  return -1;
+}
+
+static void release_all(int n, bert_tensor **t) {
+  for (int i = 0; i < n; i++) bert_tensor_release(t[i]);
+}
+
+/* The backend a backward runs on: that of its saved tensors and gradient. */
+static const bert_backend *backward_backend(const char *name, int n, const bert_tensor *const *ts) {
+  return bert_backend_for(name, n, ts);
+}
+
+/* {====================================================== linear */
+
+static int linear_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
+  bert_tensor *x = bert_node_saved(node, 0), *w = bert_node_saved(node, 1);
+  if (x == NULL || w == NULL) return -1;
+  const bert_tensor *ts[3] = {x, w, g};
+  const bert_backend *be = backward_backend("linear backward", 3, ts);
+  if (be == NULL || bert_backend_check(be, BERT_OP_LINEAR_BACKWARD, be->linear_backward != NULL,
+                                       "linear backward", 3, ts) != 0)
+    return -1;
+  (void)out;
+  return be->linear_backward(node->inputs, x, w, g);
+}
+
+static const bert_node_type linear_node = {"linear", linear_backward, 0};
+
+bert_tensor *bert_linear(bert_tensor *x_in, bert_tensor *w_in, bert_tensor *b_in) {
+  char s1[160], s2[160];
+  bert_tensor *in[3] = {x_in, w_in, b_in};
+  const bert_backend *be;
+  if (!BERT_DISPATCH(be, LINEAR, linear, "linear", 3, (const bert_tensor *const *)in)) return NULL;
+  if (x_in->dtype != BERT_F32 || w_in->dtype != BERT_F32 || (b_in && b_in->dtype != BERT_F32)) {
+    bert_set_error("linear: expects float32 tensors, got input %s, weight %s%s%s",
+                   bert_dtype_name(x_in->dtype), bert_dtype_name(w_in->dtype),
+                   b_in ? ", bias " : "", b_in ? bert_dtype_name(b_in->dtype) : "");
+    return NULL;
+  }
+  if (w_in->ndim != 2) {
+    bert_set_error("linear: weight must be 2-D [out x in], got %s", SHAPE(s1, w_in));
+    return NULL;
+  }
+  if (x_in->ndim < 1) {
+    bert_set_error("linear: input must have at least 1 dimension, got a scalar");
+    return NULL;
+  }
+  int64_t outf = w_in->shape[0], inf = w_in->shape[1];
+  if (x_in->shape[x_in->ndim - 1] != inf) {
+    bert_set_error("linear: input %s and weight %s: in_features differ (%lld vs %lld)",
+                   SHAPE(s1, x_in), SHAPE(s2, w_in), (long long)x_in->shape[x_in->ndim - 1], (long long)inf);
+    return NULL;
+  }
+  if (b_in && (b_in->ndim != 1 || b_in->shape[0] != outf)) {
+    bert_set_error("linear: bias %s does not match weight %s (expected [%lld])",
+                   SHAPE(s1, b_in), SHAPE(s2, w_in), (long long)outf);
+    return NULL;
+  }
+  bert_tensor *c[3];
+  if (contiguous_all(3, in, c) != 0) return NULL;
+  bert_node *node;
+  bert_tensor *y = bert_record(be->linear(c[0], c[1], c[2]), &node, &linear_node, 3, in);
+  if (node) { bert_node_save(node, c[0]); bert_node_save(node, c[1]); }
+  release_all(3, c);
+  return y;
+}
+/* }====================================================== */
+
+/* {====================================================== layer norm */
+
+typedef struct { int has_residual, has_gamma; } layer_norm_state;
+
+/* saved: 0 = x, 1 = stats, then residual and gamma when present */
+static int layer_norm_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
+  layer_norm_state *st = node->state;
+  int k = 2;
+  bert_tensor *x = bert_node_saved(node, 0), *stats = bert_node_saved(node, 1);
+  bert_tensor *res = st->has_residual ? bert_node_saved(node, k++) : NULL;
+  bert_tensor *gamma = st->has_gamma ? bert_node_saved(node, k++) : NULL;
+  if (!x || !stats || (st->has_residual && !res) || (st->has_gamma && !gamma)) return -1;
+  const bert_tensor *ts[3] = {x, stats, g};
+  const bert_backend *be = backward_backend("layer_norm backward", 3, ts);
+  if (be == NULL || bert_backend_check(be, BERT_OP_LAYER_NORM_BACKWARD, be->layer_norm_backward != NULL,
+                                       "layer_norm backward", 3, ts) != 0)
+    return -1;
+  (void)out;
+  return be->layer_norm_backward(node->inputs, x, res, gamma, stats, g);
+}
+
+static const bert_node_type layer_norm_node = {"layer_norm", layer_norm_backward, sizeof(layer_norm_state)};
+
+static int check_norm_param(const char *what, bert_tensor *p, bert_tensor *x, int64_t H) {
+  char s1[160], s2[160];
+  if (p == NULL) return 0;
+  if (p->dtype != BERT_F32) {
+    bert_set_error("layer_norm: %s must be float32, got %s", what, bert_dtype_name(p->dtype));
+    return -1;
+  }
+  if (p->ndim != 1 || p->shape[0] != H) {
+    bert_set_error("layer_norm: %s %s does not match the last dim of input %s (expected [%lld])",
+                   what, SHAPE(s1, p), SHAPE(s2, x), (long long)H);
+    return -1;
+  }
+  return 0;
+}
+
+bert_tensor *bert_layer_norm(bert_tensor *x_in, bert_tensor *g_in, bert_tensor *b_in, double eps,
+                             bert_tensor *r_in) {
+  char s1[160], s2[160];
+  bert_tensor *in[4] = {x_in, g_in, b_in, r_in};
+  const bert_backend *be;
+  if (!BERT_DISPATCH(be, LAYER_NORM, layer_norm, "layer_norm", 4, (const bert_tensor *const *)in)) return NULL;
+  if (x_in->dtype != BERT_F32) {
+    bert_set_error("layer_norm: input must be float32, got %s", bert_dtype_name(x_in->dtype));
+    return NULL;
+  }
+  if (x_in->ndim < 1) { bert_set_error("layer_norm: input must have at least 1 dimension"); return NULL; }
+  if (!(eps >= 0)) { bert_set_error("layer_norm: eps must be >= 0, got %g", eps); return NULL; }
+  int64_t H = x_in->shape[x_in->ndim - 1];
+  if (check_norm_param("weight", g_in, x_in, H) || check_norm_param("bias", b_in, x_in, H)) return NULL;
+  if (r_in) {
+    int same = r_in->ndim == x_in->ndim;
+    for (int d = 0; same && d < x_in->ndim; d++) same = r_in->shape[d] == x_in->shape[d];
+    if (!same || r_in->dtype != BERT_F32) {
+      bert_set_error("layer_norm: residual %s %s must match input %s float32",
+                     SHAPE(s1, r_in), bert_dtype_name(r_in->dtype), SHAPE(s2, x_in));
+      return NULL;
+    }
+  }
+  bert_tensor *c[4], *stats = NULL;
+  if (contiguous_all(4, in, c) != 0) return NULL;
+  bert_node *node;
+  bert_tensor *y = be->layer_norm(c[0], c[1], c[2], eps, c[3], &stats);
+  y = bert_record(y, &node, &layer_norm_node, 4, in);
+  if (node) {
+    layer_norm_state *st = node->state;
+    bert_node_save(node, c[0]);
+    bert_node_save(node, stats);
+    if ((st->has_residual = c[3] != NULL)) bert_node_save(node, c[3]);
+    if ((st->has_gamma = c[1] != NULL)) bert_node_save(node, c[1]);
+  }
+  bert_tensor_release(stats);
+  release_all(4, c);
+  return y;
+}
+/* }====================================================== */
+
+/* {====================================================== bias + GELU */
+
+typedef struct { int tanh_mode, has_bias; } bias_gelu_state;
+
+/* saved: 0 = x, 1 = b when present */
+static int bias_gelu_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
+  bias_gelu_state *st = node->state;
+  bert_tensor *x = bert_node_saved(node, 0), *b = st->has_bias ? bert_node_saved(node, 1) : NULL;
+  if (x == NULL || (st->has_bias && b == NULL)) return -1;
+  const bert_tensor *ts[2] = {x, g};
+  const bert_backend *be = backward_backend("bias_gelu backward", 2, ts);
+  if (be == NULL || bert_backend_check(be, BERT_OP_BIAS_GELU_BACKWARD, be->bias_gelu_backward != NULL,
+                                       "bias_gelu backward", 2, ts) != 0)
+    return -1;
+  (void)out;
+  return be->bias_gelu_backward(node->inputs, x, b, st->tanh_mode, g);
+}
+
+static const bert_node_type bias_gelu_node = {"bias_gelu", bias_gelu_backward, sizeof(bias_gelu_state)};
+
+bert_tensor *bert_bias_gelu(bert_tensor *x_in, bert_tensor *b_in, int tanh_mode) {
+  char s1[160], s2[160];
+  bert_tensor *in[2] = {x_in, b_in};
+  const bert_backend *be;
+  if (!BERT_DISPATCH(be, BIAS_GELU, bias_gelu, "bias_gelu", 2, (const bert_tensor *const *)in)) return NULL;
+  if (x_in->dtype != BERT_F32 || (b_in && b_in->dtype != BERT_F32)) {
+    bert_set_error("bias_gelu: expects float32 tensors, got input %s%s%s", bert_dtype_name(x_in->dtype),
+                   b_in ? " and bias " : "", b_in ? bert_dtype_name(b_in->dtype) : "");
+    return NULL;
+  }
+  if (x_in->ndim < 1) { bert_set_error("bias_gelu: input must have at least 1 dimension"); return NULL; }
+  int64_t N = x_in->shape[x_in->ndim - 1];
+  if (b_in && (b_in->ndim != 1 || b_in->shape[0] != N)) {
+    bert_set_error("bias_gelu: bias %s does not match the last dim of input %s (expected [%lld])",
+                   SHAPE(s1, b_in), SHAPE(s2, x_in), (long long)N);
+    return NULL;
+  }
+  bert_tensor *c[2];
+  if (contiguous_all(2, in, c) != 0) return NULL;
+  bert_node *node;
+  bert_tensor *y = bert_record(be->bias_gelu(c[0], c[1], tanh_mode != 0), &node, &bias_gelu_node, 2, in);
+  if (node) {
+    bias_gelu_state *st = node->state;
+    st->tanh_mode = tanh_mode != 0;
+    bert_node_save(node, c[0]);
+    if ((st->has_bias = c[1] != NULL)) bert_node_save(node, c[1]);
+  }
+  release_all(2, c);
+  return y;
+}
+/* }====================================================== */
+
+/* {====================================================== dropout */
+
+/* the mask is a pure function of the stream: backward regenerates it */
+typedef struct { double p; bert_stream stream; } dropout_state;
+
+static int dropout_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
+  dropout_state *st = node->state;
+  const bert_backend *be = backward_backend("dropout backward", 1, (const bert_tensor *const *)&g);
+  if (be == NULL) return -1;
+  bert_tensor *gc = bert_contiguous(g);
+  bert_tensor *dx = gc ? be->dropout(gc, st->p, st->stream) : NULL;
+  bert_tensor_release(gc);
+  (void)out;
+  return dx ? bert_accumulate_grad_steal(node->inputs[0], dx) : -1;
+}
+
+static const bert_node_type dropout_node = {"dropout", dropout_backward, sizeof(dropout_state)};
+
+bert_tensor *bert_dropout(bert_tensor *x_in, double p, int training) {
+  const bert_backend *be;
+  if (!BERT_DISPATCH(be, DROPOUT, dropout, "dropout", 1, (const bert_tensor *const *)&x_in)) return NULL;
+  if (x_in->dtype != BERT_F32) {
+    bert_set_error("dropout: input must be float32, got %s", bert_dtype_name(x_in->dtype));
+    return NULL;
+  }
+  if (!(p >= 0.0 && p <= 1.0)) {
+    bert_set_error("dropout: probability must be in [0, 1], got %g", p);
+    return NULL;
+  }
+  if (p == 0.0 || !training) {
+    bert_tensor_retain(x_in);
+    return x_in;
+  }
+  bert_tensor *x = bert_contiguous(x_in);
+  if (x == NULL) return NULL;
+  bert_stream s;
+  uint64_t unused;
+  bert_rng_get_state(&s.seed, &unused);
+  s.offset = bert_rng_reserve(((uint64_t)bert_numel(x) + 3) / 4);
+  bert_node *node;
+  bert_tensor *y = bert_record(be->dropout(x, p, s), &node, &dropout_node, 1, &x_in);
+  if (node) {
+    dropout_state *st = node->state;
+    st->p = p;
+    st->stream = s;
+  }
+  bert_tensor_release(x);
+  return y;
+}
+/* }====================================================== */
+
+/* {====================================================== embedding */
+
+/* saved: 0 = ids (contiguous) */
+static int embedding_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
+  bert_tensor *w = node->inputs[1], *ids = bert_node_saved(node, 0);
+  if (ids == NULL) return -1;
+  if (!w || !w->requires_grad) return 0;
+  const bert_tensor *ts[3] = {w, ids, g};
+  const bert_backend *be = backward_backend("embedding backward", 3, ts);
+  if (be == NULL || bert_backend_check(be, BERT_OP_EMBEDDING_BACKWARD, be->embedding_backward != NULL,
+                                       "embedding backward", 3, ts) != 0)
+    return -1;
+  bert_tensor *gc = bert_contiguous(g);
+  int rc = gc ? be->embedding_backward(w, ids, gc) : -1;
+  bert_tensor_release(gc);
+  (void)out;
+  return rc;
+}
+
+static const bert_node_type embedding_node = {"embedding", embedding_backward, 0};
+
+bert_tensor *bert_embedding(bert_tensor *ids_in, bert_tensor *w_in) {
+  char s1[160];
+  bert_tensor *in[2] = {ids_in, w_in};
+  const bert_backend *be;
+  if (!BERT_DISPATCH(be, EMBEDDING, embedding, "embedding", 2, (const bert_tensor *const *)in)) return NULL;
+  if (ids_in->dtype != BERT_I32) {
+    bert_set_error("embedding: ids must be int32, got %s", bert_dtype_name(ids_in->dtype));
+    return NULL;
+  }
+  if (w_in->dtype != BERT_F32 || w_in->ndim != 2) {
+    bert_set_error("embedding: weight must be a 2-D float32 [num_embeddings x dim], got %s %s",
+                   SHAPE(s1, w_in), bert_dtype_name(w_in->dtype));
+    return NULL;
+  }
+  if (ids_in->ndim + 1 > BERT_MAX_DIMS) {
+    bert_set_error("embedding: ids have too many dimensions (%d)", ids_in->ndim);
+    return NULL;
+  }
+  int64_t V = w_in->shape[0];
+  bert_tensor *h = on_host(ids_in);
+  if (h == NULL) return NULL;
+  int64_t n = bert_numel(h);
+  for (int64_t t = 0; t < n; t++) {
+    int64_t id = (int64_t)bert_get_flat(h, t);
+    if (id < 0 || id >= V) {
+      bert_set_error("embedding: id %lld at position %lld is out of range for %lld embeddings "
+                     "(valid ids are 0..%lld)", (long long)id, (long long)t + 1, (long long)V, (long long)V - 1);
+      bert_tensor_release(h);
+      return NULL;
+    }
+  }
+  bert_tensor_release(h);
+  bert_tensor *c[2];
+  if (contiguous_all(2, in, c) != 0) return NULL;
+  bert_tensor *rec[2] = {NULL, w_in};
+  bert_node *node;
+  bert_tensor *y = bert_record(be->embedding(c[0], c[1]), &node, &embedding_node, 2, rec);
+  if (node) bert_node_save(node, c[0]);
+  release_all(2, c);
+  return y;
+}
+/* }====================================================== */
+
+/* {====================================================== cross entropy */
+
+/* lse: the backend's per-row log-sum-exp, when it keeps one */
+typedef struct { int64_t ignore_index, count; bert_reduction reduction; int has_lse; } cross_entropy_state;
+
+/* saved: 0 = logits, 1 = labels (contiguous), 2 = the per-row lse when kept */
+static int cross_entropy_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
+  cross_entropy_state *st = node->state;
+  if (!bert_node_wants(node, 0)) return 0;
+  bert_tensor *l = bert_node_saved(node, 0), *y = bert_node_saved(node, 1);
+  bert_tensor *lse = st->has_lse ? bert_node_saved(node, 2) : NULL;
+  if (!l || !y || (st->has_lse && !lse)) return -1;
+  const bert_tensor *ts[4] = {l, y, g, lse};
+  const bert_backend *be = backward_backend("cross_entropy backward", lse ? 4 : 3, ts);
+  if (be == NULL || bert_backend_check(be, BERT_OP_CROSS_ENTROPY_BACKWARD, be->cross_entropy_backward != NULL,
+                                       "cross_entropy backward", 4, ts) != 0)
+    return -1;
+  bert_tensor *gc = bert_contiguous(g);
+  bert_tensor *dl = gc ? be->cross_entropy_backward(l, y, lse, st->ignore_index, st->reduction, st->count, gc) : NULL;
+  bert_tensor_release(gc);
+  (void)out;
+  return dl ? bert_accumulate_grad_steal(node->inputs[0], dl) : -1;
+}
+
+static const bert_node_type cross_entropy_node = {"cross_entropy", cross_entropy_backward,
+                                                  sizeof(cross_entropy_state)};
+
+bert_tensor *bert_cross_entropy(bert_tensor *l_in, bert_tensor *y_in, int64_t ignore, bert_reduction red) {
+  char s1[160], s2[160];
+  bert_tensor *in[2] = {l_in, y_in};
+  const bert_backend *be;
+  if (!BERT_DISPATCH(be, CROSS_ENTROPY, cross_entropy, "cross_entropy", 2, (const bert_tensor *const *)in))
+    return NULL;
+  if (l_in->dtype != BERT_F32) {
+    bert_set_error("cross_entropy: logits must be float32, got %s", bert_dtype_name(l_in->dtype));
+    return NULL;
+  }
+  if (y_in->dtype != BERT_I32) {
+    bert_set_error("cross_entropy: labels must be int32, got %s", bert_dtype_name(y_in->dtype));
+    return NULL;
+  }
+  int same = l_in->ndim >= 1 && y_in->ndim == l_in->ndim - 1;
+  for (int d = 0; same && d < y_in->ndim; d++) same = y_in->shape[d] == l_in->shape[d];
+  if (!same) {
+    bert_set_error("cross_entropy: logits %s and labels %s: labels must have the logits' shape "
+                   "without the class dim", SHAPE(s1, l_in), SHAPE(s2, y_in));
+    return NULL;
+  }
+  int64_t C = l_in->shape[l_in->ndim - 1];
+  if (C == 0) { bert_set_error("cross_entropy: logits %s have no classes", SHAPE(s1, l_in)); return NULL; }
+  if (red != BERT_REDUCE_NONE && red != BERT_REDUCE_MEAN && red != BERT_REDUCE_SUM) {
+    bert_set_error("cross_entropy: unknown reduction %d", (int)red);
+    return NULL;
+  }
+  /* every label in range (or ignore_index), read once on the host */
+  bert_tensor *h = on_host(y_in);
+  if (h == NULL) return NULL;
+  int64_t N = bert_numel(h), count = 0;
+  for (int64_t r = 0; r < N; r++) {
+    int64_t y = (int64_t)bert_get_flat(h, r);
+    if (y == ignore) continue;
+    if (y < 0 || y >= C) {
+      bert_set_error("cross_entropy: label %lld at position %lld is out of range for %lld classes "
+                     "(valid: 0..%lld, or ignore_index %lld)", (long long)y, (long long)r + 1,
+                     (long long)C, (long long)C - 1, (long long)ignore);
+      bert_tensor_release(h);
+      return NULL;
+    }
+    count++;
+  }
+  bert_tensor_release(h);
+  bert_tensor *c[2], *lse = NULL;
+  if (contiguous_all(2, in, c) != 0) return NULL;
+  bert_node *node;
+  bert_tensor *loss = be->cross_entropy(c[0], c[1], ignore, red, count, &lse);
+  loss = bert_record(loss, &node, &cross_entropy_node, 1, in);
+  if (node) {
+    cross_entropy_state *st = node->state;
+    st->ignore_index = ignore;
+    st->count = count;
+    st->reduction = red;
+    bert_node_save(node, c[0]);
+    bert_node_save(node, c[1]);
+    if ((st->has_lse = lse != NULL)) bert_node_save(node, lse);
+  }
+  bert_tensor_release(lse);
+  release_all(2, c);
+  return loss;
+}
+/* }====================================================== */
+
+/* {====================================================== attention */
+
+/* opts.mask is saved (index 4) rather than kept as a pointer */
+typedef struct { bert_attention_opts opts; bert_stream stream; int has_mask; } attention_state;
+
+/* saved: 0 = q, 1 = k, 2 = v, 3 = lse, 4 = the mask when present */
+static int attention_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
+  attention_state *st = node->state;
+  bert_tensor *q = bert_node_saved(node, 0), *k = bert_node_saved(node, 1), *v = bert_node_saved(node, 2);
+  bert_tensor *lse = bert_node_saved(node, 3), *mask = st->has_mask ? bert_node_saved(node, 4) : NULL;
+  if (!q || !k || !v || !lse || (st->has_mask && !mask)) return -1;
+  const bert_tensor *ts[5] = {q, k, v, lse, g};
+  const bert_backend *be = backward_backend("attention backward", 5, ts);
+  if (be == NULL || bert_backend_check(be, BERT_OP_ATTENTION_BACKWARD, be->attention_backward != NULL,
+                                       "attention backward", 5, ts) != 0)
+    return -1;
+  bert_attention_opts o = st->opts;
+  o.mask = mask;
+  bert_tensor *gc = bert_contiguous(g), *dq = NULL, *dk = NULL, *dv = NULL;
+  int rc = gc ? be->attention_backward(q, k, v, &o, st->stream, out, lse, gc, &dq, &dk, &dv) : -1;
+  bert_tensor_release(gc);
+  if (rc != 0) return -1;
+  int e1 = bert_accumulate_grad_steal(node->inputs[0], dq);
+  int e2 = bert_accumulate_grad_steal(node->inputs[1], dk);
+  int e3 = bert_accumulate_grad_steal(node->inputs[2], dv);
+  return (e1 || e2 || e3) ? -1 : 0;
+}
+
+static const bert_node_type attention_node = {"attention", attention_backward, sizeof(attention_state)};
+
+static int check_qkv(const char *name, const bert_tensor *t) {
+  char s1[160];
+  if (t->dtype != BERT_F32 || t->ndim != 4) {
+    bert_set_error("attention: %s must be a 4-D float32 [batch x heads x seq x head_dim], got %s %s",
+                   name, SHAPE(s1, t), bert_dtype_name(t->dtype));
+    return -1;
+  }
+  return 0;
+}
+
+/* Checks the mask against [B, Tk]. */
+static int check_mask(const bert_tensor *m, const bert_tensor *q, int64_t B, int64_t Tk) {
+  char s1[160], s2[160];
+  int keep = m->ndim == 2;
+  int bias4 = m->ndim == 4 && m->shape[1] == 1 && m->shape[2] == 1;
+  int64_t Bm = m->ndim > 0 ? m->shape[0] : 0;
+  if ((!keep && !bias4) || (Bm != B && Bm != 1) || m->shape[m->ndim - 1] != Tk) {
+    bert_set_error("attention: mask %s does not fit query %s with %lld keys: expected a [%lld x %lld] "
+                   "keep mask or a [%lld x 1 x 1 x %lld] additive bias", SHAPE(s1, m), SHAPE(s2, q),
+                   (long long)Tk, (long long)B, (long long)Tk, (long long)B, (long long)Tk);
+    return -1;
+  }
+  if (bias4 && m->dtype != BERT_F32) {
+    bert_set_error("attention: an additive mask [%lld x 1 x 1 x %lld] must be float32, got %s",
+                   (long long)Bm, (long long)Tk, bert_dtype_name(m->dtype));
+    return -1;
+  }
+  return 0;
+}
+
+bert_tensor *bert_attention(bert_tensor *q, bert_tensor *k, bert_tensor *v, const bert_attention_opts *o) {
+  char s1[160], s2[160], s3[160];
+  bert_tensor *in[4] = {q, k, v, o->mask};
+  const bert_backend *be;
+  if (!BERT_DISPATCH(be, ATTENTION, attention, "attention", 4, (const bert_tensor *const *)in)) return NULL;
+  if (check_qkv("query", q) || check_qkv("key", k) || check_qkv("value", v)) return NULL;
+  int64_t B = q->shape[0], A = q->shape[1], Tq = q->shape[2], Tk = k->shape[2];
+  for (int i = 0; i < 4; i++) {
+    int64_t want = i == 2 ? Tk : q->shape[i];
+    if (k->shape[i] != want || v->shape[i] != want) {
+      bert_set_error("attention: query %s, key %s and value %s must agree in batch, heads and "
+                     "head_dim, and key and value in length", SHAPE(s1, q), SHAPE(s2, k), SHAPE(s3, v));
+      return NULL;
+    }
+  }
+  if (Tk == 0 && Tq > 0) {
+    bert_set_error("attention: no keys (key %s)", SHAPE(s1, k));
+    return NULL;
+  }
+  if (!(o->dropout_p >= 0 && o->dropout_p < 1)) {
+    bert_set_error("attention: dropout must be in [0, 1), got %g", o->dropout_p);
+    return NULL;
+  }
+  if (o->mask && check_mask(o->mask, q, B, Tk) != 0) return NULL;
+  bert_attention_opts oc = *o;
+  oc.mask = o->mask ? bert_contiguous(o->mask) : NULL;
+  if (o->mask && oc.mask == NULL) return NULL;
+  bert_stream s = {0, 0};
+  if (o->training && o->dropout_p > 0) {
+    uint64_t unused;
+    bert_rng_get_state(&s.seed, &unused);
+    s.offset = bert_rng_reserve(((uint64_t)(B * A * Tq) * (uint64_t)Tk + 3) / 4);
+  }
+  bert_tensor *lse = NULL;
+  bert_node *node;
+  bert_tensor *out = bert_record(be->attention(q, k, v, &oc, s, &lse), &node, &attention_node, 3, in);
+  if (node) {
+    attention_state *st = node->state;
+    st->opts = oc;
+    st->opts.mask = NULL;
+    st->stream = s;
+    bert_node_save(node, q);
+    bert_node_save(node, k);
+    bert_node_save(node, v);
+    bert_node_save(node, lse);
+    if ((st->has_mask = oc.mask != NULL)) bert_node_save(node, oc.mask);
+  }
+  bert_tensor_release(lse);
+  bert_tensor_release(oc.mask);
+  return out;
+}
+/* }====================================================== */

@@ -1,0 +1,98 @@
+/*
+** The op lists, written once.  Each list is an X-macro: the C enums, the
+** op names (errors, autograd node names, Lua methods), the Lua bindings'
+** method tables and the GLSL opcodes of shaders/eltwise.comp (generated
+** into build/gen/bert_ops.glsl by tools/gen_op_glsl.c) all expand these.
+** This header is read by the C compiler only through the preprocessor:
+** no types, no includes.
+**
+** Adding a unary activation: one X(...) line below, its forward and
+** derivative in cpu/ops_elementwise.c (unary_f32 and unary_grad), the
+** same in shaders/eltwise.comp (UN_<ID> and UNB_<ID>), and a spec.
+*/
+#ifndef BERT_OP_LIST_H
+#define BERT_OP_LIST_H
+
+/* Binary elementwise ops, broadcasting: X(ID, name, is_comparison).
+** name is also the Lua method (t:add(u)) and, with "_", the in-place one. */
+#define BERT_BINARY_OPS(X) \
+  X(ADD,     add,     0) \
+  X(SUB,     sub,     0) \
+  X(MUL,     mul,     0) \
+  X(DIV,     div,     0) \
+  X(POW,     pow,     0) \
+  X(MAXIMUM, maximum, 0) \
+  X(MINIMUM, minimum, 0) \
+  X(EQ,      eq,      1) \
+  X(NE,      ne,      1) \
+  X(LT,      lt,      1) \
+  X(LE,      le,      1) \
+  X(GT,      gt,      1) \
+  X(GE,      ge,      1)
+
+/* Unary elementwise ops: X(ID, name, keeps_int).  keeps_int: an int32
+** input gives an int32 result (otherwise it is converted to float32). */
+#define BERT_UNARY_OPS(X) \
+  X(NEG,       neg,       1) \
+  X(EXP,       exp,       0) \
+  X(LOG,       log,       0) \
+  X(SQRT,      sqrt,      0) \
+  X(RSQRT,     rsqrt,     0) \
+  X(TANH,      tanh,      0) \
+  X(SIGMOID,   sigmoid,   0) \
+  X(RELU,      relu,      1) \
+  X(GELU,      gelu,      0) \
+  X(GELU_TANH, gelu_tanh, 0) \
+  X(ABS,       abs,       1) \
+  X(ERF,       erf,       0)
+
+/* Reductions over one dim (or all): X(ID, name). */
+#define BERT_REDUCE_OPS(X) \
+  X(SUM,    sum)    \
+  X(MEAN,   mean)   \
+  X(MAX,    max)    \
+  X(MIN,    min)    \
+  X(ARGMAX, argmax) \
+  X(ARGMIN, argmin) \
+  X(VAR,    var)
+
+/* Every entry of the backend table (core/backend.h) that a device may
+** lack: X(ID, name, arity).  arity counts tensor arguments (-1: a list).
+** supports_op and the "not supported on device" errors use these names. */
+#define BERT_OPS(X) \
+  X(BINARY,              binary,              2) \
+  X(UNARY,               unary,               1) \
+  X(UNARY_BACKWARD,      unary_backward,      2) \
+  X(MASKED_FILL,         masked_fill,         2) \
+  X(WHERE,               where,               3) \
+  X(FILL,                fill_,               1) \
+  X(REDUCE,              reduce,              1) \
+  X(SOFTMAX,             softmax,             1) \
+  X(MATMUL,              matmul,              2) \
+  X(INDEX_SELECT,        index_select,        2) \
+  X(INDEX_ADD,           index_add_,          3) \
+  X(GATHER,              gather,              2) \
+  X(SCATTER_ADD,         scatter_add_,        3) \
+  X(CAT,                 cat,                -1) \
+  X(NONZERO,             nonzero,             1) \
+  X(FILL_RANDOM,         fill_random,         1) \
+  X(LINEAR,              linear,              3) \
+  X(LINEAR_BACKWARD,     linear_backward,     3) \
+  X(LAYER_NORM,          layer_norm,          4) \
+  X(LAYER_NORM_BACKWARD, layer_norm_backward, 5) \
+  X(BIAS_GELU,           bias_gelu,           2) \
+  X(BIAS_GELU_BACKWARD,  bias_gelu_backward,  3) \
+  X(DROPOUT,             dropout,             1) \
+  X(EMBEDDING,           embedding,           2) \
+  X(EMBEDDING_BACKWARD,  embedding_backward,  3) \
+  X(CROSS_ENTROPY,       cross_entropy,       2) \
+  X(CROSS_ENTROPY_BACKWARD, cross_entropy_backward, 3) \
+  X(ATTENTION,           attention,           4) \
+  X(ATTENTION_BACKWARD,  attention_backward,  7) \
+  X(ADAMW,               adamw,               4) \
+  X(LAMB,                lamb,                4) \
+  X(SGD,                 sgd,                 3) \
+  X(SUMSQ,               sumsq,               1) \
+  X(SCALE,               scale_,              1)
+
+#endif

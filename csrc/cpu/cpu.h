@@ -1,0 +1,69 @@
+/*
+** The CPU backend's kernels, as its table (cpu/cpu_backend.c) lists them.
+** Arguments arrive checked by the core's front-ends (core/backend.h says
+** what each entry may assume); only host tensors reach them.
+*/
+#ifndef BERT_CPU_H
+#define BERT_CPU_H
+
+#include "core/backend.h"
+
+extern const bert_backend bert_cpu_backend;
+
+/* elementwise (ops_elementwise.c) */
+int cpu_binary(bert_binop op, const bert_tensor *a, const bert_tensor *b, double alpha, bert_tensor *out);
+int cpu_unary(bert_unop op, const bert_tensor *a, bert_tensor *out);
+bert_tensor *cpu_unary_backward(bert_unop op, const bert_tensor *x, const bert_tensor *y, const bert_tensor *dy);
+int cpu_masked_fill(const bert_tensor *a, const bert_tensor *mask, double value, bert_tensor *out);
+int cpu_where(const bert_tensor *cond, const bert_tensor *a, const bert_tensor *b, bert_tensor *out);
+int cpu_fill_(bert_tensor *t, double value);
+
+/* reductions (ops_reduce.c), matmul (gemm.c) */
+bert_tensor *cpu_reduce(bert_redop op, const bert_tensor *t, int dim, int keepdim, int correction,
+                        bert_tensor **indices);
+bert_tensor *cpu_softmax(const bert_tensor *t, int dim, int log_space);
+bert_tensor *cpu_matmul(const bert_tensor *a, const bert_tensor *b);
+
+/* indexing (ops_index.c) */
+bert_tensor *cpu_index_select(const bert_tensor *t, int dim, const bert_tensor *index);
+int cpu_index_add_(bert_tensor *z, int dim, const bert_tensor *index, const bert_tensor *src);
+bert_tensor *cpu_gather(const bert_tensor *t, int dim, const bert_tensor *index);
+int cpu_scatter_add_(bert_tensor *dst, int dim, const bert_tensor *index, const bert_tensor *src);
+bert_tensor *cpu_cat(bert_tensor *const *ts, int n, int dim);
+bert_tensor *cpu_nonzero(const bert_tensor *t);
+
+/* fused nn ops: linear.c, layer_norm.c, gelu.c, dropout.c, embedding.c,
+** cross_entropy.c, attention.c */
+bert_tensor *cpu_linear(const bert_tensor *x, const bert_tensor *w, const bert_tensor *b);
+int cpu_linear_backward(bert_tensor *const in[3], const bert_tensor *x, const bert_tensor *w, const bert_tensor *g);
+bert_tensor *cpu_layer_norm(const bert_tensor *x, const bert_tensor *gamma, const bert_tensor *beta,
+                            double eps, const bert_tensor *residual, bert_tensor **stats);
+int cpu_layer_norm_backward(bert_tensor *const in[4], const bert_tensor *x, const bert_tensor *residual,
+                            const bert_tensor *gamma, const bert_tensor *stats, const bert_tensor *g);
+bert_tensor *cpu_bias_gelu(const bert_tensor *x, const bert_tensor *b, int tanh_mode);
+int cpu_bias_gelu_backward(bert_tensor *const in[2], const bert_tensor *x, const bert_tensor *b,
+                           int tanh_mode, const bert_tensor *g);
+bert_tensor *cpu_dropout(const bert_tensor *x, double p, bert_stream s);
+bert_tensor *cpu_embedding(const bert_tensor *ids, const bert_tensor *w);
+int cpu_embedding_backward(bert_tensor *w_in, const bert_tensor *ids, const bert_tensor *g);
+bert_tensor *cpu_cross_entropy(const bert_tensor *logits, const bert_tensor *labels, int64_t ignore_index,
+                               bert_reduction red, int64_t count, bert_tensor **lse);
+bert_tensor *cpu_cross_entropy_backward(const bert_tensor *logits, const bert_tensor *labels,
+                                        const bert_tensor *lse, int64_t ignore_index, bert_reduction red,
+                                        int64_t count, const bert_tensor *g);
+bert_tensor *cpu_attention(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
+                           const bert_attention_opts *o, bert_stream s, bert_tensor **lse);
+int cpu_attention_backward(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
+                           const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
+                           const bert_tensor *lse, const bert_tensor *g,
+                           bert_tensor **dq, bert_tensor **dk, bert_tensor **dv);
+
+/* optimizers (optim.c) */
+int cpu_adamw_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v, const bert_adam_cfg *cfg);
+int cpu_lamb_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
+                  const bert_adam_cfg *cfg, int adapt, bert_tensor **trust_out);
+int cpu_sgd_step(bert_tensor *p, const bert_tensor *g, bert_tensor *buf, const bert_sgd_cfg *cfg);
+int cpu_sumsq(const bert_tensor *t, double *out);
+int cpu_scale_(bert_tensor *t, double s);
+
+#endif

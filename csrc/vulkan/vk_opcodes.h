@@ -1,0 +1,35 @@
+/*
+** Opcodes, modes and flag bits shared by the Vulkan kernels' C side
+** (vk_ops.c) and their shaders (glslc -I csrc/vulkan): plain #defines that
+** read the same in C and GLSL.  The per-op opcodes of eltwise.comp come
+** from the op list (core/op_list.h) through tools/gen_op_glsl.c, which
+** writes build/gen/bert_ops.glsl from these bases.
+*/
+#ifndef BERT_VK_OPCODES_H
+#define BERT_VK_OPCODES_H
+
+/* eltwise.comp: binary op k is opcode k; unary op k is ELT_UNARY + k and
+** its backward ELT_UNARY_GRAD + k; then fill and copy. */
+#define ELT_UNARY       32u
+#define ELT_FILL        64u
+#define ELT_COPY        65u
+#define ELT_UNARY_GRAD  80u
+/* eltwise flags: which operands are int32 */
+#define ELT_A_INT   1u
+#define ELT_B_INT   2u
+#define ELT_OUT_INT 4u
+
+/* nn_misc.comp: one small fused kernel per mode */
+#define MISC_BIAS_GELU          0u   /* o = gelu(x + b[i % N]) */
+#define MISC_BIAS_GELU_BACKWARD 1u   /* o = dy * gelu'(x + b[i % N]), dy in the ids binding */
+#define MISC_EMBED_GATHER       2u   /* o[r, j] = w[ids[r], j] */
+#define MISC_EMBED_SCATTER      3u   /* w[ids[r], j] += dy[r, j] */
+#define MISC_COLUMN_SUMS        4u   /* o[j] = sum_r x[r, j] */
+#define MISC_DROPOUT            5u   /* o = x * keep(i) * scale (Philox, as the CPU) */
+/* nn_misc flags */
+#define MISC_HAS_BIAS   1u
+#define MISC_TANH       2u
+#define MISC_LATER_WIN  8u    /* gather: a later window of the table, other rows left alone */
+#define MISC_ACCUMULATE 16u   /* column sums: add into o (later row windows) */
+
+#endif
