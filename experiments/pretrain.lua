@@ -8,39 +8,31 @@
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
 
-local argparse = require("argparse")
 local cjson = require("cjson")
 local bert = require("bert")
+local cli = require("bert.cli")
 
-local parser = argparse("pretrain.lua", "Pretrain a BERT model with MLM and NSP/SOP.")
-parser:option("--model", "Size (tiny, mini, small, medium, base, large) or a config.json", "tiny")
-parser:option("--tokenizer", "wordpiece, bpe, or a tokenizer file/directory to load", "wordpiece")
-parser:option("--vocab-size", "Vocabulary size when training a tokenizer", "8000"):convert(tonumber)
+local parser = cli.parser("pretrain.lua", "Pretrain a BERT model with MLM and NSP/SOP.",
+  "Writes OUTPUT/metrics.jsonl (and .csv), OUTPUT/summary.json (held-out metrics, fractions), " ..
+  "OUTPUT/checkpoint/ (a self-contained model directory), OUTPUT/tokenizer/ and the plots.")
+cli.add(parser, "model", {help = "Size (tiny, mini, small, medium, base, large) or a config.json",
+  convert = cli.choice_or_path("--model", cli.size_names(), "config.json")})
+cli.add(parser, "tokenizer", {default = "wordpiece", help = "wordpiece or bpe (train one), or a tokenizer file/directory to load",
+  convert = cli.choice_or_path("--tokenizer", {"wordpiece", "bpe"}, "tokenizer file or directory")})
+parser:option("--vocab-size", "Vocabulary size when training a tokenizer", "8000"):convert(cli.integer("--vocab-size", 10))
 parser:option("--corpus", "brown, kjv, or a file in BERT's plain format", "brown")
+  :convert(cli.choice_or_path("--corpus", {"brown", "kjv"}, "corpus file"))
 parser:option("--objective", "nsp (BERT), sop (ALBERT) or none (RoBERTa, full sentences)", "nsp")
   :choices({"nsp", "sop", "none"})
 parser:option("--masking", "static (pre-generated copies) or dynamic (fresh per batch)", "dynamic")
   :choices({"static", "dynamic"})
-parser:option("--whole-word-mask", "Mask whole words", false):args("?"):convert(function() return true end)
-parser:option("--dupe-factor", "Copies with different masks (static masking)", "5"):convert(tonumber)
-parser:option("--steps", "Optimizer steps (with --time-budget: at most)"):convert(tonumber)
-parser:option("--time-budget", "Stop after this many seconds of training"):convert(tonumber)
-parser:option("--batch-size", "Sequences per micro-batch", "32"):convert(tonumber)
-parser:option("--accum", "Micro-batches per optimizer step", "1"):convert(tonumber)
-parser:option("--seq-len", "Maximum sequence length", "128"):convert(tonumber)
-parser:option("--lr", "Peak learning rate", "5e-4"):convert(tonumber)
-parser:option("--warmup", "Warmup steps (default: 10% of the steps)"):convert(tonumber)
-parser:option("--weight-decay", "Decoupled weight decay", "0.01"):convert(tonumber)
-parser:option("--device", "cpu or vulkan", "cpu"):choices({"cpu", "vulkan"})
-parser:option("--threads", "CPU threads"):convert(tonumber)
-parser:option("--seed", "Random seed", "1"):convert(tonumber)
-parser:option("--eval-every", "Evaluate on held-out documents every N steps"):convert(tonumber)
-parser:option("--eval-batches", "Held-out batches per evaluation (default: all)"):convert(tonumber)
-parser:option("--save-every", "Checkpoint every N steps", "200"):convert(tonumber)
-parser:option("--log-every", "Log metrics every N steps", "10"):convert(tonumber)
-parser:option("--output", "Run directory", "runs/pretrain")
-parser:option("--resume", "Continue the run in this directory (its saved settings win)")
-parser:flag("--no-plot", "Skip the gnuplot PNGs")
+parser:flag("--whole-word-mask", "Mask whole words")
+parser:option("--dupe-factor", "Copies with different masks (static masking)", "5"):convert(cli.integer("--dupe-factor", 1))
+cli.add(parser, "steps", "time_budget", "batch_size", "accum", "seq_len", "lr", "warmup", "weight_decay", "clip",
+  "device", "threads", "seed", "eval_every",
+  "max_eval", {help = "Held-out sequences per evaluation (default: all)"},
+  "save_every", "log_every", "output", {default = "runs/pretrain"},
+  "resume", "no_plot")
 local args = parser:parse()
 
 local function die(msg) io.stderr:write("pretrain: ", msg, "\n") os.exit(1) end
@@ -124,8 +116,7 @@ if args.tokenizer == "wordpiece" or args.tokenizer == "bpe" then
       kind = args.tokenizer, vocab_size = args.vocab_size, lowercase = true, files = {text_path},
     })
     os.remove(text_path)
-    assert(tok:save(tok_dir .. "/tokenizer.json"))
-    if args.tokenizer == "wordpiece" then assert(tok:save(tok_dir .. "/vocab.txt")) end
+    assert(require("bert.model_dir").save_tokenizer(tok_dir, tok))
     io.stderr:write(string.format("pretrain: trained a %s vocabulary of %d in %.1f s\n",
       args.tokenizer, tok:vocab_size(), bert.wall_time() - t0))
   end
@@ -168,17 +159,24 @@ if args.device == "vulkan" then
   if not (info and info.available) then die("--device vulkan: " .. tostring(info and info.reason or "not available")) end
   model:to("vulkan")
 end
-local opt = bert.optim.AdamW(model, {lr = args.lr, weight_decay = args.weight_decay, eps = 1e-6})
+local lr = args.lr or cli.default_lr("pretrain", model.config.hidden_size)
+io.stderr:write(string.format("pretrain: peak learning rate %g%s\n", lr,
+  args.lr and "" or string.format(" (the default for hidden size %d; --lr to change)", model.config.hidden_size)))
+local opt = bert.optim.AdamW(model, {lr = lr, weight_decay = args.weight_decay, eps = 1e-6})
 
--- Without --steps the schedule's length is estimated from the first steps
--- and the time budget, then saved with the checkpoints (resume replays it).
-local schedule_total = args.steps
+-- With a time budget the schedule's length is estimated from the first
+-- steps, then re-estimated after every step from the wall time per step so
+-- far (evaluations and saves included), so that the learning rate reaches
+-- zero as the budget runs out; --steps caps it.  The total and the warmup
+-- are saved with the checkpoints (resume replays them).
+local schedule_total = not args.time_budget and args.steps or nil
+local warmup_steps = schedule_total and math.max(1, cli.warmup_steps(args.warmup, schedule_total)) or nil
 local function lr_at(step)
   local total = schedule_total or math.huge
-  local warmup = args.warmup or math.max(1, math.floor((schedule_total or 10000) * 0.1))
-  if step < warmup then return args.lr * (step + 1) / warmup end
-  if total == math.huge then return args.lr end
-  return args.lr * math.max(0, (total - step) / math.max(1, total - warmup))
+  local warmup = warmup_steps or math.max(1, cli.warmup_steps(args.warmup, 10000))
+  if step < warmup then return lr * (step + 1) / warmup end
+  if total == math.huge then return lr end
+  return lr * math.max(0, (total - step) / math.max(1, total - warmup))
 end
 -- }============================================================
 
@@ -203,7 +201,7 @@ local function evaluate(m)
   local ev = assert(pre.Loader{dir = args.output .. "/data/eval", batch_size = args.batch_size,
                                seq_len = args.seq_len, masking = "static", seed = 0, shuffle = false})
   local nbatches = math.max(1, ev:batches_per_epoch())
-  if args.eval_batches then nbatches = math.min(nbatches, args.eval_batches) end
+  if args.max_eval then nbatches = math.min(nbatches, math.max(1, math.ceil(args.max_eval / args.batch_size))) end
   local right, total, nll, uni, pair_right, pairs_n = 0, 0, 0, 0, 0, 0
   for _ = 1, nbatches do
     local batch = ev:next()
@@ -236,13 +234,13 @@ end
 
 local trainer = bert.train.Trainer{
   model = model, optimizer = opt, schedule = lr_at, next_batch = function() return loader:next() end,
-  steps = args.steps, time_budget = args.time_budget, accum = args.accum, clip = 1.0,
-  output = args.output, save_every = args.save_every, eval_every = args.eval_every,
+  steps = args.steps, time_budget = args.time_budget, accum = args.accum, clip = args.clip > 0 and args.clip or nil,
+  output = args.output, save_every = args.save_every, eval_every = args.eval_every, tokenizer = tok,
   log_every = args.log_every, evaluate = evaluate, step_metrics = batch_metrics,
-  get_state = function() return {loader = loader:state(), schedule_total = schedule_total} end,
+  get_state = function() return {loader = loader:state(), schedule_total = schedule_total, warmup_steps = warmup_steps} end,
   set_state = function(s)
     loader:set_state(s.loader)
-    schedule_total = s.schedule_total
+    schedule_total, warmup_steps = s.schedule_total, s.warmup_steps
   end,
 }
 if args.resume then
@@ -251,10 +249,10 @@ if args.resume then
   io.stderr:write(string.format("pretrain: resumed %s at step %d\n", args.output, trainer.step))
 end
 
--- with only a time budget, size the schedule from measured steps (after a
--- warm-up step), leaving a tenth of the budget for evaluations and saves
+-- with a time budget, size the schedule from measured steps (after a
+-- warm-up step), then keep resizing it while training
+local started = bert.wall_time()
 if schedule_total == nil and args.time_budget then
-  local started = bert.wall_time()
   trainer.steps, trainer.save_every = trainer.step + 1, false
   trainer:run()
   local t0 = bert.wall_time()
@@ -262,14 +260,24 @@ if schedule_total == nil and args.time_budget then
   trainer:run()
   local per_step = (bert.wall_time() - t0) / 5
   local left = args.time_budget - (bert.wall_time() - started)
-  schedule_total = trainer.step + math.max(1, math.floor(0.9 * left / per_step))
+  schedule_total = trainer.step + math.max(1, math.floor(left / per_step))
+  if args.steps then schedule_total = math.min(schedule_total, args.steps) end
+  warmup_steps = math.max(1, cli.warmup_steps(args.warmup, schedule_total))
   trainer.steps, trainer.save_every = schedule_total, args.save_every
   trainer.time_budget = left
+  trainer.after_step = bert.train.fit_to_budget{
+    time_budget = args.time_budget, started = started, start_step = 0, max_steps = args.steps,
+    on_total = function(total) schedule_total = total end,
+  }
+  io.stderr:write(string.format("pretrain: %.2f s per step: planning %d steps for the %g s budget (re-estimated while training)\n",
+    per_step, schedule_total, args.time_budget))
+elseif schedule_total and trainer.steps == nil then
+  trainer.steps = schedule_total   -- a resumed time-budgeted run replays its saved schedule
 end
-
 io.stderr:write(string.format("pretrain: %s (%s, %d parameters), objective %s, %s masking, %d training sequences\n",
   arch, args.model, model:num_parameters(), args.objective, args.masking, train_meta.instances))
 local summary = trainer:run()
+local training_wall = bert.wall_time() - started
 loader:close()
 
 -- final held-out evaluation
@@ -278,23 +286,30 @@ local final = bert.no_grad(function() return evaluate(model) end)
 final.tokens_per_s = summary.tokens_per_s
 final.steps = summary.step
 final.train_seconds = summary.train_seconds
+final.wall_seconds = training_wall   -- steps, evaluations and saves: what --time-budget limits
 final.objective = args.objective
 final.model = args.model
 final.parameters = model:num_parameters()
+final.kind = "pretraining"
+final.corpus = args.corpus
+final.settings = {lr = lr, batch_size = args.batch_size, accum = args.accum, seq_len = args.seq_len,
+  warmup_steps = warmup_steps, weight_decay = args.weight_decay, seed = args.seed, masking = args.masking,
+  whole_word_mask = args.whole_word_mask == true, corpus = args.corpus, time_budget = args.time_budget}
 trainer:log({step = trainer.step, eval = final})
 write_json(args.output .. "/summary.json", final)
 
-if not args.no_plot then
-  os.execute(string.format("lua5.4 tools/plot.lua '%s' >/dev/null", args.output))
-end
+assert(require("bert.plot").write_csv(args.output))
+local plotted = not args.no_plot and require("bert.plot").runs({args.output})
 
 print(string.format("\nheld-out MLM accuracy %.4f (unigram baseline %.4f), perplexity %.1f%s",
   final.mlm_accuracy, final.unigram_baseline_accuracy, final.perplexity,
   final[args.objective .. "_accuracy"] and string.format(", %s accuracy %.4f", args.objective:upper(),
     final[args.objective .. "_accuracy"]) or ""))
-print(string.format("%d steps in %.0f s, %.0f tokens/s", final.steps, final.train_seconds, final.tokens_per_s))
+print(string.format("%d steps in %.0f s (%.0f s with evaluations and saves%s), %.0f tokens/s", final.steps,
+  final.train_seconds, training_wall, args.time_budget and string.format(", %.1f%% of the budget",
+  100 * training_wall / args.time_budget) or "", final.tokens_per_s))
 print("run directory: " .. args.output)
-print("  checkpoint:  " .. args.output .. "/checkpoint  (config.json + model.safetensors)")
+print("  checkpoint:  " .. args.output .. "/checkpoint  (config.json, model.safetensors and the tokenizer files)")
 print("  tokenizer:   " .. tok_dir)
-print("  metrics:     " .. args.output .. "/metrics.jsonl, " .. args.output .. "/summary.json")
-if not args.no_plot then print("  plots:       " .. args.output .. "/loss.png, " .. args.output .. "/accuracy.png") end
+print("  metrics:     " .. args.output .. "/metrics.jsonl (and .csv), " .. args.output .. "/summary.json")
+if plotted then print("  plots:       " .. args.output .. "/loss.png, " .. args.output .. "/accuracy.png") end

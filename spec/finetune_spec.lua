@@ -128,10 +128,10 @@ describe("finetune.metrics: SQuAD", function()
     local r = metrics.squad({a = "Paris", b = "", c = "x"},
       {{id = "a", answers = {{text = "Paris"}}}, {id = "b", answers = {}}, {id = "c", answers = {"y"}},
        {id = "d", answers = {"z"}}})
-    assert.is_true(near(r.exact_match, 50))
-    assert.is_true(near(r.f1, 50))
-    assert.is_true(near(r.has_answer_exact, 100 / 3))
-    assert.is_true(near(r.no_answer_exact, 100))
+    assert.is_true(near(r.exact_match, 0.5))
+    assert.is_true(near(r.f1, 0.5))
+    assert.is_true(near(r.has_answer_exact, 1 / 3))
+    assert.is_true(near(r.no_answer_exact, 1))
   end)
 end)
 
@@ -323,17 +323,17 @@ describe("finetune.qa: windows, offsets and post-processing", function()
     local r = metrics.squad(preds, examples)
     -- EM: Paris 1, built in 1889 0, Warsaw in 1867 0, polonium and radium 1, 1934 1, "" 1
     -- F1: 1, 1/3 precision of "1889" -> 0.5, 0.5, 1, 1, 1
-    assert.is_true(near(r.exact_match, 100 * 4 / 6, 1e-9))
-    assert.is_true(near(r.f1, 100 * 5 / 6, 1e-9))
+    assert.is_true(near(r.exact_match, 4 / 6, 1e-9))
+    assert.is_true(near(r.f1, 5 / 6, 1e-9))
     -- v1.1: the unanswerable question gets the distractor and scores 0
     local p1 = qa.postprocess(examples, feats, S, E, {version_2 = false})
     local r1 = metrics.squad(p1, examples)
-    assert.is_true(near(r1.exact_match, 100 * 3 / 6, 1e-9))
-    assert.is_true(near(r1.f1, 100 * 4 / 6, 1e-9))
+    assert.is_true(near(r1.exact_match, 3 / 6, 1e-9))
+    assert.is_true(near(r1.f1, 4 / 6, 1e-9))
     -- a 2-token limit drops the 3-token span: "polonium" wins, F1 1/2 vs "polonium and radium"
     local p2 = qa.postprocess(examples, feats, S, E, {version_2 = true, max_answer_length = 2})
     assert.equals("polonium", p2["curie-discovered"])
-    assert.is_true(near(metrics.squad(p2, examples).f1, 100 * 4.5 / 6, 1e-9))
+    assert.is_true(near(metrics.squad(p2, examples).f1, 4.5 / 6, 1e-9))
     -- a high null threshold answers the unanswerable question after all
     local p3 = qa.postprocess(examples, feats, S, E, {version_2 = true, null_threshold = 5})
     assert.equals("polonium and radium", p3["curie-pierre-died"])
@@ -346,7 +346,7 @@ describe("finetune.qa: windows, offsets and post-processing", function()
     -- diffs (null - best): -8, -10, -6, -8, -4 and 4 (curie-pierre-died); only the last
     -- should abstain, so any threshold in [-4, 4) is best: the search returns -4
     assert.equals(-4, t)
-    assert.is_true(near(f1, 100 * 5 / 6, 1e-9))
+    assert.is_true(near(f1, 5 / 6, 1e-9))
   end)
 end)
 
@@ -404,7 +404,7 @@ describe("finetune.tasks and the synthetic QA generator", function()
 end)
 
 describe("finetune: end to end through the Trainer (tiny BERT, small vocabulary)", function()
-  local runner = require("bert.finetune.runner")
+  local experiment = require("bert.finetune.experiment")
   -- one thread: these models are so small that thread hand-offs cost more
   -- than they save (ten times more on a busy 2-core machine)
   local threads
@@ -413,11 +413,13 @@ describe("finetune: end to end through the Trainer (tiny BERT, small vocabulary)
 
   local function run(kind, task, extra)
     local out = tmpdir()
-    local argv = {"--task", task, "--model", "tiny", "--tokenizer", FIX .. "vocab.txt", "--output", out,
-      "--seq-len", "32", "--batch-size", "8", "--seed", "1", "--no-plot", "--quiet", "--log-every", "1", "--threads", "1"}
-    for _, a in ipairs(extra or {}) do argv[#argv + 1] = a end
-    local args = runner.parser(kind):parse(argv)
-    local summary = runner.run(kind, args)
+    local args = {task = task, model = "tiny", tokenizer = FIX .. "vocab.txt", output = out, seq_len = 32,
+      batch_size = 8, seed = 1, no_plot = true, quiet = true, log_every = 1, threads = 1}
+    extra = extra or {}
+    for i = 1, #extra, 2 do   -- command-line style pairs: "--doc-stride", "2"
+      args[extra[i]:sub(3):gsub("%-", "_")] = tonumber(extra[i + 1]) or extra[i + 1]
+    end
+    local summary = experiment.run(kind, args)
     local rows = {}
     for line in io.lines(out .. "/metrics.jsonl") do rows[#rows + 1] = assert(util.decode_json(line)) end
     return summary, out, rows
@@ -478,10 +480,24 @@ describe("finetune: end to end through the Trainer (tiny BERT, small vocabulary)
     local p = finetune.pipeline(out)
     local ctx = "The Eiffel Tower is in Paris . It was built in 1889 for the World Fair ."
     local r = p:predict{question = "Where is the Eiffel Tower ?", context = ctx}
-    if not r.no_answer then
-      local pos = util.char_positions(ctx)
+    -- every candidate span, kept or not, is the text of its character range
+    local pos = util.char_positions(ctx)
+    assert.is_true(#r.nbest >= 1, "no candidate spans")
+    for _, c in ipairs(r.nbest) do
+      assert.equals(util.char_sub(ctx, pos, c.start, c.stop), c.text)
+    end
+    -- the answer is the best candidate, or "" exactly when the model abstains
+    if r.no_answer then
+      assert.equals("", r.answer)
+      assert.is_nil(r.start)
+    else
+      assert.equals(r.nbest[1].text, r.answer)
       assert.equals(util.char_sub(ctx, pos, r.start, r.stop), r.answer)
     end
+    -- without the v2.0 option of abstaining it answers with the best span
+    local r1 = p:predict{question = "Where is the Eiffel Tower ?", context = ctx, null_threshold = math.huge}
+    assert.is_false(r1.no_answer)
+    assert.equals(util.char_sub(ctx, pos, r1.start, r1.stop), r1.answer)
     assert.is_true(r.windows >= 2)
     cleanup(out)
   end)

@@ -57,12 +57,38 @@ describe("experiments/pretrain.lua", function()
       local out = tmpdir()
       assert.is_true(pretrain(out, "--steps 6 --eval-every 3 --objective " .. objective))
       local summary = cjson.decode(io.open(out .. "/summary.json"):read("a"))
-      for _, k in ipairs({"mlm_accuracy", "unigram_baseline_accuracy", "perplexity", "tokens_per_s"}) do
-        assert.equal("number", type(summary[k]), k)
+      -- fractions, a perplexity that is exp of the held-out loss, the steps asked for
+      for _, k in ipairs({"mlm_accuracy", "unigram_baseline_accuracy"}) do
+        assert.is_true(summary[k] >= 0 and summary[k] <= 1, k .. " " .. tostring(summary[k]))
       end
-      if objective ~= "none" then assert.equal("number", type(summary[objective .. "_accuracy"])) end
-      assert.truthy(io.open(out .. "/checkpoint/model.safetensors"))
+      assert.is_true(summary.masked_tokens > 0)
+      assert.is_true(math.abs(summary.perplexity - math.exp(summary.mlm_loss)) < 1e-6 * summary.perplexity)
+      assert.is_true(summary.tokens_per_s > 0)
+      assert.equal(6, summary.steps)
+      assert.equal("pretraining", summary.kind)
+      if objective ~= "none" then
+        local acc = summary[objective .. "_accuracy"]
+        assert.is_true(acc >= 0 and acc <= 1, objective .. " accuracy " .. tostring(acc))
+      else
+        assert.is_nil(summary.nsp_accuracy)
+      end
+      -- evaluations at steps 3 and 6 (and the final one), every record a JSON object
+      local evals = {}
+      for line in io.lines(out .. "/metrics.jsonl") do
+        local rec = cjson.decode(line)
+        if rec.eval then evals[#evals + 1] = rec.step end
+      end
+      assert.same({3, 6, 6}, evals)
+      -- the checkpoint is a self-contained model directory
+      for _, f in ipairs({"config.json", "model.safetensors", "tokenizer.json", "vocab.txt", "tokenizer_config.json",
+                          "special_tokens_map.json"}) do
+        assert.truthy(io.open(out .. "/checkpoint/" .. f), "checkpoint/" .. f)
+      end
+      local tc = cjson.decode(io.open(out .. "/checkpoint/tokenizer_config.json"):read("a"))
+      assert.equal("BertTokenizer", tc.tokenizer_class)
+      assert.equal("[MASK]", tc.mask_token)
       assert.truthy(io.open(out .. "/tokenizer/tokenizer.json"))
+      assert.truthy(io.open(out .. "/metrics.csv"))
     end)
   end
 
@@ -88,6 +114,25 @@ describe("experiments/pretrain.lua", function()
       assert.truthy(a[s] and b[s], "missing step " .. s)
       assert.equal(a[s], b[s], "loss differs at step " .. s)
     end
+    -- and it learns: the mean loss of the last 20 steps is well below the first 20's
+    local first, last = 0, 0
+    for s = 1, 20 do first, last = first + a[s] / 20, last + a[steps - 20 + s] / 20 end
+    assert.is_true(last < 0.8 * first, string.format("loss %.3f -> %.3f", first, last))
+  end)
+
+  it("fits --time-budget: the schedule is resized while training and the budget is used", function()
+    local out = tmpdir()
+    local budget = 8
+    assert.is_true(pretrain(out, "--time-budget " .. budget .. " --eval-every 20 --save-every 20"))
+    local summary = cjson.decode(io.open(out .. "/summary.json"):read("a"))
+    assert.is_true(summary.wall_seconds >= 0.85 * budget and summary.wall_seconds <= 1.1 * budget,
+      "used " .. summary.wall_seconds .. " s of " .. budget)
+    local last_lr, peak
+    for line in io.lines(out .. "/metrics.jsonl") do
+      local rec = cjson.decode(line)
+      if rec.lr then last_lr, peak = rec.lr, math.max(peak or 0, rec.lr) end
+    end
+    assert.is_true(last_lr < 0.15 * peak, string.format("learning rate %.3g at the end (peak %.3g)", last_lr, peak))
   end)
 
   it("stops with a clear error on a corrupt checkpoint", function()

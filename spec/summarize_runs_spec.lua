@@ -26,10 +26,34 @@ describe("tools/summarize_runs.lua", function()
     local a = out:match("\n([^\n]*pretrained%s+0%.001[^\n]*)")
     assert.is_truthy(a, out)
     assert.matches("^ ", a)                                    -- not the best dev setting
-    assert.matches("%s2%s+accuracy 91%.00", a)                  -- 2 seeds, mean dev
+    assert.matches("%s2%s+accuracy 91%.00%%", a)                  -- 2 seeds, mean dev
     assert.matches("accuracy 85%.00 ± 7%.07", a)                -- mean and sample sd of test
     assert.matches("\n%*%s+spam%s+100%s+pretrained%s+0%.0005", out)
     assert.matches("\n%*%s+spam%s+100%s+scratch", out)
     assert.matches("missing: no readable summary.json", out)
+  end)
+
+  it("reads pretraining runs and QA runs on the same fraction scale", function()
+    local qa = root .. "/qa1"
+    os.execute("mkdir -p '" .. qa .. "'")
+    local f = assert(io.open(qa .. "/summary.json", "w"))
+    f:write(cjson.encode{task = "synthetic-qa", kind = "qa", model = "m", settings = {lr = 1e-3, seed = 1},
+      dev = {exact_match = 0.5, f1 = 0.6}, test = {exact_match = 0.4, f1 = 0.5}, n_train = 10})
+    f:close()
+    local pt = root .. "/pt1"
+    os.execute("mkdir -p '" .. pt .. "'")
+    f = assert(io.open(pt .. "/summary.json", "w"))
+    f:write(cjson.encode{kind = "pretraining", model = "tiny", objective = "nsp", mlm_accuracy = 0.25,
+      unigram_baseline_accuracy = 0.06, nsp_accuracy = 0.7, perplexity = 120.5, steps = 300,
+      settings = {lr = 1e-3, seed = 1}})
+    f:close()
+    local p = io.popen("lua5.4 tools/summarize_runs.lua '" .. qa .. "' '" .. pt .. "' 2>&1")
+    local out = p:read("a")
+    p:close()
+    assert.matches("f1 50%.00 ± 0%.00", out)                    -- not 5000 (scaled once)
+    assert.matches("mlm_accuracy 25%.00 ± 0%.00", out)
+    assert.matches("nsp_accuracy 70%.00", out)
+    assert.matches("perplexity 120%.5", out)
+    assert.not_matches("no readable", out)
   end)
 end)

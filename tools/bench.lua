@@ -7,6 +7,10 @@
 -- infer: a forward with prediction_logits for every position (`--mode infer`).
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
+require("bert.cli").help(arg, [[
+usage: lua5.4 tools/bench.lua [--model NAME] [--batch N] [--seq N] [--mode train|infer] [--steps N]
+                           [--threads N] [--gemm openblas|onednn] [--device cpu|vulkan]
+Times BERT training or inference steps; prints one JSON line (seconds per step, tokens/s, GFLOP/s, peak RSS).]])
 local bert = require("bert")
 local cjson = require("cjson")
 

@@ -5,6 +5,10 @@
 --     [--dim 64] [--pad 0.25] [--dropout 0.1] [--repeat 5] [--threads N]
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
+require("bert.cli").help(arg, [[
+usage: lua5.4 tools/bench_attention.lua [--batch N] [--heads N] [--seq N] [--dim N] [--pad FRACTION]
+                                     [--dropout P] [--repeat N] [--threads N]
+Fused attention against a materialised reference: forward and forward+backward wall time.]])
 local bert = require("bert.core")   -- the C core is all this needs
 local F = bert.F
 

@@ -2,6 +2,9 @@
 --   lua5.4 tools/bench_gemm.lua [--repeat N] [--threads N] [--device cpu|vulkan] [--big]
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
+require("bert.cli").help(arg, [[
+usage: lua5.4 tools/bench_gemm.lua [--repeat N] [--threads N] [--device cpu|vulkan] [--big]
+GEMM throughput (GFLOP/s) for the BERT-base shapes, per provider.]])
 local bert = require("bert")
 
 local reps, threads, device, big = 10, nil, "cpu", false

@@ -1,7 +1,16 @@
 -- GEMM throughput on the Vulkan device (called by tools/bench_gemm.lua --device vulkan).
 -- Times batches of GEMMs recorded into one submission, waiting once.
+package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
+local run_directly = arg and arg[0] and arg[0]:find("bench_gemm_vulkan%.lua$")
+if run_directly then
+  require("bert.cli").help(arg, [[
+usage: lua5.4 tools/bench_gemm.lua --device vulkan [--repeat N] [--big]
+   or: lua5.4 tools/bench_gemm_vulkan.lua [REPEAT]
+GEMM throughput on the Vulkan device (batches of GEMMs in one submission).]])
+end
 local bert = require("bert")
-return function(reps, extra_shapes)
+local function bench(reps, extra_shapes)
   local info = bert.backend_info().vulkan
   if not info.available then print("vulkan: not available: " .. tostring(info.reason)); return end
   print(string.format("vulkan device: %s (%s), maxStorageBufferRange %d, shared %d, subgroup %d",
@@ -34,3 +43,6 @@ return function(reps, extra_shapes)
       string.format("%dx%dx%d", M, N, K), best * 1e3, flop / best / 1e9))
   end
 end
+
+if run_directly then return bench(tonumber(arg[1]) or 10) end
+return bench

@@ -3,6 +3,9 @@
 -- A training step on Vulkan: tools/bench.lua --device vulkan --mode train.
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
+require("bert.cli").help(arg, [[
+usage: lua5.4 tools/bench_vulkan.lua [--model base] [--batch 8] [--seq 128] [--steps 3]
+BERT inference on the Vulkan device, timed; prints one JSON line.]])
 local bert = require("bert")
 local device = require("bert.nn.device")
 

@@ -4,6 +4,9 @@
 --   lua5.4 tools/check_parity.lua /tmp/parity-base
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
+require("bert.cli").help(arg, [[
+usage: lua5.4 tools/check_parity.lua FIXTURE_DIR
+Compares our BERT with the PyTorch peer on fixtures written by tools/gen_parity_fixtures.py.]])
 local bert = require("bert")
 
 local dir = arg[1] or error("usage: lua5.4 tools/check_parity.lua FIXTURE_DIR")

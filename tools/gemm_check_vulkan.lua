@@ -6,6 +6,9 @@
 --   BERT_BUILD=build lua5.4 tools/gemm_check_vulkan.lua
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
+require("bert.cli").help(arg, [[
+usage: lua5.4 tools/gemm_check_vulkan.lua
+Vulkan GEMM correctness against the CPU: odd sizes, every transpose, both tile sizes, a BERT-tiny step.]])
 local bert = require("bert")
 local F = bert.F
 local info = bert.backend_info().vulkan

@@ -4,6 +4,11 @@
 //   sh tools/fetch_bert_vocab.sh && sh tools/fetch_brown.sh
 //   NODE_PATH=/tmp/hf/node_modules node tools/gen_tokenizer_goldens.js
 // The specs read the JSON files; they do not need node.
+if (process.argv.includes("--help") || process.argv.includes("-h")) {
+  console.log("usage: NODE_PATH=/tmp/hf/node_modules node tools/gen_tokenizer_goldens.js\n" +
+    "Writes the tokenizer goldens in spec/fixtures/tokenizer/ from Hugging Face's tokenizers (see the top of this file).");
+  process.exit(0);
+}
 const fs = require("fs");
 const path = require("path");
 const hf = require("@anush008/tokenizers");

@@ -5,6 +5,12 @@
 # the caller.  Each step has its own timeout; the whole script stays under
 # 6 minutes.  Output: one line or JSON per result.
 #   sh tools/gpu_check.sh
+case "${1:-}" in -h|--help) cat <<'USAGE'
+usage: sh tools/gpu_check.sh
+Device checks for a GPU machine (module prebuilt into $BERT_BUILD, default .gpu/build).
+USAGE
+  exit 0 ;;
+esac
 export BERT_BUILD="${BERT_BUILD:-.gpu/build}"
 step() { name=$1; echo "=== $name"; shift; timeout -k 5 "$@"; rc=$?; [ $rc -eq 0 ] || echo "{\"step_failed\": \"$name\", \"rc\": $rc}"; }
 step "vulkan device" 20 lua5.4 -e 'package.path="./lua/?.lua;./lua/?/init.lua;"..package.path

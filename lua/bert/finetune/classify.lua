@@ -54,7 +54,7 @@ end
 function M.predict_features(model, features, opts)
   opts = opts or {}
   local probs, preds = {}, {}
-  for _, b in batch.each(features, opts.batch_size or 64, {pad_id = opts.pad_id, targets = false}) do
+  for _, b in batch.each(features, opts.batch_size or 64, {pad_id = opts.pad_id, targets = false, progress = opts.progress}) do
     local out = model:forward(b)
     local p = out.logits:softmax(-1):totable()
     for _, row in ipairs(p) do

@@ -12,7 +12,7 @@
 --   p:predict{text = "WIN A FREE CRUISE"}         -- {label = "spam", score = 0.99, probabilities = {...}}
 --
 -- Submodules (loaded on use): metrics, readers, tasks, batch, classify,
--- tagging, qa, synthetic_qa, runner (the experiments' command lines);
+-- tagging, qa, synthetic_qa, experiment (one fine-tuning run from settings);
 -- finetune.pipeline(dir) builds a predictor (bert.finetune.pipeline).
 local bert = require("bert")
 local util = require("bert.finetune.util")
@@ -21,7 +21,7 @@ local M = {}
 
 local submodules = {
   metrics = true, readers = true, tasks = true, batch = true, classify = true, tagging = true,
-  qa = true, synthetic_qa = true, runner = true, util = true,
+  qa = true, synthetic_qa = true, experiment = true, util = true,
 }
 
 setmetatable(M, {

@@ -431,7 +431,8 @@ end
 
 --- Evaluates predictions {[id] = text} against examples (a list of
 -- {id, answers = {{text = ...}, ...}} or {id, answers = {"text", ...}}).
--- A question without a prediction scores 0.  Returns percentages:
+-- A question without a prediction scores 0.  Returns fractions (0..1, as
+-- every metric in the files; printed as percentages):
 -- {exact_match, f1, total, has_answer_exact, has_answer_f1, has_answer_total,
 --  no_answer_exact, no_answer_f1, no_answer_total} (the split only when
 -- both kinds occur).
@@ -451,10 +452,10 @@ function M.squad(predictions, examples)
     s[1], s[2], s[3] = s[1] + em, s[2] + f1, s[3] + 1
   end
   local n = #examples
-  local r = {exact_match = n > 0 and 100 * em_sum / n or 0, f1 = n > 0 and 100 * f1_sum / n or 0, total = n}
+  local r = {exact_match = n > 0 and em_sum / n or 0, f1 = n > 0 and f1_sum / n or 0, total = n}
   if split.has[3] > 0 and split.no[3] > 0 then
-    r.has_answer_exact, r.has_answer_f1, r.has_answer_total = 100 * split.has[1] / split.has[3], 100 * split.has[2] / split.has[3], split.has[3]
-    r.no_answer_exact, r.no_answer_f1, r.no_answer_total = 100 * split.no[1] / split.no[3], 100 * split.no[2] / split.no[3], split.no[3]
+    r.has_answer_exact, r.has_answer_f1, r.has_answer_total = split.has[1] / split.has[3], split.has[2] / split.has[3], split.has[3]
+    r.no_answer_exact, r.no_answer_f1, r.no_answer_total = split.no[1] / split.no[3], split.no[2] / split.no[3], split.no[3]
   end
   return r
 end

@@ -210,14 +210,14 @@ function M.best_threshold(examples, details)
   end
   -- a threshold equal to a diff keeps that answer (diff > t fails): use it
   local n = math.max(#examples, 1)
-  return best_t, 100 * best_f / n
+  return best_t, best_f / n
 end
 
 --- Runs the model over features: start and end logits, one list per feature.
 function M.logits(model, features, opts)
   opts = opts or {}
   local starts, ends = {}, {}
-  for _, b in batch.each(features, opts.batch_size or 64, {pad_id = opts.pad_id, targets = false}) do
+  for _, b in batch.each(features, opts.batch_size or 64, {pad_id = opts.pad_id, targets = false, progress = opts.progress}) do
     local out = model:forward(b)
     for _, row in ipairs(out.start_logits:totable()) do starts[#starts + 1] = row end
     for _, row in ipairs(out.end_logits:totable()) do ends[#ends + 1] = row end

@@ -105,7 +105,7 @@ function M.predict_features(model, features, opts)
   opts = opts or {}
   local fallback = opts.fallback or 0
   local out, scores = {}, {}
-  for _, b, list in batch.each(features, opts.batch_size or 64, {pad_id = opts.pad_id, targets = false}) do
+  for _, b, list in batch.each(features, opts.batch_size or 64, {pad_id = opts.pad_id, targets = false, progress = opts.progress}) do
     local res = model:forward(b)
     local probs = res.logits:softmax(-1)
     local best, arg = probs:max(-1)

@@ -43,13 +43,15 @@ local function fetch_hint(data_dir, what)
   return string.format("run `sh tools/fetch_data.sh %s` first (writes %s/%s/)", what, data_dir, what)
 end
 
--- Makes sure data_dir/<rel> exists, calling tools/fetch_data.sh once when allowed.
+-- Makes sure data_dir/<rel> exists.  The library never runs the fetch
+-- scripts itself: a caller may pass opts.fetch, a function(what) that
+-- fetches the data (the experiment scripts run tools/fetch_data.sh);
+-- otherwise a missing file is an error naming the command to run.
 local function need(data_dir, rel, what, opts)
   local path = data_dir .. "/" .. rel
   if util.exists(path) then return path end
-  if opts.fetch ~= false and util.exists("tools/fetch_data.sh") then
-    io.stderr:write(string.format("%s is missing: running sh tools/fetch_data.sh %s\n", path, what))
-    os.execute("sh tools/fetch_data.sh " .. what)
+  if type(opts.fetch) == "function" then
+    opts.fetch(what)
     if util.exists(path) then return path end
   end
   error(string.format("task data %s is missing: %s", path, fetch_hint(data_dir, what)), 0)
@@ -356,7 +358,7 @@ end
 -- kind the caller handles: a mismatch is an error), data_dir ("data"),
 -- split_seed, version_2 (synthetic-qa), passage_words (brown-genre),
 -- fine_tags (brown-pos: keep Brown's full tags), labels (a path task's
--- label list), fetch = false (never run tools/fetch_data.sh).
+-- label list), fetch = function(what) (fetches a built-in task's data when missing).
 function M.load(spec, opts)
   opts = opts or {}
   local data_dir = opts.data_dir or os.getenv("BERT_DATA") or "data"

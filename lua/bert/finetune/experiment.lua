@@ -1,100 +1,60 @@
---- bert.finetune.runner: the command lines of experiments/finetune_*.lua.
--- One flow for the three kinds: load the task, the tokenizer and the model
--- (a checkpoint, or fresh weights with --from-scratch), encode, train with
--- bert.train.Trainer (AdamW, linear warmup and decay, an evaluation on
--- the dev set each epoch, the best checkpoint kept), then evaluate the
--- best checkpoint on the test set and write DIR/summary.json.
+--- bert.finetune.experiment: one fine-tuning experiment from a table of
+-- settings (what experiments/finetune_*.lua parse from their command
+-- lines; names as the flags with _ for -).  One flow for the three kinds:
+-- load the task, the tokenizer and the model (a checkpoint, or fresh
+-- weights with from_scratch), encode, train with bert.train.Trainer
+-- (AdamW, linear warmup and decay, an evaluation on the dev set each epoch,
+-- the best checkpoint kept, early stopping with `patience`), then evaluate
+-- the best checkpoint on the test set and write DIR/summary.json.
 --
--- Run directory: metrics.jsonl (the Trainer's), best/ (the model to use:
--- config.json with labels and settings + model.safetensors), tokenizer/,
--- summary.json, test predictions, args.json, plots (tools/plot.lua).
-local argparse = require("argparse")
+--   local experiment = require("bert.finetune.experiment")
+--   local summary = experiment.run("classification", {task = "spam", model = "runs/demo/checkpoint", max_train = 1000})
+--   local pre, scratch = experiment.compare("classification", {...})   -- the same steps from scratch
+--
+-- Run directory: metrics.jsonl (+ .csv), best/ (the model to use, self-
+-- contained: config.json with labels and settings, model.safetensors and
+-- the tokenizer files), summary.json (metrics as fractions), test
+-- predictions, args.json, plots.
 local bert = require("bert")
+local cli = require("bert.cli")
 local finetune = require("bert.finetune")
 local tasks = require("bert.finetune.tasks")
 local util = require("bert.finetune.util")
 local batch = require("bert.finetune.batch")
 local train = require("bert.train")
+local fs = require("bert.fs")
 
 local M = {}
-
-M.defaults = {
-  classification = {task = "spam", epochs = 3, lr = 5e-5, seq_len = 128, script = "finetune_classify.lua",
-    what = "Fine-tune BERT for sequence classification (single texts or sentence pairs)."},
-  tagging = {task = "brown-pos", epochs = 3, lr = 5e-5, seq_len = 128, script = "finetune_tag.lua",
-    what = "Fine-tune BERT for token classification (POS tagging, NER)."},
-  qa = {task = "synthetic-qa", epochs = 2, lr = 5e-5, seq_len = 256, script = "finetune_qa.lua",
-    what = "Fine-tune BERT for extractive question answering (SQuAD v1.1 / v2.0)."},
-}
 
 M.DEFAULT_MODEL = "runs/demo/checkpoint"
 M.DEFAULT_VOCAB = "data/bert-base-uncased/vocab.txt"
 
-local function num(v) return tonumber(v) end
-local function int(v) local n = tonumber(v) return n and math.tointeger(n) end
+-- Per kind: the defaults that differ.
+M.kinds = {
+  classification = {task = "spam", epochs = 3, seq_len = 128},
+  tagging = {task = "brown-pos", epochs = 3, seq_len = 128},
+  qa = {task = "synthetic-qa", epochs = 2, seq_len = 256},
+}
 
---- The argparse parser of a kind's script.
-function M.parser(kind)
-  local d = M.defaults[kind]
-  local names = table.concat(tasks.names(kind), ", ")
-  local p = argparse(d.script, d.what)
-  p:epilog("Tasks by name: " .. names .. "; or a path: a file (split 80/10/10), a directory with " ..
-    "train.* / dev.* [/ test.*], or train,dev[,test] paths.  Writes DIR/summary.json with the test metrics.")
-  local kinds_files = {classification = "TSV/JSONL file", tagging = "CoNLL file", qa = "SQuAD JSON file"}
-  p:option("--task", "Task name (" .. names .. ") or " .. kinds_files[kind] .. "/directory", d.task)
-  p:option("--model", "Checkpoint directory (config.json + model.safetensors, ours or Hugging Face's; " ..
-    "a run directory's best/ is used) or a size name (tiny, mini, small, medium, base, large: random init)",
-    M.DEFAULT_MODEL)
-  p:flag("--from-scratch", "Random initialisation (with a directory: its config, fresh weights)")
-  p:option("--tokenizer", "Tokenizer file or directory (default: next to the model: DIR/tokenizer.json, " ..
-    "DIR/vocab.txt, DIR/../tokenizer/; for a size name " .. M.DEFAULT_VOCAB .. ")")
-  p:option("--epochs", "Training epochs", tostring(d.epochs)):convert(int)
-  p:option("--batch-size", "Training batch size", "32"):convert(int)
-  p:option("--lr", "Peak learning rate (AdamW)", tostring(d.lr)):convert(num)
-  p:option("--warmup", "Warmup fraction of the steps (linear warmup, then linear decay)", "0.1"):convert(num)
-  p:option("--weight-decay", "Decoupled weight decay", "0.01"):convert(num)
-  p:option("--max-train", "Use at most N training examples (a fixed random subset)"):convert(int)
-  p:option("--max-eval", "Use at most N dev and N test examples (a fixed random subset)"):convert(int)
-  p:option("--seq-len", "Maximum sequence length in tokens", tostring(d.seq_len)):convert(int)
-  p:option("--device", "cpu or vulkan", "cpu"):choices({"cpu", "vulkan"})
-  p:option("--seed", "Random seed (initialisation, dropout, batch order)", "42"):convert(int)
-  p:option("--output", "Run directory (default runs/finetune/TASK-MODEL[-scratch])")
-  p:option("--threads", "CPU threads"):convert(int)
-  p:option("--data-dir", "Where the built-in tasks' data live", os.getenv("BERT_DATA") or "data")
-  p:option("--eval-every", "Evaluate on the dev set every N steps (default: each epoch)"):convert(int)
-  p:option("--eval-batch-size", "Batch size for evaluation", "64"):convert(int)
-  p:option("--time-budget", "Stop training after this many seconds"):convert(num)
-  p:option("--log-every", "Log training metrics every N steps", "10"):convert(int)
-  p:option("--clip", "Gradient clipping (global norm)", "1.0"):convert(num)
-  p:flag("--resume", "Continue the run in --output from its checkpoint")
-  p:flag("--keep-checkpoint", "Keep DIR/checkpoint/ (optimizer state, for --resume) after a finished run")
-  p:flag("--no-plot", "Skip the plots")
-  p:flag("--quiet", "Print nothing but errors")
-  p:flag("--compare", "Fine-tune twice, from the --model checkpoint and from scratch (same config, data, " ..
-    "seed and settings), and print the test metrics side by side (OUTPUT/pretrained, OUTPUT/scratch, " ..
-    "OUTPUT/comparison.json)")
-  if kind == "classification" then
-    p:option("--text-column", "TSV/JSONL: the text column (name or 1-based index)")
-    p:option("--pair-column", "TSV/JSONL: the second text column (sentence pairs)")
-    p:option("--label-column", "TSV/JSONL: the label column")
-    p:option("--passage-words", "brown-genre: words per passage", "100"):convert(int)
-  elseif kind == "tagging" then
-    p:flag("--fine-tags", "brown-pos: keep Brown's full tags (default: base tags, -tl/-hl/-nc and fw- dropped)")
-  else
-    p:option("--doc-stride", "Overlap in tokens between consecutive windows of a long context " ..
-      "(default: a quarter of --seq-len, at most 128)"):convert(int)
-    p:option("--max-answer-length", "Longest answer in tokens", "30"):convert(int)
-    p:option("--max-query-length", "Questions are cut to this many tokens", "64"):convert(int)
-    p:option("--n-best", "Start and end candidates per window", "20"):convert(int)
-    p:flag("--version-2", "SQuAD v2.0: unanswerable questions (synthetic-qa: generate them)")
-    p:option("--null-threshold", "v2.0: answer \"\" when null score - best span score exceeds this " ..
-      "(default: tuned on the dev set)"):convert(num)
-  end
-  if kind ~= "qa" then
-    p:option("--labels", "Comma-separated label set (default: the labels seen in the data)")
-  end
-  return p
+-- The defaults every kind shares (lr: by model size, see bert.cli.default_lr).
+M.common = {
+  model = M.DEFAULT_MODEL, batch_size = 32, warmup = 0.1, weight_decay = 0.01, device = "cpu", seed = 42,
+  data_dir = os.getenv("BERT_DATA") or "data", eval_batch_size = 64, log_every = 10, clip = 1.0,
+  passage_words = 100, max_answer_length = 30, max_query_length = 64, n_best = 20,
+}
+
+--- Settings with the defaults filled in (a new table).
+function M.settings(kind, opts)
+  local k = M.kinds[kind]
+  if not k then error("finetune.experiment: unknown kind '" .. tostring(kind) .. "' (classification, tagging, qa)", 2) end
+  local out = {}
+  for key, v in pairs(M.common) do out[key] = v end
+  for key, v in pairs(k) do out[key] = v end
+  for key, v in pairs(opts or {}) do out[key] = v end
+  return out
 end
+
+local function int(v) local n = tonumber(v) return n and math.tointeger(n) end
 
 local quiet = false
 local function say(fmt, ...)
@@ -110,7 +70,6 @@ local function write_output(path, text)
   if not ok then error(string.format("cannot write %s: %s", path, tostring(err)), 0) end
 end
 
-local function shell_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
 -- A fixed random subset of at most n items (the same for every run).
 local function subset(list, n, salt)
@@ -128,7 +87,11 @@ local function fmt_metrics(m)
   local parts = {}
   for _, k in ipairs(keys) do
     local v = m[k]
-    parts[#parts + 1] = string.format(math.type(v) == "integer" and "%s %d" or "%s %.4f", k, v)
+    if k:find("accuracy") or k:find("f1$") or k:find("exact") or k:find("precision$") or k:find("recall$") then
+      parts[#parts + 1] = string.format("%s %.2f%%", k, 100 * v)   -- fractions, printed as percentages
+    else
+      parts[#parts + 1] = string.format(math.type(v) == "integer" and "%s %d" or "%s %.4g", k, v)
+    end
   end
   return table.concat(parts, ", ")
 end
@@ -141,6 +104,18 @@ end
 
 --- Runs a fine-tuning experiment from parsed arguments; returns the summary.
 function M.run(kind, args)
+  if args.resume then
+    -- continue a run: its saved settings win, except where to resume from
+    local text = util.read_file(args.resume .. "/args.json")
+    local saved = text and util.decode_json(text)
+    if type(saved) ~= "table" then
+      error("--resume: " .. args.resume .. "/args.json is missing or unreadable; not a fine-tuning run directory", 0)
+    end
+    local resume, fetch = args.resume, args.fetch
+    args = saved
+    args.resume, args.output, args.fetch = resume, resume, fetch
+  end
+  args = M.settings(kind, args)
   local t_start = bert.wall_time()
   quiet = args.quiet == true
   local sizes = require("bert.models.config").sizes
@@ -166,11 +141,19 @@ function M.run(kind, args)
   end
   local task = tasks.load(args.task, {
     kind = kind, data_dir = args.data_dir, version_2 = args.version_2, fine_tags = args.fine_tags,
-    passage_words = args.passage_words, labels = labels_opt,
+    passage_words = args.passage_words, labels = labels_opt, fetch = args.fetch,
     text_column = int(args.text_column) or args.text_column, pair_column = int(args.pair_column) or args.pair_column,
     label_column = int(args.label_column) or args.label_column,
   })
   local version_2 = kind == "qa" and (args.version_2 or task.version_2 == true) or nil
+  if args.max_train and not args.max_eval then
+    -- a quick run gets a proportional evaluation, not every held-out example
+    args.max_eval = math.max(1000, args.max_train)
+    if #task.dev > args.max_eval or #task.test > args.max_eval then
+      say("note: --max-train %d: evaluating on at most %d dev and %d test examples (--max-eval to change)",
+        args.max_train, args.max_eval, args.max_eval)
+    end
+  end
   local train_ex = subset(task.train, args.max_train, 1)
   local dev_ex = subset(task.dev, args.max_eval, 2)
   local test_ex = subset(task.test, args.max_eval, 3)
@@ -258,40 +241,73 @@ function M.run(kind, args)
   local out = args.output or default_output(task.name, args)
   assert(bert.mkdir(out))
   if not args.resume then
-    for _, p in ipairs({"metrics.jsonl", "summary.json"}) do os.remove(out .. "/" .. p) end
-    os.execute("rm -rf " .. shell_quote(out .. "/checkpoint") .. " " .. shell_quote(out .. "/best"))
+    for _, p in ipairs({"metrics.jsonl", "metrics.csv", "summary.json"}) do os.remove(out .. "/" .. p) end
+    fs.remove_tree(out .. "/checkpoint")
+    fs.remove_tree(out .. "/best")
   end
   local saved_args = {}
-  for k, v in pairs(args) do if type(v) ~= "function" then saved_args[k] = v end end
+  for k, v in pairs(args) do if type(v) ~= "function" and type(v) ~= "userdata" then saved_args[k] = v end end
   write_output(out .. "/args.json", util.json(saved_args) .. "\n")
   local tok_dir = out .. "/tokenizer"
   assert(bert.mkdir(tok_dir))
-  assert(tok:save(tok_dir))
+  assert(require("bert.model_dir").save_tokenizer(tok_dir, tok, {model_max_length = maxpos}))
 
   -- {------------------------------------------------ training
   local eval_opts = {labels = task.labels, batch_size = args.eval_batch_size, pad_id = pad_id, fallback = tag_fallback}
+  local eval_name = "dev"
+  if not quiet then
+    -- a progress line while evaluating (rewritten in place on a terminal)
+    local tty = os.getenv("TERM") ~= nil and os.execute("test -t 2") == true
+    local last = -1
+    eval_opts.progress = function(done, total)
+      local pct = total > 0 and (100 * done // total) or 100
+      if tty then
+        io.stderr:write(string.format("\r  evaluating %s: %d/%d batches\27[K", eval_name, done, total))
+        if done == total then io.stderr:write("\r\27[K") end
+      elseif pct >= last + 25 or done == total then
+        io.stderr:write(string.format("  evaluating %s: %d/%d batches\n", eval_name, done, total))
+        last = pct
+      end
+      io.stderr:flush()
+    end
+  end
   if qa_opts then for k, v in pairs(qa_opts) do eval_opts[k] = v end end
-  local function evaluate(m, feats, examples)
+  local function evaluate(m, feats, examples, name)
+    eval_name = name or "dev"
     if kind == "classification" then return mod.evaluate(m, feats, eval_opts) end
     return mod.evaluate(m, feats, examples, eval_opts)
   end
   local metric = task.metric
   local loader = batch.Loader(train_f, {batch_size = args.batch_size, seed = args.seed, collate = {pad_id = pad_id}})
   local per_epoch = loader:steps_per_epoch()
-  local total = per_epoch * args.epochs
-  local warmup = math.floor(args.warmup * total + 0.5)
-  local opt = bert.optim.AdamW(model:named_parameters(), {lr = args.lr, weight_decay = args.weight_decay})
+  local total = args.steps or per_epoch * args.epochs
+  local lr = args.lr or cli.default_lr("finetune", model.config.hidden_size)
+  if not args.lr then
+    say("learning rate %g: the default for hidden size %d (--lr to change)", lr, model.config.hidden_size)
+  end
+  -- linear warmup and decay over `total` steps; with a time budget the
+  -- total is resized while training to the steps that fit
+  local function warmup_of(n) return cli.warmup_steps(args.warmup, n) end
+  local function lr_at(step)
+    local w = warmup_of(total)
+    if step < w then return lr * (step + 1) / w end
+    return lr * math.max(0, (total - step) / math.max(1, total - w))
+  end
+  local opt = bert.optim.AdamW(model:named_parameters(), {lr = lr, weight_decay = args.weight_decay})
   local epoch_evals = {}
   local trainer
   trainer = train.Trainer{
     model = model, optimizer = opt,
-    schedule = bert.optim.schedule{kind = "linear", warmup = warmup, total = total, lr = args.lr},
+    schedule = lr_at,
     next_batch = function() return loader:next() end,
-    steps = total, time_budget = args.time_budget, clip = args.clip,
+    steps = total, time_budget = args.time_budget, clip = args.clip > 0 and args.clip or nil,
+    patience = args.patience, tokenizer = tok,
+    after_step = args.time_budget and train.fit_to_budget{time_budget = args.time_budget, started = bert.wall_time(),
+      max_steps = total, on_total = function(t) total = t end} or nil,
     output = out, save_every = per_epoch, eval_every = args.eval_every or per_epoch, log_every = args.log_every,
     keep_best = metric,
     evaluate = function(m)   -- on the dev set; the Trainer prints and logs the result
-      local r = evaluate(m, dev_f, dev_ex)
+      local r = evaluate(m, dev_f, dev_ex, "dev")
       r.epoch = trainer.step / per_epoch
       epoch_evals[#epoch_evals + 1] = r
       return r
@@ -304,12 +320,14 @@ function M.run(kind, args)
     set_state = function(s) loader:set_state(s) end,
   }
   if args.resume and trainer:resume() then say("resumed from %s/checkpoint at step %d", out, trainer.step) end
-  say("training: %d epochs x %d steps (batch %d), lr %.1e, warmup %d steps, eval on dev each %d steps -> %s",
-    args.epochs, per_epoch, args.batch_size, args.lr, warmup, args.eval_every or per_epoch, out)
+  say("training: %d steps (%s x %d steps, batch %d), lr %.1e, warmup %d steps, eval on dev each %d steps%s -> %s",
+    total, args.steps and string.format("%.2f epochs", total / per_epoch) or (args.epochs .. " epochs"), per_epoch,
+    args.batch_size, lr, warmup_of(total), args.eval_every or per_epoch,
+    args.time_budget and string.format(", resized to fit %g s", args.time_budget) or "", out)
   local run = trainer:run()
   if trainer.best == nil then
     -- no evaluation happened (a time budget ran out first): evaluate and keep this model
-    local r = bert.no_grad(function() return evaluate(model, dev_f, dev_ex) end)
+    local r = bert.no_grad(function() return evaluate(model, dev_f, dev_ex, "dev") end)
     say("  dev at step %d: %s", trainer.step, fmt_metrics(r))
     trainer.best = r[metric]
     trainer:log({step = trainer.step, eval = r})
@@ -321,18 +339,50 @@ function M.run(kind, args)
   local weights = assert(bert.load_safetensors(best_dir .. "/model.safetensors"))
   model:load_state_dict(weights)
   model:evaluate()
-  local dev_best = bert.no_grad(function() return (evaluate(model, dev_f, dev_ex)) end)
+  local dev_best = bert.no_grad(function() return (evaluate(model, dev_f, dev_ex, "dev")) end)
   if kind == "qa" and version_2 and args.null_threshold == nil and dev_best.best_threshold then
     -- SQuAD v2.0: tune the null threshold on dev, apply it to test
     eval_opts.null_threshold = dev_best.best_threshold
     settings.null_threshold = dev_best.best_threshold
-    say("  v2.0 null threshold tuned on dev: %.3f (dev F1 %.2f)", dev_best.best_threshold, dev_best.best_threshold_f1)
+    say("  v2.0 null threshold tuned on dev: %.3f (dev F1 %.2f%%)", dev_best.best_threshold, 100 * dev_best.best_threshold_f1)
     model.config.finetune = settings
     assert(model:save_pretrained(best_dir))
   end
   local tt = bert.wall_time()
-  local test_r, details = bert.no_grad(function() return evaluate(model, test_f, test_ex) end)
+  local test_r, details = bert.no_grad(function() return evaluate(model, test_f, test_ex, "test") end)
   say("test (%d examples, %.1fs): %s", #test_ex, bert.wall_time() - tt, fmt_metrics(test_r))
+
+  -- the majority class of the training labels, scored on the test set: a
+  -- model must beat it; one that predicts a single class is flagged
+  local majority
+  if kind == "classification" or kind == "tagging" then
+    local counts, gold = {}, {}
+    for _, ex in ipairs(train_ex) do
+      for _, l in ipairs(kind == "tagging" and ex.tags or {ex.label}) do counts[l] = (counts[l] or 0) + 1 end
+    end
+    local best_label, best_n = nil, -1
+    for _, l in ipairs(task.labels) do if (counts[l] or 0) > best_n then best_label, best_n = l, counts[l] or 0 end end
+    local right, n = 0, 0
+    for _, ex in ipairs(test_ex) do
+      for _, l in ipairs(kind == "tagging" and ex.tags or {ex.label}) do
+        n = n + 1
+        if l == best_label then right = right + 1 end
+      end
+    end
+    majority = {label = best_label, accuracy = n > 0 and right / n or 0}
+    local seen, distinct = {}, 0
+    for _, pred in ipairs(details.predictions) do
+      for _, l in ipairs(kind == "tagging" and pred or {pred}) do
+        if not seen[l] then seen[l] = true; distinct = distinct + 1 end
+      end
+    end
+    majority.predicted_classes = distinct
+    say("  majority-class baseline (always '%s'): accuracy %.2f%%", tostring(best_label), 100 * majority.accuracy)
+    if distinct <= 1 then
+      say("  WARNING: the model predicts one class for every test example: it has learned nothing beyond the " ..
+        "class prior (train longer, raise --lr, or use more data)")
+    end
+  end
 
   -- {------------------------------------------------ reports
   if kind == "classification" then
@@ -357,11 +407,12 @@ function M.run(kind, args)
   local summary = {
     task = task.name, kind = kind, model = args.model, from_scratch = info.from_scratch == true,
     architecture = model.architecture, parameters = model:num_parameters(),
-    test = test_r, dev = dev_best, dev_per_eval = epoch_evals,
+    test = test_r, dev = dev_best, dev_per_eval = epoch_evals, majority_baseline = majority,
+    stopped_early = run.stopped_early,
     steps = run.step, epochs = args.epochs, train_seconds = run.train_seconds, tokens_per_s = run.tokens_per_s,
     wall_seconds = bert.wall_time() - t_start,
     n_train = #train_ex, n_train_features = #train_f, n_dev = #dev_ex, n_test = #test_ex,
-    settings = {lr = args.lr, batch_size = args.batch_size, seq_len = seq_len, warmup = warmup,
+    settings = {lr = lr, batch_size = args.batch_size, seq_len = seq_len, warmup = warmup_of(total),
       weight_decay = args.weight_decay, seed = args.seed, tokenizer = tok_path, labels = task.labels},
   }
   for _, k in ipairs({"accuracy", "macro_f1", "entity_f1", "entity_precision", "entity_recall", "exact_match", "f1"}) do
@@ -374,9 +425,11 @@ function M.run(kind, args)
   -- the kept model needs no optimizer state; the resumable checkpoint goes
   -- unless asked for
   os.remove(best_dir .. "/optimizer.safetensors")
-  if not args.keep_checkpoint then os.execute("rm -rf " .. shell_quote(out .. "/checkpoint")) end
-  if not args.no_plot and util.exists("tools/plot.lua") then
-    os.execute("lua5.4 tools/plot.lua " .. shell_quote(out) .. " >/dev/null 2>&1")
+  if not args.keep_checkpoint then fs.remove_tree(out .. "/checkpoint") end
+  assert(require("bert.plot").write_csv(out))
+  if not args.no_plot then
+    local ok, perr = require("bert.plot").runs({out})
+    if not ok then say("note: no plots: %s", perr) end
   end
   say("wrote %s/summary.json; model: %s (predict: lua5.4 experiments/predict.lua --model %s --text ...)",
     out, best_dir, out)
@@ -389,23 +442,36 @@ M.headline = {
   qa = {"exact_match", "f1", "has_answer_f1", "no_answer_f1"},
 }
 
---- The pretrained-vs-scratch table of two summaries, as text.
+--- The pretrained-vs-scratch table of two summaries, as text
+-- (percentages, with the majority-class baseline and a flag for a model
+-- that predicts one class).
 function M.comparison_table(kind, pre, scratch)
-  local rows = {string.format("%-22s %12s %12s", "test metric", "pretrained", "from scratch")}
+  local rows = {string.format("%-24s %12s %12s", "test metric, %", "pretrained", "from scratch")}
   for _, k in ipairs(M.headline[kind]) do
     local a, b = pre.test[k], scratch.test[k]
     if a ~= nil or b ~= nil then
-      local f = kind == "qa" and "%12.2f" or "%12.4f"
-      rows[#rows + 1] = string.format("%-22s " .. f .. " " .. f, k, a or 0 / 0, b or 0 / 0)
+      rows[#rows + 1] = string.format("%-24s %12.2f %12.2f", k, 100 * (a or 0 / 0), 100 * (b or 0 / 0))
     end
   end
-  rows[#rows + 1] = string.format("%-22s %12.0f %12.0f", "training seconds", pre.train_seconds, scratch.train_seconds)
-  rows[#rows + 1] = string.format("%-22s %12d %12d", "steps", pre.steps, scratch.steps)
+  local mb = pre.majority_baseline
+  if mb then
+    rows[#rows + 1] = string.format("%-24s %12.2f %12.2f", "majority class baseline", 100 * mb.accuracy,
+      100 * (scratch.majority_baseline or mb).accuracy)
+    local function flag(s) return s.majority_baseline and s.majority_baseline.predicted_classes <= 1 and "ONE CLASS" or "" end
+    if flag(pre) ~= "" or flag(scratch) ~= "" then
+      rows[#rows + 1] = string.format("%-24s %12s %12s", "predicts", flag(pre), flag(scratch))
+    end
+  end
+  rows[#rows + 1] = string.format("%-24s %12d %12d", "steps", pre.steps, scratch.steps)
+  rows[#rows + 1] = string.format("%-24s %12.0f %12.0f", "training seconds", pre.train_seconds, scratch.train_seconds)
   return table.concat(rows, "\n")
 end
 
---- --compare: the same run from the checkpoint and from scratch.
+--- The same run from the checkpoint and from scratch, with the same
+-- number of steps: the pretrained run goes first (within the time budget,
+-- if any), and the from-scratch run then takes exactly as many steps.
 function M.compare(kind, args)
+  args = M.settings(kind, args)
   if require("bert.models.config").sizes[args.model] then
     error("--compare needs a pretrained checkpoint directory as --model, not a size name", 0)
   end
@@ -418,27 +484,17 @@ function M.compare(kind, args)
   end
   say("== fine-tuning from the pretrained checkpoint %s", args.model)
   local pre = M.run(kind, with(false, "pretrained"))
-  say("== fine-tuning the same model from scratch (random initialisation)")
-  local scratch = M.run(kind, with(true, "scratch"))
+  say("== fine-tuning the same model from scratch (random initialisation), the same %d steps", pre.steps)
+  local sa = with(true, "scratch")
+  sa.steps, sa.time_budget, sa.patience = pre.steps, nil, nil
+  sa.epochs = nil
+  local scratch = M.run(kind, sa)
   local text = M.comparison_table(kind, pre, scratch)
   say("\n%s: %s\n%s", kind, pre.task, text)
   write_output(base .. "/comparison.json", util.json({task = pre.task, kind = kind, model = args.model,
-    pretrained = pre.test, scratch = scratch.test,
-    pretrained_train_seconds = pre.train_seconds, scratch_train_seconds = scratch.train_seconds}) .. "\n")
+    pretrained = pre.test, scratch = scratch.test, majority_baseline = pre.majority_baseline,
+    steps = pre.steps, pretrained_train_seconds = pre.train_seconds, scratch_train_seconds = scratch.train_seconds}) .. "\n")
   return pre, scratch, text
-end
-
---- Parses the command line and runs; errors are printed without a traceback.
-function M.main(kind)
-  local args = M.parser(kind):parse()
-  local ok, err = xpcall(args.compare and M.compare or M.run, function(e)
-    if type(e) == "string" and not e:find("^[%w_/%.%-]+%.lua:%d+:") then return e end
-    return debug.traceback(tostring(e), 2)
-  end, kind, args)
-  if not ok then
-    io.stderr:write(M.defaults[kind].script, ": ", tostring(err), "\n")
-    os.exit(1)
-  end
 end
 
 return M

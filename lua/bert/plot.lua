@@ -1,0 +1,179 @@
+--- bert.plot: a run directory's metrics.jsonl as curves (PNG, with
+-- gnuplot) and as CSV.  Used by the experiments at the end of a run and by
+-- tools/plot.lua, which overlays several runs.
+--
+--   local plot = require("bert.plot")
+--   plot.runs({"runs/a", "runs/b"}, {output = "runs/cmp"})   -- loss.png, accuracy.png
+--   plot.write_csv("runs/a")                                  -- runs/a/metrics.csv
+--
+-- Training metrics are lines, held-out metrics (records with `eval`) are
+-- lines with points, and baselines (fields named *baseline*) are horizontal
+-- lines at their last value.  Accuracy-like fields (*accuracy, *f1,
+-- *exact_match) go to accuracy.png, losses to loss.png.
+local cjson = require("cjson.safe")
+
+local M = {}
+
+local function is_accuracy(k) return k:find("accuracy$") or k:find("f1$") or k:find("exact_match$") end
+local function is_baseline(k) return k:find("baseline") ~= nil end
+
+--- The records of DIR/metrics.jsonl, or nil and a message.  A line that is
+-- not JSON is an error naming the file and the line.
+function M.read_metrics(dir)
+  local path = dir .. "/metrics.jsonl"
+  local f = io.open(path, "rb")
+  if not f then return nil, "no " .. path end
+  local records, lineno = {}, 0
+  for line in f:lines() do
+    lineno = lineno + 1
+    if line:find("%S") then
+      local rec = cjson.decode(line)
+      if type(rec) ~= "table" then
+        f:close()
+        return nil, string.format("%s:%d: not a JSON object", path, lineno)
+      end
+      records[#records + 1] = rec
+    end
+  end
+  f:close()
+  return records
+end
+
+--- series[name] = {{step, value}, ...} of one run's records: "train loss",
+-- "held-out mlm_accuracy", "held-out unigram_baseline_accuracy", ...
+function M.series(records)
+  local series, order = {}, {}
+  local function add(name, step, value)
+    if type(value) ~= "number" or value ~= value then return end
+    if not series[name] then series[name] = {}; order[#order + 1] = name end
+    table.insert(series[name], {step, value})
+  end
+  for _, rec in ipairs(records) do
+    if type(rec.step) == "number" then
+      if type(rec.eval) == "table" then
+        for k, v in pairs(rec.eval) do
+          if k:find("loss$") or is_accuracy(k) then add("held-out " .. k, rec.step, v) end
+        end
+      else
+        for k, v in pairs(rec) do
+          if k == "loss" or is_accuracy(k) then add("train " .. k, rec.step, v) end
+        end
+      end
+    end
+  end
+  table.sort(order)
+  return series, order
+end
+
+local function gp_quote(s) return "'" .. tostring(s):gsub("'", "''"):gsub("_", " ") .. "'" end
+local function gp_path(s) return "'" .. tostring(s):gsub("'", "''") .. "'" end
+
+-- Draws the series picked by `pick` of every run into one PNG.
+local function draw(png, title, ylabel, runs, pick, tmpdir)
+  local lines, files = {}, {}
+  for r, run in ipairs(runs) do
+    for _, name in ipairs(run.order) do
+      local pts = run.series[name]
+      if pick(name) and #pts > 0 then
+        local label = (#runs > 1 and (run.label .. ": ") or "") .. name
+        if is_baseline(name) then
+          lines[#lines + 1] = string.format("%.9g with lines dt 2 lw 2 title %s", pts[#pts][2], gp_quote(label))
+        else
+          local path = string.format("%s/.plot-%d-%d.dat", tmpdir, r, #files + 1)
+          local out = io.open(path, "wb")
+          if not out then return nil, "cannot write " .. path end
+          for _, p in ipairs(pts) do out:write(string.format("%.9g %.9g\n", p[1], p[2])) end
+          out:close()
+          files[#files + 1] = path
+          local style = name:find("^held%-out") and "linespoints pt 7 ps 0.6 lw 2" or "lines"
+          lines[#lines + 1] = string.format("%s using 1:2 with %s title %s", gp_path(path), style, gp_quote(label))
+        end
+      end
+    end
+  end
+  if #lines == 0 then return false end
+  local script = table.concat({
+    "set terminal png size 1000,600",
+    "set output " .. gp_path(png),
+    "set title " .. gp_quote(title),
+    "set xlabel 'step'",
+    "set ylabel " .. gp_quote(ylabel),
+    "set grid",
+    "set key below",
+    "plot " .. table.concat(lines, ", \\\n  "),
+  }, "\n")
+  local gp = io.popen("gnuplot 2>&1", "w")
+  local ok = false
+  if gp then
+    gp:write(script, "\n")
+    ok = gp:close()
+  end
+  for _, p in ipairs(files) do os.remove(p) end
+  if not ok then return nil, "gnuplot failed or is missing (apt-get install gnuplot-nox)" end
+  return true
+end
+
+--- Plots one or more runs: opts.output (default: the first run's
+-- directory) gets loss.png and accuracy.png; opts.labels names the runs
+-- (default: their directories).  Returns the list of files written, or nil
+-- and a message.
+function M.runs(dirs, opts)
+  opts = opts or {}
+  if type(dirs) == "string" then dirs = {dirs} end
+  if #dirs == 0 then return nil, "plot.runs: no run directories" end
+  local runs = {}
+  for i, dir in ipairs(dirs) do
+    local records, err = M.read_metrics(dir)
+    if not records then return nil, err end
+    local series, order = M.series(records)
+    runs[i] = {label = (opts.labels and opts.labels[i]) or dir:gsub("/+$", ""), series = series, order = order}
+  end
+  local out = opts.output or dirs[1]
+  local made = {}
+  for _, fig in ipairs({
+    {"loss.png", "loss", "cross-entropy", function(n) return n:find("loss$") end},
+    {"accuracy.png", "accuracy", "fraction", function(n) return is_accuracy(n) end},
+  }) do
+    local ok, err = draw(out .. "/" .. fig[1], fig[2], fig[3], runs, fig[4], out)
+    if ok == nil then return nil, err end
+    if ok then made[#made + 1] = out .. "/" .. fig[1] end
+  end
+  if #made == 0 then return nil, "nothing to plot in " .. table.concat(dirs, ", ") end
+  return made
+end
+
+--- Writes DIR/metrics.csv from DIR/metrics.jsonl: one row per record,
+-- columns step, kind (train/eval) and every numeric field (held-out ones
+-- as eval_NAME), in sorted order; empty where a record lacks a field.
+function M.write_csv(dir)
+  local records, err = M.read_metrics(dir)
+  if not records then return nil, err end
+  local cols, seen, rows = {}, {}, {}
+  local function col(k) if not seen[k] then seen[k] = true; cols[#cols + 1] = k end end
+  for _, rec in ipairs(records) do
+    local row = {step = rec.step, kind = type(rec.eval) == "table" and "eval" or "train"}
+    local src, prefix = rec, ""
+    if row.kind == "eval" then src, prefix = rec.eval, "eval_" end
+    for k, v in pairs(src) do
+      if type(v) == "number" and k ~= "step" then row[prefix .. k] = v; col(prefix .. k) end
+    end
+    rows[#rows + 1] = row
+  end
+  table.sort(cols)
+  table.insert(cols, 1, "kind")
+  table.insert(cols, 1, "step")
+  local lines = {table.concat(cols, ",")}
+  for _, row in ipairs(rows) do
+    local cells = {}
+    for i, k in ipairs(cols) do
+      local v = row[k]
+      cells[i] = v == nil and "" or (type(v) == "number" and string.format(math.type(v) == "integer" and "%d" or "%.9g", v) or v)
+    end
+    lines[#lines + 1] = table.concat(cells, ",")
+  end
+  local ok, werr = require("bert.fs").write_atomic(dir .. "/metrics.csv", table.concat(lines, "\n") .. "\n")
+  if not ok then return nil, werr end
+  return dir .. "/metrics.csv"
+end
+
+return M
