@@ -76,6 +76,8 @@ struct bert_backend {
   int (*scatter_add_)(bert_tensor *dst, int dim, const bert_tensor *index, const bert_tensor *src);
   bert_tensor *(*cat)(bert_tensor *const *ts, int n, int dim);
   bert_tensor *(*nonzero)(const bert_tensor *t);
+  /* dim valid, 0 <= k <= shape[dim] <= INT32_MAX: int32 positions [.., k, ..] */
+  bert_tensor *(*sort_indices)(const bert_tensor *t, int dim, int64_t k, int descending);
   int (*fill_random)(bert_tensor *t, bert_rand_kind kind, uint64_t seed, uint64_t offset, double a, double b);
 
   /* ---- fused nn ops (core/nn.h); inputs contiguous float32 unless noted ---- */

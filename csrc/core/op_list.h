@@ -75,6 +75,7 @@
   X(SCATTER_ADD,         scatter_add_,        3) \
   X(CAT,                 cat,                -1) \
   X(NONZERO,             nonzero,             1) \
+  X(SORT_INDICES,        sort_indices,        1) \
   X(FILL_RANDOM,         fill_random,         1) \
   X(LINEAR,              linear,              3) \
   X(LINEAR_BACKWARD,     linear_backward,     3) \

@@ -240,6 +240,25 @@ bert_tensor *bert_nonzero_flat(const bert_tensor *t) {
   if (n > INT32_MAX) { bert_set_error("nonzero: %lld elements exceed int32 positions", (long long)n); return NULL; }
   return be->nonzero(t);
 }
+
+bert_tensor *bert_sort_indices(const bert_tensor *t, int dim, int64_t k, int descending) {
+  char b[160];
+  const bert_backend *be;
+  if (!BERT_DISPATCH(be, SORT_INDICES, sort_indices, "sort_indices", 1, &t)) return NULL;
+  if (check_dim("sort_indices", t, dim)) return NULL;
+  int64_t n = t->shape[dim];
+  if (k < 0 || k > n) {
+    bert_set_error("sort_indices: k = %lld out of range [0, %lld] for dimension %d of %s", (long long)k,
+                   (long long)n, dim + 1, SHAPE(b, t));
+    return NULL;
+  }
+  if (n > INT32_MAX) {
+    bert_set_error("sort_indices: dimension %d has %lld elements, more than int32 positions hold", dim + 1,
+                   (long long)n);
+    return NULL;
+  }
+  return be->sort_indices(t, dim, k, descending);
+}
 /* }====================================================== */
 
 /* {====================================================== creation (host memory) */

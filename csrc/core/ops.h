@@ -78,6 +78,11 @@ int bert_index_add_(bert_tensor *z, int dim, const bert_tensor *index, const ber
 /* Flat (row-major) 0-based positions of the non-zero elements, as int32 [n]. */
 bert_tensor *bert_nonzero_flat(const bert_tensor *t);
 
+/* ---- sorting ---- */
+/* int32 positions of the k first elements of each row along dim, in
+** descending (or ascending) order; ties stable, NaN largest.  k = size: a sort. */
+bert_tensor *bert_sort_indices(const bert_tensor *t, int dim, int64_t k, int descending);
+
 /* ---- creation (host memory) ---- */
 bert_tensor *bert_arange(double start, double stop, double step, bert_dtype dt);
 bert_tensor *bert_eye(int64_t n, int64_t m, bert_dtype dt);

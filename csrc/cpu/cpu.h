@@ -31,6 +31,8 @@ bert_tensor *cpu_gather(const bert_tensor *t, int dim, const bert_tensor *index)
 int cpu_scatter_add_(bert_tensor *dst, int dim, const bert_tensor *index, const bert_tensor *src);
 bert_tensor *cpu_cat(bert_tensor *const *ts, int n, int dim);
 bert_tensor *cpu_nonzero(const bert_tensor *t);
+/* sorting (ops_sort.c) */
+bert_tensor *cpu_sort_indices(const bert_tensor *t, int dim, int64_t k, int descending);
 
 /* fused nn ops: linear.c, layer_norm.c, gelu.c, dropout.c, embedding.c,
 ** cross_entropy.c, attention.c */

@@ -42,6 +42,7 @@ const bert_backend bert_cpu_backend = {
   .scatter_add_ = cpu_scatter_add_,
   .cat = cpu_cat,
   .nonzero = cpu_nonzero,
+  .sort_indices = cpu_sort_indices,
   .fill_random = fill_random,
   .linear = cpu_linear,
   .linear_backward = cpu_linear_backward,

@@ -978,6 +978,16 @@ static int m_gather(lua_State *L) {
   return lbert_push_result(L, bert_ag_gather(t, d, lbert_check_tensor(L, 3)), "gather");
 }
 
+/* t:sort_indices([dim = -1[, k[, descending = true]]]): int32 positions (cpu/ops_sort.c);
+** t:topk and t:sort (lua/bert/tensor.lua) gather the values with them. */
+static int m_sort_indices(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  int d = lua_isnoneornil(L, 2) ? t->ndim - 1 : lbert_check_dim(L, 2, t->ndim, 0);
+  lua_Integer k = luaL_optinteger(L, 3, t->ndim > 0 ? t->shape[d] : 0);
+  int descending = lua_isnoneornil(L, 4) ? 1 : lua_toboolean(L, 4);
+  return lbert_push_result(L, bert_sort_indices(t, d, (int64_t)k, descending), "sort_indices");
+}
+
 static int m_scatter_add_(lua_State *L) {
   bert_tensor *t = lbert_check_tensor(L, 1);
   check_inplace(L, t, "scatter_add_");
@@ -1048,6 +1058,7 @@ static const luaL_Reg tensor_methods[] = {
   {"softmax", m_softmax}, {"log_softmax", m_log_softmax}, {"matmul", m_matmul},
   {"index_select", m_index_select}, {"gather", m_gather},
   {"scatter_add", m_scatter_add}, {"scatter_add_", m_scatter_add_}, {"nonzero", m_nonzero},
+  {"sort_indices", m_sort_indices},
   {NULL, NULL}
 };
 

@@ -24,6 +24,7 @@ for name, value in pairs(core) do
   if submodules[name] == nil then M[name] = value end
 end
 M.core = core
+require("bert.tensor")   -- topk, sort: Lua methods over the C ops
 
 setmetatable(M, {
   __index = function(self, key)
