@@ -16,6 +16,7 @@ local submodules = {
   train = "bert.train",
   data = "bert.data",
   finetune = "bert.finetune",
+  pipeline = "bert.pipeline",
 }
 
 -- the C tables of the same names (core.tokenizer, core.data) stay reachable
