@@ -91,18 +91,21 @@ test-asan: deps
 
 # The main job: pretrain a small BERT on the Brown corpus (MLM + NSP),
 # evaluate it, then fine-tune it and the same model from scratch on spam
-# detection, side by side.  DEMO_BUDGET seconds in all (about 85% for
-# pretraining); everything lands in runs/demo.
+# detection in the low-data setting where pretraining pays (1,000 labelled
+# mails; the learning rate defaults by model size: 1e-3 for tiny), the same
+# number of steps each, beside the majority-class baseline.  DEMO_BUDGET
+# seconds in all (80% pretraining, 6% for each fine-tuning run); everything
+# lands in runs/demo.
 DEMO_BUDGET ?= 600
 DEMO_MODEL  ?= tiny
 demo: deps
 	@$(MAKE) --no-print-directory all
 	$(LUA) experiments/pretrain.lua --model $(DEMO_MODEL) --corpus brown --tokenizer wordpiece \
-	  --vocab-size 8000 --seq-len 128 --batch-size 32 --lr 1e-3 \
-	  --time-budget $$(( $(DEMO_BUDGET) * 85 / 100 )) \
-	  --eval-every 250 --eval-batches 20 --save-every 250 --output runs/demo
+	  --vocab-size 8000 --seq-len 128 --batch-size 32 \
+	  --time-budget $$(( $(DEMO_BUDGET) * 80 / 100 )) \
+	  --eval-every 250 --max-eval 640 --save-every 250 --output runs/demo
 	$(LUA) experiments/finetune_classify.lua --task spam --model runs/demo/checkpoint --compare \
-	  --max-train 2000 --epochs 2 --lr 2e-4 --time-budget $$(( $(DEMO_BUDGET) / 20 > 30 ? $(DEMO_BUDGET) / 20 : 30 )) \
+	  --max-train 1000 --epochs 3 --time-budget $$(( $(DEMO_BUDGET) * 6 / 100 > 20 ? $(DEMO_BUDGET) * 6 / 100 : 20 )) \
 	  --output runs/demo/finetune-spam
 
 tour: all

@@ -451,6 +451,19 @@ describe("finetune: end to end through the Trainer (tiny BERT, small vocabulary)
     assert.truthy(r.label == "pos" or r.label == "neg")
     assert.is_true(near(r.probabilities[1].p + r.probabilities[2].p, 1, 1e-5))
     assert.equals(summary.test.accuracy, s.accuracy)
+    -- the same model through bert.pipeline, batched: the same answers
+    local tc = bert.pipeline("text-classification", out)
+    local both = tc({{text = "the food was really bad .", text_pair = "we think so ."}, {text = "great ."}})
+    assert.equals(2, #both)
+    assert.equals(r.label, both[1].label)
+    assert.is_true(near(r.score, both[1].score, 1e-6))
+    assert.has_error(function() bert.pipeline("token-classification", out) end)
+    -- best/ is self-contained: the tokenizer files sit beside the weights
+    for _, f in ipairs({"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
+                        "special_tokens_map.json"}) do
+      assert.truthy(util.exists(out .. "/best/" .. f), "best/" .. f)
+    end
+    assert.is_number(s.majority_baseline.accuracy)
     cleanup(out)
   end)
 
@@ -466,6 +479,8 @@ describe("finetune: end to end through the Trainer (tiny BERT, small vocabulary)
     local r = p:predict{text = "Marie Curie was born in Warsaw ."}
     assert.equals(7, #r.tags)
     assert.equals("Warsaw", r.words[6])
+    local tagged = bert.pipeline("token-classification", out)("Marie Curie was born in Warsaw .")
+    assert.same(r.tags, tagged.tags)
     cleanup(out)
   end)
 
