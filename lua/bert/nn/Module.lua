@@ -15,8 +15,53 @@ end
 
 function Module:__call(...) return self:forward(...) end
 
+-- 1234567 -> "1,234,567"
+local function thousands(n)
+  local s = tostring(math.tointeger(n) or n)
+  local out = s:reverse():gsub("(%d%d%d)", "%1,"):reverse()
+  return (out:gsub("^,", ""))
+end
+
+-- The lines of a module's tree, without its own name: the class, its
+-- parameters with their shapes, and its children indented; runs of equal
+-- children (the layers of an encoder) print once as "(0-11): 12 x ...".
+local function tree_lines(m, indent)
+  local name = getmetatable(m).__name or "Module"
+  local own = {}
+  for _, key in ipairs(m.p_order) do
+    local t = m.p[key]
+    own[#own + 1] = string.format("%s [%s]", key, table.concat(t:shape(), " x "))
+  end
+  local n = m:num_parameters()
+  local head = name
+  if #m.m_order == 0 then
+    head = head .. (#own > 0 and ("(" .. table.concat(own, ", ") .. ")") or "()")
+      .. (n > 0 and ("  " .. thousands(n)) or "")
+    return {head}
+  end
+  local lines = {head .. "(  -- " .. thousands(n) .. " parameters"}
+  for _, p in ipairs(own) do lines[#lines + 1] = indent .. "  " .. p end
+  local kids = {}
+  for _, cname in ipairs(m.m_order) do kids[#kids + 1] = {name = cname, lines = tree_lines(m.m[cname], indent .. "  ")} end
+  local i = 1
+  while i <= #kids do
+    local j = i
+    local same = function(a, b) return table.concat(a.lines, "\n") == table.concat(b.lines, "\n") end
+    while j < #kids and same(kids[j + 1], kids[i]) do j = j + 1 end
+    local label = j > i and string.format("(%s-%s): %d x ", kids[i].name, kids[j].name, j - i + 1)
+      or ("(" .. kids[i].name .. "): ")
+    lines[#lines + 1] = indent .. "  " .. label .. kids[i].lines[1]
+    for k = 2, #kids[i].lines do lines[#lines + 1] = kids[i].lines[k] end
+    i = j + 1
+  end
+  lines[#lines + 1] = indent .. ")"
+  return lines
+end
+
+--- print(model): the module tree with each module's parameter shapes and
+-- counts (as torch7 and PyTorch print it); equal layers are folded.
 function Module:__tostring()
-  return string.format("%s (%d parameters)", getmetatable(self).__name, self:num_parameters())
+  return table.concat(tree_lines(self, ""), "\n")
 end
 
 -- A parameter not yet materialised: its shape and how to initialise it.
