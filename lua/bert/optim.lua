@@ -43,6 +43,7 @@
 -- model weights).  optim.save_state(path, opt_or_sd) / optim.load_state(path)
 -- do both steps.
 local core = require("bert.core")
+local class = require("bert.nn.class")
 
 local K = core.optim_kernels
 local TensorMT = getmetatable(core.zeros({1}))
@@ -166,8 +167,7 @@ end
 
 -- {====================================================== optimizer base
 
-local Optimizer = {}
-Optimizer.__index = Optimizer
+local Optimizer = class("Optimizer")
 
 -- Shared construction: entries with their decay flag, empty state.
 local function new_optimizer(class, who, params, opts, known)
@@ -322,8 +322,7 @@ end
 
 -- {====================================================== AdamW
 
-local AdamW = setmetatable({}, {__index = Optimizer})
-AdamW.__index = AdamW
+local AdamW = class("AdamW", Optimizer)
 AdamW._buffers = {"exp_avg", "exp_avg_sq"}
 
 local function read_betas(who, opts)
@@ -375,8 +374,7 @@ end
 
 -- {====================================================== LAMB
 
-local LAMB = setmetatable({}, {__index = Optimizer})
-LAMB.__index = LAMB
+local LAMB = class("LAMB", Optimizer)
 LAMB._buffers = {"exp_avg", "exp_avg_sq"}
 
 local LAMB_OPTS = {lr = true, betas = true, eps = true, weight_decay = true, bias_correction = true,
@@ -418,8 +416,7 @@ end
 
 -- {====================================================== SGD
 
-local SGD = setmetatable({}, {__index = Optimizer})
-SGD.__index = SGD
+local SGD = class("SGD", Optimizer)
 
 local SGD_OPTS = {lr = true, momentum = true, dampening = true, weight_decay = true, nesterov = true,
                   no_decay = true}
@@ -586,8 +583,7 @@ function M.schedule(opts)
   end
 end
 
-local Scheduler = {}
-Scheduler.__index = Scheduler
+local Scheduler = class("Scheduler")
 
 --- optim.Scheduler(opt, fn): sets opt's lr to fn(0) now and to fn(n) after
 -- the n-th :step() (call it after opt:step(), as torch's LambdaLR).

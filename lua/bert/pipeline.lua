@@ -18,6 +18,7 @@
 -- are run in batches of opts.batch_size (default 32) and give lists of
 -- results; a single input gives a single result.
 local bert = require("bert")
+local class = require("bert.nn.class")
 
 local M = {}
 
@@ -26,8 +27,7 @@ M.tasks = {"fill-mask", "feature-extraction", "text-classification", "token-clas
 local FINETUNED = {["text-classification"] = "classification", ["token-classification"] = "tagging",
                    ["question-answering"] = "qa"}
 
-local Pipeline = {}
-Pipeline.__index = Pipeline
+local Pipeline = class("Pipeline")
 Pipeline.__call = function(self, ...) return self:run(...) end
 
 local function is_list(x) return type(x) == "table" and x[1] ~= nil end

@@ -25,11 +25,11 @@
 local bert = require("bert")
 local cjson = require("cjson")
 local fs = require("bert.fs")
+local class = require("bert.nn.class")
 
 local M = {}
 
-local Trainer = {}
-Trainer.__index = Trainer
+local Trainer = class("Trainer")
 
 local function now() return bert.wall_time() end
 

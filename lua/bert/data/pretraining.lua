@@ -29,6 +29,7 @@
 local cjson = require("cjson")
 local core = require("bert.core")
 local fs = require("bert.fs")
+local class = require("bert.nn.class")
 local C = core.data
 
 local M = {}
@@ -303,8 +304,7 @@ end
 
 --------------------------------------------------------------- loader
 
-local Loader = {}
-Loader.__index = Loader
+local Loader = class("Loader")
 
 --- pretraining.Loader{dir, batch_size = 8, seq_len = max_seq_length,
 -- masking = meta's ("static" | "dynamic"), seed = 1, shuffle = true,

@@ -6,6 +6,7 @@
 -- `start_position` / `end_position` (token indices, 0-based).
 local bert = require("bert")
 local util = require("bert.finetune.util")
+local class = require("bert.nn.class")
 
 local M = {}
 
@@ -87,8 +88,7 @@ function M.each(features, size, opts)
   end
 end
 
-local Loader = {}
-Loader.__index = Loader
+local Loader = class("Loader")
 
 --- A loader over training features: each epoch visits them all once in a
 -- fresh order drawn from the seed; the last batch of an epoch may be

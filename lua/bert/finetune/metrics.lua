@@ -7,8 +7,9 @@
 -- normalisation, exact match and token F1, the maximum over gold answers,
 -- v2.0 no-answer questions.
 --
--- Rates from the classification and tagging functions are fractions in
--- [0, 1]; the SQuAD scores are percentages, as the official script prints.
+-- Every rate is a fraction in [0, 1], the SQuAD scores included (the
+-- official script prints percentages; we print them, never store them).
+local class = require("bert.nn.class")
 local M = {}
 
 -- {============================================================ classification
@@ -61,8 +62,7 @@ function M.macro_f1(pred, gold, opts)
   return #classes > 0 and sum / #classes or 0, per
 end
 
-local Confusion = {}
-Confusion.__index = Confusion
+local Confusion = class("Confusion")
 
 --- Confusion matrix: rows are gold labels, columns predictions.
 -- labels: the label names in order; pred/gold: lists of label names (or

@@ -19,11 +19,11 @@
 local bert = require("bert")
 local finetune = require("bert.finetune")
 local util = require("bert.finetune.util")
+local class = require("bert.nn.class")
 
 local M = {}
 
-local Pipeline = {}
-Pipeline.__index = Pipeline
+local Pipeline = class("Pipeline")
 
 function M.new(dir, opts)
   opts = opts or {}

@@ -4,6 +4,7 @@
 local cjson = require("cjson")
 local cjson_safe = require("cjson.safe")
 local fs = require("bert.fs")
+local class = require("bert.nn.class")
 
 local M = {}
 
@@ -35,8 +36,7 @@ end
 -- {============================================================ random
 -- splitmix64: a small seeded generator, so that splits and shuffles do not
 -- depend on (or disturb) math.random.
-local Rng = {}
-Rng.__index = Rng
+local Rng = class("Rng")
 
 function M.rng(seed)
   return setmetatable({s = math.tointeger(seed) or 0}, Rng)

@@ -68,8 +68,7 @@ end
 -- While a model is built under Module.deferred, layers record these and
 -- flatten_parameters initialises each one in place inside the flat buffer,
 -- so a model's weights are allocated once, not twice.
-local Spec = {}
-Spec.__index = Spec
+local Spec = class("Spec")
 function Spec:shape() return self.dims end
 function Spec:numel() local n = 1 for _, d in ipairs(self.dims) do n = n * d end return n end
 
