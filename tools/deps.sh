@@ -10,11 +10,14 @@ esac
 set -e
 PKGS="lua5.4 liblua5.4-dev luarocks lua-busted lua-cjson lua-argparse
       libopenblas-dev libdnnl-dev libutf8proc-dev pkg-config gcc make
-      libvulkan-dev glslc mesa-vulkan-drivers gnuplot-nox"
+      libvulkan-dev glslc mesa-vulkan-drivers gnuplot-nox
+      nodejs"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
+# npm: Debian's package, unless a nodejs that bundles it (NodeSource) is there
+command -v npm >/dev/null 2>&1 || missing="$missing npm"
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 if [ -n "$missing" ]; then
@@ -23,6 +26,24 @@ if [ -n "$missing" ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends $missing
 fi
+# ONNX Runtime for Node, into .deps/node: spec/onnx_spec.lua runs exported
+# models in it.  The CPU runtime ships in the package; its install script
+# only fetches GPU binaries from elsewhere, so it is skipped.
+if [ ! -d .deps/node/node_modules/onnxruntime-node ] && command -v npm >/dev/null 2>&1; then
+  echo "deps: installing onnxruntime-node (npm) into .deps/node"
+  mkdir -p .deps/node
+  (cd .deps/node && npm install --silent --no-save --ignore-scripts onnxruntime-node >/dev/null) ||
+    echo "deps: could not install onnxruntime-node: spec/onnx_spec.lua will fail until it is there"
+fi
+# The rockspec depends on lua-cjson and argparse; Debian installs them
+# outside LuaRocks' trees, so tell LuaRocks (5.4) they are provided, else an
+# offline `luarocks make` would try to download them.
+for rock in "lua-cjson 2.1.0-1" "argparse 0.7.1-1"; do
+  set -- $rock
+  if ! luarocks --lua-version 5.4 config "rocks_provided.$1" >/dev/null 2>&1; then
+    $SUDO luarocks --lua-version 5.4 config --scope system "rocks_provided.$1" "$2" >/dev/null
+  fi
+done
 # Debian's LuaRocks defaults to Lua 5.1; make a plain `luarocks make` build
 # for 5.4 unless someone already chose a default.
 if [ ! -e /etc/luarocks/default-lua-version.lua ] && [ "$(luarocks config lua_version 2>/dev/null)" != "5.4" ]; then
