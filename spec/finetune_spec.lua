@@ -467,6 +467,32 @@ describe("finetune: end to end through the Trainer (tiny BERT, small vocabulary)
     cleanup(out)
   end)
 
+  it("stops early after --patience evaluations without a better dev metric", function()
+    -- a learning rate of 0: the dev metric never improves after the first evaluation
+    local summary = run("classification", FIX .. "classify", {"--epochs", "20", "--lr", "0", "--eval-every", "1",
+      "--patience", "2"})
+    assert.equals(3, summary.steps)
+    assert.equals(3, summary.stopped_early)
+  end)
+
+  it("--compare: the from-scratch run takes exactly the pretrained run's steps, under a time budget", function()
+    local tok = bert.tokenizer.load(FIX .. "vocab.txt")
+    local ckpt = tmpdir()
+    assert(bert.mkdir(ckpt))
+    bert.manual_seed(3)
+    assert(require("bert.model_dir").save(ckpt, bert.model("BertForMaskedLM", "tiny", {vocab_size = tok:vocab_size()}), tok))
+    local out = tmpdir()
+    local pre, scratch, text = experiment.compare("classification", {task = FIX .. "classify", model = ckpt,
+      output = out, seq_len = 32, batch_size = 4, epochs = 200, time_budget = 2, seed = 1, no_plot = true,
+      quiet = true, threads = 1})
+    assert.is_true(pre.steps >= 2 and pre.steps < 200 * 4, "steps " .. pre.steps)
+    assert.equals(pre.steps, scratch.steps)
+    assert.matches("majority class baseline", text)
+    assert.is_true(pre.wall_seconds < 30)
+    cleanup(out)
+    cleanup(ckpt)
+  end)
+
   it("token classification: learns, scores entities, tags words", function()
     local task = FIX .. "ner_iob2.conll," .. FIX .. "ner_iob2.conll"
     local _, out, rows = run("tagging", task, {"--epochs", "12", "--lr", "3e-3", "--batch-size", "2"})

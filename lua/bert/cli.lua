@@ -183,7 +183,7 @@ function M.add_finetune(p, kind)
     "from_scratch", "tokenizer", {help = "Tokenizer file or directory (default: the one in the model directory, " ..
       "or its run's tokenizer/; for a size name " .. experiment.DEFAULT_VOCAB .. ")"},
     "epochs", {default = d.epochs}, "steps", {help = "Optimizer steps (instead of --epochs; with --time-budget: at most)"},
-    "time_budget", "batch_size", "lr", "warmup", "weight_decay", "clip", "max_train", "max_eval",
+    "time_budget", "batch_size", "accum", "lr", "warmup", "weight_decay", "clip", "max_train", "max_eval",
     "seq_len", {default = d.seq_len}, "device", "seed", "output", {help = "Run directory (default runs/finetune/TASK-MODEL[-scratch])"},
     "threads", "data_dir", "eval_every", {help = "Evaluate on the dev set every N steps (default: each epoch)"},
     "eval_batch_size", "log_every", "patience", "resume", "keep_checkpoint", "no_plot", "quiet", "compare")

@@ -38,7 +38,7 @@ M.kinds = {
 
 -- The defaults every kind shares (lr: by model size, see bert.cli.default_lr).
 M.common = {
-  model = M.DEFAULT_MODEL, batch_size = 32, warmup = 0.1, weight_decay = 0.01, device = "cpu", seed = 42,
+  model = M.DEFAULT_MODEL, batch_size = 32, accum = 1, warmup = 0.1, weight_decay = 0.01, device = "cpu", seed = 42,
   data_dir = os.getenv("BERT_DATA") or "data", eval_batch_size = 64, log_every = 10, clip = 1.0,
   passage_words = 100, max_answer_length = 30, max_query_length = 64, n_best = 20,
 }
@@ -279,7 +279,7 @@ function M.run(kind, args)
   end
   local metric = task.metric
   local loader = batch.Loader(train_f, {batch_size = args.batch_size, seed = args.seed, collate = {pad_id = pad_id}})
-  local per_epoch = loader:steps_per_epoch()
+  local per_epoch = math.max(1, math.ceil(loader:steps_per_epoch() / args.accum))   -- optimizer steps
   local total = args.steps or per_epoch * args.epochs
   local lr = args.lr or cli.default_lr("finetune", model.config.hidden_size)
   if not args.lr then
@@ -301,7 +301,7 @@ function M.run(kind, args)
     schedule = lr_at,
     next_batch = function() return loader:next() end,
     steps = total, time_budget = args.time_budget, clip = args.clip > 0 and args.clip or nil,
-    patience = args.patience, tokenizer = tok,
+    patience = args.patience, tokenizer = tok, accum = args.accum,
     after_step = args.time_budget and train.fit_to_budget{time_budget = args.time_budget, started = bert.wall_time(),
       max_steps = total, on_total = function(t) total = t end} or nil,
     output = out, save_every = per_epoch, eval_every = args.eval_every or per_epoch, log_every = args.log_every,
@@ -412,7 +412,7 @@ function M.run(kind, args)
     steps = run.step, epochs = args.epochs, train_seconds = run.train_seconds, tokens_per_s = run.tokens_per_s,
     wall_seconds = bert.wall_time() - t_start,
     n_train = #train_ex, n_train_features = #train_f, n_dev = #dev_ex, n_test = #test_ex,
-    settings = {lr = lr, batch_size = args.batch_size, seq_len = seq_len, warmup = warmup_of(total),
+    settings = {lr = lr, batch_size = args.batch_size, accum = args.accum, seq_len = seq_len, warmup = warmup_of(total),
       weight_decay = args.weight_decay, seed = args.seed, tokenizer = tok_path, labels = task.labels},
   }
   for _, k in ipairs({"accuracy", "macro_f1", "entity_f1", "entity_precision", "entity_recall", "exact_match", "f1"}) do
