@@ -260,11 +260,12 @@ function M.run(kind, args)
     local tty = os.getenv("TERM") ~= nil and os.execute("test -t 2") == true
     local last = -1
     eval_opts.progress = function(done, total)
+      if done == 0 then last = -1 end   -- a new evaluation
       local pct = total > 0 and (100 * done // total) or 100
       if tty then
         io.stderr:write(string.format("\r  evaluating %s: %d/%d batches\27[K", eval_name, done, total))
         if done == total then io.stderr:write("\r\27[K") end
-      elseif pct >= last + 25 or done == total then
+      elseif done > 0 and (pct >= last + 25 or done == total) then
         io.stderr:write(string.format("  evaluating %s: %d/%d batches\n", eval_name, done, total))
         last = pct
       end
