@@ -70,7 +70,7 @@ function M.new(task, src, opts)
       error(string.format("pipeline: %s is a %s model, not one for %s", p.dir, p.kind, task), 2)
     end
     return setmetatable({task = task, inner = p, model = p.model, tokenizer = p.tokenizer, dir = p.dir,
-      batch_size = opts.batch_size or 32}, Pipeline)
+      batch_size = opts.batch_size or 32}, Pipeline)   -- p encodes a chunk together, runs it in batches
   end
   if task ~= "fill-mask" and task ~= "feature-extraction" then
     error("pipeline: unknown task '" .. tostring(task) .. "' (one of " .. table.concat(M.tasks, ", ") .. ")", 2)
@@ -216,11 +216,7 @@ function Pipeline:run(inputs, opts)
     if opts and opts.pooling then return self:embed(inputs, opts) end
     return self:features(inputs)
   end
-  local single = not is_list(inputs)
-  local list = single and {inputs} or inputs
-  local out = {}
-  for i, x in ipairs(list) do out[i] = self.inner:predict(x) end
-  return single and out[1] or out
+  return self:batched(inputs, function(chunk) return self.inner:predict_batch(chunk, 5) end)
 end
 
 --- Saves the model and its tokenizer as a self-contained directory.

@@ -50,6 +50,7 @@ function M.new(dir, opts)
   local self = setmetatable({
     dir = mdir, model = model, tokenizer = tok, kind = finetune.kinds[arch], labels = labels,
     settings = settings, max_length = opts.max_length or settings.max_length or 128,
+    batch_size = opts.batch_size or 32,
   }, Pipeline)
   self.max_length = math.min(self.max_length, model.config.max_position_embeddings or self.max_length)
   return self
@@ -58,67 +59,107 @@ end
 function Pipeline:predict(input)
   if type(input) == "string" then input = {text = input} end
   if type(input) ~= "table" then error("predict: expected a table {text = ...} or {question, context}", 2) end
+  return self:predict_batch({input}, 3)[1]
+end
+
+--- Predictions for a list of inputs, encoded together and run in batches
+-- of opts.batch_size (default 32): a list of results as predict gives them.
+function Pipeline:predict_batch(inputs, level)
+  local list = {}
+  for i, input in ipairs(inputs) do
+    if type(input) == "string" then input = {text = input} end
+    if type(input) ~= "table" then error("predict: expected a table {text = ...} or {question, context}", level or 2) end
+    list[i] = input
+  end
   return bert.no_grad(function()
-    if self.kind == "classification" then return self:classify(input) end
-    if self.kind == "tagging" then return self:tag(input) end
-    return self:answer(input)
+    if self.kind == "classification" then return self:classify(list, (level or 2) + 2) end
+    if self.kind == "tagging" then return self:tag(list, (level or 2) + 2) end
+    return self:answer(list, (level or 2) + 2)
   end)
 end
 
-function Pipeline:classify(input)
-  local text = input.text
-  if type(text) ~= "string" then error("predict: classification needs text (and optionally text_pair)", 3) end
+function Pipeline:classify(inputs, level)
   local classify = finetune.classify
-  local feats = classify.encode(self.tokenizer, {{text = text, text_pair = input.text_pair}},
-    {max_length = self.max_length})
-  local preds, probs = classify.predict_features(self.model, feats)
-  local list = {}
-  for c, p in ipairs(probs[1]) do list[c] = {label = self.labels and self.labels[c] or (c - 1), p = p} end
-  table.sort(list, function(a, b) return a.p > b.p end)
-  local label = self.labels and self.labels[preds[1] + 1] or preds[1]
-  return {label = label, score = probs[1][preds[1] + 1], probabilities = list}
+  local examples = {}
+  for i, input in ipairs(inputs) do
+    if type(input.text) ~= "string" then error("predict: classification needs text (and optionally text_pair)", level) end
+    examples[i] = {text = input.text, text_pair = input.text_pair}
+  end
+  local feats = classify.encode(self.tokenizer, examples, {max_length = self.max_length})
+  local preds, probs = classify.predict_features(self.model, feats, {batch_size = self.batch_size})
+  local out = {}
+  for i = 1, #inputs do
+    local list = {}
+    for c, p in ipairs(probs[i]) do list[c] = {label = self.labels and self.labels[c] or (c - 1), p = p} end
+    table.sort(list, function(a, b) return a.p > b.p end)
+    local label = self.labels and self.labels[preds[i] + 1] or preds[i]
+    out[i] = {label = label, score = probs[i][preds[i] + 1], probabilities = list}
+  end
+  return out
 end
 
-function Pipeline:tag(input)
-  local words = input.words
-  if not words then
-    if type(input.text) ~= "string" then error("predict: tagging needs text or words", 3) end
-    words = {}
-    for w in input.text:gmatch("%S+") do words[#words + 1] = w end
-  end
+function Pipeline:tag(inputs, level)
   local tagging = finetune.tagging
-  local feats = tagging.encode(self.tokenizer, {{words = words}}, {max_length = self.max_length})
+  local sentences = {}
+  for i, input in ipairs(inputs) do
+    local words = input.words
+    if not words then
+      if type(input.text) ~= "string" then error("predict: tagging needs text or words", level) end
+      words = {}
+      for w in input.text:gmatch("%S+") do words[#words + 1] = w end
+    end
+    sentences[i] = {words = words}
+  end
+  local feats = tagging.encode(self.tokenizer, sentences, {max_length = self.max_length})
   local fallback = self.settings.fallback or (self.labels and tagging.fallback(self.labels)) or 0
-  local ids, scores = tagging.predict_features(self.model, feats, {fallback = fallback})
-  local tags = {}
-  for w, id in ipairs(ids[1]) do tags[w] = self.labels and self.labels[id + 1] or id end
-  return {words = words, tags = tags, scores = scores[1]}
+  local ids, scores = tagging.predict_features(self.model, feats, {fallback = fallback, batch_size = self.batch_size})
+  local out = {}
+  for i, s in ipairs(sentences) do
+    local tags = {}
+    for w, id in ipairs(ids[i]) do tags[w] = self.labels and self.labels[id + 1] or id end
+    out[i] = {words = s.words, tags = tags, scores = scores[i]}
+  end
+  return out
 end
 
-function Pipeline:answer(input)
-  if type(input.question) ~= "string" or type(input.context) ~= "string" then
-    error("predict: question answering needs question and context", 3)
-  end
+function Pipeline:answer(inputs, level)
   local qa = finetune.qa
   local s = self.settings
-  local ex = {{id = "q", question = input.question, context = input.context}}
-  local opts = {
-    max_length = self.max_length, doc_stride = input.doc_stride or s.doc_stride,
-    max_query_length = s.max_query_length, n_best = input.n_best or s.n_best,
-    max_answer_length = input.max_answer_length or s.max_answer_length,
-    version_2 = s.version_2, null_threshold = input.null_threshold or s.null_threshold,
-  }
-  local feats = qa.encode(self.tokenizer, ex, opts)
-  local sl, el = qa.logits(self.model, feats)
-  local preds, det = qa.postprocess(ex, feats, sl, el, opts)
-  local d = det.q
-  local best = d.nbest[1]
-  local r = {answer = preds.q, nbest = d.nbest, windows = #feats, null_score = d.null_score,
-    no_answer = preds.q == "", null_diff = d.diff}
-  if best and preds.q ~= "" then
-    r.start, r.stop, r.score = best.start, best.stop, best.probability
+  local examples, first = {}, inputs[1]
+  for i, input in ipairs(inputs) do
+    if type(input.question) ~= "string" or type(input.context) ~= "string" then
+      error("predict: question answering needs question and context", level)
+    end
+    examples[i] = {id = "q" .. i, question = input.question, context = input.context}
   end
-  return r
+  -- settings per call come from the first input (they are the same for a batch)
+  local opts = {
+    max_length = self.max_length, doc_stride = first.doc_stride or s.doc_stride,
+    max_query_length = s.max_query_length, n_best = first.n_best or s.n_best,
+    max_answer_length = first.max_answer_length or s.max_answer_length,
+    version_2 = s.version_2, null_threshold = first.null_threshold or s.null_threshold,
+    batch_size = self.batch_size,
+  }
+  local feats = qa.encode(self.tokenizer, examples, opts)
+  local sl, el = qa.logits(self.model, feats, opts)
+  local preds, det = qa.postprocess(examples, feats, sl, el, opts)
+  local windows = {}
+  for _, f in ipairs(feats) do
+    local id = examples[f.example].id   -- f.example: the example's index
+    windows[id] = (windows[id] or 0) + 1
+  end
+  local out = {}
+  for i, ex in ipairs(examples) do
+    local d = det[ex.id]
+    local best = d.nbest[1]
+    local r = {answer = preds[ex.id], nbest = d.nbest, windows = windows[ex.id] or 0, null_score = d.null_score,
+      no_answer = preds[ex.id] == "", null_diff = d.diff}
+    if best and preds[ex.id] ~= "" then
+      r.start, r.stop, r.score = best.start, best.stop, best.probability
+    end
+    out[i] = r
+  end
+  return out
 end
 
 M.Pipeline = Pipeline
