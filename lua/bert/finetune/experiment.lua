@@ -102,38 +102,79 @@ local function default_output(task_name, args)
   return string.format("runs/finetune/%s-%s%s", tname, mname, args.from_scratch and "-scratch" or "")
 end
 
---- Runs a fine-tuning experiment from parsed arguments; returns the summary.
-function M.run(kind, args)
-  if args.resume then
-    -- continue a run: its saved settings win, except where to resume from
-    local text = util.read_file(args.resume .. "/args.json")
-    local saved = text and util.decode_json(text)
-    if type(saved) ~= "table" then
-      error("--resume: " .. args.resume .. "/args.json is missing or unreadable; not a fine-tuning run directory", 0)
-    end
-    local resume, fetch = args.resume, args.fetch
-    args = saved
-    args.resume, args.output, args.fetch = resume, resume, fetch
-  end
-  args = M.settings(kind, args)
-  local t_start = bert.wall_time()
-  quiet = args.quiet == true
-  local sizes = require("bert.models.config").sizes
-  if args.threads then bert.set_num_threads(args.threads) end
-  bert.manual_seed(args.seed)
-  if sizes[args.model] and not args.from_scratch then
-    say("note: --model %s is a size name: random initialisation (as --from-scratch)", args.model)
-    args.from_scratch = true
-  end
-  if not sizes[args.model] and not finetune.model_dir(args.model) then
-    if args.model == M.DEFAULT_MODEL then
-      error(string.format("no model at %s (the demo's pretrained checkpoint): pass --model DIR, " ..
-        "or --model mini --from-scratch", M.DEFAULT_MODEL), 0)
-    end
-  end
+-- {============================================================ the kinds
+-- What differs between classification, tagging and QA, in one table:
+-- options(args, ctx) -> the kind's encoding and evaluation options (and
+-- the settings kept in config.json); labels(x) -> the class labels of an
+-- example or a prediction (for the majority baseline; nil for QA);
+-- report(details, ctx) -> prints and writes the test predictions.
+local KINDS = {}
 
-  -- {------------------------------------------------ data
-  local t0 = bert.wall_time()
+KINDS.classification = {
+  options = function() return {} end,
+  evaluate = function(mod, m, feats, _, opts) return mod.evaluate(m, feats, opts) end,
+  labels = function(x) if type(x) == "table" then return {x.label} end return {x} end,
+  step_metrics = true,
+  report = function(details, ctx)
+    say("confusion matrix (rows gold, columns predicted):\n%s", details.confusion:format())
+    local task = ctx.task
+    if task.label_names then
+      local parts = {}
+      for _, l in ipairs(task.labels) do parts[#parts + 1] = l .. " = " .. (task.label_names[l] or l) end
+      say("  %s", table.concat(parts, "; "))
+    end
+    local lines = {}
+    for i, ex in ipairs(ctx.test_ex) do
+      lines[i] = util.json({id = ex.id or ex.line or i, gold = ex.label, predicted = details.predictions[i]})
+    end
+    write_output(ctx.out .. "/test_predictions.jsonl", table.concat(lines, "\n") .. "\n")
+    ctx.summary.confusion = details.confusion:totable()
+  end,
+}
+
+KINDS.tagging = {
+  options = function(_, ctx)
+    -- words without a sub-token (cut by max_length) get the commonest tag
+    local counts = {}
+    for _, s in ipairs(ctx.train_ex) do for _, t in ipairs(s.tags) do counts[t] = (counts[t] or 0) + 1 end end
+    local fallback = finetune.tagging.fallback(ctx.task.labels, counts)
+    return {fallback = fallback}, {fallback = fallback}
+  end,
+  evaluate = function(mod, m, feats, examples, opts) return mod.evaluate(m, feats, examples, opts) end,
+  labels = function(x) if x.tags then return x.tags end return x end,
+  step_metrics = true,
+  report = function(details, ctx)
+    if details.report then say("conlleval:\n%s", details.report) end
+    require("bert.finetune.readers").write_conll(ctx.out .. "/test_predictions.conll", ctx.test_ex, details.predictions)
+  end,
+}
+
+KINDS.qa = {
+  options = function(args, ctx)
+    local o = {doc_stride = args.doc_stride or math.min(128, ctx.seq_len // 4), max_query_length = args.max_query_length,
+      n_best = args.n_best, max_answer_length = args.max_answer_length,
+      version_2 = args.version_2 or ctx.task.version_2 == true, null_threshold = args.null_threshold or 0}
+    local kept = {}
+    for k, v in pairs(o) do kept[k] = v end
+    return o, kept
+  end,
+  evaluate = function(mod, m, feats, examples, opts) return mod.evaluate(m, feats, examples, opts) end,
+  report = function(details, ctx)
+    write_output(ctx.out .. "/test_predictions.json", util.json(details.predictions) .. "\n")
+  end,
+  -- SQuAD v2.0: the null threshold is tuned on dev and applied to test
+  after_dev = function(dev_best, ctx)
+    if not (ctx.opts.version_2 and ctx.args.null_threshold == nil and dev_best.best_threshold) then return end
+    ctx.opts.null_threshold, ctx.settings.null_threshold = dev_best.best_threshold, dev_best.best_threshold
+    say("  v2.0 null threshold tuned on dev: %.3f (dev F1 %.2f%%)", dev_best.best_threshold, 100 * dev_best.best_threshold_f1)
+    ctx.model.config.finetune = ctx.settings
+    assert(ctx.model:save_pretrained(ctx.out .. "/best"))
+  end,
+}
+-- }============================================================
+
+-- The task's examples, with the proportional evaluation of quick runs.
+local function load_data(kind, args)
   local labels_opt
   if args.labels then
     labels_opt = {}
@@ -145,7 +186,6 @@ function M.run(kind, args)
     text_column = int(args.text_column) or args.text_column, pair_column = int(args.pair_column) or args.pair_column,
     label_column = int(args.label_column) or args.label_column,
   })
-  local version_2 = kind == "qa" and (args.version_2 or task.version_2 == true) or nil
   if args.max_train and not args.max_eval then
     -- a quick run gets a proportional evaluation, not every held-out example
     args.max_eval = math.max(1000, args.max_train)
@@ -162,42 +202,108 @@ function M.run(kind, args)
   say("  examples: train %d%s, dev %d, test %d%s", #train_ex,
     #train_ex < #task.train and (" (of " .. #task.train .. ")") or "", #dev_ex, #test_ex,
     task.labels and string.format("; %d labels", #task.labels) or "")
+  return task, train_ex, dev_ex, test_ex
+end
+
+-- The tokenizer: --tokenizer, else the model's, else bert-base-uncased's vocabulary.
+local function load_tokenizer(args, model_src)
+  if args.tokenizer then return finetune.find_tokenizer(nil, args.tokenizer) end
+  if model_src then return finetune.find_tokenizer(model_src) end
+  if util.exists(M.DEFAULT_VOCAB) then return finetune.find_tokenizer(nil, M.DEFAULT_VOCAB) end
+  error("no tokenizer: pass --tokenizer PATH (or run sh tools/fetch_bert_vocab.sh for " .. M.DEFAULT_VOCAB .. ")", 0)
+end
+
+-- The majority class of the training labels, scored on the test set, and
+-- how many classes the model predicted (1: it learned only the prior).
+local function majority_baseline(K, task, train_ex, test_ex, predictions)
+  local counts = {}
+  for _, ex in ipairs(train_ex) do for _, l in ipairs(K.labels(ex)) do counts[l] = (counts[l] or 0) + 1 end end
+  local best_label, best_n = nil, -1
+  for _, l in ipairs(task.labels) do if (counts[l] or 0) > best_n then best_label, best_n = l, counts[l] or 0 end end
+  local right, n = 0, 0
+  for _, ex in ipairs(test_ex) do
+    for _, l in ipairs(K.labels(ex)) do
+      n = n + 1
+      if l == best_label then right = right + 1 end
+    end
+  end
+  local seen, distinct = {}, 0
+  for _, pred in ipairs(predictions) do
+    for _, l in ipairs(K.labels(pred)) do
+      if not seen[l] then seen[l] = true; distinct = distinct + 1 end
+    end
+  end
+  return {label = best_label, accuracy = n > 0 and right / n or 0, predicted_classes = distinct}
+end
+
+-- A progress function for the evaluations (a line rewritten in place on a
+-- terminal, quarter steps otherwise); name() says which set.
+local function eval_progress(name)
+  local tty = os.getenv("TERM") ~= nil and os.execute("test -t 2") == true
+  local last = -1
+  return function(done, total)
+    if done == 0 then last = -1 end   -- a new evaluation
+    local pct = total > 0 and (100 * done // total) or 100
+    if tty then
+      io.stderr:write(string.format("\r  evaluating %s: %d/%d batches\27[K", name(), done, total))
+      if done == total then io.stderr:write("\r\27[K") end
+    elseif done > 0 and (pct >= last + 25 or done == total) then
+      io.stderr:write(string.format("  evaluating %s: %d/%d batches\n", name(), done, total))
+      last = pct
+    end
+    io.stderr:flush()
+  end
+end
+
+--- Runs a fine-tuning experiment from settings (the flags' names with _);
+-- returns the summary (also written to OUTPUT/summary.json).
+function M.run(kind, args)
+  if args.resume then
+    -- continue a run: its saved settings win, except where to resume from
+    local text = util.read_file(args.resume .. "/args.json")
+    local saved = text and util.decode_json(text)
+    if type(saved) ~= "table" then
+      error("--resume: " .. args.resume .. "/args.json is missing or unreadable; not a fine-tuning run directory", 0)
+    end
+    local resume, fetch = args.resume, args.fetch
+    args = saved
+    args.resume, args.output, args.fetch = resume, resume, fetch
+  end
+  args = M.settings(kind, args)
+  local K, mod = KINDS[kind], finetune.kind_module(kind)
+  local t_start = bert.wall_time()
+  quiet = args.quiet == true
+  local sizes = require("bert.models.config").sizes
+  if args.threads then bert.set_num_threads(args.threads) end
+  bert.manual_seed(args.seed)
+  if sizes[args.model] and not args.from_scratch then
+    say("note: --model %s is a size name: random initialisation (as --from-scratch)", args.model)
+    args.from_scratch = true
+  end
+  if not sizes[args.model] and not finetune.model_dir(args.model) and args.model == M.DEFAULT_MODEL then
+    error(string.format("no model at %s (the demo's pretrained checkpoint): pass --model DIR, " ..
+      "or --model mini --from-scratch", M.DEFAULT_MODEL), 0)
+  end
+
+  local task, train_ex, dev_ex, test_ex = load_data(kind, args)
 
   -- {------------------------------------------------ tokenizer and model
   local model_src = not sizes[args.model] and finetune.model_dir(args.model) or nil
-  local tok, tok_path
-  if args.tokenizer then
-    tok, tok_path = finetune.find_tokenizer(nil, args.tokenizer)
-  elseif model_src then
-    tok, tok_path = finetune.find_tokenizer(model_src)
-  elseif util.exists(M.DEFAULT_VOCAB) then
-    tok, tok_path = finetune.find_tokenizer(nil, M.DEFAULT_VOCAB)
-  else
-    error("no tokenizer: pass --tokenizer PATH (or run sh tools/fetch_bert_vocab.sh for " .. M.DEFAULT_VOCAB .. ")", 0)
-  end
+  local tok, tok_path = load_tokenizer(args, model_src)
   local pad_id = tok:token_to_id("[PAD]") or tok:token_to_id("<pad>") or 0
-
-  local seq_len = args.seq_len
-  local settings = {task = task.name, kind = kind, max_length = seq_len}
-  local qa_opts
-  if kind == "qa" then
-    local stride = args.doc_stride or math.min(128, seq_len // 4)
-    qa_opts = {max_length = seq_len, doc_stride = stride, max_query_length = args.max_query_length,
-      n_best = args.n_best, max_answer_length = args.max_answer_length, version_2 = version_2,
-      null_threshold = args.null_threshold or 0, batch_size = args.eval_batch_size, pad_id = pad_id}
-    for _, k in ipairs({"doc_stride", "max_query_length", "n_best", "max_answer_length", "version_2", "null_threshold"}) do
-      settings[k] = qa_opts[k]
-    end
-  end
+  local ctx = {args = args, task = task, train_ex = train_ex, test_ex = test_ex, seq_len = args.seq_len}
+  local opts, kept = K.options(args, ctx)
+  local settings = {task = task.name, kind = kind, max_length = args.seq_len}
+  for k, v in pairs(kept or {}) do settings[k] = v end
   local model, info = finetune.load_model(model_src or args.model, {
     kind = kind, labels = task.labels, from_scratch = args.from_scratch, tokenizer = tok, finetune = settings,
   })
+  local seq_len = args.seq_len
   local maxpos = model.config.max_position_embeddings
   if seq_len > maxpos then
     say("note: --seq-len %d exceeds the model's %d positions: using %d", seq_len, maxpos, maxpos)
     seq_len = maxpos
     settings.max_length = maxpos
-    if qa_opts then qa_opts.max_length = maxpos end
   end
   if args.device == "vulkan" then
     if not model.to then error("--device vulkan: this build has no Vulkan support", 0) end
@@ -212,26 +318,11 @@ function M.run(kind, args)
   end
 
   -- {------------------------------------------------ features
-  t0 = bert.wall_time()
-  local mod = finetune.kind_module(kind)
-  local enc_opts = {max_length = seq_len, labels = task.labels}
-  local train_f, dev_f, test_f
-  if kind == "qa" then
-    train_f = mod.encode(tok, train_ex, qa_opts)
-    dev_f = mod.encode(tok, dev_ex, qa_opts)
-    test_f = mod.encode(tok, test_ex, qa_opts)
-  else
-    train_f = mod.encode(tok, train_ex, enc_opts)
-    dev_f = mod.encode(tok, dev_ex, enc_opts)
-    test_f = mod.encode(tok, test_ex, enc_opts)
-  end
-  local tag_fallback
-  if kind == "tagging" then
-    local counts = {}
-    for _, s in ipairs(train_ex) do for _, t in ipairs(s.tags) do counts[t] = (counts[t] or 0) + 1 end end
-    tag_fallback = mod.fallback(task.labels, counts)
-    settings.fallback = tag_fallback
-  end
+  local t0 = bert.wall_time()
+  opts.max_length, opts.labels, opts.pad_id, opts.batch_size = seq_len, task.labels, pad_id, args.eval_batch_size
+  local train_f = mod.encode(tok, train_ex, opts)
+  local dev_f = mod.encode(tok, dev_ex, opts)
+  local test_f = mod.encode(tok, test_ex, opts)
   local ntok = 0
   for _, f in ipairs(train_f) do ntok = ntok + #f.ids end
   say("encoded in %.1fs: %d training features (mean %.0f tokens), %d dev, %d test", bert.wall_time() - t0,
@@ -253,30 +344,11 @@ function M.run(kind, args)
   assert(require("bert.model_dir").save_tokenizer(tok_dir, tok, {model_max_length = maxpos}))
 
   -- {------------------------------------------------ training
-  local eval_opts = {labels = task.labels, batch_size = args.eval_batch_size, pad_id = pad_id, fallback = tag_fallback}
   local eval_name = "dev"
-  if not quiet then
-    -- a progress line while evaluating (rewritten in place on a terminal)
-    local tty = os.getenv("TERM") ~= nil and os.execute("test -t 2") == true
-    local last = -1
-    eval_opts.progress = function(done, total)
-      if done == 0 then last = -1 end   -- a new evaluation
-      local pct = total > 0 and (100 * done // total) or 100
-      if tty then
-        io.stderr:write(string.format("\r  evaluating %s: %d/%d batches\27[K", eval_name, done, total))
-        if done == total then io.stderr:write("\r\27[K") end
-      elseif done > 0 and (pct >= last + 25 or done == total) then
-        io.stderr:write(string.format("  evaluating %s: %d/%d batches\n", eval_name, done, total))
-        last = pct
-      end
-      io.stderr:flush()
-    end
-  end
-  if qa_opts then for k, v in pairs(qa_opts) do eval_opts[k] = v end end
+  if not quiet then opts.progress = eval_progress(function() return eval_name end) end
   local function evaluate(m, feats, examples, name)
-    eval_name = name or "dev"
-    if kind == "classification" then return mod.evaluate(m, feats, eval_opts) end
-    return mod.evaluate(m, feats, examples, eval_opts)
+    eval_name = name
+    return K.evaluate(mod, m, feats, examples, opts)
   end
   local metric = task.metric
   local loader = batch.Loader(train_f, {batch_size = args.batch_size, seed = args.seed, collate = {pad_id = pad_id}})
@@ -313,7 +385,7 @@ function M.run(kind, args)
       epoch_evals[#epoch_evals + 1] = r
       return r
     end,
-    step_metrics = kind ~= "qa" and function(o, b)
+    step_metrics = K.step_metrics and function(o, b)
       return {accuracy = (train.accuracy(o.logits, b.labels))}
     end or nil,
     progress = not quiet,
@@ -341,70 +413,24 @@ function M.run(kind, args)
   model:load_state_dict(weights)
   model:evaluate()
   local dev_best = bert.no_grad(function() return (evaluate(model, dev_f, dev_ex, "dev")) end)
-  if kind == "qa" and version_2 and args.null_threshold == nil and dev_best.best_threshold then
-    -- SQuAD v2.0: tune the null threshold on dev, apply it to test
-    eval_opts.null_threshold = dev_best.best_threshold
-    settings.null_threshold = dev_best.best_threshold
-    say("  v2.0 null threshold tuned on dev: %.3f (dev F1 %.2f%%)", dev_best.best_threshold, 100 * dev_best.best_threshold_f1)
-    model.config.finetune = settings
-    assert(model:save_pretrained(best_dir))
-  end
+  ctx.opts, ctx.settings, ctx.model, ctx.out = opts, settings, model, out
+  if K.after_dev then K.after_dev(dev_best, ctx) end
   local tt = bert.wall_time()
   local test_r, details = bert.no_grad(function() return evaluate(model, test_f, test_ex, "test") end)
   say("test (%d examples, %.1fs): %s", #test_ex, bert.wall_time() - tt, fmt_metrics(test_r))
 
-  -- the majority class of the training labels, scored on the test set: a
-  -- model must beat it; one that predicts a single class is flagged
+  -- a model must beat the majority class; one that predicts a single class is flagged
   local majority
-  if kind == "classification" or kind == "tagging" then
-    local counts, gold = {}, {}
-    for _, ex in ipairs(train_ex) do
-      for _, l in ipairs(kind == "tagging" and ex.tags or {ex.label}) do counts[l] = (counts[l] or 0) + 1 end
-    end
-    local best_label, best_n = nil, -1
-    for _, l in ipairs(task.labels) do if (counts[l] or 0) > best_n then best_label, best_n = l, counts[l] or 0 end end
-    local right, n = 0, 0
-    for _, ex in ipairs(test_ex) do
-      for _, l in ipairs(kind == "tagging" and ex.tags or {ex.label}) do
-        n = n + 1
-        if l == best_label then right = right + 1 end
-      end
-    end
-    majority = {label = best_label, accuracy = n > 0 and right / n or 0}
-    local seen, distinct = {}, 0
-    for _, pred in ipairs(details.predictions) do
-      for _, l in ipairs(kind == "tagging" and pred or {pred}) do
-        if not seen[l] then seen[l] = true; distinct = distinct + 1 end
-      end
-    end
-    majority.predicted_classes = distinct
-    say("  majority-class baseline (always '%s'): accuracy %.2f%%", tostring(best_label), 100 * majority.accuracy)
-    if distinct <= 1 then
+  if K.labels then
+    majority = majority_baseline(K, task, train_ex, test_ex, details.predictions)
+    say("  majority-class baseline (always '%s'): accuracy %.2f%%", tostring(majority.label), 100 * majority.accuracy)
+    if majority.predicted_classes <= 1 then
       say("  WARNING: the model predicts one class for every test example: it has learned nothing beyond the " ..
         "class prior (train longer, raise --lr, or use more data)")
     end
   end
 
   -- {------------------------------------------------ reports
-  if kind == "classification" then
-    say("confusion matrix (rows gold, columns predicted):\n%s", details.confusion:format())
-    if task.label_names then
-      local parts = {}
-      for _, l in ipairs(task.labels) do parts[#parts + 1] = l .. " = " .. (task.label_names[l] or l) end
-      say("  %s", table.concat(parts, "; "))
-    end
-    local lines = {}
-    for i, ex in ipairs(test_ex) do
-      lines[i] = util.json({id = ex.id or ex.line or i, gold = ex.label, predicted = details.predictions[i]})
-    end
-    write_output(out .. "/test_predictions.jsonl", table.concat(lines, "\n") .. "\n")
-  elseif kind == "tagging" then
-    if details.report then say("conlleval:\n%s", details.report) end
-    require("bert.finetune.readers").write_conll(out .. "/test_predictions.conll", test_ex, details.predictions)
-  else
-    write_output(out .. "/test_predictions.json", util.json(details.predictions) .. "\n")
-  end
-
   local summary = {
     task = task.name, kind = kind, model = args.model, from_scratch = info.from_scratch == true,
     architecture = model.architecture, parameters = model:num_parameters(),
@@ -416,11 +442,12 @@ function M.run(kind, args)
     settings = {lr = lr, batch_size = args.batch_size, accum = args.accum, seq_len = seq_len, warmup = warmup_of(total),
       weight_decay = args.weight_decay, seed = args.seed, tokenizer = tok_path, labels = task.labels},
   }
+  for k, v in pairs(kept or {}) do summary.settings[k] = settings[k] or v end
   for _, k in ipairs({"accuracy", "macro_f1", "entity_f1", "entity_precision", "entity_recall", "exact_match", "f1"}) do
     if test_r[k] ~= nil then summary[k] = test_r[k] end
   end
-  if kind == "classification" then summary.confusion = details.confusion:totable() end
-  if kind == "qa" then for k, v in pairs(settings) do summary.settings[k] = v end end
+  ctx.summary = summary
+  K.report(details, ctx)
   write_output(out .. "/summary.json", util.json(summary) .. "\n")
 
   -- the kept model needs no optimizer state; the resumable checkpoint goes
