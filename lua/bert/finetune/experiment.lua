@@ -266,7 +266,10 @@ function M.run(kind, args)
       error("--resume: " .. args.resume .. "/args.json is missing or unreadable; not a fine-tuning run directory", 0)
     end
     local resume, fetch = args.resume, args.fetch
-    args = saved
+    args = {}
+    for k, v in pairs(saved) do   -- JSON has one number type: whole numbers come back as integers
+      args[k] = (math.type(v) == "float" and v == math.floor(v) and math.tointeger(v)) or v
+    end
     args.resume, args.output, args.fetch = resume, resume, fetch
   end
   args = M.settings(kind, args)
