@@ -48,6 +48,17 @@ describe("ONNX export", function()
     end)
   end
 
+  it("exports the tanh GELU (hidden_act gelu_new) as standard ops too", function()
+    bert.manual_seed(9)
+    local c = {}
+    for k, v in pairs(config) do c[k] = v end
+    c.hidden_act = "gelu_new"
+    local m = bert.model("BertForMaskedLM", c)
+    m:evaluate()
+    onnx.export(m, tmp)
+    assert.is_true(onnx.check(m, tmp).logits <= 1e-4)
+  end)
+
   it("tools/export_onnx.lua exports a model directory and checks it", function()
     local dir = os.tmpname()
     os.remove(dir)

@@ -64,6 +64,8 @@ function M.size_names()
   table.sort(names, function(a, b)
     local ha, hb = sizes[a].hidden_size or 0, sizes[b].hidden_size or 0
     if ha ~= hb then return ha < hb end
+    local la, lb = sizes[a].num_hidden_layers or 0, sizes[b].num_hidden_layers or 0
+    if la ~= lb then return la < lb end
     return a < b
   end)
   return names
