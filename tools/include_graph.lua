@@ -114,6 +114,11 @@ end
 if arg and arg[0] and arg[0]:match("include_graph%.lua$") then
   local dot, root = false, nil
   for _, a in ipairs(arg) do
+    if a == "--help" or a == "-h" then
+      print("usage: lua5.4 tools/include_graph.lua [--dot] [ROOT]\n" ..
+        "Checks the include graph of csrc/ between folders against the layers; --dot prints it for Graphviz.")
+      os.exit(0)
+    end
     if a == "--dot" then dot = true else root = a end
   end
   local edges, problems = M.scan(root)
