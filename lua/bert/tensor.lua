@@ -20,16 +20,17 @@ function Tensor:topk(k, dim, opts)
     error("topk: argument #1 (k) expected an integer, got " .. tostring(k), 2)
   end
   local largest = not (type(opts) == "table" and opts.largest == false)
-  local ok, idx = pcall(self.sort_indices, self, dim or -1, k, largest)
-  if not ok then error("topk: " .. tostring(idx):gsub("^.*sort_indices: ", ""), 2) end
+  -- called as a method inside the closure, so errors name sort_indices
+  local ok, idx = pcall(function() return self:sort_indices(dim or -1, k, largest) end)
+  if not ok then error("topk: " .. tostring(idx):gsub("^[^:]*:%d+: ", ""):gsub("^sort_indices: ", ""), 2) end
   return self:gather(dim or -1, idx), idx
 end
 
 --- The elements along dim in ascending (or, descending = true, descending)
 -- order: values (differentiable) and int32 positions.
 function Tensor:sort(dim, descending)
-  local ok, idx = pcall(self.sort_indices, self, dim or -1, nil, descending == true)
-  if not ok then error("sort: " .. tostring(idx):gsub("^.*sort_indices: ", ""), 2) end
+  local ok, idx = pcall(function() return self:sort_indices(dim or -1, nil, descending == true) end)
+  if not ok then error("sort: " .. tostring(idx):gsub("^[^:]*:%d+: ", ""):gsub("^sort_indices: ", ""), 2) end
   return self:gather(dim or -1, idx), idx
 end
 
