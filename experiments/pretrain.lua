@@ -11,6 +11,8 @@ package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. pack
 local cjson = require("cjson")
 local bert = require("bert")
 local cli = require("bert.cli")
+local dist = require("bert.distributed")
+dist.init()   -- under mpirun: data-parallel, rank 0 prints and writes (docs/distributed.md)
 
 local parser = cli.parser("pretrain.lua", "Pretrain a BERT model with MLM and NSP/SOP.",
   "Writes OUTPUT/metrics.jsonl (and .csv), OUTPUT/summary.json (held-out metrics, fractions), " ..
@@ -62,7 +64,7 @@ if args.resume then
 end
 if not args.steps and not args.time_budget then args.steps = 1000 end
 assert(bert.mkdir(args.output))
-if not args.resume then
+if not args.resume and dist.is_main() then
   -- a fresh run in an old directory: keep the tokenizer and shards only if
   -- they were made with the same data settings, drop everything else
   local old = read_json(args.output .. "/args.json")
@@ -75,7 +77,7 @@ if not args.resume then
   if not same then stale[#stale + 1] = "data"; stale[#stale + 1] = "tokenizer" end
   for _, name in ipairs(stale) do os.execute(string.format("rm -rf '%s/%s'", args.output, name)) end
 end
-write_json(args.output .. "/args.json", args)
+if dist.is_main() then write_json(args.output .. "/args.json", args) end
 
 if args.threads then bert.set_num_threads(args.threads) end
 bert.manual_seed(args.seed)
@@ -83,6 +85,7 @@ local pre = require("bert.data.pretraining")
 local corpus = require("bert.data.corpus")
 
 -- {============================================================ data
+dist.wait_for_main()   -- rank 0 fetches, trains the tokenizer and writes the shards; the others then read them
 local corpus_path = args.corpus
 if args.corpus == "brown" or args.corpus == "kjv" then
   corpus_path = string.format("data/%s/%s.txt", args.corpus, args.corpus)
@@ -140,11 +143,15 @@ end
 local train_meta = shards("train", train_docs, args.masking, args.masking == "static" and args.dupe_factor or 1, args.seed)
 -- held-out data: one fixed masking, so every evaluation sees the same targets
 local eval_meta = shards("eval", eval_docs, "static", 1, args.seed + 1000)
+dist.main_ready()
 documents, train_docs, eval_docs = nil, nil, nil
 collectgarbage()
 
+-- --batch-size is the global batch: each rank reads its rows of it
+local shard_first, shard_rows = dist.shard(args.batch_size, "pretrain: --batch-size")
 local loader, lerr = pre.Loader{dir = args.output .. "/data/train", batch_size = args.batch_size,
-                                seq_len = args.seq_len, masking = args.masking, seed = args.seed, shuffle = true}
+                                seq_len = args.seq_len, masking = args.masking, seed = args.seed, shuffle = true,
+                                shard_first = shard_first, shard_rows = shard_rows}
 if not loader then die(lerr) end
 -- }============================================================
 
@@ -203,8 +210,9 @@ local function evaluate(m)
   local nbatches = math.max(1, ev:batches_per_epoch())
   if args.max_eval then nbatches = math.min(nbatches, math.max(1, math.ceil(args.max_eval / args.batch_size))) end
   local right, total, nll, uni, pair_right, pairs_n = 0, 0, 0, 0, 0, 0
-  for _ = 1, nbatches do
+  for b = 1, nbatches do
     local batch = ev:next()
+    if not dist.owns(b) then goto next_batch end   -- batches split over ranks, sums reduced below
     local out = m:forward(batch)
     local logits, targets = out[prediction_head], out.masked_labels
     local n = targets:numel()
@@ -218,14 +226,17 @@ local function evaluate(m)
       pair_right = pair_right + out.seq_relationship_logits:argmax(-1):eq(batch.next_sentence_label):sum():item()
       pairs_n = pairs_n + batch.next_sentence_label:numel()
     end
+    ::next_batch::
   end
   ev:close()
+  right, total, nll, uni, pair_right, pairs_n =
+    table.unpack(dist.all_reduce_numbers({right, total, nll, uni, pair_right, pairs_n}))
   local result = {
     mlm_accuracy = right / math.max(total, 1),
     unigram_baseline_accuracy = uni / math.max(total, 1),
     perplexity = math.exp(nll / math.max(total, 1)),
     mlm_loss = nll / math.max(total, 1),
-    masked_tokens = total,
+    masked_tokens = math.tointeger(total) or total,
   }
   if pairs_n > 0 then result[args.objective .. "_accuracy"] = pair_right / pairs_n end
   return result
@@ -237,6 +248,7 @@ local trainer = bert.train.Trainer{
   steps = args.steps, time_budget = args.time_budget, accum = args.accum, clip = args.clip > 0 and args.clip or nil,
   output = args.output, save_every = args.save_every, eval_every = args.eval_every, tokenizer = tok,
   log_every = args.log_every, evaluate = evaluate, step_metrics = batch_metrics,
+  sharded_batches = true, fingerprint = args,
   get_state = function() return {loader = loader:state(), schedule_total = schedule_total, warmup_steps = warmup_steps} end,
   set_state = function(s)
     loader:set_state(s.loader)
@@ -246,7 +258,7 @@ local trainer = bert.train.Trainer{
 if args.resume then
   local ok, err = pcall(trainer.resume, trainer)
   if not ok then die(tostring(err)) end
-  io.stderr:write(string.format("pretrain: resumed %s at step %d\n", args.output, trainer.step))
+  if dist.is_main() then io.stderr:write(string.format("pretrain: resumed %s at step %d\n", args.output, trainer.step)) end
 end
 
 -- with a time budget, size the schedule from measured steps (after a
@@ -260,7 +272,7 @@ if schedule_total == nil and args.time_budget then
   trainer:run()
   local per_step = (bert.wall_time() - t0) / 5
   local left = args.time_budget - (bert.wall_time() - started)
-  schedule_total = trainer.step + math.max(1, math.floor(left / per_step))
+  schedule_total = dist.broadcast_number(trainer.step + math.max(1, math.floor(left / per_step)))
   if args.steps then schedule_total = math.min(schedule_total, args.steps) end
   warmup_steps = math.max(1, cli.warmup_steps(args.warmup, schedule_total))
   trainer.steps, trainer.save_every = schedule_total, args.save_every
@@ -274,8 +286,12 @@ if schedule_total == nil and args.time_budget then
 elseif schedule_total and trainer.steps == nil then
   trainer.steps = schedule_total   -- a resumed time-budgeted run replays its saved schedule
 end
-io.stderr:write(string.format("pretrain: %s (%s, %d parameters), objective %s, %s masking, %d training sequences\n",
-  arch, args.model, model:num_parameters(), args.objective, args.masking, train_meta.instances))
+
+if dist.is_main() then
+  io.stderr:write(string.format("pretrain: %s (%s, %d parameters), objective %s, %s masking, %d training sequences%s\n",
+    arch, args.model, model:num_parameters(), args.objective, args.masking, train_meta.instances,
+    dist.size() > 1 and string.format(", %d ranks x %d sequences", dist.size(), shard_rows) or ""))
+end
 local summary = trainer:run()
 local training_wall = bert.wall_time() - started
 loader:close()
@@ -295,6 +311,8 @@ final.corpus = args.corpus
 final.settings = {lr = lr, batch_size = args.batch_size, accum = args.accum, seq_len = args.seq_len,
   warmup_steps = warmup_steps, weight_decay = args.weight_decay, seed = args.seed, masking = args.masking,
   whole_word_mask = args.whole_word_mask == true, corpus = args.corpus, time_budget = args.time_budget}
+final.ranks = dist.size()
+if not dist.is_main() then dist.finalize() return end   -- rank 0 writes the summary
 trainer:log({step = trainer.step, eval = final})
 write_json(args.output .. "/summary.json", final)
 
@@ -313,3 +331,4 @@ print("  checkpoint:  " .. args.output .. "/checkpoint  (config.json, model.safe
 print("  tokenizer:   " .. tok_dir)
 print("  metrics:     " .. args.output .. "/metrics.jsonl (and .csv), " .. args.output .. "/summary.json")
 if plotted then print("  plots:       " .. args.output .. "/loss.png, " .. args.output .. "/accuracy.png") end
+dist.finalize()

@@ -11,7 +11,8 @@ set -e
 PKGS="lua5.4 liblua5.4-dev luarocks lua-busted lua-cjson lua-argparse
       libopenblas-dev libdnnl-dev libutf8proc-dev pkg-config gcc make
       libvulkan-dev glslc mesa-vulkan-drivers gnuplot-nox
-      nodejs"
+      nodejs
+      openmpi-bin libopenmpi-dev"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"

@@ -259,6 +259,14 @@ static void prof_add(prof_entry *tab, int *n, const char *name, double dt) {
   if (*n < 64) { tab[*n].name = name; tab[*n].seconds = dt; tab[*n].calls = 1; (*n)++; }
 }
 
+static bert_backward_hook backward_hook;
+static void *backward_hook_ud;
+
+void bert_set_backward_hook(bert_backward_hook fn, void *ud) {
+  backward_hook = fn;
+  backward_hook_ud = ud;
+}
+
 int bert_backward(bert_tensor *root, const bert_tensor *grad) {
   static int profile = -1;
   prof_entry prof[64];
@@ -331,6 +339,7 @@ int bert_backward(bert_tensor *root, const bert_tensor *grad) {
         rc = -1;
       }
       bert_tensor_release(g);
+      if (rc == 0 && backward_hook) rc = backward_hook(backward_hook_ud, order.v, order.n, k);
     }
   }
   /* free the graph: every non-leaf drops its node and its gradient */

@@ -95,6 +95,12 @@ bert_tensor *bert_grad_target(bert_tensor *t);
 bert_tensor *bert_sum_to_shape(const bert_tensor *g, int ndim, const int64_t *shape);
 /* Runs backward from root; grad may be NULL only for a 1-element root. */
 int bert_backward(bert_tensor *root, const bert_tensor *grad);
+/* Called during backward after the node of order[k] ran (k goes down from
+** n - 1 to 0; nodes that received no gradient are skipped), the graph
+** still whole; non-zero stops the pass.  Data parallelism (csrc/dist/)
+** starts reducing gradients that are final.  NULL removes it. */
+typedef int (*bert_backward_hook)(void *ud, bert_tensor *const *order, size_t n, size_t k);
+void bert_set_backward_hook(bert_backward_hook fn, void *ud);
 
 /* Bumps the storage version: every in-place write calls this. */
 static inline void bert_bump_version(bert_tensor *t) { t->storage->version++; }

@@ -264,7 +264,8 @@ bert_tensor *bert_dropout(bert_tensor *x_in, double p, int training) {
   bert_stream s;
   uint64_t unused;
   bert_rng_get_state(&s.seed, &unused);
-  s.offset = bert_rng_reserve(((uint64_t)bert_numel(x) + 3) / 4);
+  int64_t rows = x->ndim > 0 ? x->shape[0] : 1;   /* masks keyed by global sample (data parallelism) */
+  s.offset = bert_rng_reserve_batch(rows, rows > 0 ? bert_numel(x) / rows : 0);
   bert_node *node;
   bert_tensor *y = bert_record(be->dropout(x, p, s), &node, &dropout_node, 1, &x_in);
   if (node) {
@@ -523,7 +524,7 @@ bert_tensor *bert_attention(bert_tensor *q, bert_tensor *k, bert_tensor *v, cons
   if (o->training && o->dropout_p > 0) {
     uint64_t unused;
     bert_rng_get_state(&s.seed, &unused);
-    s.offset = bert_rng_reserve(((uint64_t)(B * A * Tq) * (uint64_t)Tk + 3) / 4);
+    s.offset = bert_rng_reserve_batch(B, A * Tq * Tk);   /* keyed by global sample */
   }
   bert_tensor *lse = NULL;
   bert_node *node;

@@ -102,5 +102,15 @@ void bert_rng_set_state(uint64_t seed, uint64_t offset);
 void bert_rng_get_state(uint64_t *seed, uint64_t *offset);
 uint64_t bert_rng_reserve(uint64_t n);   /* returns the first counter of n */
 uint64_t bert_rng_get_seed(void);
+/* Data parallelism: this process computes rows [first, first + rows) of
+** every global batch of `total` rows (rows == total: no sharding). */
+void bert_rng_set_batch_shard(int64_t first, int64_t rows, int64_t total);
+/* Counters for a mask over a tensor of `rows` leading rows of `per_row`
+** elements, returned as the counter of its element 0.  When rows is this
+** process's shard, counters are reserved for the whole global batch and
+** the shard starts at its rows' place, so a sample's mask depends on its
+** global index, not on how many processes share the batch (exactly so when
+** first * per_row is a multiple of 4, the elements per counter). */
+uint64_t bert_rng_reserve_batch(int64_t rows, int64_t per_row);
 
 #endif

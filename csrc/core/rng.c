@@ -48,6 +48,22 @@ uint64_t bert_rng_reserve(uint64_t n) {
   return first;
 }
 
+static int64_t shard_first = 0, shard_rows = 0, shard_total = 0;
+
+void bert_rng_set_batch_shard(int64_t first, int64_t rows, int64_t total) {
+  int on = rows > 0 && total > rows && first >= 0 && first + rows <= total;
+  shard_first = on ? first : 0;
+  shard_rows = on ? rows : 0;
+  shard_total = on ? total : 0;
+}
+
+uint64_t bert_rng_reserve_batch(int64_t rows, int64_t per_row) {
+  if (shard_rows == 0 || rows != shard_rows || per_row < 0)
+    return bert_rng_reserve(((uint64_t)rows * (uint64_t)per_row + 3) / 4);
+  uint64_t first = bert_rng_reserve(((uint64_t)shard_total * (uint64_t)per_row + 3) / 4);
+  return first + (uint64_t)shard_first * (uint64_t)per_row / 4;
+}
+
 /* 24 random bits -> [0, 1) exactly representable in float */
 static inline double unit(uint32_t x) { return (double)(x >> 8) * (1.0 / 16777216.0); }
 

@@ -8,7 +8,9 @@
 ** positions [b*B, (b+1)*B) of it (the last partial batch is dropped).
 ** Dynamic masks are drawn from Philox keyed by the seed with the counter
 ** block of the global sample index e*N + b*B + k, so the masks depend on
-** the position alone and a resumed run masks identically.
+** the position alone and a resumed run masks identically.  A shard (data
+** parallelism) fills only its rows of each global batch: the same samples,
+** masks and order as the rows of the unsharded batch.
 */
 #include <pthread.h>
 #include <stdlib.h>
@@ -61,12 +63,12 @@ static void make_perm(bd_loader *l, int64_t epoch) {
 
 static void fill(bd_loader *l, slot *s) {
   const bd_instances *d = l->data;
-  int B = l->cfg.batch_size, T = l->cfg.seq_len;
+  int B = l->cfg.shard_rows, T = l->cfg.seq_len;
   int32_t *ids = s->buf, *types = ids + (size_t)B * T, *attn = types + (size_t)B * T;
   int32_t *labels = attn + (size_t)B * T, *nsl = labels + (size_t)B * T;
   if (l->perm_epoch != s->epoch) make_perm(l, s->epoch);
   for (int k = 0; k < B; k++) {
-    int64_t at = s->batch * B + k;
+    int64_t at = s->batch * l->cfg.batch_size + l->cfg.shard_first + k;
     int64_t i = l->perm[at];
     int64_t t0 = d->tok_off[i];
     int n = (int)(d->tok_off[i + 1] - t0);
@@ -152,6 +154,12 @@ bd_loader *bd_loader_new(bd_instances *data, const bd_loader_cfg *cfg) {
     bd_instances_free(data);
     return NULL;
   }
+  if (cfg->shard_first < 0 || cfg->shard_rows < 0 || cfg->shard_first + cfg->shard_rows > B) {
+    bert_set_error("loader: shard rows [%d, %d) outside the batch of %d", cfg->shard_first,
+                   cfg->shard_first + cfg->shard_rows, B);
+    bd_instances_free(data);
+    return NULL;
+  }
   if (data->n < B) {
     bert_set_error("loader: %lld instances, fewer than one batch of %d", (long long)data->n, B);
     bd_instances_free(data);
@@ -161,6 +169,7 @@ bd_loader *bd_loader_new(bd_instances *data, const bd_loader_cfg *cfg) {
   if (!l) { bd_instances_free(data); bert_set_error("out of memory"); return NULL; }
   l->data = data;
   l->cfg = *cfg;
+  if (cfg->shard_rows == 0) { l->cfg.shard_first = 0; l->cfg.shard_rows = B; }
   l->nbatches = data->n / B;
   l->nslots = cfg->prefetch;
   l->perm_epoch = -1;
@@ -209,7 +218,7 @@ void bd_loader_free(bd_loader *l) {
 int bd_loader_next(bd_loader *l, int32_t *ids, int32_t *types, int32_t *attn,
                    int32_t *labels, int32_t *nsl) {
   if (!l->running) { bert_set_error("loader: closed"); return -1; }
-  size_t bt = (size_t)l->cfg.batch_size * l->cfg.seq_len;
+  size_t bt = (size_t)l->cfg.shard_rows * l->cfg.seq_len;
   pthread_mutex_lock(&l->mu);
   while (l->count == 0) pthread_cond_wait(&l->not_empty, &l->mu);
   slot *s = &l->slots[l->head];
@@ -218,7 +227,7 @@ int bd_loader_next(bd_loader *l, int32_t *ids, int32_t *types, int32_t *attn,
   memcpy(types, s->buf + bt, bt * sizeof(int32_t));
   memcpy(attn, s->buf + 2 * bt, bt * sizeof(int32_t));
   memcpy(labels, s->buf + 3 * bt, bt * sizeof(int32_t));
-  if (nsl) memcpy(nsl, s->buf + 4 * bt, (size_t)l->cfg.batch_size * sizeof(int32_t));
+  if (nsl) memcpy(nsl, s->buf + 4 * bt, (size_t)l->cfg.shard_rows * sizeof(int32_t));
   pthread_mutex_lock(&l->mu);
   l->c_epoch = s->epoch;
   l->c_batch = s->batch + 1;
@@ -251,6 +260,6 @@ int64_t bd_loader_batches_per_epoch(const bd_loader *l) { return l->nbatches; }
 const bd_instances *bd_loader_data(const bd_loader *l) { return l->data; }
 
 void bd_loader_shape(const bd_loader *l, int64_t *batch, int64_t *seq_len) {
-  *batch = l->cfg.batch_size;
+  *batch = l->cfg.shard_rows;
   *seq_len = l->cfg.seq_len;
 }

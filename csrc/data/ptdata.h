@@ -113,12 +113,16 @@ typedef struct {
   uint64_t seed;
   int32_t pad_id;
   bd_mask_cfg mask;      /* dynamic masking; the tables are copied */
+  /* data parallelism: produce rows [shard_first, shard_first + shard_rows)
+  ** of each global batch of batch_size (shard_rows 0: the whole batch) */
+  int shard_first, shard_rows;
 } bd_loader_cfg;
 
 /* Takes ownership of data. */
 bd_loader *bd_loader_new(bd_instances *data, const bd_loader_cfg *cfg);
 void bd_loader_free(bd_loader *l);
-/* Copies the next batch into the caller's buffers ([B*T] each, nsl [B]). */
+/* Copies the next batch into the caller's buffers ([B*T] each, nsl [B];
+** B is the shard's rows when sharded, see bd_loader_shape). */
 int bd_loader_next(bd_loader *l, int32_t *ids, int32_t *types, int32_t *attn,
                    int32_t *labels, int32_t *nsl);
 void bd_loader_position(bd_loader *l, int64_t *epoch, int64_t *batch);

@@ -66,6 +66,8 @@ static int l_backend_info(lua_State *L) {
   lua_setfield(L, -2, "cpus");
   lua_pushliteral(L, "cpu");
   lua_setfield(L, -2, "devices");
+  lbert_dist_info(L);
+  lua_setfield(L, -2, "distributed");
   return 1;
 }
 
@@ -171,5 +173,6 @@ int luaopen_bert_core(lua_State *L) {
   lbert_open_optim(L);
   lbert_open_data(L);
   lbert_open_vulkan(L);
+  lbert_open_dist(L);
   return 1;
 }

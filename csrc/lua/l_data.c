@@ -335,6 +335,8 @@ static int l_loader(lua_State *L) {
   cfg.shuffle = opt_bool(L, 2, "shuffle", 1);
   cfg.seed = (uint64_t)opt_int(L, 2, "seed", 1);
   cfg.pad_id = (int32_t)opt_int(L, 2, "pad_id", 0);
+  cfg.shard_first = (int)opt_int(L, 2, "shard_first", 0);
+  cfg.shard_rows = (int)opt_int(L, 2, "shard_rows", 0);
   read_mask_cfg(L, 2, &cfg.mask);
   bd_instances *s = *ibox;
   if (cfg.seq_len < s->max_seq_length)

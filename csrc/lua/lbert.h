@@ -22,6 +22,8 @@ void lbert_open_nn(lua_State *L);
 void lbert_open_optim(lua_State *L);
 void lbert_open_data(lua_State *L);
 void lbert_open_vulkan(lua_State *L);
+void lbert_open_dist(lua_State *L);
+void lbert_dist_info(lua_State *L);   /* pushes backend_info().distributed */
 
 /* Tensor userdata helpers (l_tensor.c). */
 bert_tensor *lbert_check_tensor(lua_State *L, int arg);

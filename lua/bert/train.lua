@@ -16,6 +16,12 @@
 --   trainer:resume()          -- continues from output/checkpoint when there is one
 --   local summary = trainer:run()
 --
+-- Under mpirun the same script trains data-parallel (bert.distributed):
+-- each batch from next_batch is the global batch (or, with
+-- sharded_batches = true, this rank's rows of it), gradients are averaged
+-- over ranks during backward, and only rank 0 prints and writes files.
+-- fingerprint (any plain value) must be the same on every rank.
+--
 -- A step: zero the gradients, `accum` forward/backward passes (losses
 -- scaled by 1/accum), global-norm clipping, the scheduled learning rate,
 -- one optimizer update.  Checkpoints (output/checkpoint/) hold the model,
@@ -26,6 +32,7 @@ local bert = require("bert")
 local cjson = require("cjson")
 local fs = require("bert.fs")
 local class = require("bert.nn.class")
+local distributed = require("bert.distributed")
 
 local M = {}
 
@@ -77,7 +84,10 @@ function M.Trainer(opts)
   self.best = nil
   self.progress = self.progress ~= false
   self.tty = os.getenv("TERM") ~= nil and os.getenv("CI") == nil and os.execute("test -t 2") == true
-  if self.output then
+  self.dp = distributed.data_parallel(self)   -- nil for a single process
+  self.writes = distributed.is_main()          -- only rank 0 writes and prints
+  self.progress = self.progress and self.writes
+  if self.output and self.writes then
     local ok, err = bert.mkdir(self.output)
     if not ok then error("Trainer: " .. err, 2) end
   end
@@ -86,7 +96,7 @@ end
 
 --- Appends one JSON line to output/metrics.jsonl.
 function Trainer:log(record)
-  if not self.output then return end
+  if not self.output or not self.writes then return end
   local f = io.open(self.output .. "/metrics.jsonl", "ab")
   if f then
     f:write(cjson.encode(record), "\n")
@@ -102,6 +112,7 @@ local function checkpoint_dir(self, name) return self.output .. "/" .. (name or 
 -- files go to a temporary directory that then replaces the old one.
 function Trainer:save(name)
   if not self.output then return nil, "Trainer:save: no output directory" end
+  if not self.writes then return true end
   local final = checkpoint_dir(self, name)
   local tmp, old = final .. ".tmp", final .. ".old"
   remove_tree(tmp)
@@ -153,7 +164,7 @@ function Trainer:resume(dir)
   bert.set_rng_state(math.tointeger(state.rng.seed), math.tointeger(state.rng.offset))
   if self.set_state and state.user ~= cjson.null then self.set_state(integers(state.user)) end
   -- metrics written after the checkpoint by the interrupted run are replayed: drop them
-  if self.output then
+  if self.output and self.writes then
     local path = self.output .. "/metrics.jsonl"
     local log = read_file(path)
     if log then
@@ -180,23 +191,26 @@ end
 --- One optimizer step over `accum` micro-batches; returns the mean loss and
 -- the merged step metrics.
 function Trainer:train_step()
-  local model, opt = self.model, self.optimizer
+  local model, opt, dp = self.model, self.optimizer, self.dp
   model:training()
   if self.schedule then opt:set_lr(self.schedule(self.step)) end
   opt:zero_grad()
-  local loss_sum, metrics = 0, {}
-  for _ = 1, self.accum do
+  local loss_sum, metrics, tokens = 0, {}, 0
+  for i = 1, self.accum do
     local batch = self.next_batch()
+    if dp then batch = dp:enter(batch) end
     local out = self.forward and self.forward(model, batch) or model:forward(batch)
     local loss = out.loss
     if self.accum > 1 then loss = loss / self.accum end
-    loss:backward()
+    if dp then dp:backward(loss, i == self.accum) else loss:backward() end
     loss_sum = loss_sum + out.loss:item()
-    self.tokens = self.tokens + count_tokens(batch)
+    tokens = tokens + count_tokens(batch)
     if self.step_metrics then
       for k, v in pairs(self.step_metrics(out, batch)) do metrics[k] = (metrics[k] or 0) + v / self.accum end
     end
   end
+  if dp then loss_sum, tokens = dp:finish_step(metrics, loss_sum, tokens) end
+  self.tokens = self.tokens + tokens
   local norm
   if self.clip then norm = bert.optim.clip_grad_norm(opt, self.clip) end
   opt:step()
@@ -263,8 +277,10 @@ function Trainer:run()
   local last, last_eval = nil, nil
   local window = {loss = 0, n = 0}
   while true do
-    if self.steps and self.step >= self.steps then break end
-    if self.time_budget and now() - self.started >= self.time_budget then break end
+    local stop = (self.steps and self.step >= self.steps)
+      or (self.time_budget and now() - self.started >= self.time_budget)
+    if self.dp then stop = distributed.any(stop) end   -- every rank stops at the same step
+    if stop then break end
     local t0 = now()
     local m = self:train_step()
     local dt = now() - t0

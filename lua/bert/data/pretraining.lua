@@ -13,6 +13,9 @@
 --                                 -- labels ([B, T] int32, -100 off targets),
 --                                 -- next_sentence_label ([B]; not for "none")
 --   loader:state() / loader:set_state(s) / loader:close()
+--   -- data parallelism: shard_first = 0-based first row, shard_rows = rows of
+--   -- each global batch of batch_size that this loader returns
+--   -- (bert.distributed.shard(batch_size) gives both)
 --   pretraining.unigram_counts(dir) -> int32 tensor [vocab]
 --   pretraining.split_documents(docs, {heldout = 0.05, seed = 1}) -> train, eval
 --   pretraining.read(dir) -> instances (s:stats(), s:get(i)) for inspection
@@ -309,7 +312,9 @@ local Loader = class("Loader")
 --- pretraining.Loader{dir, batch_size = 8, seq_len = max_seq_length,
 -- masking = meta's ("static" | "dynamic"), seed = 1, shuffle = true,
 -- prefetch = 4, masked_lm_prob, max_predictions_per_seq, whole_word_mask
--- (dynamic masking; default the shard set's)}.  Returns the loader, or
+-- (dynamic masking; default the shard set's), shard_first = 0, shard_rows =
+-- batch_size (data parallelism: these rows of each global batch, the same
+-- samples and masks as in the whole batch)}.  Returns the loader, or
 -- nil, message when the files are missing or corrupt.
 function M.Loader(opts)
   local F = "Loader"
@@ -320,6 +325,8 @@ function M.Loader(opts)
   check_opt(F, opts, "seed", "number", is_int, "an integer")
   check_opt(F, opts, "masked_lm_prob", "number", prob, "in [0, 1]")
   check_opt(F, opts, "max_predictions_per_seq", "number", positive_int, "a positive integer")
+  check_opt(F, opts, "shard_first", "number", function(v) return is_int(v) and v >= 0 end, "an integer >= 0")
+  check_opt(F, opts, "shard_rows", "number", positive_int, "a positive integer")
   if opts.masking ~= nil and opts.masking ~= "static" and opts.masking ~= "dynamic" then
     argerr(F, "option 'masking' must be 'static' or 'dynamic', got " .. tostring(opts.masking))
   end
@@ -344,7 +351,13 @@ function M.Loader(opts)
     argerr(F, string.format("%d instances, fewer than one batch of %d", meta.instances, batch))
   end
   local seed = math.tointeger(opts.seed or 1)
+  local shard_first = math.tointeger(opts.shard_first or 0)
+  local shard_rows = math.tointeger(opts.shard_rows or batch - shard_first)
+  if shard_first + shard_rows > batch then
+    argerr(F, string.format("shard rows [%d, %d) outside the batch of %d", shard_first, shard_first + shard_rows, batch))
+  end
   local ok, c = pcall(C.loader, inst, {
+    shard_first = shard_first, shard_rows = shard_rows,
     batch_size = batch, seq_len = seq_len,
     prefetch = math.tointeger(opts.prefetch or 4), dynamic = masking == "dynamic",
     shuffle = opts.shuffle ~= false, seed = seed, pad_id = meta.special_ids.pad,
