@@ -312,6 +312,7 @@ final.settings = {lr = lr, batch_size = args.batch_size, accum = args.accum, seq
   warmup_steps = warmup_steps, weight_decay = args.weight_decay, seed = args.seed, masking = args.masking,
   whole_word_mask = args.whole_word_mask == true, corpus = args.corpus, time_budget = args.time_budget}
 final.ranks = dist.size()
+final.distributed = summary.distributed   -- gradient all-reduce: wait after backward, overlap
 if not dist.is_main() then dist.finalize() return end   -- rank 0 writes the summary
 trainer:log({step = trainer.step, eval = final})
 write_json(args.output .. "/summary.json", final)

@@ -190,6 +190,7 @@ int bert_dist_reducer_finish(bert_dist_reducer *r, int *overlapped, double *wait
     r->next--;
   }
   r->scanned = 0;
+  r->next = r->nb - 1;   /* not armed next time: nothing starts before finish */
   if (bert_dist_wait("all_reduce (gradients)", r->nb, r->req, wait_seconds)) return -1;
   float inv = 1.0f / (float)bert_dist_size();
   for (int64_t i = 0; i < r->n; i++) r->base[i] *= inv;

@@ -78,9 +78,10 @@ function M.all_reduce_numbers(list, op) return C.all_reduce_numbers(list, op or 
 
 --- Rank root's value of a number (or nil) on every rank.
 function M.broadcast_number(x, root)
-  local v = C.all_reduce_numbers({C.rank() == (root or 0) and (x or 0 / 0) or -math.huge}, "max")[1]
-  if v ~= v then return nil end
-  return math.type(x) == "integer" and math.tointeger(v) or (math.tointeger(v) or v)
+  local mine = C.rank() == (root or 0)
+  local v = C.all_reduce_numbers({mine and x ~= nil and 1 or 0, mine and x or 0}, "sum")
+  if v[1] == 0 then return nil end
+  return math.tointeger(v[2]) or v[2]
 end
 
 --- True on every rank when flag is true on any rank (a collective).
@@ -200,7 +201,9 @@ M.describe = describe
 -- trainer.fingerprint), and prepares the gradient buckets.
 -- trainer.sharded_batches: the batches next_batch returns are already this
 -- rank's rows (a loader built with this rank's shard); otherwise each
--- global batch is cut here.  trainer.bucket_mb: bucket size (default 8).
+-- global batch is cut here.  trainer.bucket_mb (or $BERT_DIST_BUCKET_MB):
+-- bucket size in MiB (default 8); $BERT_DIST_OVERLAP=0 starts every bucket
+-- only after backward (to measure what the overlap gains).
 function M.data_parallel(trainer)
   M.init()
   if not M.active() then return nil end
@@ -217,9 +220,11 @@ function M.data_parallel(trainer)
     settings = describe(trainer.fingerprint or ""),
   }, "Trainer")
   M.broadcast(model.flat_params, 0)
-  local self = setmetatable({trainer = trainer, overlapped = 0, buckets_total = 0, wait = 0}, DataParallel)
+  local self = setmetatable({trainer = trainer, overlapped = 0, buckets_total = 0, wait = 0,
+                              overlap = os.getenv("BERT_DIST_OVERLAP") ~= "0"}, DataParallel)
   if model.flat_grad:device() == "cpu" then
-    local elems = math.max(1, math.floor((trainer.bucket_mb or 8) * 1024 * 1024 / 4))
+    local mb = trainer.bucket_mb or tonumber(os.getenv("BERT_DIST_BUCKET_MB") or "") or 8
+    local elems = math.max(1, math.floor(mb * 1024 * 1024 / 4))
     self.reducer = C.reducer(model.flat_grad, elems)
   end
   return self
@@ -265,7 +270,7 @@ end
 --- Backward of one micro-batch; the last of a step reduces the gradients
 -- while it runs (earlier ones only accumulate locally).
 function DataParallel:backward(loss, last)
-  if last and self.reducer then self.reducer:arm() end
+  if last and self.reducer and self.overlap then self.reducer:arm() end
   local ok, err = pcall(loss.backward, loss)
   C.set_batch_shard(0, 0, 0)
   M._global_mean = false
@@ -295,10 +300,11 @@ function DataParallel:finish_step(metrics, loss_sum, tokens)
   return all[1] / n, math.tointeger(all[2]) or all[2]
 end
 
---- Seconds spent waiting for gradient reductions after backward, and the
--- fraction of buckets that had started during backward.
+--- {ranks, buckets, reduce_wait_s = seconds waiting for gradient
+-- reductions after backward, overlapped = the fraction of buckets that had
+-- started during backward}.
 function DataParallel:stats()
-  return {reduce_wait_s = self.wait,
+  return {ranks = size(), buckets = self.reducer and self.reducer:buckets() or 1, reduce_wait_s = self.wait,
           overlapped = self.buckets_total > 0 and self.overlapped / self.buckets_total or 0}
 end
 -- }============================================================

@@ -312,7 +312,7 @@ function Trainer:run()
   return {
     step = self.step, train_seconds = self.train_seconds, stopped_early = self.stopped_early,
     tokens_per_s = self.tokens / math.max(self.train_seconds, 1e-9),
-    last = last, eval = last_eval,
+    last = last, eval = last_eval, distributed = self.dp and self.dp:stats(),
   }
 end
 
