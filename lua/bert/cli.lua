@@ -204,6 +204,7 @@ function M.main(name, fn, ...)
     io.stderr:write(name, ": ", tostring(err), "\n")
     os.exit(1)
   end
+  require("bert.distributed").finalize()   -- under mpirun every rank leaves MPI before exiting
   return err
 end
 

@@ -106,10 +106,16 @@ function M.wait_for_main() if M.active() and not M.is_main() then long_barrier()
 function M.main_ready() if M.active() and M.is_main() then long_barrier() end end
 
 --- This rank's rows of a global batch of `total`: first (0-based), count.
--- The batch must split evenly, so that every sample's place (and so its
--- dropout mask) is the same whatever the number of ranks.
-function M.shard(total, who)
+-- The batch must split evenly (a loader's fixed batch size), unless uneven
+-- is set (a last short batch): then ranks differ by at most one row.
+-- Either way each sample keeps its place, so its dropout mask does not
+-- depend on the number of ranks.
+function M.shard(total, who, uneven)
   local n = size()
+  if uneven and total >= n then
+    local first = C.rank() * total // n
+    return first, (C.rank() + 1) * total // n - first
+  end
   if total % n ~= 0 then
     error(string.format("%s: the global batch of %d does not split evenly over %d ranks "
       .. "(use a multiple of %d)", who or "distributed.shard", total, n, n), 2)
@@ -251,7 +257,7 @@ function DataParallel:enter(batch)
     first = C.rank() * rows
   else
     total = rows_of(batch)
-    first, rows = M.shard(total, "Trainer")
+    first, rows = M.shard(total, "Trainer", true)
     local mine = {}
     for k, v in pairs(batch) do
       if type(v) == "userdata" and #v:shape() > 0 and v:size(1) == total then

@@ -309,6 +309,7 @@ function Trainer:run()
   end
   if self.tty and self.progress then io.stderr:write("\n") end
   if self.output and self.save_every ~= false then assert(self:save()) end
+  if self.dp then distributed.barrier() end   -- the others go on once rank 0's files are written
   return {
     step = self.step, train_seconds = self.train_seconds, stopped_early = self.stopped_early,
     tokens_per_s = self.tokens / math.max(self.train_seconds, 1e-9),

@@ -56,9 +56,11 @@ end
 
 local function int(v) local n = tonumber(v) return n and math.tointeger(n) end
 
+local dist = require("bert.distributed")   -- under mpirun: data-parallel, rank 0 prints and writes
+
 local quiet = false
 local function say(fmt, ...)
-  if quiet then return end
+  if quiet or not dist.is_main() then return end
   io.stdout:write(string.format(fmt, ...), "\n")
   io.stdout:flush()
 end
@@ -66,6 +68,7 @@ end
 -- Writes an output file (atomically) or stops the run with the reason: a
 -- run must not report files it could not write.
 local function write_output(path, text)
+  if not dist.is_main() then return end
   local ok, err = util.write_file(path, text)
   if not ok then error(string.format("cannot write %s: %s", path, tostring(err)), 0) end
 end
@@ -145,7 +148,9 @@ KINDS.tagging = {
   step_metrics = true,
   report = function(details, ctx)
     if details.report then say("conlleval:\n%s", details.report) end
-    require("bert.finetune.readers").write_conll(ctx.out .. "/test_predictions.conll", ctx.test_ex, details.predictions)
+    if dist.is_main() then
+      require("bert.finetune.readers").write_conll(ctx.out .. "/test_predictions.conll", ctx.test_ex, details.predictions)
+    end
   end,
 }
 
@@ -168,7 +173,7 @@ KINDS.qa = {
     ctx.opts.null_threshold, ctx.settings.null_threshold = dev_best.best_threshold, dev_best.best_threshold
     say("  v2.0 null threshold tuned on dev: %.3f (dev F1 %.2f%%)", dev_best.best_threshold, 100 * dev_best.best_threshold_f1)
     ctx.model.config.finetune = ctx.settings
-    assert(ctx.model:save_pretrained(ctx.out .. "/best"))
+    if dist.is_main() then assert(ctx.model:save_pretrained(ctx.out .. "/best")) end
   end,
 }
 -- }============================================================
@@ -258,6 +263,7 @@ end
 --- Runs a fine-tuning experiment from settings (the flags' names with _);
 -- returns the summary (also written to OUTPUT/summary.json).
 function M.run(kind, args)
+  dist.init()
   if args.resume then
     -- continue a run: its saved settings win, except where to resume from
     local text = util.read_file(args.resume .. "/args.json")
@@ -334,7 +340,7 @@ function M.run(kind, args)
   -- {------------------------------------------------ output directory
   local out = args.output or default_output(task.name, args)
   assert(bert.mkdir(out))
-  if not args.resume then
+  if not args.resume and dist.is_main() then
     for _, p in ipairs({"metrics.jsonl", "metrics.csv", "summary.json"}) do os.remove(out .. "/" .. p) end
     fs.remove_tree(out .. "/checkpoint")
     fs.remove_tree(out .. "/best")
@@ -344,11 +350,11 @@ function M.run(kind, args)
   write_output(out .. "/args.json", util.json(saved_args) .. "\n")
   local tok_dir = out .. "/tokenizer"
   assert(bert.mkdir(tok_dir))
-  assert(require("bert.model_dir").save_tokenizer(tok_dir, tok, {model_max_length = maxpos}))
+  if dist.is_main() then assert(require("bert.model_dir").save_tokenizer(tok_dir, tok, {model_max_length = maxpos})) end
 
   -- {------------------------------------------------ training
   local eval_name = "dev"
-  if not quiet then opts.progress = eval_progress(function() return eval_name end) end
+  if not quiet and dist.is_main() then opts.progress = eval_progress(function() return eval_name end) end
   local function evaluate(m, feats, examples, name)
     eval_name = name
     return K.evaluate(mod, m, feats, examples, opts)
@@ -455,6 +461,7 @@ function M.run(kind, args)
 
   -- the kept model needs no optimizer state; the resumable checkpoint goes
   -- unless asked for
+  if not dist.is_main() then return summary end   -- rank 0 tidies up and plots
   os.remove(best_dir .. "/optimizer.safetensors")
   if not args.keep_checkpoint then fs.remove_tree(out .. "/checkpoint") end
   assert(require("bert.plot").write_csv(out))
