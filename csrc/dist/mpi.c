@@ -83,12 +83,14 @@ static int launched_by_mpirun(void) {
 
 static volatile sig_atomic_t stopped_by_launcher;
 
-/* mpirun ends the survivors with SIGTERM when a rank dies: say so (only
-** async-signal-safe calls here), then die of the signal as intended. */
+/* mpirun ends the survivors with SIGTERM when a rank dies (or when it is
+** interrupted itself): say so (only async-signal-safe calls here), then
+** die of the signal as intended. */
 static void on_sigterm(int sig) {
   static const char msg[] =
       "\nbert.distributed: rank 0 was stopped by mpirun: another rank of the job ended abnormally "
-      "(killed, crashed or out of memory). The last checkpoint is intact; restart with --resume.\n";
+      "(killed, crashed or out of memory), or the job was interrupted. The last checkpoint is intact; "
+      "restart with --resume.\n";
   if (!stopped_by_launcher) {
     stopped_by_launcher = 1;
     ssize_t w = write(2, msg, sizeof msg - 1);
