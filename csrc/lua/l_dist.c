@@ -9,6 +9,7 @@
 **   all_reduce_numbers({x, ...}, op) -> {y, ...} (doubles)
 **   set_timeout(s), timeout()       abort(message[, code])    finalize()
 **   set_batch_shard(first, rows, total)   (dropout keyed by global sample)
+**   checksum(t) -> integer < 2^48: the bits of t's elements, for comparing replicas
 **   reducer(flat_grad, bucket_elements) -> r: r:arm(), r:finish() -> overlapped, wait_s, r:buckets()
 */
 #include <string.h>
@@ -154,6 +155,21 @@ static int l_set_batch_shard(lua_State *L) {
   return 0;
 }
 
+/* The sum of t's 32-bit words, each weighted by its position, mod 2^48:
+** equal bits give equal sums whatever the thread count (integer sums do
+** not depend on order), and the result is exact as a double. */
+static int l_checksum(lua_State *L) {
+  bert_dist_type type;
+  bert_tensor *t = check_buffer(L, 1, "checksum", &type);
+  const uint32_t *w = (const uint32_t *)bert_data(t);
+  int64_t n = bert_numel(t);
+  uint64_t sum = 0;
+  #pragma omp parallel for reduction(+:sum) if (n >= 65536)
+  for (int64_t i = 0; i < n; i++) sum += (uint64_t)w[i] * (uint64_t)(2 * i + 1);
+  lua_pushinteger(L, (lua_Integer)(sum & ((UINT64_C(1) << 48) - 1)));
+  return 1;
+}
+
 /* ------------------------------------------------------------ reducer */
 
 static bert_dist_reducer *check_reducer(lua_State *L) {
@@ -210,7 +226,7 @@ static const luaL_Reg dist_funcs[] = {
   {"library", l_library}, {"barrier", l_barrier}, {"all_reduce", l_all_reduce},
   {"all_reduce_numbers", l_all_reduce_numbers}, {"broadcast", l_broadcast}, {"all_gather", l_all_gather},
   {"set_timeout", l_set_timeout}, {"timeout", l_timeout}, {"abort", l_abort}, {"finalize", l_finalize},
-  {"set_batch_shard", l_set_batch_shard}, {"reducer", l_reducer}, {NULL, NULL}
+  {"set_batch_shard", l_set_batch_shard}, {"checksum", l_checksum}, {"reducer", l_reducer}, {NULL, NULL}
 };
 
 /* backend_info().distributed: {available (libmpi loadable), in_use, mode,

@@ -306,6 +306,18 @@ function DataParallel:finish_step(metrics, loss_sum, tokens)
   return all[1] / n, math.tointeger(all[2]) or all[2]
 end
 
+--- Stops with an error when the ranks' weights are not bit-for-bit the same
+-- (they never should be: a broken reduction or a rank that skipped a step).
+function DataParallel:check_weights()
+  local flat = self.trainer.model.flat_params
+  local sum = C.checksum(flat:device() == "cpu" and flat or flat:to("cpu"))
+  local r = C.all_reduce_numbers({sum, -sum}, "max")
+  if r[1] ~= -r[2] then
+    error(string.format("Trainer: at step %d the ranks' weights differ (checksums from %.0f to %.0f); "
+      .. "data-parallel replicas must stay identical", self.trainer.step, -r[2], r[1]), 0)
+  end
+end
+
 --- {ranks, buckets, reduce_wait_s = seconds waiting for gradient
 -- reductions after backward, overlapped = the fraction of buckets that had
 -- started during backward}.

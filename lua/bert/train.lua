@@ -112,6 +112,7 @@ local function checkpoint_dir(self, name) return self.output .. "/" .. (name or 
 -- files go to a temporary directory that then replaces the old one.
 function Trainer:save(name)
   if not self.output then return nil, "Trainer:save: no output directory" end
+  if self.dp then self.dp:check_weights() end   -- what rank 0 writes is every rank's model
   if not self.writes then return true end
   local final = checkpoint_dir(self, name)
   local tmp, old = final .. ".tmp", final .. ".old"

@@ -3,6 +3,7 @@
 --   lua5.4 spec/support/dist_worker.lua train ARCH ACCUM STEPS OUT.json   (a Trainer on synthetic batches)
 --   lua5.4 spec/support/dist_worker.lua mismatch     (rank 1 uses another seed: must be refused)
 --   lua5.4 spec/support/dist_worker.lua hang         (rank 1 stops answering: rank 0 must give up)
+--   lua5.4 spec/support/dist_worker.lua diverge DIR  (rank 1's weights change: saving must refuse)
 -- Rank 0 writes OUT.json.
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
@@ -74,6 +75,15 @@ elseif mode == "mismatch" then
   local model = bert.model("BertForMaskedLM", {vocab_size = 20, hidden_size = 8, num_hidden_layers = 1,
                                                num_attention_heads = 2, intermediate_size = 8})
   bert.train.Trainer{model = model, optimizer = bert.optim.AdamW(model, {lr = 1e-3}), next_batch = function() end}
+  print("not refused")
+elseif mode == "diverge" then
+  local model = bert.model("BertForMaskedLM", {vocab_size = 20, hidden_size = 8, num_hidden_layers = 1,
+                                               num_attention_heads = 2, intermediate_size = 8})
+  local trainer = bert.train.Trainer{model = model, optimizer = bert.optim.AdamW(model, {lr = 1e-3}),
+                                     next_batch = function() end, output = arg[2], progress = false}
+  assert(trainer:save())   -- identical replicas: fine
+  if rank == 1 then model.flat_params:narrow(1, 5, 1):add_(1e-6) end
+  trainer:save()
   print("not refused")
 elseif mode == "hang" then
   dist.set_timeout(1)
