@@ -127,6 +127,30 @@ end
 --- Whether this rank handles item i (1-based) of a list split round-robin.
 function M.owns(i) return (i - 1) % size() == C.rank() end
 
+--- Work on items 1..n split over the ranks in contiguous slices:
+-- fn(first, last) returns the integer results of items first..last (one
+-- each, 1-based, inclusive); every rank gets all n results, in order.
+-- Evaluation uses it to predict a dev set's parts in parallel.
+function M.split_map(n, fn)
+  if not M.active() or n == 0 then return fn(1, n) end
+  local N, r = size(), C.rank()
+  local lo, hi = r * n // N + 1, (r + 1) * n // N
+  local mine = hi >= lo and fn(lo, hi) or {}
+  if #mine ~= hi - lo + 1 then
+    error(string.format("distributed.split_map: fn(%d, %d) returned %d results, expected %d", lo, hi, #mine,
+      hi - lo + 1), 2)
+  end
+  local per, buf = (n + N - 1) // N, {}
+  for i = 1, per do buf[i] = mine[i] or 0 end
+  local all = C.all_gather(require("bert").tensor(buf, "int32")):totable()
+  local out = {}
+  for q = 0, N - 1 do
+    local a = q * n // N + 1
+    for i = a, (q + 1) * n // N do out[#out + 1] = all[q + 1][i - a + 1] end
+  end
+  return out
+end
+
 --- Refuses to go on unless every rank passes the same value for each key
 -- (strings or numbers): {model = config_json, seed = 1, ...}.  Raises an
 -- error naming the first key that differs and its values on rank 0 and on

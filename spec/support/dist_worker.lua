@@ -41,6 +41,11 @@ if mode == "collectives" then
   r.bad_root = not ok and tostring(err) or "accepted"
   ok, err = pcall(dist.shard, 2 * size + 1, "spec")
   r.bad_shard = not ok and tostring(err) or "accepted"
+  r.split = dist.split_map(5, function(first, last)
+    local out = {}
+    for i = first, last do out[#out + 1] = i * 10 end
+    return out
+  end)
   r.info = bert.backend_info().distributed
   write(arg[2], r)
 elseif mode == "train" then

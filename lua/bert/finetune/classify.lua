@@ -73,7 +73,13 @@ function M.evaluate(model, features, opts)
   opts = opts or {}
   local labels = opts.labels
   model:evaluate()
-  local preds = bert.no_grad(function() return (M.predict_features(model, features, opts)) end)
+  -- under mpirun each rank predicts a slice of the features (bert.distributed)
+  local preds = bert.no_grad(function()
+    return require("bert.distributed").split_map(#features, function(first, last)
+      return (M.predict_features(model, first == 1 and last == #features and features
+                                        or table.move(features, first, last, 1, {}), opts))
+    end)
+  end)
   local gold, pred = {}, {}
   for i, f in ipairs(features) do
     gold[i] = labels and labels[f.label + 1] or f.label
