@@ -128,25 +128,54 @@ end
 function M.owns(i) return (i - 1) % size() == C.rank() end
 
 --- Work on items 1..n split over the ranks in contiguous slices:
--- fn(first, last) returns the integer results of items first..last (one
--- each, 1-based, inclusive); every rank gets all n results, in order.
--- Evaluation uses it to predict a dev set's parts in parallel.
-function M.split_map(n, fn)
+-- fn(first, last) returns the results of items first..last (1-based,
+-- inclusive), each an integer, or with width(i) given, a list of width(i)
+-- integers; every rank gets all n results, in order.  Evaluation uses it
+-- to predict a dev set's parts in parallel.
+function M.split_map(n, fn, width)
   if not M.active() or n == 0 then return fn(1, n) end
   local N, r = size(), C.rank()
-  local lo, hi = r * n // N + 1, (r + 1) * n // N
+  local function bounds(q) return q * n // N + 1, (q + 1) * n // N end
+  local function count(q)
+    local a, b = bounds(q)
+    if not width then return b - a + 1 end
+    local c = 0
+    for i = a, b do c = c + width(i) end
+    return c
+  end
+  local lo, hi = bounds(r)
   local mine = hi >= lo and fn(lo, hi) or {}
   if #mine ~= hi - lo + 1 then
     error(string.format("distributed.split_map: fn(%d, %d) returned %d results, expected %d", lo, hi, #mine,
       hi - lo + 1), 2)
   end
-  local per, buf = (n + N - 1) // N, {}
-  for i = 1, per do buf[i] = mine[i] or 0 end
+  local per = 0
+  for q = 0, N - 1 do per = math.max(per, count(q)) end
+  local buf = {}
+  for k, v in ipairs(mine) do
+    if width then
+      for j = 1, width(lo + k - 1) do buf[#buf + 1] = v[j] end
+    else
+      buf[#buf + 1] = v
+    end
+  end
+  for i = #buf + 1, math.max(per, 1) do buf[i] = 0 end
   local all = C.all_gather(require("bert").tensor(buf, "int32")):totable()
   local out = {}
   for q = 0, N - 1 do
-    local a = q * n // N + 1
-    for i = a, (q + 1) * n // N do out[#out + 1] = all[q + 1][i - a + 1] end
+    local a, b = bounds(q)
+    local at, row = 0, all[q + 1]
+    for i = a, b do
+      if width then
+        local item = {}
+        for j = 1, width(i) do item[j] = row[at + j] end
+        at = at + width(i)
+        out[#out + 1] = item
+      else
+        at = at + 1
+        out[#out + 1] = row[at]
+      end
+    end
   end
   return out
 end

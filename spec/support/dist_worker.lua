@@ -46,6 +46,15 @@ if mode == "collectives" then
     for i = first, last do out[#out + 1] = i * 10 end
     return out
   end)
+  r.split_lists = dist.split_map(3, function(first, last)
+    local out = {}
+    for i = first, last do
+      local item = {}
+      for j = 1, i do item[j] = 100 * i + j end
+      out[#out + 1] = item
+    end
+    return out
+  end, function(i) return i end)
   r.info = bert.backend_info().distributed
   write(arg[2], r)
 elseif mode == "train" then

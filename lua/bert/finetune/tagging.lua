@@ -130,7 +130,13 @@ function M.evaluate(model, features, sentences, opts)
   opts = opts or {}
   local labels = opts.labels
   model:evaluate()
-  local pred_ids = bert.no_grad(function() return (M.predict_features(model, features, opts)) end)
+  -- under mpirun each rank predicts a slice of the features (bert.distributed)
+  local pred_ids = bert.no_grad(function()
+    return require("bert.distributed").split_map(#features, function(first, last)
+      return (M.predict_features(model, first == 1 and last == #features and features
+                                        or table.move(features, first, last, 1, {}), opts))
+    end, function(i) return features[i].n_words end)
+  end)
   local gold, pred = {}, {}
   local right, total, uncovered = 0, 0, 0
   for k, f in ipairs(features) do
