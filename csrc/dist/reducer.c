@@ -16,7 +16,6 @@
 #include "core/autograd.h"
 #include "dist/dist.h"
 #include "dist/mpi_abi.h"
-#include "vulkan/vk.h"
 
 typedef struct {
   const bert_tensor *t;
@@ -39,7 +38,7 @@ struct bert_dist_reducer {
 
 bert_dist_reducer *bert_dist_reducer_new(bert_tensor *g, int64_t bucket_elems) {
   char b1[160];
-  if (g->dtype != BERT_F32 || g->ndim != 1 || !bert_is_contiguous(g) || bert_is_vk(g)) {
+  if (g->dtype != BERT_F32 || g->ndim != 1 || !bert_is_contiguous(g) || g->storage->backend != NULL) {
     bert_set_error("distributed.reducer: the gradient buffer must be a contiguous 1-D float32 CPU tensor, got %s %s",
                    bert_dtype_name(g->dtype), bert_shape_str(b1, sizeof b1, g->ndim, g->shape));
     return NULL;
