@@ -79,6 +79,35 @@ describe("bert.distributed without mpirun", function()
     assert.equal(1, info.size)
   end)
 
+  it("works as a world of one without the MPI library, and says so when mpirun needs it", function()
+    local script = tmpdir() .. ".lua"
+    local f = assert(io.open(script, "w"))
+    f:write([[
+      package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+      package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
+      local bert = require("bert")
+      local dist = require("bert.distributed")
+      local info = bert.backend_info().distributed
+      print(tostring(info.available) .. "|" .. tostring(info.reason))
+      local ok, rank, size = pcall(dist.init)
+      print(tostring(ok) .. "|" .. tostring(rank) .. "|" .. tostring(size))
+      if ok then print(dist.all_reduce(bert.tensor({4}), "mean"):totable()[1]) end
+    ]])
+    f:close()
+    local function run(env)
+      local p = io.popen(env .. " BERT_MPI_LIBRARY=/nonexistent/libmpi.so.40 lua5.4 " .. script .. " 2>&1")
+      local out = p:read("a")
+      p:close()
+      return out
+    end
+    local alone = run("")
+    assert.truthy(alone:find("false|cannot load /nonexistent/libmpi.so.40", 1, true), alone)
+    assert.truthy(alone:find("true|0|1\n4.0", 1, true), alone)
+    local launched = run("OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0")
+    assert.truthy(launched:find("distributed.init: started by mpirun, but cannot load /nonexistent/libmpi.so.40", 1,
+      true), launched)
+  end)
+
   it("rejects bad arguments with the function's name", function()
     assert.has_error(function() dist.all_reduce(bert.tensor({1}), "median") end)
     local ok, err = pcall(dist.all_reduce, bert.tensor({1}), "median")

@@ -35,7 +35,13 @@ static double now_s(void) {
 
 /* ------------------------------------------------------------ loading */
 
-#define MPI_LIBRARY "libmpi.so.40"
+/* Open MPI's library; $BERT_MPI_LIBRARY names another path (an install
+** outside the loader's search path). */
+static const char *mpi_library(void) {
+  const char *p = getenv("BERT_MPI_LIBRARY");
+  return p && *p ? p : "libmpi.so.40";
+}
+#define MPI_LIBRARY mpi_library()
 
 static void *sym(void *h, const char *name, int *missing) {
   void *p = dlsym(h, name);
@@ -127,9 +133,9 @@ int bert_dist_init(void) {
     version[len < (int)sizeof version ? len : (int)sizeof version - 1] = 0;
     char *nl = strchr(version, ',');   /* "Open MPI v4.1.4, package: ..." */
     if (nl) *nl = 0;
-    snprintf(library, sizeof library, "%.200s (%s)", version, MPI_LIBRARY);
+    snprintf(library, sizeof library, "%.200s (%.50s)", version, MPI_LIBRARY);
   } else {
-    snprintf(library, sizeof library, "%s", MPI_LIBRARY);
+    snprintf(library, sizeof library, "%.200s", MPI_LIBRARY);
   }
   unavailable[0] = 0;
   using_mpi = 1;
