@@ -29,7 +29,9 @@ local have_mpirun = os.execute("command -v mpirun >/dev/null 2>&1") == true
 local have_mpi = info.available and have_mpirun
 local why = not info.available and info.reason or "mpirun is not on PATH"
 local root = (io.popen("id -u"):read("l") or "") == "0"
-local MPIRUN = "OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive mpirun -np 2 --oversubscribe" ..
+-- (single-copy shared memory needs ptrace rights that containers often lack: off)
+local MPIRUN = "OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive OMPI_MCA_btl_vader_single_copy_mechanism=none " ..
+               "mpirun -np 2 --oversubscribe" ..
                (root and " --allow-run-as-root" or "")
 local mpi_it = it
 if not have_mpi then
