@@ -130,9 +130,10 @@ function M.owns(i) return (i - 1) % size() == C.rank() end
 --- Work on items 1..n split over the ranks in contiguous slices:
 -- fn(first, last) returns the results of items first..last (1-based,
 -- inclusive), each an integer, or with width(i) given, a list of width(i)
--- integers; every rank gets all n results, in order.  Evaluation uses it
--- to predict a dev set's parts in parallel.
-function M.split_map(n, fn, width)
+-- integers; every rank gets all n results, in order.  dtype "float32"
+-- carries float32 numbers (logits) instead.  Evaluation uses it to
+-- predict a dev set's parts in parallel.
+function M.split_map(n, fn, width, dtype)
   if not M.active() or n == 0 then return fn(1, n) end
   local N, r = size(), C.rank()
   local function bounds(q) return q * n // N + 1, (q + 1) * n // N end
@@ -160,7 +161,7 @@ function M.split_map(n, fn, width)
     end
   end
   for i = #buf + 1, math.max(per, 1) do buf[i] = 0 end
-  local all = C.all_gather(require("bert").tensor(buf, "int32")):totable()
+  local all = C.all_gather(require("bert").tensor(buf, dtype or "int32")):totable()
   local out = {}
   for q = 0, N - 1 do
     local a, b = bounds(q)

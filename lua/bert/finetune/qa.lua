@@ -226,12 +226,34 @@ function M.logits(model, features, opts)
   return starts, ends
 end
 
+-- M.logits, each rank of a data-parallel job (bert.distributed) running a
+-- slice of the features; every rank gets all the rows, each cut to its
+-- feature's length (the positions post-processing reads).
+local function logits_split(model, features, opts)
+  local dist = require("bert.distributed")
+  if not dist.active() then return M.logits(model, features, opts) end
+  local rows = dist.split_map(#features, function(first, last)
+    local s, e = M.logits(model, table.move(features, first, last, 1, {}), opts)
+    for k = 1, #s do
+      local n = #features[first + k - 1].ids
+      table.move(e[k], 1, n, n + 1, s[k])   -- start logits, then end logits
+    end
+    return s
+  end, function(i) return 2 * #features[i].ids end, "float32")
+  local starts, ends = {}, {}
+  for i, row in ipairs(rows) do
+    local n = #features[i].ids
+    starts[i], ends[i] = table.move(row, 1, n, 1, {}), table.move(row, n + 1, 2 * n, 1, {})
+  end
+  return starts, ends
+end
+
 --- Evaluates: {exact_match, f1, n (questions), ...} and details
 -- {predictions, answers (per id post-processing)}.
 function M.evaluate(model, features, examples, opts)
   opts = opts or {}
   model:evaluate()
-  local s, e = bert.no_grad(function() return M.logits(model, features, opts) end)
+  local s, e = bert.no_grad(function() return logits_split(model, features, opts) end)
   local preds, det = M.postprocess(examples, features, s, e, opts)
   local r = metrics.squad(preds, examples)
   local result = {exact_match = r.exact_match, f1 = r.f1, n = r.total}
