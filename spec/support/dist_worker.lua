@@ -55,6 +55,11 @@ if mode == "collectives" then
     end
     return out
   end, function(i) return i end)
+  r.split_floats = dist.split_map(3, function(first, last)
+    local out = {}
+    for i = first, last do out[#out + 1] = {i + 0.25, -i - 0.5} end
+    return out
+  end, function() return 2 end, "float32")
   r.info = bert.backend_info().distributed
   write(arg[2], r)
 elseif mode == "train" then
