@@ -320,7 +320,7 @@ describe("data-parallel training under mpirun -np 2", function()
   if vk and vk.available then
     mpi_it("pretrain.lua --device vulkan: 2 ranks write one process's losses", function()
       local one, two = tmpdir(), tmpdir()
-      local extra = "--steps 3 --device vulkan --eval-batches 1"
+      local extra = "--steps 3 --device vulkan --max-eval 8"
       assert.is_true(os.execute(pretrain_cmd("OMP_NUM_THREADS=1", one, extra) .. " >/dev/null 2>&1"))
       assert.is_true(os.execute(pretrain_cmd(MPIRUN, two, extra) .. " >/dev/null 2>" .. two .. ".err"))
       assert_same_run(one, two, 3)

@@ -9,7 +9,7 @@ ROOT=""; [ "$(id -u)" -eq 0 ] && ROOT="--allow-run-as-root"
 # the tokenizer and shards, made once and copied into each run directory
 [ -f runs/bench1/data/train/meta.json ] || lua5.4 experiments/pretrain.lua --model tiny --corpus brown \
   --vocab-size 8000 --seq-len 128 --batch-size 16 --steps 1 --no-plot --output runs/bench1 >/dev/null 2>&1
-common="--model $MODEL --corpus brown --vocab-size 8000 --seq-len 128 --batch-size $B --steps $STEPS --log-every 100 --no-plot --eval-batches 1 --save-every 100000"
+common="--model $MODEL --corpus brown --vocab-size 8000 --seq-len 128 --batch-size $B --steps $STEPS --log-every 100 --no-plot --max-eval 16 --save-every 100000"
 for rep in 1 2 3; do
   for cfg in one ov noov; do
     out=runs/bench_$cfg; rm -rf $out; mkdir -p $out; cp -r runs/bench1/args.json runs/bench1/data runs/bench1/tokenizer $out/

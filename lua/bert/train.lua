@@ -335,6 +335,7 @@ function M.fit_to_budget(opts)
     local per_step = elapsed / done
     local total = trainer.step + math.max(0, math.floor((opts.time_budget - elapsed) / per_step))
     if opts.max_steps then total = math.min(total, opts.max_steps) end
+    if trainer.dp then total = distributed.broadcast_number(total) end   -- rank 0's clock decides for all
     total = math.max(total, trainer.step)
     if total ~= trainer.steps then
       trainer.steps = total
