@@ -167,8 +167,10 @@ if args.device == "vulkan" then
   model:to("vulkan")
 end
 local lr = args.lr or cli.default_lr("pretrain", model.config.hidden_size)
-io.stderr:write(string.format("pretrain: peak learning rate %g%s\n", lr,
-  args.lr and "" or string.format(" (the default for hidden size %d; --lr to change)", model.config.hidden_size)))
+if dist.is_main() then
+  io.stderr:write(string.format("pretrain: peak learning rate %g%s\n", lr,
+    args.lr and "" or string.format(" (the default for hidden size %d; --lr to change)", model.config.hidden_size)))
+end
 local opt = bert.optim.AdamW(model, {lr = lr, weight_decay = args.weight_decay, eps = 1e-6})
 
 -- With a time budget the schedule's length is estimated from the first
@@ -281,8 +283,10 @@ if schedule_total == nil and args.time_budget then
     time_budget = args.time_budget, started = started, start_step = 0, max_steps = args.steps,
     on_total = function(total) schedule_total = total end,
   }
-  io.stderr:write(string.format("pretrain: %.2f s per step: planning %d steps for the %g s budget (re-estimated while training)\n",
-    per_step, schedule_total, args.time_budget))
+  if dist.is_main() then
+    io.stderr:write(string.format("pretrain: %.2f s per step: planning %d steps for the %g s budget (re-estimated while training)\n",
+      per_step, schedule_total, args.time_budget))
+  end
 elseif schedule_total and trainer.steps == nil then
   trainer.steps = schedule_total   -- a resumed time-budgeted run replays its saved schedule
 end
