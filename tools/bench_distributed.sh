@@ -1,7 +1,14 @@
 #!/bin/sh
-# Usage: [MODEL=mini STEPS=12 B=16 BERT_DIST_BUCKET_MB=8] sh tools/bench_distributed.sh
-# Prints: model, repetition, set-up, tokens/s, train seconds, all-reduce wait after backward (s),
-# share of buckets started during backward, buckets, load average.
+case "${1:-}" in -h|--help) cat <<'USAGE'
+usage: [MODEL=mini STEPS=12 B=16 BERT_DIST_BUCKET_MB=8] sh tools/bench_distributed.sh
+Data-parallel speed on one machine (docs/distributed.md): 1 rank x 2 threads against 2 ranks x 1 thread
+(mpirun) with the gradient all-reduce overlapped with backward and not, three repetitions back to back.
+Prints per run: model, repetition, set-up, tokens/s, train seconds, all-reduce wait after backward (s),
+share of buckets started during backward, buckets, load average.  Runs go to runs/bench_*.
+USAGE
+  exit 0 ;;
+esac
+cd "$(dirname "$0")/.." || exit 1
 # 2 ranks x 1 thread (overlap on / off) vs 1 rank x 2 threads, same global batch; repeated, back to back
 export OMP_WAIT_POLICY=passive
 MODEL=${MODEL:-mini}; STEPS=${STEPS:-12}; B=${B:-16}
