@@ -100,7 +100,7 @@ M.OPTIONS = {
   steps = {"--steps", "Optimizer steps (with --time-budget: the schedule is resized to what fits)", nil, M.integer, 1},
   epochs = {"--epochs", "Training epochs", "3", M.integer, 1},
   time_budget = {"--time-budget", "Seconds of training (evaluations and saves included)", nil, M.number, 0},
-  batch_size = {"--batch-size", "Sequences per micro-batch", "32", M.integer, 1},
+  batch_size = {"--batch-size", "Sequences per micro-batch (all ranks together under mpirun)", "32", M.integer, 1},
   accum = {"--accum", "Micro-batches per optimizer step (gradient accumulation)", "1", M.integer, 1},
   seq_len = {"--seq-len", "Maximum sequence length in tokens", "128", M.integer, 8},
   lr = {"--lr", "Peak learning rate (default: by model size, printed at the start: hidden <= 256: 1e-3 " ..
