@@ -383,7 +383,7 @@ function M.run(kind, args)
     schedule = lr_at,
     next_batch = function() return loader:next() end,
     steps = total, time_budget = args.time_budget, clip = args.clip > 0 and args.clip or nil,
-    patience = args.patience, tokenizer = tok, accum = args.accum,
+    patience = args.patience, tokenizer = tok, accum = args.accum, fingerprint = args,   -- same on every rank
     after_step = args.time_budget and train.fit_to_budget{time_budget = args.time_budget, started = bert.wall_time(),
       max_steps = total, on_total = function(t) total = t end} or nil,
     output = out, save_every = per_epoch, eval_every = args.eval_every or per_epoch, log_every = args.log_every,
