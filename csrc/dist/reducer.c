@@ -36,6 +36,8 @@ struct bert_dist_reducer {
   size_t nleaves, cap, cursor;
 };
 
+static bert_dist_reducer *armed;   /* the reducer whose hook is installed */
+
 bert_dist_reducer *bert_dist_reducer_new(bert_tensor *g, int64_t bucket_elems) {
   char b1[160];
   if (g->dtype != BERT_F32 || g->ndim != 1 || !bert_is_contiguous(g) || g->storage->backend != NULL) {
@@ -69,7 +71,7 @@ bert_dist_reducer *bert_dist_reducer_new(bert_tensor *g, int64_t bucket_elems) {
 
 void bert_dist_reducer_free(bert_dist_reducer *r) {
   if (r == NULL) return;
-  bert_set_backward_hook(NULL, NULL);
+  if (armed == r) { bert_set_backward_hook(NULL, NULL); armed = NULL; }
   if (r->grad) bert_tensor_release(r->grad);
   free(r->req);
   free(r->pending);
@@ -174,12 +176,15 @@ static int hook(void *ud, bert_tensor *const *order, size_t n, size_t k) {
 int bert_dist_reducer_arm(bert_dist_reducer *r) {
   r->scanned = 0;
   r->next = r->nb - 1;
-  if (bert_dist_using_mpi() && bert_dist_size() > 1) bert_set_backward_hook(hook, r);
+  if (bert_dist_using_mpi() && bert_dist_size() > 1) {
+    bert_set_backward_hook(hook, r);
+    armed = r;
+  }
   return 0;
 }
 
 int bert_dist_reducer_finish(bert_dist_reducer *r, int *overlapped, double *wait_seconds) {
-  bert_set_backward_hook(NULL, NULL);
+  if (armed == r) { bert_set_backward_hook(NULL, NULL); armed = NULL; }
   if (overlapped) *overlapped = 0;
   if (!bert_dist_using_mpi() || bert_dist_size() < 2) return 0;
   int before = r->nb - 1 - r->next;
