@@ -10,7 +10,7 @@ package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. pack
 require("bert.cli").help(arg, [[
 usage: lua5.4 tools/bench.lua [--model NAME] [--batch N] [--seq N] [--mode train|infer] [--steps N]
                            [--threads N] [--gemm openblas|onednn] [--device cpu|vulkan]
-Times BERT training or inference steps; prints one JSON line (seconds per step, tokens/s, GFLOP/s, peak RSS).]])
+Times BERT training or inference steps; prints one JSON line (seconds per step, tokens/s, GFLOP/s and its fraction of the FMA peak, peak RSS).]])
 local bert = require("bert")
 local cjson = require("cjson")
 
@@ -94,9 +94,13 @@ collectgarbage()
 local t0 = bert.wall_time()
 for _ = 1, opts.steps do step() end
 local dt = (bert.wall_time() - t0) / opts.steps
+-- the fraction of the machine's fp32 FMA peak (CPU only; BERT_PEAK_GFLOPS overrides)
+local peak_gf
+if opts.device ~= "vulkan" then peak_gf = dofile("tools/peak.lua").measure(bert.get_num_threads()) end
 print(cjson.encode({
   impl = "bert-lua", model = opts.model, mode = opts.mode, batch = B, seq = T,
   threads = bert.get_num_threads(), gemm = bert.backend_info().gemm, device = opts.device,
   sec_per_step = dt, tokens_per_s = tokens / dt, gflops = flops / dt / 1e9,
   peak_rss_mb = peak_rss_mb(),
+  peak_gflops = peak_gf, peak_fraction = peak_gf and flops / dt / 1e9 / peak_gf or nil,
 }))

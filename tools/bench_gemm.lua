@@ -4,7 +4,9 @@ package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
 require("bert.cli").help(arg, [[
 usage: lua5.4 tools/bench_gemm.lua [--repeat N] [--threads N] [--device cpu|vulkan] [--big]
-GEMM throughput (GFLOP/s) for the BERT-base shapes, per provider.]])
+GEMM throughput (GFLOP/s) for the BERT-base shapes, per provider, and as a fraction of
+the machine's fp32 FMA peak for the same thread count (tools/bench_peak.lua;
+BERT_PEAK_GFLOPS=<n> gives the peak instead of measuring it).]])
 local bert = require("bert")
 
 local reps, threads, device, big = 10, nil, "cpu", false
@@ -38,8 +40,10 @@ local clock = now
 if bert.wall_time then clock = bert.wall_time end
 
 local info = bert.backend_info()
-print(string.format("threads %d, cpus %d, OpenBLAS core %s", info.threads, info.cpus, info.openblas_core))
-print(string.format("%-9s %-22s %-16s %10s %10s", "provider", "role", "M x N x K", "ms", "GFLOP/s"))
+local peak_gf, peak_isa, peak_src = dofile("tools/peak.lua").measure(info.threads)
+print(string.format("threads %d, cpus %d, OpenBLAS core %s, FMA peak %.1f GFLOP/s (%s, %s)",
+  info.threads, info.cpus, info.openblas_core, peak_gf, peak_isa, peak_src))
+print(string.format("%-9s %-22s %-16s %10s %10s %8s", "provider", "role", "M x N x K", "ms", "GFLOP/s", "of peak"))
 for _, provider in ipairs(bert.gemm_providers()) do
   bert.set_gemm(provider)
   for _, s in ipairs(shapes) do
@@ -54,7 +58,8 @@ for _, provider in ipairs(bert.gemm_providers()) do
       for _ = 1, r do a:matmul(b):free() end
       best = math.min(best, (clock() - t0) / r)
     end
-    print(string.format("%-9s %-22s %-16s %10.3f %10.1f", provider, role,
-      string.format("%dx%dx%d", M, N, K), best * 1e3, 2 * M * N * K / best / 1e9))
+    local gf = 2 * M * N * K / best / 1e9
+    print(string.format("%-9s %-22s %-16s %10.3f %10.1f %7.0f%%", provider, role,
+      string.format("%dx%dx%d", M, N, K), best * 1e3, gf, 100 * gf / peak_gf))
   end
 end

@@ -1,0 +1,40 @@
+-- The machine's fp32 FMA peak (GFLOP/s) for a thread count, measured by the C
+-- helper tools/fma_peak.c (built here on first use into <build>/tools/), so
+-- benchmark figures can be given as a fraction of the machine they ran on.
+--   local peak = dofile("tools/peak.lua"); local gf, isa = peak.measure(2)
+-- BERT_PEAK_GFLOPS=<n> skips the measurement (e.g. a figure taken on a quiet
+-- machine, reused while the machine is shared).
+local M = {}
+
+local function sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+function M.helper()
+  local dir = (os.getenv("BERT_BUILD") or "build") .. "/tools"
+  local exe = dir .. "/fma_peak"
+  local cc = os.getenv("CC") or "cc"
+  local cmd = string.format("mkdir -p %s && %s -O2 -march=native -pthread tools/fma_peak.c -o %s",
+                            sh_quote(dir), cc, sh_quote(exe))
+  if not os.execute(cmd) then error("peak.helper: building tools/fma_peak.c failed: " .. cmd, 2) end
+  return exe
+end
+
+-- Returns GFLOP/s, the ISA measured ("avx512", "avx2+fma") and where the figure came from.
+function M.measure(threads, trials)
+  threads = math.tointeger(threads) or 1
+  if threads < 1 then error("peak.measure: threads must be >= 1 (got " .. tostring(threads) .. ")", 2) end
+  local env = os.getenv("BERT_PEAK_GFLOPS")
+  if env then
+    local v = tonumber(env)
+    if not v or v <= 0 then error("peak.measure: BERT_PEAK_GFLOPS must be a positive number (got '" .. env .. "')", 2) end
+    return v, "given", "BERT_PEAK_GFLOPS"
+  end
+  local exe = M.helper()
+  local p = assert(io.popen(string.format("%s %d %d", sh_quote(exe), threads, trials or 5)))
+  local line = p:read("l")
+  p:close()
+  local n, gf, isa = (line or ""):match("^(%d+) ([%d.]+) (%S+)")
+  if not gf then error("peak.measure: unexpected output from " .. exe .. ": " .. tostring(line), 2) end
+  return tonumber(gf), isa, "measured"
+end
+
+return M
