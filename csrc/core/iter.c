@@ -2,9 +2,9 @@
 ** The broadcasting loop behind every elementwise op (see iter.h).
 */
 #include <string.h>
-#include <omp.h>
 
 #include "core/iter.h"
+#include "core/parallel.h"
 
 void bert_iter_init(bert_iter *it, int nops, const bert_tensor *const *ops) {
   const bert_tensor *out = ops[0];
@@ -76,23 +76,31 @@ static void run_range(const bert_iter *it, bert_row_kernel kernel, void *ctx,
   }
 }
 
+typedef struct {
+  const bert_iter *it;
+  bert_row_kernel kernel;
+  void *ctx;
+  int64_t chunks;
+} iter_job;
+
+static void iter_work(void *p, int64_t lo, int64_t hi) {
+  const iter_job *j = p;
+  run_range(j->it, j->kernel, j->ctx, lo, hi, j->chunks);
+}
+
 void bert_iter_run(const bert_iter *it, bert_row_kernel kernel, void *ctx) {
   int64_t numel = 1;
   for (int d = 0; d < it->ndim; d++) numel *= it->shape[d];
   if (numel == 0) return;
   int64_t rows = numel / it->shape[it->ndim - 1];
-  int threads = omp_get_max_threads();
+  int threads = bert_parallel_width();
   if (numel < BERT_PARALLEL_MIN || threads == 1) {
     run_range(it, kernel, ctx, 0, rows, 1);
     return;
   }
   int64_t chunks = rows >= 4 * threads ? 1 : (4 * threads + rows - 1) / rows;
-  int64_t work = rows * chunks;
-  #pragma omp parallel
-  {
-    int nt = omp_get_num_threads(), id = omp_get_thread_num();
-    int64_t per = (work + nt - 1) / nt;
-    int64_t first = id * per, last = first + per < work ? first + per : work;
-    if (first < last) run_range(it, kernel, ctx, first, last, chunks);
-  }
+  int64_t inner = it->shape[it->ndim - 1];
+  iter_job job = {it, kernel, ctx, chunks};
+  /* grain: about BERT_PARALLEL_MIN / 2 elements per pool chunk */
+  bert_parallel_for(rows * chunks, bert_parallel_grain((inner + chunks - 1) / chunks), iter_work, &job);
 }

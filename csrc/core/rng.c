@@ -6,6 +6,7 @@
 */
 #include <math.h>
 
+#include "core/parallel.h"
 #include "core/backend.h"
 
 #define PHILOX_M0 0xD2511F53u
@@ -67,6 +68,50 @@ uint64_t bert_rng_reserve_batch(int64_t rows, int64_t per_row) {
 /* 24 random bits -> [0, 1) exactly representable in float */
 static inline double unit(uint32_t x) { return (double)(x >> 8) * (1.0 / 16777216.0); }
 
+/* Elements [lo, hi) of a random fill (each a pure function of its counter). */
+typedef struct {
+  float *f;
+  int32_t *d;
+  int64_t n;
+  bert_rand_kind kind;
+  uint64_t seed, offset;
+  double a, b;
+} fill_job;
+
+static void fill_range(void *ctx, int64_t lo, int64_t hi) {
+  const fill_job *j = ctx;
+  float *f = j->f;
+  int32_t *d = j->d;
+  const int64_t n = j->n;
+  const bert_rand_kind kind = j->kind;
+  const uint64_t seed = j->seed, offset = j->offset;
+  const double a = j->a, b = j->b;
+  for (int64_t i = lo; i < hi; i++) {
+    uint32_t r[4];
+    double v;
+    if (kind == BERT_RAND_NORMAL) {
+      if (i & 1) continue;   /* filled with its even partner */
+      bert_philox(seed, offset + (uint64_t)i, r);
+      double u1 = ((double)r[0] + 1.0) * (1.0 / 4294967296.0);   /* (0, 1]: log is finite */
+      double u2 = (double)r[1] * (1.0 / 4294967296.0);
+      double radius = sqrt(-2.0 * log(u1)), s, c;
+      sincos(6.283185307179586 * u2, &s, &c);
+      double z0 = a + b * radius * c, z1 = a + b * radius * s;
+      if (f) { f[i] = (float)z0; if (i + 1 < n) f[i + 1] = (float)z1; }
+      else { d[i] = (int32_t)z0; if (i + 1 < n) d[i + 1] = (int32_t)z1; }
+      continue;
+    }
+    bert_philox(seed, offset + (uint64_t)i, r);
+    if (kind == BERT_RAND_UNIFORM) v = a + (b - a) * unit(r[0]);
+    else {
+      uint64_t span = (uint64_t)(b - a);
+      uint64_t x = ((uint64_t)r[0] << 32) | r[1];
+      v = a + (double)(x % span);   /* bias at most span / 2^64 */
+    }
+    if (f) f[i] = (float)v; else d[i] = (int32_t)v;
+  }
+}
+
 int bert_fill_random(bert_tensor *t, bert_rand_kind kind, uint64_t seed, uint64_t offset,
                      double a, double b) {
   char buf[160];
@@ -91,30 +136,7 @@ int bert_fill_random(bert_tensor *t, bert_rand_kind kind, uint64_t seed, uint64_
   /* Counters are offset + i for uniform and integer draws; normals come in
   ** Box-Muller pairs, elements 2k and 2k+1 sharing the block offset + 2k
   ** (cosine and sine of one draw), so each element still has a fixed counter. */
-  #pragma omp parallel for if (n >= BERT_PARALLEL_MIN)
-  for (int64_t i = 0; i < n; i++) {
-    uint32_t r[4];
-    double v;
-    if (kind == BERT_RAND_NORMAL) {
-      if (i & 1) continue;   /* filled with its even partner */
-      bert_philox(seed, offset + (uint64_t)i, r);
-      double u1 = ((double)r[0] + 1.0) * (1.0 / 4294967296.0);   /* (0, 1]: log is finite */
-      double u2 = (double)r[1] * (1.0 / 4294967296.0);
-      double radius = sqrt(-2.0 * log(u1)), s, c;
-      sincos(6.283185307179586 * u2, &s, &c);
-      double z0 = a + b * radius * c, z1 = a + b * radius * s;
-      if (f) { f[i] = (float)z0; if (i + 1 < n) f[i + 1] = (float)z1; }
-      else { d[i] = (int32_t)z0; if (i + 1 < n) d[i + 1] = (int32_t)z1; }
-      continue;
-    }
-    bert_philox(seed, offset + (uint64_t)i, r);
-    if (kind == BERT_RAND_UNIFORM) v = a + (b - a) * unit(r[0]);
-    else {
-      uint64_t span = (uint64_t)(b - a);
-      uint64_t x = ((uint64_t)r[0] << 32) | r[1];
-      v = a + (double)(x % span);   /* bias at most span / 2^64 */
-    }
-    if (f) f[i] = (float)v; else d[i] = (int32_t)v;
-  }
+  fill_job job = {f, d, n, kind, seed, offset, a, b};
+  bert_parallel_for(n, bert_parallel_grain(8), fill_range, &job);
   return 0;
 }

@@ -18,9 +18,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <omp.h>
-#include <cblas.h>
 
+#include "core/parallel.h"
 #include "cpu/cpu.h"
 #include "cpu/gemm.h"
 #include "cpu/nn_internal.h"
@@ -212,13 +211,6 @@ static void backward_head(const attn_ctx *c, int64_t bh, const float *O, const f
 
 /* Threads run the tile GEMMs single-threaded (OpenBLAS would otherwise
 ** start its own pool inside ours). */
-static int blas_single(void) {
-  if (bert_gemm_get_provider() != BERT_GEMM_OPENBLAS) return 0;
-  int n = openblas_get_num_threads();
-  if (n > 1) openblas_set_num_threads(1);
-  return n;
-}
-static void blas_restore(int n) { if (n > 1) openblas_set_num_threads(n); }
 
 /* Everything backward needs besides q, k, v: one malloc block (node->extra
 ** is released with a single free()): this header, then lse [B*A*Tq],
@@ -291,6 +283,38 @@ static int setup(attn_setup *a, const bert_tensor *q, const bert_tensor *k, cons
   return 0;
 }
 
+/* The pool's share of backward: whole (batch, head) pairs, scratch per thread. */
+typedef struct {
+  const attn_ctx *c;
+  const float *O, *dO, *LSE;
+  float *DQ, *DK, *DV, *scratch;
+  size_t per;
+} backward_job;
+
+static void backward_heads(void *p, int64_t lo, int64_t hi) {
+  const backward_job *j = p;
+  float *S = j->scratch + (size_t)bert_parallel_thread() * j->per;
+  for (int64_t bh = lo; bh < hi; bh++)
+    backward_head(j->c, bh, j->O, j->dO, j->LSE, j->DQ, j->DK, j->DV, S, S + BR * BC,
+                  S + 2 * BR * BC, S + 3 * BR * BC);
+}
+
+/* The forward's share: blocks of BR query rows of one (batch, head). */
+typedef struct {
+  const attn_ctx *c;
+  float *O, *LSE, *scratch;
+  size_t per;
+  int64_t nqb;
+} forward_job;
+
+static void forward_blocks(void *p, int64_t lo, int64_t hi) {
+  const forward_job *j = p;
+  float *S = j->scratch + (size_t)bert_parallel_thread() * j->per;
+  for (int64_t it = lo; it < hi; it++)
+    forward_block(j->c, it / j->nqb, (it % j->nqb) * BR, j->O, j->LSE, S, S + BR * BC,
+                  S + 2 * BR * BC, S + 2 * BR * BC + BR);
+}
+
 int cpu_attention_backward(const bert_tensor *q_in, const bert_tensor *k_in, const bert_tensor *v_in,
                            const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
                            const bert_tensor *lse, const bert_tensor *gout,
@@ -306,23 +330,14 @@ int cpu_attention_backward(const bert_tensor *q_in, const bert_tensor *k_in, con
   int rc = -1;
   if (!dq || !dk || !dv || !oc) goto done;
   int64_t BH = c.B * c.A;
-  int nt = omp_get_max_threads();
-  if (nt > BH) nt = (int)BH;
-  if (nt < 1) nt = 1;
+  int nt = bert_parallel_width();
   size_t per = (size_t)3 * BR * BC + (size_t)c.Tq;
   float *scratch = malloc((size_t)nt * per * sizeof(float));
   if (scratch == NULL) { bert_set_error("attention backward: out of memory"); goto done; }
   const float *O = bert_f32(oc), *dO = bert_f32(gout), *LSE = bert_f32(lse);
   float *DQ = bert_f32(dq), *DK = bert_f32(dk), *DV = bert_f32(dv);
-  int saved_threads = blas_single();
-  #pragma omp parallel num_threads(nt)
-  {
-    float *S = scratch + (size_t)omp_get_thread_num() * per;
-    #pragma omp for schedule(dynamic, 1)
-    for (int64_t bh = 0; bh < BH; bh++)
-      backward_head(&c, bh, O, dO, LSE, DQ, DK, DV, S, S + BR * BC, S + 2 * BR * BC, S + 3 * BR * BC);
-  }
-  blas_restore(saved_threads);
+  backward_job job = {&c, O, dO, LSE, DQ, DK, DV, scratch, per};
+  bert_parallel_for(BH, 1, backward_heads, &job);
   free(scratch);
   *dq_out = dq; *dk_out = dk; *dv_out = dv;
   dq = dk = dv = NULL;
@@ -347,23 +362,13 @@ bert_tensor *cpu_attention(const bert_tensor *q_in, const bert_tensor *k_in, con
   float *scratch = NULL;
   if (out == NULL || lse == NULL) goto fail;
   int64_t nqb = (Tq + BR - 1) / BR, items = B * A * nqb;
-  int nt = omp_get_max_threads();
-  if (nt > items) nt = (int)items;
-  if (nt < 1) nt = 1;
+  int nt = bert_parallel_width();
   size_t per = (size_t)2 * BR * BC + 2 * BR;
   scratch = malloc((size_t)nt * per * sizeof(float));
   if (scratch == NULL) { bert_set_error("attention: out of memory"); goto fail; }
   float *O = bert_f32(out), *LSE = bert_f32(lse);
-  int saved_threads = blas_single();
-  #pragma omp parallel num_threads(nt)
-  {
-    float *S = scratch + (size_t)omp_get_thread_num() * per;
-    #pragma omp for schedule(dynamic, 1)
-    for (int64_t it = 0; it < items; it++)
-      forward_block(c, it / nqb, (it % nqb) * BR, O, LSE, S, S + BR * BC, S + 2 * BR * BC,
-                    S + 2 * BR * BC + BR);
-  }
-  blas_restore(saved_threads);
+  forward_job job = {c, O, LSE, scratch, per, nqb};
+  bert_parallel_for(items, 1, forward_blocks, &job);
   free(scratch);
   setup_free(&a);
   *lse_out = lse;

@@ -8,8 +8,57 @@
 #include <string.h>
 
 #include "core/autograd.h"
+#include "core/parallel.h"
 #include "cpu/cpu.h"
 #include "cpu/nn_internal.h"
+
+/* One pass over rows [lo, hi): forward writes lse and the row losses,
+** backward d logits. */
+typedef struct {
+  int64_t C, ignore;
+  bert_reduction red;
+  float gscalar;
+  const float *L, *lse, *G;
+  const int32_t *Y;
+  float *out, *rowloss;   /* backward: d logits; forward: lse */
+} ce_job;
+
+static void ce_backward_rows(void *ctx, int64_t lo, int64_t hi) {
+  const ce_job *j = ctx;
+  const int64_t C = j->C;
+  for (int64_t r = lo; r < hi; r++) {
+    float *d = j->out + r * C;
+    if ((int64_t)j->Y[r] == j->ignore) { memset(d, 0, (size_t)C * sizeof(float)); continue; }
+    float g = j->red == BERT_REDUCE_NONE ? j->G[r] : j->gscalar, m = j->lse[r];
+    const float *x = j->L + r * C;
+    #pragma omp simd
+    for (int64_t k = 0; k < C; k++) d[k] = nn_expf(x[k] - m) * g;
+    d[j->Y[r]] -= g;
+  }
+}
+
+static void ce_forward_rows(void *ctx, int64_t lo, int64_t hi) {
+  const ce_job *jb = ctx;
+  const int64_t C = jb->C;
+  float *lse = jb->out;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *x = jb->L + r * C;
+    float m = x[0];
+    #pragma omp simd reduction(max:m)
+    for (int64_t j = 1; j < C; j++) m = x[j] > m ? x[j] : m;
+    /* float partial sums of at most 1024 terms, added up in double */
+    double s = 0;
+    for (int64_t j0 = 0; j0 < C; j0 += 1024) {
+      int64_t j1 = j0 + 1024 < C ? j0 + 1024 : C;
+      float part = 0;
+      #pragma omp simd reduction(+:part)
+      for (int64_t j = j0; j < j1; j++) part += nn_expf(x[j] - m);
+      s += part;
+    }
+    lse[r] = m + (float)log(s);
+    jb->rowloss[r] = (int64_t)jb->Y[r] == jb->ignore ? 0.0f : lse[r] - x[jb->Y[r]];
+  }
+}
 
 /* d logits; logits, labels, lse and gout contiguous */
 bert_tensor *cpu_cross_entropy_backward(const bert_tensor *logits, const bert_tensor *labels,
@@ -23,16 +72,8 @@ bert_tensor *cpu_cross_entropy_backward(const bert_tensor *logits, const bert_te
   float *D = bert_f32(dl);
   float gscalar = red == BERT_REDUCE_NONE ? 0.0f
                 : red == BERT_REDUCE_MEAN ? (count > 0 ? G[0] / (float)count : 0.0f) : G[0];
-  #pragma omp parallel for schedule(static) if (N * C >= BERT_PARALLEL_MIN)
-  for (int64_t r = 0; r < N; r++) {
-    float *d = D + r * C;
-    if ((int64_t)Y[r] == ignore) { memset(d, 0, (size_t)C * sizeof(float)); continue; }
-    float g = red == BERT_REDUCE_NONE ? G[r] : gscalar, m = lse[r];
-    const float *x = L + r * C;
-    #pragma omp simd
-    for (int64_t j = 0; j < C; j++) d[j] = nn_expf(x[j] - m) * g;
-    d[Y[r]] -= g;
-  }
+  ce_job job = {C, ignore, red, gscalar, L, lse, G, Y, D, NULL};
+  bert_parallel_for(N, bert_parallel_grain(C), ce_backward_rows, &job);
   return dl;
 }
 
@@ -48,24 +89,8 @@ bert_tensor *cpu_cross_entropy(const bert_tensor *logits, const bert_tensor *lab
   }
   float *lse = bert_f32(lse_t);
   const float *L = bert_f32(logits);
-  #pragma omp parallel for schedule(static) if (N * C >= BERT_PARALLEL_MIN)
-  for (int64_t r = 0; r < N; r++) {
-    const float *x = L + r * C;
-    float m = x[0];
-    #pragma omp simd reduction(max:m)
-    for (int64_t j = 1; j < C; j++) m = x[j] > m ? x[j] : m;
-    /* float partial sums of at most 1024 terms, added up in double */
-    double s = 0;
-    for (int64_t j0 = 0; j0 < C; j0 += 1024) {
-      int64_t j1 = j0 + 1024 < C ? j0 + 1024 : C;
-      float part = 0;
-      #pragma omp simd reduction(+:part)
-      for (int64_t j = j0; j < j1; j++) part += nn_expf(x[j] - m);
-      s += part;
-    }
-    lse[r] = m + (float)log(s);
-    rowloss[r] = (int64_t)Y[r] == ignore ? 0.0f : lse[r] - x[Y[r]];
-  }
+  ce_job job = {C, ignore, red, 0, L, NULL, NULL, Y, lse, rowloss};
+  bert_parallel_for(N, bert_parallel_grain(C), ce_forward_rows, &job);
   if (red == BERT_REDUCE_NONE) {
     loss = bert_tensor_empty(BERT_F32, labels->ndim, labels->shape);
     if (loss == NULL) goto done;

@@ -2,25 +2,39 @@
 ** dropout on the CPU: the keep mask is a pure function of (seed, offset,
 ** element), so backward (the same kernel on the gradient) regenerates it.
 */
+#include "core/parallel.h"
 #include "cpu/cpu.h"
 #include "cpu/nn_internal.h"
 
 #define DROP_CHUNK 1024   /* elements per mask block (a multiple of 4) */
 
+typedef struct {
+  const float *in;
+  float *out;
+  int64_t n;
+  uint64_t seed, offset;
+  double p;
+  uint32_t thr;
+  float scale;
+} mask_job;
+
+static void mask_chunks(void *ctx, int64_t lo, int64_t hi) {
+  const mask_job *j = ctx;
+  for (int64_t c = lo; c < hi; c++) {
+    float m[DROP_CHUNK];
+    int64_t i0 = c * DROP_CHUNK, len = i0 + DROP_CHUNK <= j->n ? DROP_CHUNK : j->n - i0;
+    if (j->p >= 1.0) { for (int64_t k = 0; k < len; k++) j->out[i0 + k] = 0.0f; continue; }
+    nn_dropout_row(j->seed, j->offset, (uint64_t)i0, len, j->thr, j->scale, m);
+    for (int64_t k = 0; k < len; k++) j->out[i0 + k] = j->in[i0 + k] * m[k];
+  }
+}
+
 /* out = in * keep(i) * scale for every element, in parallel over chunks. */
 static void apply_mask(const float *in, float *out, int64_t n, uint64_t seed, uint64_t offset,
                        double p) {
-  uint32_t thr = nn_keep_threshold(p);
-  float scale = p >= 1.0 ? 0.0f : (float)(1.0 / (1.0 - p));
-  int64_t nchunks = (n + DROP_CHUNK - 1) / DROP_CHUNK;
-  #pragma omp parallel for schedule(static) if (n >= BERT_PARALLEL_MIN)
-  for (int64_t c = 0; c < nchunks; c++) {
-    float m[DROP_CHUNK];
-    int64_t i0 = c * DROP_CHUNK, len = i0 + DROP_CHUNK <= n ? DROP_CHUNK : n - i0;
-    if (p >= 1.0) { for (int64_t j = 0; j < len; j++) out[i0 + j] = 0.0f; continue; }
-    nn_dropout_row(seed, offset, (uint64_t)i0, len, thr, scale, m);
-    for (int64_t j = 0; j < len; j++) out[i0 + j] = in[i0 + j] * m[j];
-  }
+  mask_job j = {in, out, n, seed, offset, p, nn_keep_threshold(p),
+                p >= 1.0 ? 0.0f : (float)(1.0 / (1.0 - p))};
+  bert_parallel_for((n + DROP_CHUNK - 1) / DROP_CHUNK, bert_parallel_grain(DROP_CHUNK), mask_chunks, &j);
 }
 
 bert_tensor *cpu_dropout(const bert_tensor *x, double p, bert_stream s) {

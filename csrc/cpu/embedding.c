@@ -7,10 +7,43 @@
 #include <string.h>
 
 #include "core/autograd.h"
+#include "core/parallel.h"
 #include "cpu/cpu.h"
 #include "cpu/nn_internal.h"
 
 /* win: the weight as the caller passed it; ids, gout contiguous */
+#define SCATTER_COLS 64
+
+typedef struct {
+  const int32_t *I;
+  const float *G;
+  float *DW;
+  int64_t n, H, ld;
+} scatter_job;
+
+static void scatter_cols(void *ctx, int64_t lo, int64_t hi) {
+  const scatter_job *s = ctx;
+  int64_t j0 = lo * SCATTER_COLS, j1 = hi * SCATTER_COLS < s->H ? hi * SCATTER_COLS : s->H;
+  for (int64_t t = 0; t < s->n; t++) {
+    float *d = s->DW + (int64_t)s->I[t] * s->ld;
+    const float *g = s->G + t * s->H;
+    for (int64_t j = j0; j < j1; j++) d[j] += g[j];
+  }
+}
+
+typedef struct {
+  const int32_t *I;
+  const float *W;
+  float *Y;
+  int64_t H;
+} gather_job;
+
+static void gather_rows(void *ctx, int64_t lo, int64_t hi) {
+  const gather_job *g = ctx;
+  for (int64_t t = lo; t < hi; t++)
+    memcpy(g->Y + t * g->H, g->W + (int64_t)g->I[t] * g->H, (size_t)g->H * sizeof(float));
+}
+
 int cpu_embedding_backward(bert_tensor *win, const bert_tensor *ids, const bert_tensor *gout) {
   int64_t V = win->shape[0], H = win->shape[1], n = bert_numel(ids);
   /* When the weight already has a gradient (the tied MLM decoder wrote
@@ -27,17 +60,10 @@ int cpu_embedding_backward(bert_tensor *win, const bert_tensor *ids, const bert_
   const int32_t *I = bert_i32(ids);
   const float *G = bert_f32(gout);
   float *DW = bert_f32(inplace ? acc : dw);
-  const int64_t CH = 64;
-  int64_t nchunks = (H + CH - 1) / CH;
-  #pragma omp parallel for schedule(static) if (n * H >= BERT_PARALLEL_MIN)
-  for (int64_t c = 0; c < nchunks; c++) {
-    int64_t j0 = c * CH, j1 = j0 + CH < H ? j0 + CH : H;
-    for (int64_t t = 0; t < n; t++) {
-      float *d = DW + (int64_t)I[t] * ld;
-      const float *g = G + t * H;
-      for (int64_t j = j0; j < j1; j++) d[j] += g[j];
-    }
-  }
+  /* threads own disjoint column blocks, so repeated ids never race */
+  scatter_job job = {I, G, DW, n, H, ld};
+  bert_parallel_for((H + SCATTER_COLS - 1) / SCATTER_COLS,
+                    bert_parallel_grain(n * SCATTER_COLS), scatter_cols, &job);
   if (inplace) { bert_bump_version(acc); return 0; }
   return bert_accumulate_grad_steal(win, dw);
 }
@@ -53,7 +79,7 @@ bert_tensor *cpu_embedding(const bert_tensor *ids, const bert_tensor *w) {
   if (y == NULL) return NULL;
   const float *W = bert_f32(w);
   float *Y = bert_f32(y);
-  #pragma omp parallel for schedule(static) if (n * H >= BERT_PARALLEL_MIN)
-  for (int64_t t = 0; t < n; t++) memcpy(Y + t * H, W + (int64_t)I[t] * H, (size_t)H * sizeof(float));
+  gather_job job = {I, W, Y, H};
+  bert_parallel_for(n, bert_parallel_grain(H), gather_rows, &job);
   return y;
 }

@@ -1,13 +1,15 @@
 /*
 ** bias_gelu: y = gelu(x + b), the FFN-up epilogue, in one pass; backward
 ** recomputes u = x + b and writes dx = dy * gelu'(u) with db as its column
-** sums.  erf comes from a vectorisable approximation (Abramowitz & Stegun
+** sums, accumulated per thread in the same pass.  erf comes from a vectorisable approximation (Abramowitz & Stegun
 ** 7.1.26, absolute error < 1.5e-7) so the loops run in SIMD.
 */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/autograd.h"
+#include "core/parallel.h"
 #include "cpu/cpu.h"
 #include "cpu/nn_internal.h"
 
@@ -44,6 +46,58 @@ static inline float gelu_grad(float u, int tanh_mode) {
   return 0.5f * (1.0f + erf_approx(u * INV_SQRT2)) + u * INV_SQRT2PI * nn_expf(-0.5f * u * u);
 }
 
+/* The pool's share of a pass: rows [lo, hi) of an [R, N] matrix. */
+typedef struct {
+  int64_t N;
+  const float *X, *B, *G;
+  float *Y;          /* forward: y; backward: dx */
+  float *partial;    /* backward: per-thread column sums of dx [width, N], or NULL */
+  int tanh_mode;
+} gelu_job;
+
+/* dx = dy * gelu'(x + b), with this thread's share of db (column sums of
+** dx) accumulated in the same pass while the row is in cache. */
+static void gelu_backward_rows(void *p, int64_t lo, int64_t hi) {
+  const gelu_job *j = p;
+  const int64_t N = j->N;
+  const float *B = j->B;
+  const int tanh_mode = j->tanh_mode;
+  float *db = j->partial ? j->partial + (size_t)bert_parallel_thread() * (size_t)N : NULL;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *xr = j->X + r * N, *gr = j->G + r * N;
+    float *dr = j->Y + r * N;
+    if (B) {
+      #pragma omp simd
+      for (int64_t k = 0; k < N; k++) dr[k] = gr[k] * gelu_grad(xr[k] + B[k], tanh_mode);
+    } else {
+      #pragma omp simd
+      for (int64_t k = 0; k < N; k++) dr[k] = gr[k] * gelu_grad(xr[k], tanh_mode);
+    }
+    if (db) {
+      #pragma omp simd
+      for (int64_t k = 0; k < N; k++) db[k] += dr[k];
+    }
+  }
+}
+
+static void gelu_forward_rows(void *p, int64_t lo, int64_t hi) {
+  const gelu_job *j = p;
+  const int64_t N = j->N;
+  const float *B = j->B;
+  const int tanh_mode = j->tanh_mode;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *xr = j->X + r * N;
+    float *yr = j->Y + r * N;
+    if (B) {
+      #pragma omp simd
+      for (int64_t k = 0; k < N; k++) yr[k] = gelu_fwd(xr[k] + B[k], tanh_mode);
+    } else {
+      #pragma omp simd
+      for (int64_t k = 0; k < N; k++) yr[k] = gelu_fwd(xr[k], tanh_mode);
+    }
+  }
+}
+
 /* in = {x, b} as the caller passed them; x, b contiguous */
 int cpu_bias_gelu_backward(bert_tensor *const in[2], const bert_tensor *x, const bert_tensor *b,
                            int tanh_mode, const bert_tensor *gout) {
@@ -51,27 +105,23 @@ int cpu_bias_gelu_backward(bert_tensor *const in[2], const bert_tensor *x, const
   int64_t N = x->shape[x->ndim - 1], R = N > 0 ? bert_numel(x) / N : 0;
   bert_tensor *dx = bert_tensor_empty(BERT_F32, x->ndim, x->shape);
   if (dx == NULL) return -1;
-  const float *X = bert_f32(x), *B = b ? bert_f32(b) : NULL, *G = bert_f32(gout);
-  float *D = bert_f32(dx);
-  #pragma omp parallel for schedule(static) if (R * N >= BERT_PARALLEL_MIN)
-  for (int64_t r = 0; r < R; r++) {
-    const float *xr = X + r * N, *gr = G + r * N;
-    float *dr = D + r * N;
-    #pragma omp simd
-    for (int64_t j = 0; j < N; j++) dr[j] = gr[j] * gelu_grad(B ? xr[j] + B[j] : xr[j], tanh_mode);
+  int want_db = bin && bin->requires_grad, width = bert_parallel_width();
+  float *partial = NULL;
+  if (want_db && (partial = calloc((size_t)width * (size_t)N, sizeof(float))) == NULL) {
+    bert_tensor_release(dx);
+    bert_set_error("bias_gelu backward: out of memory for %d x %lld partial sums", width, (long long)N);
+    return -1;
   }
-  if (bin && bin->requires_grad) {
-    bert_tensor *db = bert_tensor_new(BERT_F32, 1, &N);
-    if (db == NULL) { bert_tensor_release(dx); return -1; }
+  gelu_job job = {N, bert_f32(x), b ? bert_f32(b) : NULL, bert_f32(gout), bert_f32(dx), partial, tanh_mode};
+  bert_parallel_for(R, bert_parallel_grain(N), gelu_backward_rows, &job);
+  if (want_db) {
+    bert_tensor *db = bert_tensor_empty(BERT_F32, 1, &N);
+    if (db == NULL) { free(partial); bert_tensor_release(dx); return -1; }
     float *DB = bert_f32(db);
-    const int64_t CH = 256;
-    int64_t nchunks = (N + CH - 1) / CH;
-    #pragma omp parallel for schedule(static) if (R * N >= BERT_PARALLEL_MIN)
-    for (int64_t c = 0; c < nchunks; c++) {
-      int64_t j0 = c * CH, j1 = j0 + CH < N ? j0 + CH : N;
-      for (int64_t r = 0; r < R; r++)
-        for (int64_t j = j0; j < j1; j++) DB[j] += D[r * N + j];
-    }
+    memcpy(DB, partial, (size_t)N * sizeof(float));
+    for (int t = 1; t < width; t++)
+      for (int64_t k = 0; k < N; k++) DB[k] += partial[(size_t)t * (size_t)N + (size_t)k];
+    free(partial);
     if (bert_accumulate_grad_steal(bin, db) != 0) { bert_tensor_release(dx); return -1; }
   }
   return bert_accumulate_grad_steal(xin, dx);
@@ -82,14 +132,7 @@ bert_tensor *cpu_bias_gelu(const bert_tensor *x, const bert_tensor *b, int tanh_
   bert_tensor *y = bert_tensor_empty(BERT_F32, x->ndim, x->shape);
   if (y == NULL) return NULL;
   int64_t R = N > 0 ? bert_numel(x) / N : 0;
-  const float *X = bert_f32(x), *B = b ? bert_f32(b) : NULL;
-  float *Y = bert_f32(y);
-  #pragma omp parallel for schedule(static) if (R * N >= BERT_PARALLEL_MIN)
-  for (int64_t r = 0; r < R; r++) {
-    const float *xr = X + r * N;
-    float *yr = Y + r * N;
-    #pragma omp simd
-    for (int64_t j = 0; j < N; j++) yr[j] = gelu_fwd(B ? xr[j] + B[j] : xr[j], tanh_mode);
-  }
+  gelu_job job = {N, bert_f32(x), b ? bert_f32(b) : NULL, NULL, bert_f32(y), NULL, tanh_mode};
+  bert_parallel_for(R, bert_parallel_grain(N), gelu_forward_rows, &job);
   return y;
 }

@@ -11,6 +11,7 @@
 #include <xmmintrin.h>
 #endif
 
+#include "core/parallel.h"
 #include "cpu/gemm.h"
 #include "cpu/cpu.h"
 
@@ -71,10 +72,12 @@ static void set_ftz_daz(void) {
 #endif
 }
 
+/* The BLAS libraries always run single-threaded: the pool (core/parallel.c)
+** splits large GEMMs itself, so no BLAS or OpenMP thread is left spinning
+** against other work between calls.  n is the pool's width (bert_set_num_threads). */
 void bert_gemm_set_num_threads(int n) {
-  openblas_set_num_threads(n);
-  #pragma omp parallel num_threads(n)
-  set_ftz_daz();
+  (void)n;
+  openblas_set_num_threads(1);
 }
 
 void bert_gemm_init(void) {
@@ -82,14 +85,60 @@ void bert_gemm_init(void) {
   if (done) return;
   done = 1;
   set_ftz_daz();
-  #pragma omp parallel
-  set_ftz_daz();
+  openblas_set_num_threads(1);
   const char *env = getenv("BERT_GEMM");
   if (env && strcmp(env, "openblas") == 0) provider = BERT_GEMM_OPENBLAS;
   else if (env && strcmp(env, "onednn") == 0 && bert_gemm_available(BERT_GEMM_ONEDNN))
     provider = BERT_GEMM_ONEDNN;
   else provider = bert_gemm_available(BERT_GEMM_ONEDNN) ? BERT_GEMM_ONEDNN : BERT_GEMM_OPENBLAS;
 }
+
+/* One GEMM on the calling thread (oneDNN's OpenMP runtime held to 1 thread). */
+static void sgemm_serial(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                         const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                         float *C, int64_t ldc) {
+  if (provider == BERT_GEMM_ONEDNN && dnnl_sgemm_ptr) {
+    int saved = omp_get_max_threads();
+    if (saved != 1) omp_set_num_threads(1);
+    dnnl_sgemm_ptr(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb,
+                   beta, C, ldc);
+    if (saved != 1) omp_set_num_threads(saved);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, (blasint)M, (blasint)N, (blasint)K, alpha,
+              A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
+}
+
+/* A GEMM split over the pool: blocks of C's rows (when C has more rows than
+** columns: each thread then re-reads only its share of A, all of B) or of
+** its columns, in multiples of 16. */
+typedef struct {
+  int trans_a, trans_b, by_rows;
+  int64_t M, N, K, lda, ldb, ldc, block;
+  float alpha, beta;
+  const float *A, *B;
+  float *C;
+} gemm_job;
+
+static void gemm_blocks(void *p, int64_t lo, int64_t hi) {
+  const gemm_job *g = p;
+  int64_t first = lo * g->block, last = hi * g->block;
+  if (g->by_rows) {
+    if (last > g->M) last = g->M;
+    const float *A = g->trans_a ? g->A + first : g->A + first * g->lda;
+    sgemm_serial(g->trans_a, g->trans_b, last - first, g->N, g->K, g->alpha, A, g->lda, g->B, g->ldb,
+                 g->beta, g->C + first * g->ldc, g->ldc);
+  } else {
+    if (last > g->N) last = g->N;
+    const float *B = g->trans_b ? g->B + first * g->ldb : g->B + first;
+    sgemm_serial(g->trans_a, g->trans_b, g->M, last - first, g->K, g->alpha, g->A, g->lda, B, g->ldb,
+                 g->beta, g->C + first, g->ldc);
+  }
+}
+
+/* below this many FLOPs per thread a split costs more than it gains */
+#define GEMM_SPLIT_FLOPS 4e6
 
 void bert_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
@@ -100,14 +149,19 @@ void bert_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float
       for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];
     return;
   }
-  if (provider == BERT_GEMM_ONEDNN && dnnl_sgemm_ptr) {
-    dnnl_sgemm_ptr(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb,
-                   beta, C, ldc);
+  int width = bert_parallel_width();
+  double flops = 2.0 * (double)M * (double)N * (double)K;
+  if (width > 1 && flops >= GEMM_SPLIT_FLOPS * width && (M >= 32 || N >= 32)) {
+    gemm_job g = {trans_a, trans_b, M >= N, M, N, K, lda, ldb, ldc, 16, alpha, beta, A, B, C};
+    int64_t extent = g.by_rows ? M : N, blocks = (extent + 15) / 16;
+    /* a chunk of at least 64 rows/columns and GEMM_SPLIT_FLOPS */
+    int64_t per_block = (int64_t)(flops / (double)blocks);
+    int64_t grain = per_block > 0 ? (int64_t)(GEMM_SPLIT_FLOPS / per_block) + 1 : blocks;
+    if (grain < 4) grain = 4;
+    bert_parallel_for(blocks, grain, gemm_blocks, &g);
     return;
   }
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, (blasint)M, (blasint)N, (blasint)K, alpha,
-              A, (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
+  sgemm_serial(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 /* }====================================================== */
 
@@ -128,6 +182,30 @@ static int blas_layout(int64_t rows, int64_t cols, int64_t sr, int64_t sc, matla
   if (rows == 1 && cols == 1) { m->trans = 0; m->ld = 1; return 1; }
   if (sr == 1 && sc >= (rows > 1 ? rows : 1)) { m->trans = 1; m->ld = sc; return 1; }
   return 0;
+}
+
+typedef struct {
+  int nbd;
+  const int64_t *batch, *sa, *sb;
+  int ta, tb;
+  int64_t M, N, K, lda, ldb;
+  const float *A, *B;
+  float *C;
+} batched_job;
+
+static void batched_items(void *p, int64_t lo, int64_t hi) {
+  const batched_job *j = p;
+  for (int64_t bi = lo; bi < hi; bi++) {
+    int64_t r = bi, oa = 0, ob = 0;
+    for (int i = j->nbd - 1; i >= 0; i--) {
+      int64_t ix = r % j->batch[i];
+      r /= j->batch[i];
+      oa += ix * j->sa[i];
+      ob += ix * j->sb[i];
+    }
+    bert_sgemm(j->ta, j->tb, j->M, j->N, j->K, 1.0f, j->A + oa, j->lda, j->B + ob, j->ldb, 0.0f,
+               j->C + bi * j->M * j->N, j->N);
+  }
 }
 
 bert_tensor *cpu_matmul(const bert_tensor *a_in, const bert_tensor *b_in) {
@@ -202,24 +280,11 @@ bert_tensor *cpu_matmul(const bert_tensor *a_in, const bert_tensor *b_in) {
     bert_sgemm(la.trans, lb.trans, nbatch * M, N, K, 1.0f, A, la.ld, B, lb.ld, 0.0f, C, N);
     goto done;
   }
-  /* many small GEMMs: parallel over the batch with single-threaded BLAS */
+  /* many small GEMMs: parallel over the batch, one GEMM per item on its thread */
+  batched_job bj = {nbd, batch, sa, sb, la.trans, lb.trans, M, N, K, la.ld, lb.ld, A, B, C};
   double flops = 2.0 * (double)M * (double)N * (double)K;
-  int par = flops < 8e6 && omp_get_max_threads() > 1;
-  int blas_threads = openblas_get_num_threads();
-  if (par) openblas_set_num_threads(1);
-  #pragma omp parallel for if (par) schedule(static)
-  for (int64_t bi = 0; bi < nbatch; bi++) {
-    int64_t r = bi, oa = 0, ob = 0;
-    for (int i = nbd - 1; i >= 0; i--) {
-      int64_t ix = r % batch[i];
-      r /= batch[i];
-      oa += ix * sa[i];
-      ob += ix * sb[i];
-    }
-    bert_sgemm(la.trans, lb.trans, M, N, K, 1.0f, A + oa, la.ld, B + ob, lb.ld, 0.0f,
-               C + bi * M * N, N);
-  }
-  if (par) openblas_set_num_threads(blas_threads);
+  bert_parallel_for(nbatch, flops < GEMM_SPLIT_FLOPS ? (int64_t)(GEMM_SPLIT_FLOPS / (flops + 1)) + 1 : 1,
+                    batched_items, &bj);
 done:
   if (out && (a_in->ndim == 1 || b_in->ndim == 1)) {
     int64_t shape[BERT_MAX_DIMS];

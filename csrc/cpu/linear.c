@@ -2,28 +2,60 @@
 ** linear on the CPU: y = x @ W^T + b, batch dims folded into one GEMM;
 ** backward writes straight into the gradient buffers.
 */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/autograd.h"
+#include "core/parallel.h"
 #include "cpu/cpu.h"
 #include "cpu/gemm.h"
 #include "cpu/nn_internal.h"
 
-/* Column sums of G [R, N] into out[N] (bias gradient). */
-static void column_sums(const float *G, int64_t R, int64_t N, float *out) {
-  const int64_t CH = 256;
-  int64_t nchunks = (N + CH - 1) / CH;
-  #pragma omp parallel for schedule(static) if (R * N >= BERT_PARALLEL_MIN)
-  for (int64_t c = 0; c < nchunks; c++) {
-    int64_t j0 = c * CH, j1 = j0 + CH < N ? j0 + CH : N;
-    float acc[256];
-    for (int64_t j = j0; j < j1; j++) acc[j - j0] = 0;
-    for (int64_t r = 0; r < R; r++) {
-      const float *g = G + r * N;
-      for (int64_t j = j0; j < j1; j++) acc[j - j0] += g[j];
-    }
-    for (int64_t j = j0; j < j1; j++) out[j] = acc[j - j0];
+/* Column sums of G [R, N] (the bias gradient): each thread sums whole rows
+** into its own partial vector (contiguous, vectorised), then the partials
+** are added up. */
+typedef struct {
+  const float *G;
+  int64_t N;
+  float *partial;   /* [width, N] */
+} colsum_job;
+
+static void colsum_rows(void *ctx, int64_t lo, int64_t hi) {
+  const colsum_job *j = ctx;
+  const int64_t N = j->N;
+  float *acc = j->partial + (size_t)bert_parallel_thread() * (size_t)N;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *g = j->G + r * N;
+    #pragma omp simd
+    for (int64_t k = 0; k < N; k++) acc[k] += g[k];
   }
+}
+
+static int column_sums(const float *G, int64_t R, int64_t N, float *out) {
+  int width = bert_parallel_width();
+  float *partial = calloc((size_t)width * (size_t)N, sizeof(float));
+  if (partial == NULL) {
+    bert_set_error("linear backward: out of memory for %d x %lld bias partial sums", width, (long long)N);
+    return -1;
+  }
+  colsum_job job = {G, N, partial};
+  bert_parallel_for(R, bert_parallel_grain(N), colsum_rows, &job);
+  memcpy(out, partial, (size_t)N * sizeof(float));
+  for (int t = 1; t < width; t++)
+    for (int64_t k = 0; k < N; k++) out[k] += partial[(size_t)t * (size_t)N + (size_t)k];
+  free(partial);
+  return 0;
+}
+
+typedef struct {
+  const float *B;
+  float *Y;
+  int64_t N;
+} bias_rows_job;
+
+static void bias_rows(void *ctx, int64_t lo, int64_t hi) {
+  const bias_rows_job *j = ctx;
+  for (int64_t r = lo; r < hi; r++) memcpy(j->Y + r * j->N, j->B, (size_t)j->N * sizeof(float));
 }
 
 /* x, w contiguous as in the forward; in = {x, w, b} as the caller passed them */
@@ -55,7 +87,7 @@ int cpu_linear_backward(bert_tensor *const inputs[3], const bert_tensor *x, cons
   if (bin && bin->requires_grad) {
     bert_tensor *db = bert_tensor_empty(BERT_F32, 1, &outf);
     if (db == NULL) return -1;
-    column_sums(G, R, outf, bert_f32(db));
+    if (column_sums(G, R, outf, bert_f32(db)) != 0) { bert_tensor_release(db); return -1; }
     if (bert_accumulate_grad_steal(bin, db) != 0) return -1;
   }
   return 0;
@@ -71,9 +103,8 @@ bert_tensor *cpu_linear(const bert_tensor *x, const bert_tensor *w, const bert_t
   int64_t R = in > 0 ? bert_numel(x) / in : bert_numel(y) / (outf > 0 ? outf : 1);
   float *Y = bert_f32(y);
   if (b) {
-    const float *B = bert_f32(b);
-    #pragma omp parallel for schedule(static) if (R * outf >= BERT_PARALLEL_MIN)
-    for (int64_t r = 0; r < R; r++) memcpy(Y + r * outf, B, (size_t)outf * sizeof(float));
+    bias_rows_job job = {bert_f32(b), Y, outf};
+    bert_parallel_for(R, bert_parallel_grain(outf), bias_rows, &job);
   }
   bert_sgemm(0, 1, R, outf, in, 1.0f, bert_f32(x), in, bert_f32(w), in, b ? 1.0f : 0.0f, Y, outf);
   return y;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/iter.h"
+#include "core/parallel.h"
 #include "cpu/cpu.h"
 
 static int32_t saturate_i32(double v) {
@@ -187,6 +188,17 @@ static float unary_grad(bert_unop op, float x, float y, float dy) {
   }
 }
 
+typedef struct {
+  bert_unop op;
+  const float *X, *Y, *D;
+  float *R;
+} unary_grad_job;
+
+static void unary_grad_range(void *ctx, int64_t lo, int64_t hi) {
+  const unary_grad_job *j = ctx;
+  for (int64_t k = lo; k < hi; k++) j->R[k] = unary_grad(j->op, j->X[k], j->Y[k], j->D[k]);
+}
+
 bert_tensor *cpu_unary_backward(bert_unop op, const bert_tensor *x_in, const bert_tensor *y_in,
                                 const bert_tensor *dy_in) {
   bert_tensor *x = x_in->dtype == BERT_F32 ? bert_contiguous((bert_tensor *)x_in) : bert_to_dtype(x_in, BERT_F32);
@@ -199,8 +211,8 @@ bert_tensor *cpu_unary_backward(bert_unop op, const bert_tensor *x_in, const ber
   const float *X = bert_f32(x), *Y = bert_f32(y), *D = bert_f32(dy);
   float *R = bert_f32(dx);
   int64_t n = bert_numel(dx);
-  #pragma omp parallel for if (n >= BERT_PARALLEL_MIN)
-  for (int64_t j = 0; j < n; j++) R[j] = unary_grad(op, X[j], Y[j], D[j]);
+  unary_grad_job job = {op, X, Y, D, R};
+  bert_parallel_for(n, bert_parallel_grain(1), unary_grad_range, &job);
   bert_tensor_release(x); bert_tensor_release(y); bert_tensor_release(dy);
   return dx;
 }

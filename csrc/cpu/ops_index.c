@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/parallel.h"
 #include "cpu/cpu.h"
 
 bert_tensor *cpu_index_select(const bert_tensor *t, int dim, const bert_tensor *index) {
@@ -40,17 +41,30 @@ static int64_t gather_offset(const bert_tensor *t, const bert_tensor *index, int
   return off;
 }
 
+typedef struct {
+  const bert_tensor *t;
+  int dim;
+  const bert_tensor *index;
+  bert_tensor *out;
+} gather_job;
+
+static void gather_range(void *ctx, int64_t lo, int64_t hi) {
+  const gather_job *j = ctx;
+  const bert_tensor *t = j->t;
+  for (int64_t i = lo; i < hi; i++) {
+    int64_t k = (int64_t)bert_get_flat(j->index, i);
+    int64_t off = gather_offset(t, j->index, j->dim, i, k);
+    if (t->dtype == BERT_F32) bert_f32(j->out)[i] = ((float *)t->storage->data)[off];
+    else bert_i32(j->out)[i] = ((int32_t *)t->storage->data)[off];
+  }
+}
+
 bert_tensor *cpu_gather(const bert_tensor *t, int dim, const bert_tensor *index) {
   bert_tensor *out = bert_tensor_empty(t->dtype, index->ndim, index->shape);
   if (out == NULL) return NULL;
   int64_t n = bert_numel(index);
-  #pragma omp parallel for if (n >= BERT_PARALLEL_MIN)
-  for (int64_t i = 0; i < n; i++) {
-    int64_t k = (int64_t)bert_get_flat(index, i);
-    int64_t off = gather_offset(t, index, dim, i, k);
-    if (t->dtype == BERT_F32) bert_f32(out)[i] = ((float *)t->storage->data)[off];
-    else bert_i32(out)[i] = ((int32_t *)t->storage->data)[off];
-  }
+  gather_job job = {t, dim, index, out};
+  bert_parallel_for(n, bert_parallel_grain(1), gather_range, &job);
   return out;
 }
 

@@ -7,9 +7,11 @@
 ** first (a stable order); NaN counts as larger than every number, as in
 ** PyTorch.
 */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/parallel.h"
 #include "cpu/cpu.h"
 
 typedef struct { double v; int32_t i; } sort_item;
@@ -34,6 +36,33 @@ static int cmp_asc(const void *pa, const void *pb) {
   return (a->i > b->i) - (a->i < b->i);
 }
 
+typedef struct {
+  const bert_tensor *t;
+  bert_tensor *out;
+  int64_t R, inner, n, k;
+  int descending;
+  _Atomic int failed;
+} sort_job;
+
+static void sort_rows(void *ctx, int64_t lo, int64_t hi) {
+  sort_job *jb = ctx;
+  const int64_t R = jb->R, inner = jb->inner, n = jb->n, k = jb->k;
+  sort_item *items = malloc(sizeof(sort_item) * (size_t)n);
+  if (items == NULL) { atomic_store(&jb->failed, 1); return; }
+  for (int64_t r = lo; r < hi; r++) {
+    int64_t o = r / inner, in = r % inner;
+    for (int64_t j = 0; j < n; j++) {
+      /* the logical flat index of element (o, j, in) in [outer, R, inner] */
+      items[j].v = bert_get_flat(jb->t, (o * R + j) * inner + in);
+      items[j].i = (int32_t)j;
+    }
+    qsort(items, (size_t)n, sizeof(sort_item), jb->descending ? cmp_desc : cmp_asc);
+    int32_t *dst = bert_i32(jb->out);
+    for (int64_t j = 0; j < k; j++) dst[(o * k + j) * inner + in] = items[j].i;
+  }
+  free(items);
+}
+
 bert_tensor *cpu_sort_indices(const bert_tensor *t, int dim, int64_t k, int descending) {
   int64_t n = t->shape[dim];   /* dim and k checked by the core (bert_sort_indices) */
   int64_t shape[BERT_MAX_DIMS];
@@ -45,29 +74,9 @@ bert_tensor *cpu_sort_indices(const bert_tensor *t, int dim, int64_t k, int desc
   bert_split_at_dim(t, dim, &outer, &R, &inner);
   int64_t rows = outer * inner;
   if (rows == 0 || k == 0) return out;
-  int failed = 0;
-  #pragma omp parallel if (rows * n >= BERT_PARALLEL_MIN)
-  {
-    sort_item *items = malloc(sizeof(sort_item) * (size_t)n);
-    if (items == NULL) {
-      #pragma omp atomic write
-      failed = 1;
-    }
-    #pragma omp for
-    for (int64_t r = 0; r < rows; r++) {
-      if (items == NULL) continue;
-      int64_t o = r / inner, in = r % inner;
-      for (int64_t j = 0; j < n; j++) {
-        /* the logical flat index of element (o, j, in) in [outer, R, inner] */
-        items[j].v = bert_get_flat(t, (o * R + j) * inner + in);
-        items[j].i = (int32_t)j;
-      }
-      qsort(items, (size_t)n, sizeof(sort_item), descending ? cmp_desc : cmp_asc);
-      int32_t *dst = bert_i32(out);
-      for (int64_t j = 0; j < k; j++) dst[(o * k + j) * inner + in] = items[j].i;
-    }
-    free(items);
-  }
+  sort_job job = {t, out, R, inner, n, k, descending, 0};
+  bert_parallel_for(rows, bert_parallel_grain(n), sort_rows, &job);
+  int failed = atomic_load(&job.failed);
   if (failed) {
     bert_tensor_release(out);
     bert_set_error("sort: out of memory for a row of %lld elements", (long long)n);

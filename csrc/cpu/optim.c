@@ -9,13 +9,13 @@
 ** once, in double, outside the loop.
 */
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #ifdef __AVX__
 #include <immintrin.h>
 #endif
 
 #include "core/autograd.h"   /* bert_bump_version */
+#include "core/parallel.h"
 #include "cpu/cpu.h"
 
 /* Reductions sum blocks of this many elements each (fixed, so the
@@ -55,12 +55,24 @@ static adam_k adam_prepare(const bert_adam_cfg *cfg) {
   return k;
 }
 
-/* This thread's share [lo, hi) of n elements, in multiples of 16. */
-static void thread_range(int64_t n, int64_t *lo, int64_t *hi) {
-  int64_t nt = omp_get_num_threads(), id = omp_get_thread_num();
-  int64_t chunk = ((n + nt - 1) / nt + 15) / 16 * 16;
-  *lo = id * chunk < n ? id * chunk : n;
-  *hi = *lo + chunk < n ? *lo + chunk : n;
+/* One optimizer pass for the pool: the tensors and constants of a step;
+** the pool hands out blocks of ELEM_BLOCK elements (SUM_BLOCK for the
+** passes that keep per-block sums, so their sums do not depend on the
+** thread count). */
+#define ELEM_BLOCK 4096
+typedef struct {
+  float *p, *m, *v, *buf;
+  const float *g;
+  const adam_k *k;
+  double *sums;
+  int64_t n;
+  float lr, wd, mu, damp;
+  int first, nesterov;
+} optim_job;
+
+static void elem_bounds(const optim_job *j, int64_t lo, int64_t hi, int64_t block, int64_t *a, int64_t *b) {
+  *a = lo * block;
+  *b = hi * block < j->n ? hi * block : j->n;
 }
 
 /* The element loops below are written twice: with AVX intrinsics, and in
@@ -100,18 +112,21 @@ static void adamw_range(float *restrict p, const float *restrict g, float *restr
   }
 }
 
+static void adamw_blocks(void *ctx, int64_t lo, int64_t hi) {
+  const optim_job *j = ctx;
+  int64_t a, b;
+  elem_bounds(j, lo, hi, ELEM_BLOCK, &a, &b);
+  adamw_range(j->p, j->g, j->m, j->v, a, b, j->k);
+}
+
 int cpu_adamw_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
                    const bert_adam_cfg *cfg) {
   const int64_t n = bert_numel(p);
   const adam_k k = adam_prepare(cfg);
   float *pp = bert_f32(p), *mp = bert_f32(m), *vp = bert_f32(v);
   const float *gp = bert_f32(g);
-  #pragma omp parallel if (n >= BERT_PARALLEL_MIN)
-  {
-    int64_t lo, hi;
-    thread_range(n, &lo, &hi);
-    adamw_range(pp, gp, mp, vp, lo, hi, &k);
-  }
+  optim_job j = {.p = pp, .m = mp, .v = vp, .g = gp, .k = &k, .n = n};
+  bert_parallel_for((n + ELEM_BLOCK - 1) / ELEM_BLOCK, bert_parallel_grain(ELEM_BLOCK), adamw_blocks, &j);
   bert_bump_version(p);
   bert_bump_version(m);
   bert_bump_version(v);
@@ -193,6 +208,21 @@ static void lamb_apply_range(float *restrict p, const float *restrict m, const f
   }
 }
 
+static void lamb_moment_blocks(void *ctx, int64_t lo, int64_t hi) {
+  const optim_job *j = ctx;
+  for (int64_t b = lo; b < hi; b++) {
+    int64_t a = b * SUM_BLOCK, e = a + SUM_BLOCK < j->n ? a + SUM_BLOCK : j->n;
+    lamb_moments_range(j->p, j->g, j->m, j->v, a, e, j->k, &j->sums[2 * b], &j->sums[2 * b + 1]);
+  }
+}
+
+static void lamb_apply_blocks(void *ctx, int64_t lo, int64_t hi) {
+  const optim_job *j = ctx;
+  int64_t a, b;
+  elem_bounds(j, lo, hi, ELEM_BLOCK, &a, &b);
+  lamb_apply_range(j->p, j->m, j->v, a, b, j->k);
+}
+
 int cpu_lamb_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
                   const bert_adam_cfg *cfg, int adapt, bert_tensor **trust_out) {
   const int64_t n = bert_numel(p);
@@ -207,11 +237,8 @@ int cpu_lamb_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_ten
     bert_set_error("lamb: out of memory");
     return -1;
   }
-  #pragma omp parallel for if (n >= BERT_PARALLEL_MIN && nb > 1) schedule(static)
-  for (int64_t b = 0; b < nb; b++) {
-    int64_t lo = b * SUM_BLOCK, hi = lo + SUM_BLOCK < n ? lo + SUM_BLOCK : n;
-    lamb_moments_range(pp, gp, mp, vp, lo, hi, &k, &sums[2 * b], &sums[2 * b + 1]);
-  }
+  optim_job j = {.p = pp, .m = mp, .v = vp, .g = gp, .k = &k, .sums = sums, .n = n};
+  bert_parallel_for(nb, 1, lamb_moment_blocks, &j);
   double sp = 0, su = 0;
   for (int64_t b = 0; b < nb; b++) {
     sp += sums[2 * b];
@@ -227,12 +254,7 @@ int cpu_lamb_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_ten
 
   /* pass 2: the step */
   k.lamb_step = (float)(cfg->lr * trust);
-  #pragma omp parallel if (n >= BERT_PARALLEL_MIN)
-  {
-    int64_t lo, hi;
-    thread_range(n, &lo, &hi);
-    lamb_apply_range(pp, mp, vp, lo, hi, &k);
-  }
+  bert_parallel_for((n + ELEM_BLOCK - 1) / ELEM_BLOCK, bert_parallel_grain(ELEM_BLOCK), lamb_apply_blocks, &j);
   bert_bump_version(p);
   bert_bump_version(m);
   bert_bump_version(v);
@@ -242,6 +264,32 @@ int cpu_lamb_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_ten
 
 /* {====================================================== SGD */
 
+static void sgd_blocks(void *ctx, int64_t lo, int64_t hi) {
+  const optim_job *j = ctx;
+  int64_t a, e;
+  elem_bounds(j, lo, hi, ELEM_BLOCK, &a, &e);
+  float *restrict pp = j->p, *restrict bp = j->buf;
+  const float *restrict gp = j->g;
+  const float lr = j->lr, wd = j->wd, mu = j->mu, damp = j->damp;
+  if (bp == NULL) {
+    #pragma omp simd
+    for (int64_t i = a; i < e; i++) {
+      float d = gp[i] + wd * pp[i];
+      pp[i] = pp[i] - lr * d;
+    }
+  } else {
+    const int first = j->first, nesterov = j->nesterov;
+    #pragma omp simd
+    for (int64_t i = a; i < e; i++) {
+      float d = gp[i] + wd * pp[i];
+      float b = first ? d : mu * bp[i] + damp * d;
+      bp[i] = b;
+      d = nesterov ? d + mu * b : b;
+      pp[i] = pp[i] - lr * d;
+    }
+  }
+}
+
 int cpu_sgd_step(bert_tensor *p, const bert_tensor *g, bert_tensor *buf, const bert_sgd_cfg *cfg) {
   int use_buf = cfg->momentum != 0;
   const int64_t n = bert_numel(p);
@@ -250,25 +298,10 @@ int cpu_sgd_step(bert_tensor *p, const bert_tensor *g, bert_tensor *buf, const b
   float *restrict pp = bert_f32(p);
   const float *restrict gp = bert_f32(g);
 
-  if (!use_buf) {
-    #pragma omp parallel for simd if (n >= BERT_PARALLEL_MIN) schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-      float d = gp[i] + wd * pp[i];
-      pp[i] = pp[i] - lr * d;
-    }
-  } else {
-    float *restrict bp = bert_f32(buf);
-    const int first = cfg->first, nesterov = cfg->nesterov;
-    #pragma omp parallel for simd if (n >= BERT_PARALLEL_MIN) schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-      float d = gp[i] + wd * pp[i];
-      float b = first ? d : mu * bp[i] + damp * d;
-      bp[i] = b;
-      d = nesterov ? d + mu * b : b;
-      pp[i] = pp[i] - lr * d;
-    }
-    bert_bump_version(buf);
-  }
+  optim_job j = {.p = pp, .g = gp, .buf = use_buf ? bert_f32(buf) : NULL, .n = n, .lr = lr, .wd = wd,
+                 .mu = mu, .damp = damp, .first = cfg->first, .nesterov = cfg->nesterov};
+  bert_parallel_for((n + ELEM_BLOCK - 1) / ELEM_BLOCK, bert_parallel_grain(ELEM_BLOCK), sgd_blocks, &j);
+  if (use_buf) bert_bump_version(buf);
   bert_bump_version(p);
   return 0;
 }
@@ -298,6 +331,24 @@ static double sumsq_range(const float *restrict x, int64_t lo, int64_t hi) {
   return s;
 }
 
+static void sumsq_blocks(void *ctx, int64_t lo, int64_t hi) {
+  const optim_job *j = ctx;
+  for (int64_t b = lo; b < hi; b++) {
+    int64_t a = b * SUM_BLOCK, e = a + SUM_BLOCK < j->n ? a + SUM_BLOCK : j->n;
+    j->sums[b] = sumsq_range(j->g, a, e);
+  }
+}
+
+static void scale_blocks(void *ctx, int64_t lo, int64_t hi) {
+  const optim_job *j = ctx;
+  int64_t a, e;
+  elem_bounds(j, lo, hi, ELEM_BLOCK, &a, &e);
+  float *restrict x = j->p;
+  const float f = j->lr;
+  #pragma omp simd
+  for (int64_t i = a; i < e; i++) x[i] *= f;
+}
+
 int cpu_sumsq(const bert_tensor *t, double *out) {
   const int64_t n = bert_numel(t);
   const int64_t nb = (n + SUM_BLOCK - 1) / SUM_BLOCK;
@@ -316,11 +367,8 @@ int cpu_sumsq(const bert_tensor *t, double *out) {
     return -1;
   }
   const float *x = bert_f32(t);
-  #pragma omp parallel for if (n >= BERT_PARALLEL_MIN && nb > 1) schedule(static)
-  for (int64_t b = 0; b < nb; b++) {
-    int64_t lo = b * SUM_BLOCK, hi = lo + SUM_BLOCK < n ? lo + SUM_BLOCK : n;
-    sums[b] = sumsq_range(x, lo, hi);
-  }
+  optim_job j = {.g = x, .sums = sums, .n = n};
+  bert_parallel_for(nb, 1, sumsq_blocks, &j);
   double s = 0;
   for (int64_t b = 0; b < nb; b++) s += sums[b];
   free(sums);
@@ -332,8 +380,8 @@ int cpu_scale_(bert_tensor *t, double s) {
   const int64_t n = bert_numel(t);
   const float f = (float)s;
   float *restrict x = bert_f32(t);
-  #pragma omp parallel for simd if (n >= BERT_PARALLEL_MIN) schedule(static)
-  for (int64_t i = 0; i < n; i++) x[i] *= f;
+  optim_job j = {.p = x, .n = n, .lr = f};   /* lr holds the factor */
+  bert_parallel_for((n + ELEM_BLOCK - 1) / ELEM_BLOCK, bert_parallel_grain(ELEM_BLOCK), scale_blocks, &j);
   bert_bump_version(t);
   return 0;
 }
