@@ -57,26 +57,42 @@ end
 -- the device runs asynchronously: wait for it before reading the clock
 local function sync() if vulkan then bert.vulkan.sync() end end
 
+-- wall time per phase of the step (forward, backward, optimizer incl. zero_grad
+-- and clipping), summed over the timed steps; the data here is synthetic and
+-- prepared once, so a data phase does not occur in this benchmark
+local phase = {forward = 0, backward = 0, optimizer = 0}
+local function timed(name, f)
+  local t0 = bert.wall_time()
+  local r = f()
+  sync()
+  phase[name] = phase[name] + bert.wall_time() - t0
+  return r
+end
+
 local step
 if opts.mode == "train" then
   model:training()
   local opt = bert.optim.AdamW(model:named_parameters(), {lr = 1e-4, weight_decay = 0.01})
   step = function()
-    local out = model:forward{input_ids = ids, token_type_ids = tt, attention_mask = mask,
-                              labels = labels, next_sentence_label = nsp}
-    opt:zero_grad()
-    out.loss:backward()
-    bert.optim.clip_grad_norm(model:parameters(), 1.0)
-    opt:step()
-    sync()
+    local out = timed("forward", function()
+      return model:forward{input_ids = ids, token_type_ids = tt, attention_mask = mask,
+                           labels = labels, next_sentence_label = nsp}
+    end)
+    timed("optimizer", function() opt:zero_grad() end)
+    timed("backward", function() out.loss:backward() end)
+    timed("optimizer", function()
+      bert.optim.clip_grad_norm(model:parameters(), 1.0)
+      opt:step()
+    end)
   end
 else
   model:evaluate()
   step = function()
-    bert.no_grad(function()
-      return model:forward{input_ids = ids, token_type_ids = tt, attention_mask = mask}
+    timed("forward", function()
+      return bert.no_grad(function()
+        return model:forward{input_ids = ids, token_type_ids = tt, attention_mask = mask}
+      end)
     end)
-    sync()
   end
 end
 
@@ -91,6 +107,7 @@ local flops = opts.mode == "train" and 3 * fwd or fwd
 
 step()   -- warm up (allocations, page faults)
 collectgarbage()
+phase = {forward = 0, backward = 0, optimizer = 0}
 local t0 = bert.wall_time()
 for _ = 1, opts.steps do step() end
 local dt = (bert.wall_time() - t0) / opts.steps
@@ -102,5 +119,8 @@ print(cjson.encode({
   threads = bert.get_num_threads(), gemm = bert.backend_info().gemm, device = opts.device,
   sec_per_step = dt, tokens_per_s = tokens / dt, gflops = flops / dt / 1e9,
   peak_rss_mb = peak_rss_mb(),
+  phase_fraction = {forward = phase.forward / opts.steps / dt, backward = phase.backward / opts.steps / dt,
+                    optimizer = phase.optimizer / opts.steps / dt,
+                    other = 1 - (phase.forward + phase.backward + phase.optimizer) / opts.steps / dt},
   peak_gflops = peak_gf, peak_fraction = peak_gf and flops / dt / 1e9 / peak_gf or nil,
 }))
