@@ -37,4 +37,19 @@ function M.measure(threads, trials)
   return tonumber(gf), isa, "measured"
 end
 
+-- run as a script: the peak for the thread counts given (default 1)
+if arg and type(arg[0]) == "string" and (arg[0] == "peak.lua" or arg[0]:match("/peak%.lua$")) then
+  if arg[1] == "--help" or arg[1] == "-h" then
+    print("usage: lua5.4 tools/peak.lua [THREADS...]\n"
+      .. "The fp32 FMA peak (GFLOP/s) per thread count; the module behind tools/bench_peak.lua.")
+    os.exit(0)
+  end
+  for _, a in ipairs(#arg > 0 and arg or {"1"}) do
+    local n = math.tointeger(tonumber(a))
+    if not n or n < 1 then io.stderr:write("peak.lua: thread count must be a whole number >= 1, got '" .. a .. "'\n"); os.exit(2) end
+    local gf, isa = M.measure(n)
+    print(string.format("%d threads: %.1f GFLOP/s (%s)", n, gf, isa))
+  end
+end
+
 return M
