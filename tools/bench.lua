@@ -1,6 +1,6 @@
 -- One BERT training or inference step, timed: prints one JSON line.
 --   lua5.4 tools/bench.lua [--model base] [--batch 8] [--seq 128] [--mode train|infer]
---                          [--steps 3] [--threads N] [--gemm openblas|onednn] [--device cpu|vulkan]
+--                          [--steps 3] [--threads N] [--gemm openblas|onednn] [--device cpu|vulkan] [--recompute 1]
 -- train: BertForPreTraining forward with 15% of positions masked (MLM head on
 -- the masked positions only) + NSP, backward, global-norm clipping at 1.0,
 -- AdamW — the same work as `torch_bert.py --mode train --gather`.
@@ -69,6 +69,27 @@ local function timed(name, f)
   return r
 end
 
+-- --recompute 1: every encoder layer recomputes its activations in backward
+-- (bert.recompute.wrap), keeping only the layer inputs
+local recomputed = 0
+if opts.recompute == 1 then
+  local recompute = require("bert.recompute")
+  local function visit(m)
+    for _, name in ipairs(m.m_order or {}) do
+      local child = m.m[name]
+      local cls = (getmetatable(child) or {}).__name or ""
+      if cls:match("Encoder") and (cls:match("Layer$") or cls:match("Block$")) then
+        recompute.wrap(child)
+        recomputed = recomputed + 1
+      else
+        visit(child)
+      end
+    end
+  end
+  visit(model)
+  if recomputed == 0 then io.stderr:write("bench: --recompute found no encoder layer to wrap\n"); os.exit(2) end
+end
+
 local step
 if opts.mode == "train" then
   model:training()
@@ -118,7 +139,7 @@ print(cjson.encode({
   impl = "bert-lua", model = opts.model, mode = opts.mode, batch = B, seq = T,
   threads = bert.get_num_threads(), gemm = bert.backend_info().gemm, device = opts.device,
   sec_per_step = dt, tokens_per_s = tokens / dt, gflops = flops / dt / 1e9,
-  peak_rss_mb = peak_rss_mb(),
+  peak_rss_mb = peak_rss_mb(), recomputed_layers = recomputed,
   phase_fraction = {forward = phase.forward / opts.steps / dt, backward = phase.backward / opts.steps / dt,
                     optimizer = phase.optimizer / opts.steps / dt,
                     other = 1 - (phase.forward + phase.backward + phase.optimizer) / opts.steps / dt},

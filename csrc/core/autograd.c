@@ -96,6 +96,7 @@ void bert_node_release(bert_node *node) {
   draining = 1;
   while (ndead > 0) {
     bert_node *n = dead[--ndead];
+    if (n->on_free) n->on_free(n);
     for (int k = 0; k < n->ninputs; k++) bert_tensor_release(n->inputs[k]);
     for (int k = 0; k < n->nsaved; k++) bert_tensor_release(n->saved[k]);
     free(n);

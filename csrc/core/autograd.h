@@ -43,6 +43,8 @@ struct bert_node {
   uint64_t saved_version[BERT_NODE_MAX_SAVED];   /* storage versions at save time */
   void *state;                                   /* type->state_size zeroed bytes (plain data) */
   int refcount;
+  void (*on_free)(bert_node *node);              /* optional, set by the creator: called once before
+                                                    the node is freed (e.g. to drop a host reference) */
 };
 
 /* ---- grad mode ---- */

@@ -1,6 +1,7 @@
 /*
 ** Lua binding of autograd: requires_grad, grad, backward, detach, no_grad.
 */
+#include <stdlib.h>
 #include <string.h>
 
 #include "lbert.h"
@@ -64,12 +65,113 @@ static int m_zero_grad(lua_State *L) {
   return 1;
 }
 
+/* {====================================================== recomputation
+** A "recompute" node (bert.recompute, lua/bert/recompute.lua): its output
+** was computed without a graph; its backward calls back into Lua, which
+** runs the function again with the graph on and backpropagates through it.
+** The Lua side keeps the function and its inputs under the node's id; ids
+** of nodes freed without a backward are queued for it to drop. */
+typedef struct { lua_Integer id; } recompute_state;
+
+static lua_State *backward_L;   /* the state running the current backward */
+static lua_Integer *dead_ids;
+static size_t ndead_ids, capdead_ids;
+
+static void recompute_release(bert_node *node) {
+  if (ndead_ids == capdead_ids) {
+    size_t cap = capdead_ids ? 2 * capdead_ids : 64;
+    lua_Integer *p = realloc(dead_ids, cap * sizeof *p);
+    if (p == NULL) return;   /* the Lua entry then lives until the state closes */
+    dead_ids = p;
+    capdead_ids = cap;
+  }
+  dead_ids[ndead_ids++] = ((recompute_state *)node->state)->id;
+}
+
+static const char RECOMPUTE_KEY = 'r';   /* registry key of the Lua dispatcher */
+
+static int recompute_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
+  lua_State *L = backward_L;
+  (void)out;
+  if (L == NULL) { bert_set_error("backward through recompute must be started from Lua"); return -1; }
+  int top = lua_gettop(L);
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &RECOMPUTE_KEY);
+  lua_pushinteger(L, ((recompute_state *)node->state)->id);
+  bert_tensor_retain(g);
+  lbert_push_tensor(L, g);
+  if (lua_pcall(L, 2, 1, 0) != LUA_OK) {
+    bert_set_error("%s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "error in the recomputation");
+    lua_settop(L, top);
+    return -1;
+  }
+  /* a table: the gradient of input k at [k] (nil when it has none) */
+  int rc = 0;
+  for (int k = 0; k < node->ninputs && rc == 0; k++) {
+    lua_rawgeti(L, -1, k + 1);
+    bert_tensor *gk = lua_isnil(L, -1) ? NULL : luaL_testudata(L, -1, BERT_TENSOR_MT) ?
+                      *(bert_tensor **)lua_touserdata(L, -1) : NULL;
+    if (gk && bert_node_wants(node, k)) rc = bert_accumulate_grad(node->inputs[k], gk);
+    lua_pop(L, 1);
+  }
+  lua_settop(L, top);
+  return rc;
+}
+
+static const bert_node_type recompute_node = {"recompute", recompute_backward, sizeof(recompute_state)};
+
+/* core.recompute_attach(out, {inputs...}, id): out (computed without a
+** graph) gets a recompute node over the inputs. */
+static int l_recompute_attach(lua_State *L) {
+  bert_tensor *out = lbert_check_tensor(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_Integer id = luaL_checkinteger(L, 3);
+  int n = (int)luaL_len(L, 2);
+  if (n < 1 || n > BERT_NODE_MAX_INPUTS)
+    return luaL_error(L, "recompute: 1 to %d tensor inputs requiring grad, got %d", BERT_NODE_MAX_INPUTS, n);
+  if (out->grad_fn) return luaL_error(L, "recompute: the output already has a graph (%s)", out->grad_fn->name);
+  bert_tensor *inputs[BERT_NODE_MAX_INPUTS];
+  for (int k = 0; k < n; k++) {
+    lua_rawgeti(L, 2, k + 1);
+    inputs[k] = lbert_check_tensor(L, -1);
+    lua_pop(L, 1);
+  }
+  bert_node *node = bert_node_new(&recompute_node, n, inputs);
+  if (node == NULL) return lbert_core_error(L, "recompute");
+  ((recompute_state *)node->state)->id = id;
+  node->on_free = recompute_release;
+  bert_attach(out, node);
+  return 0;
+}
+
+/* core.recompute_dispatcher(fn): fn(id, grad) -> {grads of the inputs} */
+static int l_recompute_dispatcher(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  lua_settop(L, 1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &RECOMPUTE_KEY);
+  return 0;
+}
+
+/* core.recompute_dead() -> ids of recompute nodes freed since the last call */
+static int l_recompute_dead(lua_State *L) {
+  lua_createtable(L, (int)ndead_ids, 0);
+  for (size_t k = 0; k < ndead_ids; k++) {
+    lua_pushinteger(L, dead_ids[k]);
+    lua_rawseti(L, -2, (lua_Integer)k + 1);
+  }
+  ndead_ids = 0;
+  return 1;
+}
+/* }====================================================== */
+
 static int m_backward(lua_State *L) {
   bert_tensor *t = lbert_check_tensor(L, 1);
   bert_tensor *g = lua_isnoneornil(L, 2) ? NULL : lbert_check_tensor(L, 2);
   int was = bert_grad_enabled();
   bert_set_grad_enabled(0);   /* backward itself records nothing */
+  lua_State *outer = backward_L;
+  backward_L = L;
   int rc = bert_backward(t, g);
+  backward_L = outer;
   bert_set_grad_enabled(was);
   if (rc != 0) return lbert_core_error(L, "backward");
   return 0;
@@ -125,6 +227,8 @@ static const luaL_Reg methods[] = {
 static const luaL_Reg funcs[] = {
   {"no_grad", l_no_grad}, {"grad_enabled", l_grad_enabled},
   {"set_grad_enabled", l_set_grad_enabled},
+  {"recompute_attach", l_recompute_attach}, {"recompute_dispatcher", l_recompute_dispatcher},
+  {"recompute_dead", l_recompute_dead},
   {NULL, NULL}
 };
 

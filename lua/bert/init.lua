@@ -37,6 +37,10 @@ setmetatable(M, {
   end,
 })
 
+--- bert.recompute(fn, ...) -> fn(...) without keeping its activations:
+-- backward runs fn again (see bert.recompute)
+function M.recompute(fn, ...) return require("bert.recompute").recompute(fn, ...) end
+
 --- bert.from_pretrained(dir[, opts]) -> model, info (see bert.checkpoint)
 function M.from_pretrained(dir, opts) return M.checkpoint.from_pretrained(dir, opts) end
 
