@@ -29,6 +29,7 @@ parser:option("--objective", "nsp (BERT), sop (ALBERT) or none (RoBERTa, full se
 parser:option("--masking", "static (pre-generated copies) or dynamic (fresh per batch)", "dynamic")
   :choices({"static", "dynamic"})
 parser:flag("--whole-word-mask", "Mask whole words")
+parser:flag("--recompute", "Recompute each encoder layer's activations in backward (less memory, ~1/3 more compute)")
 parser:option("--dupe-factor", "Copies with different masks (static masking)", "5"):convert(cli.integer("--dupe-factor", 1))
 cli.add(parser, "steps", "time_budget", "batch_size", "accum", "seq_len", "lr", "warmup", "weight_decay", "clip",
   "device", "threads", "seed", "eval_every",
@@ -166,6 +167,7 @@ if args.device == "vulkan" then
   if not (info and info.available) then die("--device vulkan: " .. tostring(info and info.reason or "not available")) end
   model:to("vulkan")
 end
+if args.recompute then model:set_recompute(true) end
 local lr = args.lr or cli.default_lr("pretrain", model.config.hidden_size)
 if dist.is_main() then
   io.stderr:write(string.format("pretrain: peak learning rate %g%s\n", lr,

@@ -117,3 +117,30 @@ describe("bert.recompute", function()
     assert.error_matches(function() recompute.wrap(5) end, "recompute.wrap: argument #1 must be a module")
   end)
 end)
+
+describe("model:set_recompute", function()
+  it("recomputes every encoder layer and trains to the same gradients", function()
+    local function grads(recompute)
+      bert.manual_seed(0)
+      local model = bert.model("BertForPreTraining", "tiny", {vocab_size = 50})
+      model:training()
+      if recompute then model:set_recompute(true) end
+      local ids = bert.randint(0, 50, {2, 8}, {seed = 1})
+      bert.manual_seed(9)
+      local out = model:forward{input_ids = ids, token_type_ids = bert.zeros({2, 8}, "int32"),
+                                attention_mask = bert.ones({2, 8}, "int32"),
+                                labels = ids, next_sentence_label = bert.tensor({0, 1}, "int32")}
+      out.loss:backward()
+      return model.flat_grad:clone(), out.loss:item()
+    end
+    local g0, l0 = grads(false)
+    local g1, l1 = grads(true)
+    assert.is_true(math.abs(l0 - l1) < 1e-6)
+    assert.is_true(maxdiff(g0, g1) < 1e-5, "gradients differ by " .. maxdiff(g0, g1))
+  end)
+
+  it("refuses a model without encoder layers by name", function()
+    assert.error_matches(function() bert.nn.Linear(2, 2):set_recompute(true) end,
+                         "Linear:set_recompute: the model has no encoder layer")
+  end)
+end)

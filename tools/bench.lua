@@ -70,25 +70,7 @@ local function timed(name, f)
 end
 
 -- --recompute 1: every encoder layer recomputes its activations in backward
--- (bert.recompute.wrap), keeping only the layer inputs
-local recomputed = 0
-if opts.recompute == 1 then
-  local recompute = require("bert.recompute")
-  local function visit(m)
-    for _, name in ipairs(m.m_order or {}) do
-      local child = m.m[name]
-      local cls = (getmetatable(child) or {}).__name or ""
-      if cls:match("Encoder") and (cls:match("Layer$") or cls:match("Block$")) then
-        recompute.wrap(child)
-        recomputed = recomputed + 1
-      else
-        visit(child)
-      end
-    end
-  end
-  visit(model)
-  if recomputed == 0 then io.stderr:write("bench: --recompute found no encoder layer to wrap\n"); os.exit(2) end
-end
+if opts.recompute == 1 then model:set_recompute(true) end
 
 local step
 if opts.mode == "train" then
@@ -139,7 +121,7 @@ print(cjson.encode({
   impl = "bert-lua", model = opts.model, mode = opts.mode, batch = B, seq = T,
   threads = bert.get_num_threads(), gemm = bert.backend_info().gemm, device = opts.device,
   sec_per_step = dt, tokens_per_s = tokens / dt, gflops = flops / dt / 1e9,
-  peak_rss_mb = peak_rss_mb(), recomputed_layers = recomputed,
+  peak_rss_mb = peak_rss_mb(), recompute = model.recompute or false,
   phase_fraction = {forward = phase.forward / opts.steps / dt, backward = phase.backward / opts.steps / dt,
                     optimizer = phase.optimizer / opts.steps / dt,
                     other = 1 - (phase.forward + phase.backward + phase.optimizer) / opts.steps / dt},

@@ -94,6 +94,34 @@ function M.unwrap(module)
   return module
 end
 
+-- The unit of recomputation in a model: a module whose class sets
+-- recompute_unit = true, or by name an encoder layer or block.
+local function is_unit(module)
+  local mt = getmetatable(module) or {}
+  if module.recompute_unit then return true end
+  local cls = mt.__name or ""
+  return cls:match("Encoder") ~= nil and (cls:match("Layer$") ~= nil or cls:match("Block$") ~= nil)
+end
+
+--- recompute.set(model, flag) -> number of layers (un)wrapped: with flag,
+-- every encoder layer of the model recomputes its activations in backward.
+function M.set(model, flag)
+  local n = 0
+  local function visit(m)
+    for _, name in ipairs(m.m_order or {}) do
+      local child = m.m[name]
+      if is_unit(child) then
+        if flag then M.wrap(child) else M.unwrap(child) end
+        n = n + 1
+      else
+        visit(child)
+      end
+    end
+  end
+  visit(model)
+  return n
+end
+
 -- for the specs: recomputations whose backward has not run yet
 function M.pending_count()
   for _, id in ipairs(core.recompute_dead()) do pending[id] = nil end

@@ -226,6 +226,17 @@ function Module:load_state_dict(sd, opts)
   return missing, unexpected
 end
 
+--- model:set_recompute(flag) -> model: with flag, every encoder layer keeps
+-- only its input and recomputes its activations in backward (bert.recompute).
+function Module:set_recompute(flag)
+  local n = require("bert.recompute").set(self, flag ~= false)
+  if n == 0 then
+    error(getmetatable(self).__name .. ":set_recompute: the model has no encoder layer to recompute", 2)
+  end
+  self.recompute = flag ~= false
+  return self
+end
+
 --- Moves the model's flat buffers to a device ("vulkan" or "cpu").
 function Module:to(device) return require("bert.nn.device").to(self, device) end
 
