@@ -107,4 +107,24 @@ describe("the thread pool", function()
     end)
     assert_equal(runs)
   end)
+
+  it("is the only source of threads in the kernels: no OpenMP parallel regions in csrc/core and csrc/cpu", function()
+    -- libgomp's threads busy-wait after each region and would slow a shared
+    -- machine down again; loops go through bert_parallel_for (core/parallel.h)
+    local found = {}
+    for _, dir in ipairs({"csrc/core", "csrc/cpu"}) do
+      for name in io.popen("ls " .. dir):lines() do
+        if name:match("%.[ch]$") then
+          local n = 0
+          for line in io.lines(dir .. "/" .. name) do
+            n = n + 1
+            if line:match("^%s*#%s*pragma%s+omp%s+parallel") or line:match("^%s*#%s*pragma%s+omp%s+for") then
+              found[#found + 1] = dir .. "/" .. name .. ":" .. n
+            end
+          end
+        end
+      end
+    end
+    assert(#found == 0, "OpenMP parallel regions (use bert_parallel_for from core/parallel.h): " .. table.concat(found, ", "))
+  end)
 end)
