@@ -322,6 +322,16 @@ int bert_backward(bert_tensor *root, const bert_tensor *grad) {
     bert_tensor_release(root->grad);
     root->grad = seed;
     bert_tensor_retain(seed);
+    /* the hook (gradient reduction while backward runs) sees only outermost
+    ** passes whose graph names every leaf it writes: a nested backward (a
+    ** recomputation's) or a graph holding one would make leaves final
+    ** later than the graph says; their gradients are then reduced after
+    ** the pass */
+    static int depth;
+    bert_backward_hook hook = depth == 0 ? backward_hook : NULL;
+    for (size_t k = 0; hook && k < order.n; k++)
+      if (order.v[k]->grad_fn && order.v[k]->grad_fn->hidden_grads) hook = NULL;
+    depth++;
     for (size_t k = order.n; k-- > 0 && rc == 0;) {
       bert_tensor *t = order.v[k];
       bert_node *node = t->grad_fn;
@@ -340,8 +350,9 @@ int bert_backward(bert_tensor *root, const bert_tensor *grad) {
         rc = -1;
       }
       bert_tensor_release(g);
-      if (rc == 0 && backward_hook) rc = backward_hook(backward_hook_ud, order.v, order.n, k);
+      if (rc == 0 && hook) rc = hook(backward_hook_ud, order.v, order.n, k);
     }
+    depth--;
   }
   /* free the graph: every non-leaf drops its node and its gradient */
   for (size_t k = 0; k < order.n; k++) {

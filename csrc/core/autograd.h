@@ -45,6 +45,9 @@ struct bert_node {
   int refcount;
   void (*on_free)(bert_node *node);              /* optional, set by the creator: called once before
                                                     the node is freed (e.g. to drop a host reference) */
+  int hidden_grads;                              /* its backward also writes gradients of tensors that
+                                                    are not its inputs (a recomputation runs a backward
+                                                    of its own): no backward hook sees such a pass */
 };
 
 /* ---- grad mode ---- */

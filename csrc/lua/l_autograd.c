@@ -139,6 +139,7 @@ static int l_recompute_attach(lua_State *L) {
   if (node == NULL) return lbert_core_error(L, "recompute");
   ((recompute_state *)node->state)->id = id;
   node->on_free = recompute_release;
+  node->hidden_grads = 1;   /* the parameters inside get their gradients from the inner pass */
   bert_attach(out, node);
   return 0;
 }

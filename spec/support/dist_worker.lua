@@ -1,6 +1,6 @@
 -- Run by spec/distributed_spec.lua, alone or under `mpirun -np N`:
 --   lua5.4 spec/support/dist_worker.lua collectives OUT.json
---   lua5.4 spec/support/dist_worker.lua train ARCH ACCUM STEPS OUT.json   (a Trainer on synthetic batches)
+--   lua5.4 spec/support/dist_worker.lua train ARCH ACCUM STEPS OUT.json [recompute]   (a Trainer on synthetic batches)
 --   lua5.4 spec/support/dist_worker.lua mismatch     (rank 1 uses another seed: must be refused)
 --   lua5.4 spec/support/dist_worker.lua hang         (rank 1 stops answering: rank 0 must give up)
 --   lua5.4 spec/support/dist_worker.lua diverge DIR  (rank 1's weights change: saving must refuse)
@@ -69,6 +69,7 @@ elseif mode == "train" then
   local cfg = {vocab_size = 50, hidden_size = 16, num_hidden_layers = 2, num_attention_heads = 2,
                intermediate_size = 32, max_position_embeddings = 32, num_labels = 3}
   local model = bert.model(arch, cfg)
+  if arg[6] == "recompute" then model:set_recompute(true) end
   local opt = bert.optim.AdamW(model, {lr = 1e-2, weight_decay = 0.01})
   local B, T, n = 8, 12, 0
   local function next_batch()
