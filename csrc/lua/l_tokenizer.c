@@ -119,7 +119,8 @@ static bt_piece *read_template(lua_State *L, int idx, int *n) {
       p[i].nids = k;
       for (int j = 0; p[i].ids && j < k; j++) {
         lua_rawgeti(L, -1, j + 1);
-        p[i].ids[j] = (int32_t)lua_tointeger(L, -1);
+        int ok; lua_Integer v = lua_tointegerx(L, -1, &ok);
+        p[i].ids[j] = ok && v >= 0 && v <= INT32_MAX ? (int32_t)v : -1;
         lua_pop(L, 1);
       }
       lua_pop(L, 1);
@@ -137,6 +138,144 @@ static int new_fail(lua_State *L, bt_tokenizer *t, const char *msg) {
   return lua_error(L);
 }
 
+
+/* Unigram parts of the config: scores, types, unk, charsmap, the spm
+** normalizer flags and the HF normalizer chain. */
+static void unigram_config(lua_State *L, bt_tokenizer *t) {
+  t->uni_spm = opt_bool(L, 1, "spm", 0);
+  t->byte_fallback = opt_bool(L, 1, "byte_fallback", 0);
+  t->dec_byte_fallback = opt_bool(L, 1, "decoder_byte_fallback", 0);
+  t->add_dummy_prefix = opt_bool(L, 1, "add_dummy_prefix", 1);
+  t->remove_extra_ws = opt_bool(L, 1, "remove_extra_whitespaces", 1);
+  t->escape_ws = opt_bool(L, 1, "escape_whitespaces", 1);
+  t->ws_as_suffix = opt_bool(L, 1, "treat_whitespace_as_suffix", 0);
+  lua_getfield(L, 1, "unk_id");
+  if (!lua_isnil(L, -1)) {
+    int ok; lua_Integer u = lua_tointegerx(L, -1, &ok);
+    if (!ok || u < 0 || u > INT32_MAX) {
+      lua_pop(L, 1);
+      new_fail(L, t, "unk_id: expected a non-negative integer or nil");
+    }
+    t->unk_id = (int32_t)u;
+  }
+  lua_pop(L, 1);
+  int32_t n = 0;
+  for (size_t i = 0; i < t->vocab.nid; i++) if (t->vocab.by_id[i] >= 0) n = (int32_t)i + 1;
+  double *sc = calloc((size_t)n + 1, sizeof *sc);
+  uint8_t *ty = malloc((size_t)n + 1);
+  if (!sc || !ty) { free(sc); free(ty); new_fail(L, t, "out of memory"); }
+  memset(ty, BT_PIECE_NORMAL, (size_t)n + 1);
+  lua_getfield(L, 1, "scores");
+  if (lua_istable(L, -1)) {
+    for (int32_t i = 0; i < n; i++) {
+      lua_rawgeti(L, -1, i + 1);
+      int ok; lua_Number v = lua_tonumberx(L, -1, &ok);
+      if (!ok || v != v) {
+        char msg[120];
+        snprintf(msg, sizeof msg, "scores[%d]: expected a number, got %s",
+                 (int)i + 1, luaL_typename(L, -1));
+        free(sc); free(ty);
+        new_fail(L, t, msg);
+        return;
+      }
+      sc[i] = v;
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, 1, "types");
+  if (lua_istable(L, -1)) {
+    for (int32_t i = 0; i < n; i++) {
+      lua_rawgeti(L, -1, i + 1);
+      if (!lua_isnil(L, -1)) {
+        int ok; lua_Integer v = lua_tointegerx(L, -1, &ok);
+        if (!ok || v < BT_PIECE_NORMAL || v > BT_PIECE_BYTE) {
+          free(sc); free(ty);
+          new_fail(L, t, "types: piece types must be integers 1..6");
+        }
+        ty[i] = (uint8_t)v;
+      }
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+  int rc = bt_unigram_setup(t, sc, ty, n);
+  free(sc); free(ty);
+  if (rc) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "%s", t->err);
+    new_fail(L, t, msg);
+  }
+  if (t->unk_id >= n && n > 0) {
+    char msg[120];
+    snprintf(msg, sizeof msg, "unk_id %d is outside the vocabulary (%d pieces)",
+             (int)t->unk_id, (int)n);
+    new_fail(L, t, msg);
+  }
+  lua_getfield(L, 1, "charsmap");
+  if (lua_type(L, -1) == LUA_TSTRING) {
+    size_t len; const char *cm = lua_tolstring(L, -1, &len);
+    char err[256];
+    if (bt_charsmap_load(&t->charsmap, (const uint8_t *)cm, len, err, sizeof err)) {
+      lua_pop(L, 1);
+      new_fail(L, t, err);
+    }
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, 1, "normalizers");
+  if (lua_istable(L, -1)) {
+    int li = lua_gettop(L);
+    lua_Integer k = luaL_len(L, li);
+    for (lua_Integer i = 1; i <= k; i++) {
+      lua_rawgeti(L, li, i);
+      int it = lua_gettop(L);
+      if (!lua_istable(L, it)) new_fail(L, t, "normalizers: each step must be a table");
+      lua_getfield(L, it, "kind");
+      const char *kind = lua_tostring(L, -1);
+      static const char *const names[] = {"replace", "spaces", "lowercase", "nfkd",
+                                          "nfd", "strip_accents", "precompiled",
+                                          "prepend", "strip", NULL};
+      int kd = -1;
+      for (int j = 0; kind && names[j]; j++) if (strcmp(kind, names[j]) == 0) kd = j;
+      if (kd < 0) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "normalizers[%d]: unknown kind '%s'", (int)i,
+                 kind ? kind : "(none)");
+        new_fail(L, t, msg);
+      }
+      lua_getfield(L, it, "pattern");
+      lua_getfield(L, it, "content");
+      size_t fl = 0, tl = 0;
+      const char *from = lua_tolstring(L, -2, &fl), *to = lua_tolstring(L, -1, &tl);
+      if (bt_add_norm_step(t, kd, from, from ? fl : 0, to, to ? tl : 0))
+        new_fail(L, t, "out of memory");
+      t->norms[t->nnorms - 1].strip_left = opt_bool(L, it, "left", 1);
+      t->norms[t->nnorms - 1].strip_right = opt_bool(L, it, "right", 1);
+      lua_pop(L, 4);
+    }
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, 1, "replacement");
+  if (lua_type(L, -1) == LUA_TSTRING) {
+    size_t len; const char *r = lua_tolstring(L, -1, &len);
+    uint32_t cps[8];
+    if (len == 0 || len > 4 || bt_utf8_decode(r, len, cps) != 1)
+      new_fail(L, t, "replacement: expected a single character");
+    t->meta_repl = cps[0];
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, 1, "prepend_scheme");
+  const char *ps = lua_tostring(L, -1);
+  if (ps) {
+    if (strcmp(ps, "always") == 0) t->prepend_scheme = BT_PREPEND_ALWAYS;
+    else if (strcmp(ps, "first") == 0) t->prepend_scheme = BT_PREPEND_FIRST;
+    else if (strcmp(ps, "never") == 0) t->prepend_scheme = BT_PREPEND_NEVER;
+    else new_fail(L, t, "prepend_scheme: expected 'always', 'first' or 'never'");
+  }
+  lua_pop(L, 1);
+  t->meta_split = opt_bool(L, 1, "split", 1);
+}
+
 static int tok_new(lua_State *L) {
   check_table(L, 1, "tokenizer.new", "config");
   lua_getfield(L, 1, "model");
@@ -144,8 +283,9 @@ static int tok_new(lua_State *L) {
   int kind;
   if (model && strcmp(model, "wordpiece") == 0) kind = BT_MODEL_WORDPIECE;
   else if (model && strcmp(model, "bpe") == 0) kind = BT_MODEL_BPE;
-  else return luaL_error(L, "tokenizer.new: config.model must be 'wordpiece' "
-                         "or 'bpe', got %s", model ? model : luaL_typename(L, -1));
+  else if (model && strcmp(model, "unigram") == 0) kind = BT_MODEL_UNIGRAM;
+  else return luaL_error(L, "tokenizer.new: config.model must be 'wordpiece', "
+                         "'bpe' or 'unigram', got %s", model ? model : luaL_typename(L, -1));
   lua_pop(L, 1);
   bt_tokenizer *t = bt_tokenizer_new(kind);
   if (!t) return luaL_error(L, "tokenizer.new: out of memory");
@@ -153,8 +293,15 @@ static int tok_new(lua_State *L) {
   lua_getfield(L, 1, "vocab_list");
   if (lua_istable(L, -1)) {
     lua_Integer n = luaL_len(L, -1);
+    if (n > INT32_MAX) return new_fail(L, t, "vocab_list: too many entries");
     for (lua_Integer i = 1; i <= n; i++) {
       lua_rawgeti(L, -1, i);
+      if (lua_type(L, -1) != LUA_TSTRING && !(lua_isboolean(L, -1) && !lua_toboolean(L, -1))) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "vocab_list[%d]: expected a string (or false "
+                 "for a hole), got %s", (int)i, luaL_typename(L, -1));
+        return new_fail(L, t, msg);
+      }
       size_t len; const char *s = lua_tolstring(L, -1, &len);
       if (s && bt_vocab_set(&t->vocab, s, len, (int32_t)(i - 1)))
         return new_fail(L, t, "out of memory");
@@ -168,8 +315,13 @@ static int tok_new(lua_State *L) {
     while (lua_next(L, -2)) {
       int ok; lua_Integer id = lua_tointegerx(L, -1, &ok);
       if (lua_type(L, -2) != LUA_TSTRING || !ok || id < 0 || id > INT32_MAX) {
-        lua_pop(L, 1);
-        continue;
+        char msg[200];
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        snprintf(msg, sizeof msg, "vocab: entry %s%.60s%s has id %s; ids must be "
+                 "integers in [0, 2^31)", k ? "'" : "(a ", k ? k : luaL_typename(L, -2),
+                 k ? "'" : " key)", lua_type(L, -1) == LUA_TNUMBER ?
+                 lua_tostring(L, -1) : luaL_typename(L, -1));
+        return new_fail(L, t, msg);
       }
       size_t len; const char *s = lua_tolstring(L, -2, &len);
       if (bt_vocab_set(&t->vocab, s, len, (int32_t)id))
@@ -181,6 +333,7 @@ static int tok_new(lua_State *L) {
   t->unk_token = opt_strdup(L, 1, "unk_token");
   t->prefix = opt_strdup(L, 1, "continuing_subword_prefix");
   if (kind == BT_MODEL_WORDPIECE && !t->prefix) t->prefix = strdup("##");
+  if (kind == BT_MODEL_UNIGRAM) unigram_config(L, t);
   t->max_input_chars = (int)opt_int(L, 1, "tokenizer.new",
                                     "max_input_chars_per_word", 100, 1, 1 << 30);
   t->cache_capacity = (int)opt_int(L, 1, "tokenizer.new", "cache_capacity",
@@ -220,7 +373,8 @@ static int tok_new(lua_State *L) {
   const char *pre = lua_tostring(L, -1);
   t->pre = !pre ? BT_PRE_NONE : strcmp(pre, "bert") == 0 ? BT_PRE_BERT
          : strcmp(pre, "byte_level") == 0 ? BT_PRE_BYTELEVEL
-         : strcmp(pre, "whitespace_split") == 0 ? BT_PRE_WHITESPACE : BT_PRE_NONE;
+         : strcmp(pre, "whitespace_split") == 0 ? BT_PRE_WHITESPACE
+         : strcmp(pre, "metaspace") == 0 ? BT_PRE_METASPACE : BT_PRE_NONE;
   lua_pop(L, 1);
   if (t->pre == BT_PRE_NONE && kind == BT_MODEL_WORDPIECE) t->pre = BT_PRE_WHITESPACE;
   t->add_prefix_space = opt_bool(L, 1, "add_prefix_space", 0);
@@ -230,7 +384,8 @@ static int tok_new(lua_State *L) {
   lua_getfield(L, 1, "decoder");
   const char *dec = lua_tostring(L, -1);
   t->decoder = !dec ? BT_DEC_NONE : strcmp(dec, "wordpiece") == 0 ? BT_DEC_WORDPIECE
-             : strcmp(dec, "byte_level") == 0 ? BT_DEC_BYTELEVEL : BT_DEC_NONE;
+             : strcmp(dec, "byte_level") == 0 ? BT_DEC_BYTELEVEL
+             : strcmp(dec, "metaspace") == 0 ? BT_DEC_METASPACE : BT_DEC_NONE;
   lua_pop(L, 1);
   t->dec_prefix = opt_strdup(L, 1, "decoder_prefix");
   t->cleanup = opt_bool(L, 1, "cleanup", 1);
@@ -272,6 +427,19 @@ static int tok_new(lua_State *L) {
     lua_pop(L, 1);
   }
   lua_pop(L, 1);
+  for (int which = 0; which < 2; which++) {
+    const bt_piece *p = which ? t->pair : t->single;
+    int np = which ? t->npair : t->nsingle;
+    for (int i = 0; i < np; i++)
+      for (int k = 0; k < p[i].nids; k++)
+        if (!bt_id_to_token(t, p[i].ids[k], NULL)) {
+          char msg[200];
+          snprintf(msg, sizeof msg, "post.%s item %d: special token id %d is "
+                   "not in the vocabulary", which ? "pair" : "single", i + 1,
+                   (int)p[i].ids[k]);
+          return new_fail(L, t, msg);
+        }
+  }
   if (bt_tokenizer_finish(t)) return new_fail(L, t, "out of memory");
   push_tok(L, t);
   lua_pushvalue(L, 1);                  /* keep the config for save() */
@@ -664,7 +832,8 @@ static int m_tostring(lua_State *L) {
   LTok *u = luaL_checkudata(L, 1, TOKENIZER_MT);
   if (!u->t) lua_pushliteral(L, "bert.Tokenizer (closed)");
   else lua_pushfstring(L, "bert.Tokenizer (%s, %d tokens)",
-                       u->t->model == BT_MODEL_BPE ? "bpe" : "wordpiece",
+                       u->t->model == BT_MODEL_BPE ? "bpe" :
+                       u->t->model == BT_MODEL_UNIGRAM ? "unigram" : "wordpiece",
                        bt_vocab_size(u->t));
   return 1;
 }
@@ -799,6 +968,57 @@ static int t_gc(lua_State *L) {
   return 0;
 }
 
+
+/* core.tokenizer.parse_spm(bytes) -> table of the ModelProto, or nil, msg */
+static int tok_parse_spm(lua_State *L) {
+  size_t len;
+  const char *d = check_str(L, 1, "tokenizer.parse_spm", "bytes", &len);
+  bt_spm_model m;
+  char err[300];
+  if (bt_spm_parse((const uint8_t *)d, len, &m, err, sizeof err)) {
+    lua_pushnil(L);
+    lua_pushstring(L, err);
+    return 2;
+  }
+  lua_createtable(L, 0, 16);
+  lua_createtable(L, m.npieces, 0);
+  for (int32_t i = 0; i < m.npieces; i++) {
+    lua_pushlstring(L, m.pieces[i], m.piece_len[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "pieces");
+  lua_createtable(L, m.npieces, 0);
+  for (int32_t i = 0; i < m.npieces; i++) {
+    lua_pushnumber(L, (lua_Number)m.scores[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "scores");
+  lua_createtable(L, m.npieces, 0);
+  for (int32_t i = 0; i < m.npieces; i++) {
+    lua_pushinteger(L, m.types[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "types");
+#define SETI(k, v) (lua_pushinteger(L, (v)), lua_setfield(L, -2, k))
+#define SETB(k, v) (lua_pushboolean(L, (v)), lua_setfield(L, -2, k))
+  SETI("model_type", m.model_type); SETI("vocab_size", m.vocab_size);
+  SETI("unk_id", m.unk_id); SETI("bos_id", m.bos_id);
+  SETI("eos_id", m.eos_id); SETI("pad_id", m.pad_id);
+  SETB("byte_fallback", m.byte_fallback);
+  SETB("treat_whitespace_as_suffix", m.treat_ws_as_suffix);
+  SETB("add_dummy_prefix", m.add_dummy_prefix);
+  SETB("remove_extra_whitespaces", m.remove_extra_ws);
+  SETB("escape_whitespaces", m.escape_ws);
+#undef SETI
+#undef SETB
+  lua_pushstring(L, m.norm_name ? m.norm_name : "");
+  lua_setfield(L, -2, "normalizer_name");
+  lua_pushlstring(L, m.charsmap ? (const char *)m.charsmap : "", m.charsmap_len);
+  lua_setfield(L, -2, "charsmap");
+  bt_spm_free(&m);
+  return 1;
+}
+
 static const luaL_Reg tok_methods[] = {
   {"encode", m_encode},
   {"encode_batch", m_encode_batch},
@@ -837,6 +1057,7 @@ static const luaL_Reg trainer_meta[] = {
 
 static const luaL_Reg tok_funcs[] = {
   {"new", tok_new},
+  {"parse_spm", tok_parse_spm},
   {"trainer", t_new},
   {NULL, NULL}
 };

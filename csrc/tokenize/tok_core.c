@@ -33,6 +33,9 @@ void bt_worker_free(bt_worker *w) {
   free(w->nb); free(w->scratch); free(w->ends); free(w->wb); free(w->wbs); free(w->wbe);
   free(w->sid); free(w->sstart); free(w->slen); free(w->sprev);
   free(w->snext); free(w->srank); free(w->heap); free(w->toks);
+  free(w->ub); free(w->uos); free(w->uoe);
+  for (int k = 0; k < 2; k++) { free(w->tcp[k]); free(w->tos[k]); free(w->toe[k]); }
+  free(w->vscore); free(w->vstart); free(w->vid);
   if (w->cache) {
     for (size_t j = 0; j <= w->cache_mask; j++)
       free(w->cache[j].toks);           /* key lives in the same block */
@@ -53,7 +56,11 @@ bt_tokenizer *bt_tokenizer_new(int model) {
   t->cache_capacity = 10000;
   t->strip_accents = -1;
   t->use_regex = 1;
-  for (int i = 0; i < 256; i++) t->byte_id[i] = -1;
+  for (int i = 0; i < 256; i++) t->byte_id[i] = t->byte_piece[i] = -1;
+  t->meta_repl = 0x2581;
+  t->prepend_scheme = BT_PREPEND_ALWAYS;
+  t->meta_split = 1;
+  t->max_windows = 1000;
   return t;
 }
 
@@ -70,6 +77,8 @@ void bt_tokenizer_free(bt_tokenizer *t) {
   if (!t) return;
   bt_vocab_free(&t->vocab);
   bt_merge_free(&t->merges);
+  bt_unigram_free(t);
+  bt_trie_free(&t->added_trie);
   free(t->merge_a); free(t->merge_b);
   free(t->unk_token); free(t->prefix); free(t->dec_prefix);
   free_pieces(t->single, t->nsingle);
@@ -145,7 +154,7 @@ void bt_set_template(bt_tokenizer *t, int which, bt_piece *p, int n) {
 }
 
 int bt_tokenizer_finish(bt_tokenizer *t) {
-  if (t->unk_token)
+  if (t->unk_token && t->unk_id < 0)
     t->unk_id = bt_vocab_get(&t->vocab, t->unk_token, strlen(t->unk_token));
   if (t->prefix) t->prefix_len = strlen(t->prefix);
   for (int b = 0; b < 256; b++) {
@@ -385,6 +394,8 @@ static int model_word(bt_tokenizer *t, bt_worker *w, int32_t ws, int32_t we,
 static int encode_segment(bt_tokenizer *t, bt_worker *w, int32_t from,
                           int32_t to, bt_encoding *e, int32_t *word,
                           char *err, size_t errlen) {
+  if (t->model == BT_MODEL_UNIGRAM)
+    return bt_unigram_segment(t, w, from, to, e, word, err, errlen);
   long ln = normalize(t, w, from, to);
   if (ln < 0) return -1;
   int32_t n = (int32_t)ln;
@@ -768,6 +779,8 @@ static void sb_add_lossy(sbuf *b, const unsigned char *s, size_t n) {
 
 char *bt_decode(const bt_tokenizer *t, const int32_t *ids, size_t n,
                 int skip_special, size_t *outlen) {
+  if (t->model == BT_MODEL_UNIGRAM)
+    return bt_unigram_decode(t, ids, n, skip_special, outlen);
   sbuf b = {0}, raw = {0};
   int first = 1;
   for (size_t i = 0; i < n; i++) {

@@ -32,6 +32,11 @@ typedef struct bt_worker {
   uint64_t *heap; size_t heap_cap;
   int32_t *toks; size_t toks_cap;               /* id, start, len triples */
   bt_cache_entry *cache; size_t cache_mask, cache_n;
+  /* Unigram: normalized UTF-8 with each byte's original char span, the
+  ** code-point ping-pong buffers of the normalizer chain, Viterbi state */
+  char *ub; int32_t *uos, *uoe; size_t ub_cap;
+  uint32_t *tcp[2]; int32_t *tos[2], *toe[2]; size_t t_cap[2];
+  double *vscore; int32_t *vstart, *vid; size_t v_cap;
 } bt_worker;
 
 bt_worker *bt_worker_new(void);
@@ -51,6 +56,16 @@ void bt_merge_free(bt_merge_map *m);
 /* Byte-level pre-tokenizer: splits cps[0,n) into pieces; ends[] gets the
 ** end of each piece; returns the count. */
 int bt_gpt2_split(const uint32_t *cps, int n, int32_t *ends);
+
+/* Unigram over original chars [from, to) of w->ocp (tok_unigram.c). */
+int bt_unigram_segment(bt_tokenizer *t, bt_worker *w, int32_t from,
+                       int32_t to, bt_encoding *e, int32_t *word,
+                       char *err, size_t errlen);
+int32_t bt_trie_step(const bt_trie *tr, int32_t node, unsigned char b);
+void bt_unigram_free(bt_tokenizer *t);
+/* Decoding of Unigram pieces into sb (tok_unigram.c). */
+char *bt_unigram_decode(const bt_tokenizer *t, const int32_t *ids, size_t n,
+                        int skip_special, size_t *outlen);
 
 typedef void (*bt_word_cb)(void *ctx, const char *word, size_t len);
 int bt_pretok_words(bt_tokenizer *t, bt_worker *w, const char *s, size_t len,

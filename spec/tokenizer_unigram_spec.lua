@@ -1,0 +1,274 @@
+-- Unigram (SentencePiece) specs: parity with spm_encode on .model files and
+-- with Hugging Face on converted tokenizer.json files (goldens generated
+-- once by tools/gen_unigram_goldens.js), malformed files, round trips.
+package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
+
+local cjson = require("cjson")
+local T = require("bert.tokenizer")
+
+local FX = "spec/fixtures/tokenizer_unigram/"
+
+local function readall(p)
+  local f = assert(io.open(p, "rb")); local s = f:read("a"); f:close(); return s
+end
+
+local function writeall(p, s)
+  local f = assert(io.open(p, "wb")); f:write(s); f:close()
+end
+
+local function read_json(name) return cjson.decode(readall(FX .. name)) end
+
+local function unhex(h) return (h:gsub("..", function(x) return string.char(tonumber(x, 16)) end)) end
+
+local function tmpdir()
+  local d = os.tmpname()
+  os.remove(d)
+  assert(os.execute("mkdir -p " .. d))
+  return d
+end
+
+local function to_opts(o)
+  local r = {return_overflowing_tokens = true}
+  if o == nil or o == cjson.null then return r end
+  if o.truncation then
+    r.truncation = ({LongestFirst = "longest_first", OnlyFirst = "only_first",
+                     OnlySecond = "only_second"})[o.strategy or "LongestFirst"]
+    r.max_length = o.max_length
+    r.stride = o.stride
+  end
+  if o.add_special_tokens == false then r.add_special_tokens = false end
+  return r
+end
+
+local function flat(offs)
+  local r = {}
+  for i, p in ipairs(offs) do r[i] = string.format("%d:%d", p[1], p[2]) end
+  return r
+end
+
+local function check_enc(got, want, label)
+  assert.are.same(want.ids, got.ids, label .. " ids")
+  assert.are.same(flat(want.offsets), flat(got.offsets), label .. " offsets")
+  assert.are.same(want.type_ids, got.type_ids, label .. " type_ids")
+  assert.are.same(want.special_tokens_mask, got.special_tokens_mask, label .. " special_tokens_mask")
+end
+
+-- Every golden case; an empty or truncated golden file fails.
+local function run_hf_goldens(tok, g, min)
+  assert.is_true(#g.cases >= min, "golden file has " .. #g.cases .. " cases, expected >= " .. min)
+  for i, c in ipairs(g.cases) do
+    local pair = c.pair ~= cjson.null and c.pair or nil
+    local label = string.format("case %d %q", i, c.text:sub(1, 40))
+    if c.error then
+      assert.has_error(function() tok:encode(c.text, pair, to_opts(c.opts)) end)
+    else
+      local e = tok:encode(c.text, pair, to_opts(c.opts))
+      check_enc(e, c, label)
+      assert.are.equal(#c.overflowing, #(e.overflowing or {}), label .. " overflow count")
+      for k, o in ipairs(c.overflowing) do check_enc(e.overflowing[k], o, label .. " overflow " .. k) end
+    end
+  end
+end
+
+describe("SentencePiece .model files", function()
+  local g = read_json("spm_goldens.json")
+  for _, name in ipairs({"albert_like", "cased_bf"}) do
+    it(name .. ": ids equal spm_encode's on every golden case", function()
+      local tok = assert(T.load(FX .. name .. ".model"))
+      local cases = g.models[name]
+      assert.is_true(#cases >= 150, "golden file has " .. #cases .. " cases")
+      for i, c in ipairs(cases) do
+        local text = unhex(c.hex)
+        local e = tok:encode(text, {add_special_tokens = false})
+        assert.are.same(c.ids, e.ids, string.format("case %d %q", i, text:sub(1, 50)))
+      end
+    end)
+  end
+
+  it("reads pieces, types and the normalizer spec", function()
+    local tok = assert(T.load(FX .. "albert_like.model"))
+    assert.are.equal(2000, tok:vocab_size())
+    assert.are.equal(1, tok:token_to_id("<unk>"))
+    assert.are.equal(2, tok:token_to_id("[CLS]"))
+    local e = tok:encode("Hello world")
+    assert.are.equal("[CLS]", e.tokens[1])
+    assert.are.equal("[SEP]", e.tokens[#e.tokens])
+    local a = tok:encode("a", {add_special_tokens = false})
+    local p = tok:encode("a", "b")
+    assert.are.equal(0, p.type_ids[#a.ids + 2])      -- the first [SEP]
+    assert.are.equal(1, p.type_ids[#a.ids + 3])      -- B
+    assert.are.equal(1, p.type_ids[#p.ids])          -- the last [SEP]
+  end)
+
+  it("maps offsets back through nmt_nfkc and whitespace folding", function()
+    local tok = assert(T.load(FX .. "albert_like.model"))
+    local text = "  Ｈello   wörld "
+    local e = tok:encode(text, {add_special_tokens = false})
+    local chars = {}
+    for _, c in utf8.codes(text) do chars[#chars + 1] = utf8.char(c) end
+    local function span(k) return table.concat(chars, "", e.offsets[k][1] + 1, e.offsets[k][2]) end
+    assert.are.equal("▁he", e.tokens[1])
+    assert.are.equal("Ｈe", span(1))
+    for k = 1, #e.ids do
+      assert.is_true(e.offsets[k][1] <= e.offsets[k][2])
+      if k > 1 then assert.is_true(e.offsets[k][1] >= e.offsets[k - 1][1]) end
+    end
+  end)
+
+  it("falls back to bytes and decodes them back", function()
+    local tok = assert(T.load(FX .. "cased_bf.model"))
+    local text = "Hello World 北京 😀 naïve"
+    local e = tok:encode(text, {add_special_tokens = false})
+    local bytes = 0
+    for _, t in ipairs(e.tokens) do if t:match("^<0x%x%x>$") then bytes = bytes + 1 end end
+    assert.is_true(bytes >= 10)
+    assert.are.equal(text, tok:decode(e.ids))
+  end)
+
+  it("decodes unknowns as spm_decode does (' ⁇ ') and drops the dummy prefix", function()
+    local tok = assert(T.load(FX .. "albert_like.model"))
+    local e = tok:encode("hello 北 world", {add_special_tokens = false})
+    -- spm_decode prints "hello  ⁇  world" for these ids
+    assert.are.equal("hello  \226\129\135  world", tok:decode(e.ids, {skip_special_tokens = false}))
+  end)
+
+  it("as family 'albert' lowercases and strips accents like AlbertTokenizer", function()
+    local plain = assert(T.load(FX .. "cased_bf.model"))
+    local alb = assert(T.load(FX .. "cased_bf.model", {family = "albert"}))
+    local a = alb:encode("Naïve CAFÉ", {add_special_tokens = false})
+    local b = plain:encode("naive cafe", {add_special_tokens = false})
+    assert.are.same(b.ids, a.ids)
+  end)
+
+  it("reorders ids the fairseq way for family 'xlmr'", function()
+    local tok = assert(T.load(FX .. "albert_like.model", {family = "xlmr"}))
+    assert.are.equal(0, tok:token_to_id("<s>"))
+    assert.are.equal(3, tok:token_to_id("<unk>"))
+    assert.are.equal(2001, tok:token_to_id("<mask>"))
+    local a = tok:encode("a", {add_special_tokens = false})
+    local e = tok:encode("a", "b")
+    assert.are.equal("<s>", e.tokens[1])
+    assert.are.equal("</s>", e.tokens[#a.ids + 2])
+    assert.are.equal("</s>", e.tokens[#a.ids + 3])
+    assert.are.equal("</s>", e.tokens[#e.tokens])
+  end)
+end)
+
+describe("malformed .model files", function()
+  local good = readall(FX .. "albert_like.model")
+  local function try(bytes)
+    local d = tmpdir()
+    writeall(d .. "/x.model", bytes)
+    local tok, err = T.load(d .. "/x.model")
+    os.execute("rm -rf " .. d)
+    return tok, err
+  end
+
+  it("give a clear error when truncated, never a crash", function()
+    for _, n in ipairs({1, 2, 7, 100, 5000, #good // 2, #good - 1}) do
+      local tok, err = try(good:sub(1, n))
+      if n < #good then
+        assert.is_nil(tok, "truncated at " .. n)
+        assert.matches("x%.model: ", err)
+      end
+    end
+  end)
+
+  it("refuse zero pieces, wrong wire types, huge lengths and bad types", function()
+    local cases = {
+      {"", "no pieces"},
+      {"\18\2\32\1", "no pieces"},                        -- trainer_spec only
+      {"\8\1", "wire type 0, expected 2"},                -- field 1 as a varint
+      {"\10\255\255\255\255\15", "runs past the end"},    -- a 4 GB piece
+      {"\10\5\10\1a\24\9", "type 9"},                     -- piece type 9
+      {"\10\3\10\1a\10\3\10\1b", "UNKNOWN"},              -- no unknown piece
+      {"\10\255", "truncated varint"},
+      {"\10\4\10\1a\27", "wire type"},
+    }
+    for _, c in ipairs(cases) do
+      local tok, err = try(c[1])
+      assert.is_nil(tok, c[2])
+      assert.matches(c[2], err, 1, true)
+    end
+  end)
+
+  it("refuse a charsmap whose trie does not fit", function()
+    local piece = "\10\5\10\1a\24\2"                        -- "a", UNKNOWN
+    local cm = "\255\0\0\0abc"
+    local norm = "\26" .. string.char(#cm + 2) .. "\18" .. string.char(#cm) .. cm
+    local tok, err = try(piece .. norm)
+    assert.is_nil(tok)
+    assert.matches("charsmap", err)
+  end)
+
+  it("survive random corruption", function()
+    local seed = 12345
+    local function rnd(n) seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n end
+    for _ = 1, 60 do
+      local b = {good:byte(1, 4000)}
+      for _ = 1, 8 do b[rnd(#b) + 1] = rnd(256) end
+      local tok = try(string.char(table.unpack(b)) .. good:sub(4001))
+      if tok then tok:encode("Hello world, 北京 ﬁ") end
+    end
+  end)
+end)
+
+describe("Unigram tokenizer.json (converted as HF converts ALBERT / DeBERTa-v3)", function()
+  for _, name in ipairs({"albert_like", "cased_bf"}) do
+    it(name .. ": HF's ids, offsets and type ids on every case, pairs and truncation included", function()
+      local tok = assert(T.load(FX .. name .. ".tokenizer.json"))
+      local g = read_json(name .. ".hf_goldens.json")
+      run_hf_goldens(tok, g, 100)
+    end)
+
+    it(name .. ": decodes like HF", function()
+      local tok = assert(T.load(FX .. name .. ".tokenizer.json"))
+      local g = read_json(name .. ".hf_goldens.json")
+      assert.is_true(#g.decodes >= 20)
+      for _, d in ipairs(g.decodes) do
+        assert.are.equal(d.skip, tok:decode(d.ids))
+      end
+    end)
+  end
+
+  it("loads back what it saves, with the same encodings", function()
+    local d = tmpdir()
+    for _, name in ipairs({"albert_like", "cased_bf"}) do
+      local tok = assert(T.load(FX .. name .. ".tokenizer.json"))
+      assert(tok:save(d .. "/" .. name .. ".json"))
+      local tok2 = assert(T.load(d .. "/" .. name .. ".json"))
+      for _, text in ipairs({"Hello, world!", "  Ünïcödé  ``x'' ", "北京 😀 ﬁ", "a [MASK] b"}) do
+        local a, b = tok:encode(text, "pair here"), tok2:encode(text, "pair here")
+        assert.are.same(a.ids, b.ids)
+        assert.are.same(a.offsets, b.offsets)
+        assert.are.same(a.type_ids, b.type_ids)
+      end
+    end
+    os.execute("rm -rf " .. d)
+  end)
+
+  it("names the file and the field for wrong-typed fields", function()
+    local j = cjson.decode(readall(FX .. "albert_like.tokenizer.json"))
+    local d = tmpdir()
+    local function try(mut, field)
+      local c = cjson.decode(cjson.encode(j))
+      mut(c)
+      writeall(d .. "/t.json", cjson.encode(c))
+      local tok, err = T.load(d .. "/t.json")
+      assert.is_nil(tok, field)
+      assert.matches("t%.json: key '" .. field:gsub("[%.%[%]]", "%%%0") .. "'", err)
+    end
+    try(function(c) c.pre_tokenizer = 5 end, "pre_tokenizer")
+    try(function(c) c.normalizer.normalizers[1].pattern = "x" end, "normalizer.normalizers[1].pattern")
+    try(function(c) c.model.vocab[3] = {"x"} end, "model.vocab[3][2]")
+    try(function(c) c.model.vocab = {} end, "model.vocab")
+    try(function(c) c.model.unk_id = 99999 end, "model.unk_id")
+    try(function(c) c.model.unk_id = "1" end, "model.unk_id")
+    try(function(c) c.normalizer.normalizers[6].precompiled_charsmap = "!!!!" end,
+        "normalizer.normalizers[6].precompiled_charsmap")
+    try(function(c) c.added_tokens[1].id = -1 end, "added_tokens[1].id")
+    try(function(c) c.post_processor.single = 3 end, "post_processor.single")
+    os.execute("rm -rf " .. d)
+  end)
+end)
