@@ -455,12 +455,14 @@ static void read_opts(lua_State *L, int idx, const char *fname, enc_opts *eo) {
   bt_options *o = &eo->o;
   memset(eo, 0, sizeof *eo);
   o->add_special_tokens = 1;
+  o->max_windows = 1000;
   if (lua_isnoneornil(L, idx)) return;
   if (!lua_istable(L, idx)) arg_error(L, fname, idx, "options", "table or nil");
   o->add_special_tokens = opt_bool(L, idx, "add_special_tokens", 1);
   long max = opt_int(L, idx, fname, "max_length", -1, 0, INT32_MAX);
   o->stride = (int)opt_int(L, idx, fname, "stride", 0, 0, INT32_MAX);
   eo->overflow = opt_bool(L, idx, "return_overflowing_tokens", 0);
+  o->max_windows = (int)opt_int(L, idx, fname, "max_windows", 1000, 1, INT32_MAX);
   lua_getfield(L, idx, "truncation");
   if (lua_isboolean(L, -1) || lua_isnil(L, -1)) {
     o->truncation = lua_toboolean(L, -1) ? BT_TRUNC_LONGEST_FIRST : BT_TRUNC_NONE;
@@ -521,6 +523,27 @@ static void push_u8_array(lua_State *L, const uint8_t *v, int32_t n) {
 
 typedef struct { const char *a, *b; size_t alen, blen; } batch_item;
 
+/* Char -> byte starts of a text, computed once per encoding that needs
+** them (added tokens report the text they matched). */
+typedef struct { uint32_t *cp; size_t *starts; size_t n; } char_index;
+
+static int char_index_of(char_index *ci, const char *x, size_t xl) {
+  if (ci->starts) return 0;
+  ci->cp = malloc((xl + 1) * sizeof *ci->cp);
+  ci->starts = malloc((xl + 2) * sizeof *ci->starts);
+  if (!ci->cp || !ci->starts) {
+    free(ci->cp); free(ci->starts); ci->cp = NULL; ci->starts = NULL;
+    return -1;
+  }
+  ci->n = bt_utf8_decode_starts(x, xl, ci->cp, ci->starts);
+  return 0;
+}
+
+static const bt_added *added_of(const bt_tokenizer *t, int32_t id) {
+  for (int k = t->nadded - 1; k >= 0; k--) if (t->added[k].id == id) return &t->added[k];
+  return NULL;
+}
+
 static void push_encoding(lua_State *L, const bt_tokenizer *t,
                           const bt_encoding *e, const batch_item *txt,
                           int with_overflow) {
@@ -530,32 +553,32 @@ static void push_encoding(lua_State *L, const bt_tokenizer *t,
   push_u8_array(L, e->attn, e->n); lua_setfield(L, -2, "attention_mask");
   push_u8_array(L, e->special, e->n); lua_setfield(L, -2, "special_tokens_mask");
   lua_createtable(L, e->n, 0);
+  char_index ci[2] = {{0}, {0}};
   for (int32_t i = 0; i < e->n; i++) {
     size_t len;
     const char *s = bt_id_to_token(t, e->ids[i], &len);
     if (e->special[i] == 2 && e->seqs[i] >= 0 && txt) {
       /* an added token keeps the text it matched (lstrip/rstrip spaces) */
-      const char *x = e->seqs[i] == 0 ? txt->a : txt->b;
-      size_t xl = e->seqs[i] == 0 ? txt->alen : txt->blen;
-      if (x) {
+      int q = e->seqs[i];
+      const char *x = q == 0 ? txt->a : txt->b;
+      size_t xl = q == 0 ? txt->alen : txt->blen;
+      if (x && char_index_of(&ci[q], x, xl) == 0) {
         size_t c0 = (size_t)e->offsets[2 * i], c1 = (size_t)e->offsets[2 * i + 1];
-        const bt_added *ad = NULL;
-        for (int k = 0; k < t->nadded; k++) if (t->added[k].id == e->ids[i]) ad = &t->added[k];
-        uint32_t *cp = ad && (ad->lstrip || ad->rstrip) ? malloc((xl + 1) * sizeof *cp) : NULL;
-        if (cp) {                       /* offsets were trimmed: undo */
-          size_t nc = bt_utf8_decode(x, xl, cp);
-          if (ad->lstrip) while (c0 > 0 && bt_is_whitespace(cp[c0 - 1])) c0--;
-          if (ad->rstrip) while (c1 < nc && bt_is_whitespace(cp[c1])) c1++;
-          free(cp);
-        }
-        size_t b0 = bt_utf8_char_to_byte(x, xl, c0);
-        size_t b1 = bt_utf8_char_to_byte(x, xl, c1);
-        s = x + b0; len = b1 - b0;
+        const bt_added *ad = added_of(t, e->ids[i]);
+        const uint32_t *cp = ci[q].cp;
+        size_t nc = ci[q].n;
+        if (ad && ad->lstrip) while (c0 > 0 && bt_is_whitespace(cp[c0 - 1])) c0--;
+        if (ad && ad->rstrip) while (c1 < nc && bt_is_whitespace(cp[c1])) c1++;
+        if (c0 > nc) c0 = nc;
+        if (c1 > nc) c1 = nc;
+        size_t b0 = ci[q].starts[c0], b1 = ci[q].starts[c1];
+        s = x + b0; len = b1 > b0 ? b1 - b0 : 0;
       }
     }
     if (s) lua_pushlstring(L, s, len); else lua_pushliteral(L, "");
     lua_rawseti(L, -2, i + 1);
   }
+  for (int q = 0; q < 2; q++) { free(ci[q].cp); free(ci[q].starts); }
   lua_setfield(L, -2, "tokens");
   lua_createtable(L, e->n, 0);
   for (int32_t i = 0; i < e->n; i++) {

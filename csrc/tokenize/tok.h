@@ -54,6 +54,7 @@ typedef struct bt_options {
   int add_special_tokens;
   int truncation, max_length, stride, trunc_left;
   int padding, pad_length, pad_multiple, pad_left;
+  int max_windows;        /* cap on overflowing windows (0: 1000) */
 } bt_options;
 
 /* ---------- the tokenizer ---------- */
@@ -236,6 +237,10 @@ int bt_vocab_size(const bt_tokenizer *t);       /* with added tokens */
 /* ---------- UTF-8 and normalization helpers (tok_unicode.c) ---------- */
 /* Decodes UTF-8 into code points (invalid bytes -> U+FFFD); returns count. */
 size_t bt_utf8_decode(const char *s, size_t len, uint32_t *out);
+/* Decodes like bt_utf8_decode and fills starts[k] with the byte start of
+** char k (starts[n] = len; starts holds n + 1 entries). */
+size_t bt_utf8_decode_starts(const char *s, size_t len, uint32_t *out,
+                             size_t *starts);
 /* Byte position of character index k (same rules as bt_utf8_decode). */
 size_t bt_utf8_char_to_byte(const char *s, size_t len, size_t k);
 int bt_utf8_encode(uint32_t cp, char *out);

@@ -154,6 +154,9 @@ void bt_set_template(bt_tokenizer *t, int which, bt_piece *p, int n) {
 }
 
 int bt_tokenizer_finish(bt_tokenizer *t) {
+  bt_trie_free(&t->added_trie);
+  for (int i = 0; i < t->nadded; i++)
+    if (bt_trie_insert(&t->added_trie, t->added[i].content, t->added[i].len, i)) return -1;
   if (t->unk_token && t->unk_id < 0)
     t->unk_id = bt_vocab_get(&t->vocab, t->unk_token, strlen(t->unk_token));
   if (t->prefix) t->prefix_len = strlen(t->prefix);
@@ -483,20 +486,28 @@ static int is_word_char(uint32_t c) {
   return bt_is_letter(c) || bt_is_number(c) || c == '_';
 }
 
-/* Finds the leftmost-longest added token at or after *pos.  Returns its
+/* Finds the leftmost-longest added token at or after pos, walking the
+** added-token trie from each position (one pass over the text: the work
+** per position is bounded by the longest added token).  Returns its
 ** index, with its span [*ms, *me) (strip included), or -1. */
 static int find_added(const bt_tokenizer *t, const uint32_t *c, int32_t n,
                       int32_t pos, int32_t lo, int32_t *ms, int32_t *me) {
+  const bt_trie *tr = &t->added_trie;
   for (int32_t i = pos; i < n; i++) {
-    int best = -1, blen = 0;
-    for (int a = 0; a < t->nadded; a++) {
+    int best = -1; int32_t blen = 0, node = 0;
+    for (int32_t j = i; j < n && node >= 0; j++) {
+      char u[4];
+      int k = bt_utf8_encode(c[j], u);
+      for (int b = 0; b < k && node >= 0; b++) node = bt_trie_step(tr, node, (unsigned char)u[b]);
+      if (node < 0) break;
+      int a = tr->value[node];
+      if (a < 0) continue;
+      int32_t len = j + 1 - i;
       const bt_added *x = &t->added[a];
-      if (x->ncps <= blen || x->cps[0] != c[i] || i + x->ncps > n) continue;
-      if (memcmp(x->cps, c + i, (size_t)x->ncps * sizeof *c) != 0) continue;
       if (x->single_word &&
-          ((i > 0 && is_word_char(c[i - 1])) ||
-           (i + x->ncps < n && is_word_char(c[i + x->ncps])))) continue;
-      best = a; blen = x->ncps;
+          ((i > 0 && is_word_char(c[i - 1])) || (i + len < n && is_word_char(c[i + len]))))
+        continue;
+      best = a; blen = len;
     }
     if (best >= 0) {
       int32_t s = i, e = i + blen;
@@ -623,6 +634,16 @@ static int truncate_seq(bt_encoding *e, int n, const bt_options *o, char *err,
              "sequence is truncated to", o->stride, n);
     return -1;
   }
+  if (n > 0 && n < e->n) {               /* windows this cut will make */
+    long cap = o->max_windows > 0 ? o->max_windows : 1000;
+    long step = n - o->stride, windows = 1 + (e->n - n + step - 1) / step;
+    if (windows > cap) {
+      snprintf(err, errlen, "truncation with stride gives %ld windows for one "
+               "sequence, more than max_windows = %ld (raise max_windows, "
+               "shorten the input or use a smaller stride)", windows, cap);
+      return -1;
+    }
+  }
   return bt_enc_truncate(e, n, o->stride, o->trunc_left);
 }
 
@@ -683,6 +704,17 @@ int bt_encode(bt_tokenizer *t, int worker, const char *a, size_t alen,
           goto done;
         }
       }
+    }
+  }
+  {
+    long cap = o->max_windows > 0 ? o->max_windows : 1000;
+    long wa = 1 + (long)ea.nover, wb = b ? 1 + (long)eb.nover : 1;
+    long windows = b ? wa + wb - 1 + (long)ea.nover * (long)eb.nover : wa;
+    if (windows > cap) {
+      snprintf(err, errlen, "truncation with stride gives %ld windows, more than "
+               "max_windows = %ld (raise max_windows, shorten the input or use a "
+               "smaller stride)", windows, cap);
+      goto done;
     }
   }
   if (t->trim_offsets) {

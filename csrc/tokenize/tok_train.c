@@ -336,7 +336,7 @@ int bt_trainer_train(bt_trainer *tr, bt_vocab *vocab, int32_t **merges_out,
     words[nw].s = e->key; words[nw].len = e->len; words[nw].count = e->count;
     nw++;
   }
-  qsort(words, nw, sizeof *words, cmp_word);
+  if (nw > 1) qsort(words, nw, sizeof *words, cmp_word);
   /* 1. special tokens */
   for (int i = 0; i < o->nspecials; i++)
     if (vocab_add(vocab, &nid, o->specials[i], strlen(o->specials[i])) < 0) goto oom;
@@ -372,7 +372,7 @@ int bt_trainer_train(bt_trainer *tr, bt_vocab *vocab, int32_t **merges_out,
       qsort(al, nal, sizeof *al, cmp_achar_count);
       start = nal - (size_t)o->limit_alphabet;
     }
-    qsort(al + start, nal - start, sizeof *al, cmp_achar_cp);
+    if (nal > start + 1) qsort(al + start, nal - start, sizeof *al, cmp_achar_cp);
     for (size_t i = start; i < nal; i++) {
       char u[4]; int k = bt_utf8_encode(al[i].cp, u);
       if (vocab_add(vocab, &nid, u, (size_t)k) < 0) goto oom;

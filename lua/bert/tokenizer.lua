@@ -694,7 +694,7 @@ function M.load(path, opts)
   if not exists(path) then return nil, path .. ": No such file or directory" end
   if path:match("%.model$") then return load_spm(path, opts) end
   if path:match("%.json$") then
-    if path:match("vocab%.json$") then
+    if path:match("^vocab%.json$") or path:match("/vocab%.json$") then
       local mp = path:gsub("vocab%.json$", "merges.txt")
       return load_bpe_files(path, mp, opts)
     end
@@ -974,26 +974,49 @@ local function tokenizer_json(self)
   return table.concat(b)
 end
 
---- Saves to a directory (vocab.txt or vocab.json + merges.txt, and
--- tokenizer.json) or to a file ending in .json (tokenizer.json).
--- Each file is written to a temp file, then renamed.  true or nil, msg.
+--- Saves the tokenizer.  path is either an explicit file name or a
+-- directory, never both: "x.json" writes that tokenizer.json; "x.txt"
+-- writes a WordPiece vocabulary file; anything else is a directory
+-- (created if missing) that gets tokenizer.json plus the model's own files
+-- (vocab.txt, or vocab.json + merges.txt).  Each file is written to a
+-- temp file, then renamed.  Returns true or nil, msg.
 function methods.save(self, path)
   if type(path) ~= "string" then
     error("save: argument #2 (path) expected string, got " .. type(path), 2)
   end
-  if path:match("%.json$") then return write_atomic(path, tokenizer_json(self)) end
-  if not is_dir(path) then
-    local ok = os.execute("mkdir -p '" .. path:gsub("'", "'\\''") .. "'")
-    if not ok then return nil, path .. ": cannot create directory" end
-  end
   local c = self:config()
+  local parent = path:match("^(.*)/[^/]+$")
+  if parent and parent ~= "" and not is_dir(parent) and (path:match("%.json$") or path:match("%.txt$")) then
+    local ok, err = fs.mkdir(parent)
+    if not ok then return nil, "save: " .. tostring(err) end
+  end
+  if path:match("%.json$") then return write_atomic(path, tokenizer_json(self)) end
   local list = self:vocab_list()
-  local ok, err
-  if c.model == "wordpiece" then
+  local function vocab_txt()
     local lines = {}
     for i, t in ipairs(list) do lines[i] = t or "" end
-    ok, err = write_atomic(path .. "/vocab.txt", table.concat(lines, "\n") .. "\n")
-  else
+    return table.concat(lines, "\n") .. "\n"
+  end
+  if path:match("%.txt$") then
+    if c.model ~= "wordpiece" then
+      return nil, string.format("save: %s: a .txt file holds a WordPiece vocabulary; this " ..
+        "tokenizer is %s (give a directory or a .json file name)", path, c.model)
+    end
+    return write_atomic(path, vocab_txt())
+  end
+  if path:match("%.model$") then
+    return nil, "save: " .. path .. ": writing SentencePiece .model files is not supported " ..
+      "(give a directory or a .json file name)"
+  end
+  if not is_dir(path) then
+    if exists(path) then return nil, "save: " .. path .. ": exists and is not a directory" end
+    local ok, err = fs.mkdir(path)
+    if not ok then return nil, "save: " .. path .. ": cannot create directory: " .. tostring(err) end
+  end
+  local ok, err = true, nil
+  if c.model == "wordpiece" then
+    ok, err = write_atomic(path .. "/vocab.txt", vocab_txt())
+  elseif c.model == "bpe" then
     ok, err = write_atomic(path .. "/vocab.json", vocab_json(list) .. "\n")
     if ok then
       local m, lines = self:merges(), {"#version: 0.2"}
