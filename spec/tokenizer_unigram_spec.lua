@@ -272,3 +272,67 @@ describe("Unigram tokenizer.json (converted as HF converts ALBERT / DeBERTa-v3)"
     os.execute("rm -rf " .. d)
   end)
 end)
+
+describe("Unigram training (SentencePiece's algorithm)", function()
+  local corpus = "spec/fixtures/tokenizer/bpe_corpus.txt"
+
+  it("gives the requested size, specials first, every character kept", function()
+    local tok = assert(T.train{kind = "unigram", vocab_size = 400, files = {corpus}})
+    assert.are.equal(400, tok:vocab_size())
+    assert.are.same({"<pad>", "<unk>", "[CLS]", "[SEP]", "[MASK]"},
+                    {table.unpack(tok:vocab_list(), 1, 5)})
+    local unk = tok:token_to_id("<unk>")
+    local text = readall(corpus)
+    local words, toks = 0, 0
+    for line in text:gmatch("[^\n]+") do
+      local e = tok:encode(line, {add_special_tokens = false})
+      for _, id in ipairs(e.ids) do assert.are_not.equal(unk, id, line) end
+      for _ in line:gmatch("%S+") do words = words + 1 end
+      toks = toks + #e.ids
+    end
+    -- a real segmentation: well under one token per character
+    assert.is_true(toks / words < 2.5, string.format("%.2f tokens per word", toks / words))
+    local e = tok:encode("The jury said")
+    assert.are.equal("[CLS]", e.tokens[1])
+    assert.are.equal("\226\150\129the", e.tokens[2])
+  end)
+
+  it("is reproducible: the same input gives the same file", function()
+    local d = tmpdir()
+    local a = assert(T.train{kind = "unigram", vocab_size = 300, files = {corpus}})
+    local b = assert(T.train{kind = "unigram", vocab_size = 300, files = {corpus}})
+    assert(a:save(d .. "/a.json")); assert(b:save(d .. "/b.json"))
+    assert.are.equal(readall(d .. "/a.json"), readall(d .. "/b.json"))
+    os.execute("rm -rf " .. d)
+  end)
+
+  it("scores pieces as log-probabilities, most likely first", function()
+    local tok = assert(T.train{kind = "unigram", vocab_size = 300, files = {corpus}})
+    local c = tok:config()
+    local last = 0
+    for i = 6, #c.scores do
+      assert.is_true(c.scores[i] < 0)
+      assert.is_true(c.scores[i] <= last + 1e-12)
+      last = c.scores[i]
+    end
+  end)
+
+  it("refuses a vocabulary smaller than the alphabet, and empty input", function()
+    local tok, err = T.train{kind = "unigram", vocab_size = 20, files = {corpus}}
+    assert.is_nil(tok)
+    assert.matches("characters", err)
+    local t2, e2 = T.train{kind = "unigram", vocab_size = 100, iterator = function() return nil end}
+    assert.is_nil(t2)
+    assert.matches("empty input", e2)
+  end)
+
+  it("trains from tools/tokenize.lua train --kind unigram", function()
+    local d = tmpdir()
+    local ok = os.execute("lua5.4 tools/tokenize.lua train --kind unigram --vocab-size 300 --out " ..
+                          d .. "/tok " .. corpus .. " 2>/dev/null")
+    assert.is_true(ok == true or ok == 0)
+    local tok = assert(T.load(d .. "/tok"))
+    assert.are.equal(300, tok:vocab_size())
+    os.execute("rm -rf " .. d)
+  end)
+end)

@@ -23,7 +23,7 @@
 #define TRAINER_MT "bert.TokenizerTrainer"
 
 typedef struct { bt_tokenizer *t; } LTok;
-typedef struct { bt_trainer *tr; } LTrainer;
+typedef struct { bt_trainer *tr; int kind; bt_unigram_train_opts uo; } LTrainer;
 
 /* ---------- argument helpers ---------- */
 
@@ -880,8 +880,9 @@ static int t_new(lua_State *L) {
   const char *k = lua_tostring(L, -1);
   if (k && strcmp(k, "wordpiece") == 0) o.kind = BT_MODEL_WORDPIECE;
   else if (k && strcmp(k, "bpe") == 0) o.kind = BT_MODEL_BPE;
-  else return luaL_error(L, "%s: option 'kind' must be 'wordpiece' or 'bpe', "
-                         "got %s", fn, k ? k : luaL_typename(L, -1));
+  else if (k && strcmp(k, "unigram") == 0) o.kind = BT_MODEL_UNIGRAM;
+  else return luaL_error(L, "%s: option 'kind' must be 'wordpiece', 'bpe' or "
+                         "'unigram', got %s", fn, k ? k : luaL_typename(L, -1));
   lua_pop(L, 1);
   o.vocab_size = (int)opt_int(L, 1, fn, "vocab_size", 30000, 1, 1 << 24);
   o.min_frequency = (int)opt_int(L, 1, fn, "min_frequency", 0, 0, INT32_MAX);
@@ -903,8 +904,21 @@ static int t_new(lua_State *L) {
   }
   lua_pop(L, 1);
   o.specials = sp; o.nspecials = ns;
+  bt_unigram_train_opts uo;
+  uo.vocab_size = o.vocab_size;
+  uo.max_piece_length = (int)opt_int(L, 1, fn, "max_piece_length", 16, 1, 1024);
+  uo.seed_size = (int)opt_int(L, 1, fn, "seed_size", 1000000, 1, 1 << 28);
+  uo.num_sub_iterations = (int)opt_int(L, 1, fn, "num_sub_iterations", 2, 1, 100);
+  lua_getfield(L, 1, "shrinking_factor");
+  uo.shrinking_factor = lua_isnil(L, -1) ? 0.75 : lua_tonumber(L, -1);
+  lua_pop(L, 1);
+  if (!(uo.shrinking_factor > 0.0 && uo.shrinking_factor < 1.0)) {
+    for (int i = 0; sp && i < ns; i++) free(sp[i]);
+    free(sp);
+    return luaL_error(L, "%s: option 'shrinking_factor' must be in (0, 1)", fn);
+  }
   LTrainer *u = lua_newuserdatauv(L, sizeof *u, 0);
-  u->tr = NULL;
+  u->tr = NULL; u->kind = o.kind; u->uo = uo;
   luaL_setmetatable(L, TRAINER_MT);
   u->tr = sp ? bt_trainer_new(&o) : NULL;
   for (int i = 0; sp && i < ns; i++) free(sp[i]);
@@ -960,6 +974,22 @@ static int t_feed_file(lua_State *L) {
 static int t_finish(lua_State *L) {
   bt_trainer *tr = check_trainer(L, "finish");
   char err[256];
+  LTrainer *u = luaL_testudata(L, 1, TRAINER_MT);
+  if (u->kind == BT_MODEL_UNIGRAM) {
+    /* the pieces sorted by score, and their scores */
+    char **ps; uint32_t *pl; double *sc; int32_t n;
+    if (bt_trainer_train_unigram(tr, &u->uo, &ps, &pl, &sc, &n, err, sizeof err))
+      return luaL_error(L, "finish: %s", err);
+    lua_createtable(L, n, 0);
+    for (int32_t i = 0; i < n; i++) {
+      lua_pushlstring(L, ps[i], pl[i]); lua_rawseti(L, -2, i + 1);
+      free(ps[i]);
+    }
+    lua_createtable(L, n, 0);
+    for (int32_t i = 0; i < n; i++) { lua_pushnumber(L, sc[i]); lua_rawseti(L, -2, i + 1); }
+    free(ps); free(pl); free(sc);
+    return 2;
+  }
   bt_vocab v;
   int32_t *merges = NULL, nm = 0;
   if (bt_trainer_train(tr, &v, &merges, &nm, err, sizeof err))

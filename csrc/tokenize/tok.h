@@ -270,4 +270,21 @@ int bt_trainer_feed(bt_trainer *tr, const char *text, size_t len);
 int bt_trainer_train(bt_trainer *tr, bt_vocab *vocab, int32_t **merges,
                      int32_t *nmerges, char *err, size_t errlen);
 
+/* Unigram training (tok_unigram_train.c): SentencePiece's algorithm over
+** words ("▁word") with counts.  Returns the pieces sorted by score
+** (malloc'd strings), their byte lengths and scores. */
+typedef struct bt_unigram_train_opts {
+  int vocab_size;                  /* pieces to produce, specials excluded */
+  int max_piece_length, seed_size, num_sub_iterations;
+  double shrinking_factor;
+} bt_unigram_train_opts;
+int bt_unigram_train(const bt_unigram_train_opts *o, const char *const *words,
+                     const uint32_t *lens, const double *counts, size_t nw,
+                     char ***pieces, uint32_t **lens_out, double **scores,
+                     int32_t *n, char *err, size_t errlen);
+/* Runs bt_unigram_train over the words a unigram trainer was fed. */
+int bt_trainer_train_unigram(bt_trainer *tr, const bt_unigram_train_opts *o,
+                             char ***pieces, uint32_t **lens, double **scores,
+                             int32_t *n, char *err, size_t errlen);
+
 #endif

@@ -451,6 +451,7 @@ int bt_pretok_words(bt_tokenizer *t, bt_worker *w, const char *s, size_t len,
                     bt_word_cb cb, void *ctx) {
   if (bt_grow((void **)&w->ocp, &w->ocp_cap, len + 1, sizeof *w->ocp)) return -1;
   int32_t n = (int32_t)bt_utf8_decode(s, len, w->ocp);
+  if (t->model == BT_MODEL_UNIGRAM) return bt_unigram_pretok(t, w, n, cb, ctx);
   long ln = normalize(t, w, 0, n);
   if (ln < 0) return -1;
   int32_t m = (int32_t)ln;

@@ -68,6 +68,9 @@ char *bt_unigram_decode(const bt_tokenizer *t, const int32_t *ids, size_t n,
                         int skip_special, size_t *outlen);
 
 typedef void (*bt_word_cb)(void *ctx, const char *word, size_t len);
+/* Unigram pre-tokens (normalizer chain + Metaspace) of ocp[0, n). */
+int bt_unigram_pretok(bt_tokenizer *t, bt_worker *w, int32_t n, bt_word_cb cb,
+                      void *ctx);
 int bt_pretok_words(bt_tokenizer *t, bt_worker *w, const char *s, size_t len,
                     bt_word_cb cb, void *ctx);
 

@@ -930,3 +930,25 @@ char *bt_unigram_decode(const bt_tokenizer *t, const int32_t *ids, size_t n,
   *outlen = b.n;
   return b.p;
 }
+
+int bt_unigram_pretok(bt_tokenizer *t, bt_worker *w, int32_t n, bt_word_cb cb,
+                      void *ctx) {
+  cpbuf cur;
+  if (run_chain(t, w, 0, n, &cur)) return -1;
+  if (cur.n == 0) return 0;
+  uint32_t r = t->meta_repl ? t->meta_repl : META_CP;
+  for (size_t i = 0; i < cur.n; i++) if (cur.cp[i] == ' ') cur.cp[i] = r;
+  char *buf = malloc(cur.n * 4 + 8);
+  if (!buf) return -1;
+  size_t k = 0, a = 0;
+  if (cur.cp[0] != r && t->prepend_scheme != BT_PREPEND_NEVER) k += (size_t)bt_utf8_encode(r, buf);
+  for (size_t i = 0; i <= cur.n; i++) {
+    if (i == cur.n || (cur.cp[i] == r && i > a)) {
+      if (k) cb(ctx, buf, k);
+      k = 0; a = i;
+    }
+    if (i < cur.n) k += (size_t)bt_utf8_encode(cur.cp[i], buf + k);
+  }
+  free(buf);
+  return 0;
+}

@@ -703,25 +703,44 @@ function M.load(path, opts)
   return load_vocab_txt(path, opts)
 end
 
---- Trains a tokenizer.  opts: kind = "wordpiece" | "bpe", files = {...} or
+--- Trains a tokenizer.  opts: kind = "wordpiece" | "bpe" | "unigram", files = {...} or
 -- iterator = function returning strings, vocab_size, min_frequency,
 -- special_tokens, limit_alphabet, lowercase (wordpiece), initial_alphabet
--- (bpe: all 256 byte symbols, default true).  Returns tok or nil, msg.
+-- (bpe: all 256 byte symbols, default true); unigram: SentencePiece's
+-- algorithm (docs/tokenizers.md), special_tokens default <pad> <unk> [CLS]
+-- [SEP] [MASK], unk_token, max_piece_length (16), seed_size (1e6),
+-- shrinking_factor (0.75), num_sub_iterations (2), lowercase (true).
+-- Returns tok or nil, msg.
 function M.train(opts)
   if type(opts) ~= "table" then
     error("train: argument #1 (options) expected table, got " .. type(opts), 2)
   end
   local kind = opts.kind or "wordpiece"
-  if kind ~= "wordpiece" and kind ~= "bpe" then
-    error("train: option 'kind' must be 'wordpiece' or 'bpe', got " .. tostring(kind), 2)
+  if kind ~= "wordpiece" and kind ~= "bpe" and kind ~= "unigram" then
+    error("train: option 'kind' must be 'wordpiece', 'bpe' or 'unigram', got " .. tostring(kind), 2)
   end
   if opts.files == nil and opts.iterator == nil then
     error("train: needs 'files' (a list of paths) or 'iterator' (a function)", 2)
   end
-  local wp = kind == "wordpiece"
-  local specials = opts.special_tokens or (wp and BERT_SPECIALS or ROBERTA_SPECIALS)
+  local wp, uni = kind == "wordpiece", kind == "unigram"
+  local specials = opts.special_tokens or (wp and BERT_SPECIALS or uni and ALBERT_SPECIALS or ROBERTA_SPECIALS)
+  local unk = opts.unk_token or "<unk>"
+  local vocab_size = opts.vocab_size or (uni and 8000 or 30000)
+  if uni then
+    local found = false
+    for _, s in ipairs(specials) do found = found or s == unk end
+    if not found then
+      error("train: the unigram unk token '" .. unk .. "' must be one of special_tokens", 2)
+    end
+    if vocab_size <= #specials then
+      error("train: option 'vocab_size' (" .. vocab_size .. ") must exceed the " .. #specials ..
+            " special tokens", 2)
+    end
+  end
   local tr = core.trainer{
-    kind = kind, vocab_size = opts.vocab_size or 30000,
+    max_piece_length = opts.max_piece_length, seed_size = opts.seed_size,
+    shrinking_factor = opts.shrinking_factor, num_sub_iterations = opts.num_sub_iterations,
+    kind = kind, vocab_size = uni and vocab_size - #specials or vocab_size,
     min_frequency = opts.min_frequency or (wp and 2 or 0),
     limit_alphabet = opts.limit_alphabet or (wp and 1000 or 0),
     lowercase = opts.lowercase ~= false, strip_accents = opts.strip_accents,
@@ -756,7 +775,28 @@ function M.train(opts)
     end
     if #chunk > 0 then tr:feed(table.concat(chunk, "\n") .. "\n") end
   end
-  local vocab_list, merges = tr:finish()
+  local fok, vocab_list, merges = pcall(tr.finish, tr)
+  if not fok then return nil, "train: " .. tostring(vocab_list):gsub("^finish: ", "") end
+  if uni then
+    -- vocab_list: the pieces by score, merges: their scores
+    local list, sc, types, unk_id = {}, {}, {}, nil
+    for i, sp in ipairs(specials) do
+      list[i] = sp; sc[i] = 0
+      types[i] = sp == unk and 2 or 3
+      if sp == unk then unk_id = i - 1 end
+    end
+    for i, p in ipairs(vocab_list) do
+      list[#list + 1] = p; sc[#sc + 1] = merges[i]; types[#types + 1] = 1
+    end
+    -- the chain the C trainer used (tok_train.c, bt_trainer_new)
+    local steps = {{kind = "replace", pattern = "\t", content = " "},
+                   {kind = "replace", pattern = "\n", content = " "},
+                   {kind = "replace", pattern = "\r", content = " "}}
+    if opts.lowercase ~= false then steps[#steps + 1] = {kind = "lowercase"} end
+    steps[#steps + 1] = {kind = "spaces", content = " "}
+    return build(unigram_config(list, sc, types, {family = opts.family}, false,
+      {unk_id = unk_id, normalizers = steps, pre_tokenizer = "metaspace"}))
+  end
   if wp then
     return build(wordpiece_config(vocab_list, opts))
   end
@@ -913,6 +953,8 @@ local function unigram_json(self, c)
     table.concat(v, ",\n  "), tostring(c.byte_fallback == true))
   return table.concat(b)
 end
+
+M.train_supports = function(kind) return kind == "wordpiece" or kind == "bpe" or kind == "unigram" end
 
 local function tokenizer_json(self)
   local c = self:config()
