@@ -632,12 +632,86 @@ static int m_encode(lua_State *L) {
   return 1;
 }
 
+/* Flattened rows of a batch (overflowing windows after their text) as
+** int32 tensors: no Lua value per token.  Padding to the longest row by
+** default (the rows must have one length). */
+typedef struct { const bt_encoding *e; int32_t sample; } row_ref;
+
+static void push_i32(lua_State *L, const char *name, int ndim,
+                     const int64_t *shape, bert_tensor **out) {
+  bert_tensor *x = bert_tensor_new(BERT_I32, ndim, shape);
+  if (!x) { *out = NULL; luaL_error(L, "encode_batch: out of memory for '%s'", name); }
+  lbert_push_tensor(L, x);
+  lua_setfield(L, -2, name);
+  *out = x;
+}
+
+static int push_tensors(lua_State *L, const bt_tokenizer *t, bt_encoding *encs,
+                        int n, const enc_opts *eo, int want_offsets, int want_special) {
+  const bt_options *o = &eo->o;
+  int64_t rows = 0;
+  for (int i = 0; i < n; i++) rows += 1 + (eo->overflow ? encs[i].nover : 0);
+  row_ref *rr = malloc(((size_t)rows + 1) * sizeof *rr);
+  if (!rr) return luaL_error(L, "encode_batch: out of memory");
+  int64_t r = 0, width = 0;
+  for (int i = 0; i < n; i++) {
+    rr[r++] = (row_ref){&encs[i], i};
+    for (int k = 0; eo->overflow && k < encs[i].nover; k++) rr[r++] = (row_ref){&encs[i].over[k], i};
+  }
+  for (int64_t k = 0; k < rows; k++) if (rr[k].e->n > width) width = rr[k].e->n;
+  if (o->padding == BT_PAD_FIXED && o->pad_length > width) width = o->pad_length;
+  if (o->pad_multiple > 0 && width % o->pad_multiple) width += o->pad_multiple - width % o->pad_multiple;
+  lua_createtable(L, 0, 6);
+  int64_t shape[3] = {rows, width, 2};
+  bert_tensor *ids, *mask, *types, *offs = NULL, *spec = NULL, *map = NULL;
+  push_i32(L, "input_ids", 2, shape, &ids);
+  push_i32(L, "attention_mask", 2, shape, &mask);
+  push_i32(L, "token_type_ids", 2, shape, &types);
+  if (want_offsets) push_i32(L, "offset_mapping", 3, shape, &offs);
+  if (want_special) push_i32(L, "special_tokens_mask", 2, shape, &spec);
+  if (eo->overflow) push_i32(L, "overflow_to_sample_mapping", 1, shape, &map);
+  int32_t *I = bert_data(ids), *M = bert_data(mask), *Ty = bert_data(types);
+  int32_t *O = offs ? bert_data(offs) : NULL, *S = spec ? bert_data(spec) : NULL;
+  int32_t *Mp = map ? bert_data(map) : NULL;
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < rows; k++) {
+    const bt_encoding *e = rr[k].e;
+    int64_t pad = width - e->n, at = o->pad_left ? pad : 0;
+    int32_t *ir = I + k * width, *mr = M + k * width, *tr = Ty + k * width;
+    for (int64_t j = 0; j < width; j++) {
+      ir[j] = t->pad_id; mr[j] = 0; tr[j] = t->pad_type_id;
+      if (O) O[2 * (k * width + j)] = O[2 * (k * width + j) + 1] = 0;
+      if (S) S[k * width + j] = 1;
+    }
+    for (int32_t j = 0; j < e->n; j++) {
+      ir[at + j] = e->ids[j]; mr[at + j] = e->attn[j]; tr[at + j] = e->type_ids[j];
+      if (O) { O[2 * (k * width + at + j)] = e->offsets[2 * j]; O[2 * (k * width + at + j) + 1] = e->offsets[2 * j + 1]; }
+      if (S) S[k * width + at + j] = e->special[j] == 1;
+    }
+    if (Mp) Mp[k] = rr[k].sample;
+  }
+  free(rr);
+  return 1;
+}
+
 static int m_encode_batch(lua_State *L) {
   bt_tokenizer *t = check_tok(L, "encode_batch");
   check_table(L, 2, "encode_batch", "texts");
+  /* encode_batch(texts[, pairs][, opts]): a pairs list has an array part */
+  int pi = 0, oi = 3;
+  if (lua_istable(L, 3) && lua_rawlen(L, 3) > 0) { pi = 3; oi = 4; }
   enc_opts eo;
-  read_opts(L, 3, "encode_batch", &eo);
+  read_opts(L, oi, "encode_batch", &eo);
+  int tensors = 0, want_offsets = 0, want_special = 0;
+  if (lua_istable(L, oi)) {
+    tensors = opt_bool(L, oi, "return_tensors", 0);
+    want_offsets = opt_bool(L, oi, "return_offsets_mapping", 0);
+    want_special = opt_bool(L, oi, "return_special_tokens_mask", 0);
+  }
   int n = (int)luaL_len(L, 2);
+  if (pi && (int)luaL_len(L, pi) != n)
+    return luaL_error(L, "encode_batch: argument #3 (pairs) has %d items, texts has %d",
+                      (int)luaL_len(L, pi), n);
   batch_item *items = calloc((size_t)n + 1, sizeof *items);
   bt_encoding *encs = calloc((size_t)n + 1, sizeof *encs);
   int *fail = calloc((size_t)n + 1, sizeof *fail);
@@ -645,12 +719,12 @@ static int m_encode_batch(lua_State *L) {
     free(items); free(encs); free(fail);
     return luaL_error(L, "encode_batch: out of memory");
   }
-  /* the strings stay referenced by the argument table during the call */
+  /* the strings stay referenced by the argument tables during the call */
   for (int i = 0; i < n; i++) {
     lua_rawgeti(L, 2, i + 1);
     if (lua_type(L, -1) == LUA_TSTRING) {
       items[i].a = lua_tolstring(L, -1, &items[i].alen);
-    } else if (lua_istable(L, -1)) {
+    } else if (lua_istable(L, -1) && !pi) {
       lua_rawgeti(L, -1, 1); lua_rawgeti(L, -2, 2);
       if (lua_type(L, -2) == LUA_TSTRING) items[i].a = lua_tolstring(L, -2, &items[i].alen);
       if (lua_type(L, -1) == LUA_TSTRING) items[i].b = lua_tolstring(L, -1, &items[i].blen);
@@ -659,11 +733,21 @@ static int m_encode_batch(lua_State *L) {
       if (bad) goto badarg;
     } else goto badarg;
     lua_pop(L, 1);
+    if (pi) {
+      lua_rawgeti(L, pi, i + 1);
+      if (lua_type(L, -1) != LUA_TSTRING) {
+        free(items); free(encs); free(fail);
+        return luaL_error(L, "encode_batch: argument #3 (pairs) item %d expected "
+                          "string, got %s", i + 1, luaL_typename(L, -1));
+      }
+      items[i].b = lua_tolstring(L, -1, &items[i].blen);
+      lua_pop(L, 1);
+    }
     continue;
   badarg:
     free(items); free(encs); free(fail);
     return luaL_error(L, "encode_batch: argument #2 (texts) item %d expected "
-                      "string or {string, string}, got %s", i + 1,
+                      "string%s, got %s", i + 1, pi ? "" : " or {string, string}",
                       luaL_typename(L, -1));
   }
   char err[256] = "";
@@ -691,6 +775,15 @@ static int m_encode_batch(lua_State *L) {
     for (int i = 0; i < n; i++) bt_encoding_free(&encs[i]);
     free(items); free(encs); free(fail);
     return luaL_error(L, "encode_batch: item %d: %s", firstfail + 1, err);
+  }
+  if (tensors) {
+    /* error paths in push_tensors raise: keep the encodings reachable */
+    int ok = lua_checkstack(L, 4);
+    (void)ok;
+    push_tensors(L, t, encs, n, &eo, want_offsets, want_special);
+    for (int i = 0; i < n; i++) bt_encoding_free(&encs[i]);
+    free(items); free(encs); free(fail);
+    return 1;
   }
   bt_pad_batch(t, encs, n, &eo.o);
   lua_createtable(L, n, 0);
