@@ -84,6 +84,9 @@ typedef struct bt_trie {
   uint64_t *keys; int32_t *child; size_t mask, nkeys;
   int32_t *value; int32_t nnodes, vcap;         /* per node: id or -1 */
   int32_t root[256];
+  /* after bt_trie_compile: a double array (node = position; child of s by
+  ** byte b at base[s] + b + 1 when check[] of it is s) */
+  int32_t *da_base, *da_check, *da_value; int32_t da_n;
 } bt_trie;
 
 /* SentencePiece's precompiled charsmap: a darts-clone double array over
@@ -139,6 +142,8 @@ struct bt_tokenizer {
   char *dec_prefix;
   /* Unigram (SentencePiece) */
   double *uni_score; uint8_t *uni_type; int32_t uni_n;
+  double *uni_vs;         /* per id: the score Viterbi adds (spm's float rules) */
+  uint8_t cm_plain[128];  /* ASCII bytes no charsmap or user rule starts with */
   int uni_spm;            /* 1: SentencePiece semantics (.model files) */
   int byte_fallback, dec_byte_fallback;
   int32_t byte_piece[256];
@@ -178,6 +183,8 @@ int bt_add_norm_step(bt_tokenizer *t, int kind, const char *from,
                      size_t flen, const char *to, size_t tlen);
 
 int bt_trie_insert(bt_trie *tr, const char *s, size_t len, int32_t value);
+/* Turns the trie into a double array for lookups (no inserts after). */
+int bt_trie_compile(bt_trie *tr);
 void bt_trie_free(bt_trie *tr);
 
 /* A SentencePiece ModelProto, as read from a .model file. */

@@ -154,6 +154,7 @@ void bt_set_template(bt_tokenizer *t, int which, bt_piece *p, int n) {
 }
 
 int bt_tokenizer_finish(bt_tokenizer *t) {
+  if (t->model == BT_MODEL_UNIGRAM) bt_charsmap_plain(t);
   bt_trie_free(&t->added_trie);
   for (int i = 0; i < t->nadded; i++)
     if (bt_trie_insert(&t->added_trie, t->added[i].content, t->added[i].len, i)) return -1;

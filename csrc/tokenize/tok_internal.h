@@ -63,6 +63,7 @@ int bt_unigram_segment(bt_tokenizer *t, bt_worker *w, int32_t from,
                        char *err, size_t errlen);
 int32_t bt_trie_step(const bt_trie *tr, int32_t node, unsigned char b);
 void bt_unigram_free(bt_tokenizer *t);
+void bt_charsmap_plain(bt_tokenizer *t);
 /* Decoding of Unigram pieces into sb (tok_unigram.c). */
 char *bt_unigram_decode(const bt_tokenizer *t, const int32_t *ids, size_t n,
                         int skip_special, size_t *outlen);

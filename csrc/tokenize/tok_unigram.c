@@ -42,6 +42,10 @@ static size_t trie_slot(uint64_t k, size_t mask) {
 }
 
 int32_t bt_trie_step(const bt_trie *tr, int32_t node, unsigned char b) {
+  if (tr->da_base) {
+    int32_t t = tr->da_base[node] + b + 1;
+    return t < tr->da_n && tr->da_check[t] == node ? t : -1;
+  }
   if (node == 0) return tr->root[b] ? tr->root[b] : -1;
   if (!tr->keys) return -1;
   uint64_t k = trie_key(node, b);
@@ -80,6 +84,7 @@ static int32_t trie_new_node(bt_trie *tr) {
 }
 
 int bt_trie_insert(bt_trie *tr, const char *s, size_t len, int32_t value) {
+  if (tr->da_base) return -1;                      /* compiled: read-only */
   if (tr->vcap == 0) {
     if (trie_new_node(tr) < 0) return -1;          /* allocates the root */
     tr->nnodes = 1;
@@ -107,7 +112,93 @@ int bt_trie_insert(bt_trie *tr, const char *s, size_t len, int32_t value) {
   return 0;
 }
 
+int bt_trie_compile(bt_trie *tr) {
+  int32_t n = tr->nnodes;
+  if (n <= 1 || tr->da_base) return 0;
+  /* children of each node, by label */
+  int32_t *cnt = calloc((size_t)n + 1, sizeof *cnt);
+  int32_t *first = malloc(((size_t)n + 1) * sizeof *first);
+  int32_t *kid = malloc(((size_t)n + 1) * sizeof *kid);
+  uint8_t *lab = malloc((size_t)n + 1);
+  int32_t *par = malloc(((size_t)n + 1) * sizeof *par);
+  uint8_t *plab = malloc((size_t)n + 1);
+  int32_t *pos = malloc(((size_t)n + 1) * sizeof *pos);
+  int32_t *queue = malloc(((size_t)n + 1) * sizeof *queue);
+  int32_t cap = n * 2 + 512, *base = NULL, *check = NULL, *val = NULL;
+  int rc = -1;
+  if (!cnt || !first || !kid || !lab || !par || !plab || !pos || !queue) goto done;
+  for (int32_t i = 0; i < n; i++) par[i] = -1;
+  for (int b = 0; b < 256; b++) if (tr->root[b]) { par[tr->root[b]] = 0; plab[tr->root[b]] = (uint8_t)b; }
+  for (size_t i = 0; tr->keys && i <= tr->mask; i++) {
+    if (!tr->keys[i]) continue;
+    uint64_t k = tr->keys[i] - 1;
+    par[tr->child[i]] = (int32_t)(k >> 8); plab[tr->child[i]] = (uint8_t)(k & 255);
+  }
+  for (int32_t i = 1; i < n; i++) if (par[i] >= 0) cnt[par[i]]++;
+  for (int32_t i = 0, acc = 0; i < n; i++) { first[i] = acc; acc += cnt[i]; cnt[i] = 0; }
+  for (int32_t i = 1; i < n; i++) {
+    if (par[i] < 0) continue;
+    int32_t p = par[i], k = first[p] + cnt[p]++;
+    /* insertion by label: children stay sorted */
+    while (k > first[p] && lab[k - 1] > plab[i]) { kid[k] = kid[k - 1]; lab[k] = lab[k - 1]; k--; }
+    kid[k] = i; lab[k] = plab[i];
+  }
+  base = calloc((size_t)cap, sizeof *base);
+  check = malloc((size_t)cap * sizeof *check);
+  val = malloc((size_t)cap * sizeof *val);
+  if (!base || !check || !val) goto done;
+  for (int32_t i = 0; i < cap; i++) { check[i] = -1; val[i] = -1; }
+  check[0] = -2; val[0] = tr->value[0]; pos[0] = 0;
+  int32_t qh = 0, qt = 0, next_free = 1, used = 1;
+  queue[qt++] = 0;
+  while (qh < qt) {
+    int32_t node = queue[qh++], s = pos[node], nk = cnt[node];
+    if (nk == 0) continue;
+    const uint8_t *L = lab + first[node];
+    int32_t b = next_free - (int32_t)L[0] - 1;
+    if (b < 0) b = 0;
+    for (;;) {
+      if (b + 257 >= cap) {
+        int32_t nc = cap * 2;
+        int32_t *nb = realloc(base, (size_t)nc * sizeof *nb);
+        if (nb) base = nb;
+        int32_t *nch = realloc(check, (size_t)nc * sizeof *nch);
+        if (nch) check = nch;
+        int32_t *nv = realloc(val, (size_t)nc * sizeof *nv);
+        if (nv) val = nv;
+        if (!nb || !nch || !nv) goto done;
+        for (int32_t i = cap; i < nc; i++) { base[i] = 0; check[i] = -1; val[i] = -1; }
+        cap = nc;
+      }
+      int ok = 1;
+      for (int32_t k = 0; k < nk && ok; k++) ok = check[b + L[k] + 1] == -1;
+      if (ok) break;
+      b++;
+    }
+    base[s] = b;
+    for (int32_t k = 0; k < nk; k++) {
+      int32_t t = b + L[k] + 1, c = kid[first[node] + k];
+      check[t] = s; pos[c] = t; val[t] = tr->value[c];
+      if (t + 1 > used) used = t + 1;
+      queue[qt++] = c;
+    }
+    while (next_free < cap && check[next_free] != -1) next_free++;
+  }
+  tr->da_base = base; tr->da_check = check; tr->da_value = val; tr->da_n = used;
+  base = check = val = NULL;
+  /* lookups now use positions: value[] by position */
+  free(tr->value); tr->value = tr->da_value; tr->da_value = NULL;
+  tr->vcap = used;
+  free(tr->keys); free(tr->child); tr->keys = NULL; tr->child = NULL;
+  rc = 0;
+done:
+  free(cnt); free(first); free(kid); free(lab); free(par); free(plab); free(pos);
+  free(queue); free(base); free(check); free(val);
+  return rc;
+}
+
 void bt_trie_free(bt_trie *tr) {
+  free(tr->da_base); free(tr->da_check); free(tr->da_value);
   free(tr->keys); free(tr->child); free(tr->value);
   memset(tr, 0, sizeof *tr);
 }
@@ -187,6 +278,23 @@ static size_t charsmap_prefix(const bt_charsmap *m, const unsigned char *s,
   return best;
 }
 
+static int charsmap_prefix_any(const bt_charsmap *m, unsigned char c) {
+  if (!m->units) return 0;
+  size_t id = du_offset(m->units[0]) ^ c;
+  return id < m->nunits && du_label(m->units[id]) == c;
+}
+
+/* Marks the ASCII bytes that start no charsmap rule and no user-defined
+** symbol: spm's normalizer copies them as they are. */
+void bt_charsmap_plain(bt_tokenizer *t) {
+  for (int b = 0; b < 128; b++) {
+    unsigned char c = (unsigned char)b;
+    t->cm_plain[b] = b != ' ' && b != 0 && t->user_trie.root[b] == 0 &&
+      (t->user_trie.da_base == NULL || bt_trie_step(&t->user_trie, 0, c) < 0) &&
+      !charsmap_prefix_any(&t->charsmap, c);
+  }
+}
+
 /* ---------- setup ---------- */
 
 int bt_add_norm_step(bt_tokenizer *t, int kind, const char *from,
@@ -210,9 +318,11 @@ int bt_unigram_setup(bt_tokenizer *t, const double *scores,
                      const uint8_t *types, int32_t n) {
   free(t->uni_score); free(t->uni_type);
   bt_trie_free(&t->trie); bt_trie_free(&t->user_trie);
+  free(t->uni_vs);
   t->uni_score = malloc(((size_t)n + 1) * sizeof *t->uni_score);
   t->uni_type = malloc((size_t)n + 1);
-  if (!t->uni_score || !t->uni_type) goto oom;
+  t->uni_vs = malloc(((size_t)n + 1) * sizeof *t->uni_vs);
+  if (!t->uni_score || !t->uni_type || !t->uni_vs) goto oom;
   t->uni_n = n;
   float fmin = FLT_MAX, fmax = FLT_MIN;
   double hmin = INFINITY;
@@ -234,8 +344,8 @@ int bt_unigram_setup(bt_tokenizer *t, const double *scores,
         if ((float)sc > fmax) fmax = (float)sc;
       }
       if (ty == BT_PIECE_UNKNOWN && t->unk_id < 0) t->unk_id = id;
-      if (ty == BT_PIECE_NORMAL || ty == BT_PIECE_USER_DEFINED ||
-          ty == BT_PIECE_UNUSED)
+      /* unused pieces are skipped by spm's Viterbi: leave them out */
+      if (ty == BT_PIECE_NORMAL || ty == BT_PIECE_USER_DEFINED)
         if (bt_trie_insert(&t->trie, s, len, id)) goto oom;
       if (ty == BT_PIECE_USER_DEFINED &&
           bt_trie_insert(&t->user_trie, s, len, id)) goto oom;
@@ -246,11 +356,21 @@ int bt_unigram_setup(bt_tokenizer *t, const double *scores,
   }
   if (t->uni_spm) { t->uni_min = fmin; t->uni_max = fmax; }
   else { t->uni_min = n > 0 ? hmin : 0.0; t->uni_max = 0.0; }
+  for (int32_t id = 0; id < n; id++) {
+    if (!t->uni_spm) { t->uni_vs[id] = t->uni_score[id]; continue; }
+    size_t len = 0;
+    bt_vocab_token(&t->vocab, id, &len);
+    /* spm: user-defined pieces get len * max(FLT_MIN, max score) - 0.1
+    ** (len in bytes, the product in float); the others their float score */
+    t->uni_vs[id] = t->uni_type[id] == BT_PIECE_USER_DEFINED
+      ? (double)((float)len * (float)t->uni_max) - 0.1 : (double)(float)t->uni_score[id];
+  }
   for (int b = 0; b < 256; b++) {
     char name[8];
     snprintf(name, sizeof name, "<0x%02X>", b);
     t->byte_piece[b] = bt_vocab_get(&t->vocab, name, 6);
   }
+  if (bt_trie_compile(&t->trie) || bt_trie_compile(&t->user_trie)) goto oom;
   return 0;
 oom:
   snprintf(t->err, sizeof t->err, "out of memory");
@@ -258,8 +378,8 @@ oom:
 }
 
 void bt_unigram_free(bt_tokenizer *t) {
-  free(t->uni_score); free(t->uni_type);
-  t->uni_score = NULL; t->uni_type = NULL;
+  free(t->uni_score); free(t->uni_type); free(t->uni_vs);
+  t->uni_score = NULL; t->uni_type = NULL; t->uni_vs = NULL;
   bt_trie_free(&t->trie); bt_trie_free(&t->user_trie);
   bt_charsmap_free(&t->charsmap);
   for (int i = 0; i < t->nnorms; i++) { free(t->norms[i].from); free(t->norms[i].to); }
@@ -317,6 +437,10 @@ typedef struct { const char *s; size_t len, consumed; } prefix_t;
 static prefix_t spm_prefix(const bt_tokenizer *t, const unsigned char *in,
                            size_t n) {
   prefix_t p = {0};
+  if (in[0] < 128 && t->cm_plain[in[0]]) {
+    p.s = (const char *)in; p.len = p.consumed = 1;
+    return p;
+  }
   if (t->user_trie.nnodes > 1) {        /* user-defined symbols: verbatim */
     int32_t node = 0; size_t best = 0;
     for (size_t i = 0; i < n; i++) {
@@ -620,8 +744,10 @@ static int viterbi(const bt_tokenizer *t, bt_worker *w, const unsigned char *s,
   const int spm = t->uni_spm;
   const double unk_score = spm ? (double)((float)t->uni_min - UNK_PENALTY)
                                : t->uni_min - 10.0;
-  const float user_unit = (float)t->uni_max;
   const bt_trie *tr = &t->trie;
+  const double *vs = t->uni_vs;
+  const int32_t *base = tr->da_base, *check = tr->da_check, *val = tr->value;
+  const int32_t dn = tr->da_n;
   for (int32_t at = 0; at < n;) {
     double here = best[at];
     int mblen = 1;
@@ -631,24 +757,20 @@ static int viterbi(const bt_tokenizer *t, bt_worker *w, const unsigned char *s,
     int single = 0;
     int32_t node = 0;
     for (int32_t k = at; k < n; k++) {
-      if ((node = bt_trie_step(tr, node, s[k])) < 0) break;
-      int32_t id = tr->value[node];
+      if (base) {                               /* the double array, inline */
+        int32_t x = base[node] + s[k] + 1;
+        if (x >= dn || check[x] != node) break;
+        node = x;
+      } else if ((node = bt_trie_step(tr, node, s[k])) < 0) break;
+      int32_t id = val[node];
       if (id < 0) continue;
-      int32_t len = k + 1 - at;
-      double sc;
-      if (spm) {
-        int ty = t->uni_type[id];
-        if (ty == BT_PIECE_UNUSED) continue;
-        sc = ty == BT_PIECE_USER_DEFINED ? (double)((float)len * user_unit) - 0.1
-                                         : (double)(float)t->uni_score[id];
-      } else sc = t->uni_score[id];
-      double cand = sc + here;
+      double cand = vs[id] + here;
       int32_t e = k + 1;
       if (start[e] < 0 || cand > best[e]) {
         best[e] = spm ? (double)(float)cand : cand;
         start[e] = at; vid[e] = id;
       }
-      if (len == mblen) single = 1;
+      if (e - at == mblen) single = 1;
     }
     if (!single) {
       int32_t e = at + mblen;
