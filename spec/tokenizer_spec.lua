@@ -306,7 +306,7 @@ describe("errors", function()
     assert.error_matches(function() tok.encode("x", "y") end,
       "encode: argument #1 %(self%) expected bert.Tokenizer")
     assert.error_matches(function() T.load(42) end, "load: argument #1 %(path%) expected string, got number")
-    assert.error_matches(function() T.train{kind = "unigram", files = {}} end, "option 'kind'")
+    assert.error_matches(function() T.train{kind = "wordpeice", files = {}} end, "option 'kind'")
   end)
 
   it("returns nil, message for file problems", function()
