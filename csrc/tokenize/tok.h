@@ -145,6 +145,7 @@ struct bt_tokenizer {
   double *uni_vs;         /* per id: the score Viterbi adds (spm's float rules) */
   uint8_t cm_plain[128];  /* ASCII bytes no charsmap or user rule starts with */
   int uni_spm;            /* 1: SentencePiece semantics (.model files) */
+  int ws_splits;          /* no piece holds ▁ past its start: words split */
   int byte_fallback, dec_byte_fallback;
   int32_t byte_piece[256];
   double uni_min, uni_max;                      /* see tok_unigram.c */

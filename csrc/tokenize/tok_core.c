@@ -35,7 +35,11 @@ void bt_worker_free(bt_worker *w) {
   free(w->snext); free(w->srank); free(w->heap); free(w->toks);
   free(w->ub); free(w->uos); free(w->uoe);
   for (int k = 0; k < 2; k++) { free(w->tcp[k]); free(w->tos[k]); free(w->toe[k]); }
-  free(w->vscore); free(w->vstart); free(w->vid);
+  free(w->vscore); free(w->vsec); free(w->vstart); free(w->vid); free(w->ic);
+  if (w->uc) {
+    for (size_t j = 0; j <= w->uc_mask; j++) free(w->uc[j].toks);   /* key in the block */
+    free(w->uc);
+  }
   if (w->cache) {
     for (size_t j = 0; j <= w->cache_mask; j++)
       free(w->cache[j].toks);           /* key lives in the same block */

@@ -18,6 +18,14 @@ typedef struct bt_cache_entry {
   int32_t *toks; int ntoks;                     /* id, start, len triples */
 } bt_cache_entry;
 
+/* Unigram word cache entry: tokens (id, start, len) and, for spm's float
+** scores, the margin that makes them safe to reuse. */
+typedef struct bt_uentry {
+  uint64_t h; char *key; uint32_t klen;
+  int32_t *toks; int ntoks;                     /* toks and key: one block */
+  double gap, mag, total;
+} bt_uentry;
+
 /* Per-thread scratch space. */
 typedef struct bt_worker {
   uint32_t *ocp; size_t ocp_cap;                /* original code points */
@@ -36,7 +44,9 @@ typedef struct bt_worker {
   ** code-point ping-pong buffers of the normalizer chain, Viterbi state */
   char *ub; int32_t *uos, *uoe; size_t ub_cap;
   uint32_t *tcp[2]; int32_t *tos[2], *toe[2]; size_t t_cap[2];
-  double *vscore; int32_t *vstart, *vid; size_t v_cap;
+  double *vscore, *vsec; int32_t *vstart, *vid; size_t v_cap;
+  bt_uentry *uc; size_t uc_mask, uc_n;
+  int32_t *ic; size_t ic_cap;                   /* byte -> original char */
 } bt_worker;
 
 bt_worker *bt_worker_new(void);

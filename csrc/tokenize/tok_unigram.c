@@ -278,20 +278,31 @@ static size_t charsmap_prefix(const bt_charsmap *m, const unsigned char *s,
   return best;
 }
 
-static int charsmap_prefix_any(const bt_charsmap *m, unsigned char c) {
-  if (!m->units) return 0;
+/* 1 when the charsmap has no rule "c" alone and no rule going on from c
+** with an ASCII byte: then c followed by an ASCII byte (or the end) is
+** copied as it is. */
+static int charsmap_ascii_plain(const bt_charsmap *m, unsigned char c) {
+  if (!m->units) return 1;
   size_t id = du_offset(m->units[0]) ^ c;
-  return id < m->nunits && du_label(m->units[id]) == c;
+  if (id >= m->nunits || du_label(m->units[id]) != c) return 1;   /* no rule */
+  uint32_t u = m->units[id];
+  if (du_has_leaf(u)) return 0;                                   /* "c" alone */
+  size_t nx = id ^ du_offset(u);
+  for (unsigned a = 0; a < 128; a++) {
+    size_t j = nx ^ a;
+    if (j < m->nunits && du_label(m->units[j]) == a) return 0;
+  }
+  return 1;
 }
 
-/* Marks the ASCII bytes that start no charsmap rule and no user-defined
-** symbol: spm's normalizer copies them as they are. */
+/* Marks the ASCII bytes that, before an ASCII byte, start no charsmap rule
+** and no user-defined symbol: spm's normalizer copies them as they are. */
 void bt_charsmap_plain(bt_tokenizer *t) {
   for (int b = 0; b < 128; b++) {
     unsigned char c = (unsigned char)b;
-    t->cm_plain[b] = b != ' ' && b != 0 && t->user_trie.root[b] == 0 &&
+    t->cm_plain[b] = b != 0 && t->user_trie.root[b] == 0 &&
       (t->user_trie.da_base == NULL || bt_trie_step(&t->user_trie, 0, c) < 0) &&
-      !charsmap_prefix_any(&t->charsmap, c);
+      charsmap_ascii_plain(&t->charsmap, c);
   }
 }
 
@@ -353,6 +364,15 @@ int bt_unigram_setup(bt_tokenizer *t, const double *scores,
       if (sc < hmin) hmin = sc;
       if (bt_trie_insert(&t->trie, s, len, id)) goto oom;
     }
+  }
+  t->ws_splits = 1;
+  for (int32_t id = 0; t->uni_spm && id < n; id++) {
+    int ty = t->uni_type[id];
+    if (ty != BT_PIECE_NORMAL && ty != BT_PIECE_USER_DEFINED) continue;
+    size_t len;
+    const char *p = bt_vocab_token(&t->vocab, id, &len);
+    for (size_t k = 1; k + 3 <= len && t->ws_splits; k++)
+      if (memcmp(p + k, "\xE2\x96\x81", 3) == 0) t->ws_splits = 0;
   }
   if (t->uni_spm) { t->uni_min = fmin; t->uni_max = fmax; }
   else { t->uni_min = n > 0 ? hmin : 0.0; t->uni_max = 0.0; }
@@ -437,7 +457,7 @@ typedef struct { const char *s; size_t len, consumed; } prefix_t;
 static prefix_t spm_prefix(const bt_tokenizer *t, const unsigned char *in,
                            size_t n) {
   prefix_t p = {0};
-  if (in[0] < 128 && t->cm_plain[in[0]]) {
+  if (in[0] < 128 && t->cm_plain[in[0]] && (n == 1 || in[1] < 128)) {
     p.s = (const char *)in; p.len = p.consumed = 1;
     return p;
   }
@@ -487,6 +507,14 @@ static long spm_normalize(const bt_tokenizer *t, bt_worker *w,
   if (!t->ws_as_suffix && t->add_dummy_prefix) ADD_WS();
   int prev_space = t->remove_extra_ws;
   while (consumed < n) {
+    unsigned char c0 = in[consumed];
+    if (c0 < 128 && t->cm_plain[c0] && (consumed + 1 == n || in[consumed + 1] < 128) &&
+        c0 != ' ') {                                    /* the common case */
+      PUSH((char)c0);
+      consumed++;
+      prev_space = 0;
+      continue;
+    }
     prefix_t p = spm_prefix(t, in + consumed, n - consumed);
     const char *s = p.s; size_t len = p.len;
     if (prev_space) while (len > 0 && s[0] == ' ') { s++; len--; }
@@ -728,26 +756,50 @@ static int norm_step(const bt_tokenizer *t, bt_worker *w, const bt_norm_step *st
 
 /* ---------- Viterbi ---------- */
 
+/* Viterbi over s[0, n) from a starting score `base`.  round: keep each
+** best score in float32 as spm does.  Appends the tokens, as (id, start +
+** at, len) triples with id -2 for an unknown, to w->toks from *ntok on.
+** *final gets the best score at n; with gap != NULL, the smallest margin
+** between the winner and the runner-up at any position (0 on a tie) and
+** the largest score magnitude seen, for the word cache. */
 static int viterbi(const bt_tokenizer *t, bt_worker *w, const unsigned char *s,
-                   int32_t n, int *ntok) {
+                   int32_t n, int32_t at0, double base, int round, int *ntok,
+                   double *final, double *gap, double *mag) {
   size_t need = (size_t)n + 1, c = w->v_cap;
   if (bt_grow((void **)&w->vscore, &c, need, sizeof(double))) return -1;
   c = w->v_cap;
   if (bt_grow((void **)&w->vstart, &c, need, sizeof(int32_t))) return -1;
   c = w->v_cap;
   if (bt_grow((void **)&w->vid, &c, need, sizeof(int32_t))) return -1;
+  c = w->v_cap;
+  if (bt_grow((void **)&w->vsec, &c, need, sizeof(double))) return -1;
   w->v_cap = c;
-  double *best = w->vscore;
+  double *best = w->vscore, *sec = w->vsec;
   int32_t *start = w->vstart, *vid = w->vid;
   for (int32_t i = 0; i <= n; i++) start[i] = -1;
-  best[0] = 0.0;
+  best[0] = base;
   const int spm = t->uni_spm;
   const double unk_score = spm ? (double)((float)t->uni_min - UNK_PENALTY)
                                : t->uni_min - 10.0;
   const bt_trie *tr = &t->trie;
   const double *vs = t->uni_vs;
-  const int32_t *base = tr->da_base, *check = tr->da_check, *val = tr->value;
+  const int32_t *dbase = tr->da_base, *check = tr->da_check, *val = tr->value;
   const int32_t dn = tr->da_n;
+  double big = 0.0;
+  if (gap) for (int32_t i = 0; i <= n; i++) sec[i] = -INFINITY;
+#define OFFER(E, CAND, AT, ID) do {                                          \
+    double cand_ = (CAND); int32_t e_ = (E);                               \
+    if (gap) {                                                             \
+      if (fabs(cand_) > big) big = fabs(cand_);                            \
+      if (start[e_] < 0) sec[e_] = -INFINITY;                              \
+      else if (cand_ > best[e_]) sec[e_] = best[e_];                       \
+      else if (cand_ > sec[e_]) sec[e_] = cand_;                           \
+    }                                                                      \
+    if (start[e_] < 0 || cand_ > best[e_]) {                               \
+      best[e_] = round ? (double)(float)cand_ : cand_;                     \
+      start[e_] = (AT); vid[e_] = (ID);                                    \
+    }                                                                      \
+  } while (0)
   for (int32_t at = 0; at < n;) {
     double here = best[at];
     int mblen = 1;
@@ -757,43 +809,137 @@ static int viterbi(const bt_tokenizer *t, bt_worker *w, const unsigned char *s,
     int single = 0;
     int32_t node = 0;
     for (int32_t k = at; k < n; k++) {
-      if (base) {                               /* the double array, inline */
-        int32_t x = base[node] + s[k] + 1;
+      if (dbase) {                              /* the double array, inline */
+        int32_t x = dbase[node] + s[k] + 1;
         if (x >= dn || check[x] != node) break;
         node = x;
       } else if ((node = bt_trie_step(tr, node, s[k])) < 0) break;
       int32_t id = val[node];
       if (id < 0) continue;
-      double cand = vs[id] + here;
-      int32_t e = k + 1;
-      if (start[e] < 0 || cand > best[e]) {
-        best[e] = spm ? (double)(float)cand : cand;
-        start[e] = at; vid[e] = id;
-      }
-      if (e - at == mblen) single = 1;
+      OFFER(k + 1, vs[id] + here, at, id);
+      if (k + 1 - at == mblen) single = 1;
     }
-    if (!single) {
-      int32_t e = at + mblen;
-      double cand = unk_score + here;
-      if (start[e] < 0 || cand > best[e]) {
-        best[e] = spm ? (double)(float)cand : cand;
-        start[e] = at; vid[e] = -2;      /* unknown */
-      }
-    }
+    if (!single) OFFER(at + mblen, unk_score + here, at, -2);
     at += mblen;
   }
-  /* backtrack into w->toks as (id, start, len) triples, in order */
+#undef OFFER
+  if (gap) {
+    double g = INFINITY;
+    for (int32_t i = 1; i <= n; i++) {
+      if (start[i] < 0) continue;
+      double d = best[i] - sec[i];
+      if (d < g) g = d;
+    }
+    *gap = g; *mag = big;
+  }
+  *final = best[n];
   int cnt = 0;
   for (int32_t e = n; e > 0; e = start[e]) cnt++;
-  if (bt_grow((void **)&w->toks, &w->toks_cap, (size_t)cnt * 3 + 3, sizeof(int32_t)))
+  if (bt_grow((void **)&w->toks, &w->toks_cap, (size_t)(*ntok + cnt) * 3 + 3, sizeof(int32_t)))
     return -1;
-  int k = cnt;
+  int k = *ntok + cnt;
   for (int32_t e = n; e > 0; e = start[e]) {
     k--;
-    w->toks[3 * k] = vid[e]; w->toks[3 * k + 1] = start[e];
+    w->toks[3 * k] = vid[e]; w->toks[3 * k + 1] = start[e] + at0;
     w->toks[3 * k + 2] = e - start[e];
   }
-  *ntok = cnt;
+  *ntok += cnt;
+  return 0;
+}
+
+/* ---------- the word cache ---------- */
+
+#define UCACHE_MAX_WORD 64
+#define UCACHE_ENTRIES 65536             /* words per worker, then cleared */
+
+static bt_uentry *ucache_get(bt_worker *w, uint64_t h, const unsigned char *key,
+                             uint32_t len) {
+  if (!w->uc) return NULL;
+  for (size_t j = (size_t)h & w->uc_mask;; j = (j + 1) & w->uc_mask) {
+    bt_uentry *c = &w->uc[j];
+    if (!c->key) return NULL;
+    if (c->h == h && c->klen == len && memcmp(c->key, key, len) == 0) return c;
+  }
+}
+
+static void ucache_put(bt_worker *w, int capacity, uint64_t h, const unsigned char *key,
+                       uint32_t len, const int32_t *toks, int ntok, int32_t at0,
+                       double gap, double mag, double total) {
+  if (capacity <= 0) return;
+  if (!w->uc) {
+    size_t size = 16;
+    while (size < (size_t)capacity * 2) size *= 2;
+    if (!(w->uc = calloc(size, sizeof *w->uc))) return;
+    w->uc_mask = size - 1;
+  }
+  if (w->uc_n >= (size_t)capacity) {              /* full: start over */
+    for (size_t j = 0; j <= w->uc_mask; j++) {
+      free(w->uc[j].toks);                          /* the key is in the block */
+      w->uc[j].key = NULL; w->uc[j].toks = NULL;
+    }
+    w->uc_n = 0;
+  }
+  char *blk = malloc(len + (size_t)ntok * 3 * sizeof(int32_t));
+  if (!blk) return;
+  size_t j = (size_t)h & w->uc_mask;
+  while (w->uc[j].key) j = (j + 1) & w->uc_mask;
+  bt_uentry *c = &w->uc[j];
+  int32_t *tk = (int32_t *)blk;
+  for (int i = 0; i < ntok; i++) {
+    tk[3 * i] = toks[3 * i]; tk[3 * i + 1] = toks[3 * i + 1] - at0; tk[3 * i + 2] = toks[3 * i + 2];
+  }
+  memcpy(blk + (size_t)ntok * 3 * sizeof(int32_t), key, len);
+  c->key = blk + (size_t)ntok * 3 * sizeof(int32_t);
+  c->toks = tk; c->ntoks = ntok; c->klen = len; c->h = h;
+  c->gap = gap; c->mag = mag; c->total = total;
+  w->uc_n++;
+}
+
+/* Segments one word s[0, n) (a span that no piece crosses) at offset at0
+** from score *B, appending to w->toks.  A cached segmentation is reused
+** when it is exact: always for HF (each word starts at 0 there), and for
+** spm when its smallest margin beats the float rounding that the base
+** can cause. */
+static int word_viterbi(const bt_tokenizer *t, bt_worker *w, const unsigned char *s,
+                        int32_t n, int32_t at0, double *B, int *ntok) {
+  const int spm = t->uni_spm;
+  int cacheable = n <= UCACHE_MAX_WORD && t->cache_capacity > 0;
+  int capacity = t->cache_capacity < UCACHE_ENTRIES ? UCACHE_ENTRIES : t->cache_capacity;
+  double fin;
+  if (!cacheable) return viterbi(t, w, s, n, at0, *B, spm, ntok, B, NULL, NULL);
+  uint64_t h = bt_hash(s, (size_t)n);
+  bt_uentry *c = ucache_get(w, h, s, (uint32_t)n);
+  double unk_score = spm ? (double)((float)t->uni_min - UNK_PENALTY) : t->uni_min - 10.0;
+  if (!c) {
+    /* once from 0 in double precision: the tokens, the margin */
+    int before = *ntok;
+    double gap, mag;
+    if (viterbi(t, w, s, n, at0, 0.0, 0, ntok, &fin, &gap, &mag)) return -1;
+    ucache_put(w, capacity, h, s, (uint32_t)n, w->toks + 3 * before,
+               *ntok - before, at0, gap, mag, fin);
+    *ntok = before;
+    c = ucache_get(w, h, s, (uint32_t)n);
+    if (!c) return viterbi(t, w, s, n, at0, *B, spm, ntok, B, NULL, NULL);
+  }
+  if (spm) {
+    /* each float rounding moves a path by at most half an ulp of the
+    ** magnitude; (n + 2) of them on each side is a safe bound */
+    double slack = (fabs(*B) + c->mag + 1.0) * (double)(n + 2) * 2.4e-7;
+    if (!(c->gap > slack)) return viterbi(t, w, s, n, at0, *B, 1, ntok, B, NULL, NULL);
+  }
+  if (bt_grow((void **)&w->toks, &w->toks_cap, (size_t)(*ntok + c->ntoks) * 3 + 3, sizeof(int32_t)))
+    return -1;
+  double b = *B;
+  for (int i = 0; i < c->ntoks; i++) {
+    int32_t id = c->toks[3 * i];
+    int k = *ntok + i;
+    w->toks[3 * k] = id; w->toks[3 * k + 1] = c->toks[3 * i + 1] + at0;
+    w->toks[3 * k + 2] = c->toks[3 * i + 2];
+    double sc = id == -2 ? unk_score : t->uni_vs[id];
+    b = spm ? (double)(float)(sc + b) : sc + b;   /* replay the scores */
+  }
+  *ntok += c->ntoks;
+  *B = b;
   return 0;
 }
 
@@ -809,16 +955,31 @@ static int unigram_piece(bt_tokenizer *t, bt_worker *w, int32_t n,
                          bt_encoding *e, int32_t *word, char *err,
                          size_t errlen) {
   if (n <= 0) return 0;
-  int nt;
+  int nt = 0;
   const unsigned char *s = (const unsigned char *)w->ub;
-  if (viterbi(t, w, s, n, &nt)) return -1;
+  double B = 0.0;
+  if (t->uni_spm && t->ws_splits) {
+    /* no piece crosses a ▁ that starts a word: word by word, cached */
+    int32_t p = 0;
+    while (p < n) {
+      int32_t q = p + 1;
+      while (q < n && !(s[q] == 0xE2 && q + 2 < n && s[q + 1] == 0x96 && s[q + 2] == 0x81)) q++;
+      if (q > n) q = n;
+      if (word_viterbi(t, w, s + p, q - p, p, &B, &nt)) return -1;
+      p = q;
+    }
+  } else if (t->uni_spm) {
+    if (viterbi(t, w, s, n, 0, 0.0, 1, &nt, &B, NULL, NULL)) return -1;
+  } else {
+    if (word_viterbi(t, w, s, n, 0, &B, &nt)) return -1;
+  }
   const int32_t *os = w->uos, *oe = w->uoe;
   int32_t hf_word = t->uni_spm ? 0 : (*word)++;
   for (int i = 0; i < nt; i++) {
     int32_t id = w->toks[3 * i], st = w->toks[3 * i + 1], ln = w->toks[3 * i + 2];
     int32_t wd = hf_word;
     if (t->uni_spm) {   /* a piece starting with ▁ starts a word */
-      if (i == 0 || (ln >= 3 && memcmp(s + st, "\xE2\x96\x81", 3) == 0)) (*word)++;
+      if (i == 0 || (ln >= 3 && s[st] == 0xE2 && s[st + 1] == 0x96 && s[st + 2] == 0x81)) (*word)++;
       wd = *word - 1;
     }
     if (id == -2) {                       /* unknown */
@@ -910,18 +1071,20 @@ int bt_unigram_segment(bt_tokenizer *t, bt_worker *w, int32_t from,
     }
     size_t cap = n * 4 + 8;
     if (bt_grow((void **)&w->scratch, &w->scratch_cap, cap, 1)) return -1;
-    int32_t *ic = malloc((cap + 1) * sizeof *ic);
-    if (!ic) return -1;
+    size_t icap = w->ic_cap;
+    if (bt_grow((void **)&w->ic, &icap, cap + 1, sizeof *w->ic)) return -1;
+    w->ic_cap = icap;
+    int32_t *ic = w->ic;
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
-      int len = bt_utf8_encode(cp[i], w->scratch + k);
       int32_t at = os ? os[i] : from + (int32_t)i;
+      if (cp[i] < 0x80) { w->scratch[k] = (char)cp[i]; ic[k++] = at; continue; }
+      int len = bt_utf8_encode(cp[i], w->scratch + k);
       for (int j = 0; j < len; j++) ic[k + (size_t)j] = at;
       k += (size_t)len;
     }
     ic[k] = to;
     long m = spm_normalize(t, w, (const unsigned char *)w->scratch, ic, k);
-    free(ic);
     if (m < 0) return -1;
     return unigram_piece(t, w, (int32_t)m, e, word, err, errlen);
   }
