@@ -144,6 +144,7 @@ struct bt_tokenizer {
   double *uni_score; uint8_t *uni_type; int32_t uni_n;
   double *uni_vs;         /* per id: the score Viterbi adds (spm's float rules) */
   uint8_t cm_plain[128];  /* ASCII bytes no charsmap or user rule starts with */
+  uint8_t hf_plain[128];  /* ASCII bytes with no charsmap rule of their own */
   int uni_spm;            /* 1: SentencePiece semantics (.model files) */
   int ws_splits;          /* no piece holds ▁ past its start: words split */
   int byte_fallback, dec_byte_fallback;

@@ -300,6 +300,8 @@ static int charsmap_ascii_plain(const bt_charsmap *m, unsigned char c) {
 void bt_charsmap_plain(bt_tokenizer *t) {
   for (int b = 0; b < 128; b++) {
     unsigned char c = (unsigned char)b;
+    const char *rep; size_t rl;
+    t->hf_plain[b] = charsmap_prefix(&t->charsmap, &c, 1, 0, &rep, &rl) == 0;
     t->cm_plain[b] = b != 0 && t->user_trie.root[b] == 0 &&
       (t->user_trie.da_base == NULL || bt_trie_step(&t->user_trie, 0, c) < 0) &&
       charsmap_ascii_plain(&t->charsmap, c);
@@ -553,11 +555,11 @@ static long spm_normalize(const bt_tokenizer *t, bt_worker *w,
 typedef struct { uint32_t *cp; int32_t *os, *oe; size_t n; int buf; } cpbuf;
 
 /* Output buffer helper: appends c with span (s, e). */
-static int cb_push(bt_worker *w, cpbuf *o, uint32_t c, int32_t s, int32_t e) {
-  if (o->n + 1 > w->t_cap[o->buf]) {
+static inline int cb_push(bt_worker *w, cpbuf *o, uint32_t c, int32_t s, int32_t e) {
+  if (o->n >= w->t_cap[o->buf]) {
     if (t_reserve(w, o->buf, (o->n + 1) * 2)) return -1;
+    o->cp = w->tcp[o->buf]; o->os = w->tos[o->buf]; o->oe = w->toe[o->buf];
   }
-  o->cp = w->tcp[o->buf]; o->os = w->tos[o->buf]; o->oe = w->toe[o->buf];
   o->cp[o->n] = c; o->os[o->n] = s; o->oe[o->n] = e; o->n++;
   return 0;
 }
@@ -602,10 +604,22 @@ static int precompiled(const bt_tokenizer *t, bt_worker *w, const cpbuf *in,
   uint32_t *lc = NULL; int *lchg = NULL; size_t ln = 0, lcap = 0, lcap2 = 0;
   int rc = -1;
   size_t g = 0;
+  if (bt_grow((void **)&lc, &lcap, n + 16, sizeof *lc) ||
+      bt_grow((void **)&lchg, &lcap2, n + 16, sizeof *lchg)) goto done;
   while (g < n) {
     size_t ge = g + 1;
     utf8proc_int32_t state = 0;
-    while (ge < n && !utf8proc_grapheme_break_stateful(
+    /* ASCII before ASCII is a cluster of its own (but CR LF is one) */
+    int alone = in->cp[g] < 0x80 && (ge == n || (in->cp[ge] < 0x80 &&
+                                                !(in->cp[g] == '\r' && in->cp[ge] == '\n')));
+    if (alone && t->hf_plain[in->cp[g]]) {      /* no rule: kept as it is */
+      if (ln + 1 > lcap && (bt_grow((void **)&lc, &lcap, ln + 1, sizeof *lc) ||
+                            bt_grow((void **)&lchg, &lcap2, ln + 1, sizeof *lchg))) goto done;
+      lc[ln] = in->cp[g]; lchg[ln++] = 0;
+      g++;
+      continue;
+    }
+    while (!alone && ge < n && !utf8proc_grapheme_break_stateful(
              (utf8proc_int32_t)in->cp[ge - 1], (utf8proc_int32_t)in->cp[ge], &state))
       ge++;
     char gb[64];
@@ -1046,11 +1060,19 @@ static int run_chain(const bt_tokenizer *t, bt_worker *w, int32_t from,
     cur->os[i] = from + (int32_t)i; cur->oe[i] = from + (int32_t)i + 1;
   }
   cur->n = n;
+  int ascii = 1;
+  for (size_t i = 0; i < n && ascii; i++) ascii = cur->cp[i] < 0x80;
   for (int s = 0; s < t->nnorms; s++) {
+    int k = t->norms[s].kind;
+    /* on ASCII text these steps change nothing */
+    if (ascii && (k == BT_NORM_NFKD || k == BT_NORM_NFD || k == BT_NORM_STRIP_ACCENTS)) continue;
+    if (t_reserve(w, 1 - cur->buf, cur->n + 16)) return -1;
     cpbuf out = cb_start(w, 1 - cur->buf);
     if (norm_step(t, w, &t->norms[s], cur, &out, from)) return -1;
     *cur = out;
     cur->cp = w->tcp[cur->buf]; cur->os = w->tos[cur->buf]; cur->oe = w->toe[cur->buf];
+    if (k == BT_NORM_PRECOMPILED || k == BT_NORM_REPLACE || k == BT_NORM_PREPEND)
+      for (size_t i = 0; i < cur->n && ascii; i++) ascii = cur->cp[i] < 0x80;
   }
   return 0;
 }
