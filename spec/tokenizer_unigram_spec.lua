@@ -202,14 +202,38 @@ describe("malformed .model files", function()
     assert.matches("charsmap", err)
   end)
 
-  it("survive random corruption", function()
+  it("built by the C entry point (tok_unigram_load_model) encode like spm", function()
+    local core = require("bert.core").tokenizer
+    local tok = assert(core.from_spm_bytes(good))
+    local g = read_json("spm_goldens.json").models.albert_like
+    assert.is_true(#g >= 150)
+    for i = 1, #g do
+      local text = unhex(g[i].hex)
+      assert.are.same(g[i].ids, tok:encode(text, {add_special_tokens = false}).ids)
+    end
+    local t2, err = core.from_spm_bytes(good:sub(1, 999))
+    assert.is_nil(t2)
+    assert.is_string(err)
+  end)
+
+  it("survive random corruption (Lua loader and the C entry point)", function()
+    local core = require("bert.core").tokenizer
     local seed = 12345
     local function rnd(n) seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n end
     for _ = 1, 60 do
-      local b = {good:byte(1, 4000)}
-      for _ = 1, 8 do b[rnd(#b) + 1] = rnd(256) end
-      local tok = try(string.char(table.unpack(b)) .. good:sub(4001))
+      local bytes = good
+      for k = 1, 8 do     -- half in the pieces, half anywhere (the charsmap)
+        local p = k <= 4 and rnd(4000) + 1 or rnd(#good) + 1
+        bytes = bytes:sub(1, p - 1) .. string.char(rnd(256)) .. bytes:sub(p + 1)
+      end
+      local tok = try(bytes)
       if tok then tok:encode("Hello world, 北京 ﬁ") end
+      local t2 = core.from_spm_bytes(bytes)
+      if t2 then t2:encode("Hello world, 北京 ﬁ  x") end
+      for _, cut in ipairs({rnd(#good), rnd(300000)}) do
+        local t3 = core.from_spm_bytes(bytes:sub(1, cut))
+        if t3 then t3:encode("abc def") end
+      end
     end
   end)
 end)

@@ -1115,6 +1115,22 @@ static int t_gc(lua_State *L) {
 }
 
 
+/* core.tokenizer.from_spm_bytes(bytes) -> a tokenizer with spm's semantics
+** built by tok_unigram_load_model (the fuzz entry point), or nil, msg */
+static int tok_from_spm_bytes(lua_State *L) {
+  size_t len;
+  const char *d = check_str(L, 1, "tokenizer.from_spm_bytes", "bytes", &len);
+  char err[300];
+  bt_tokenizer *t = tok_unigram_load_model((const uint8_t *)d, len, err, sizeof err);
+  if (!t) { lua_pushnil(L); lua_pushstring(L, err); return 2; }
+  push_tok(L, t);
+  lua_createtable(L, 0, 2);
+  lua_pushliteral(L, "unigram"); lua_setfield(L, -2, "model");
+  lua_pushboolean(L, 1); lua_setfield(L, -2, "spm");
+  lua_setiuservalue(L, -2, 1);
+  return 1;
+}
+
 /* core.tokenizer.parse_spm(bytes) -> table of the ModelProto, or nil, msg */
 static int tok_parse_spm(lua_State *L) {
   size_t len;
@@ -1204,6 +1220,7 @@ static const luaL_Reg trainer_meta[] = {
 static const luaL_Reg tok_funcs[] = {
   {"new", tok_new},
   {"parse_spm", tok_parse_spm},
+  {"from_spm_bytes", tok_from_spm_bytes},
   {"trainer", t_new},
   {NULL, NULL}
 };
