@@ -165,60 +165,65 @@ typedef struct {
   double total;                         /* sum of word counts */
 } corpus;
 
-/* E-step: expected count of every piece. */
+/* E-step: expected count of every piece.  Words are cut into fixed blocks;
+** each block's contributions are kept in word order and summed block by
+** block, so the floating-point sums (and the model) do not depend on the
+** number of threads or their timing. */
+#define EBLOCK 512
+typedef struct { int32_t *id; double *v; size_t n, cap, cap2; } contrib;
+
 static int e_step(const umodel *m, const corpus *C, double *expected) {
-  int nt = 1;
-#ifdef _OPENMP
-  nt = omp_get_max_threads();
-#endif
-  double *acc = calloc((size_t)nt * (size_t)m->n + 1, sizeof *acc);
+  size_t nb = (C->nw + EBLOCK - 1) / EBLOCK;
+  contrib *blk = calloc(nb + 1, sizeof *blk);
   int fail = 0;
-  if (!acc) return -1;
-#pragma omp parallel num_threads(nt)
+  if (!blk) return -1;
+#pragma omp parallel
   {
-    int tid = 0;
-#ifdef _OPENMP
-    tid = omp_get_thread_num();
-#endif
-    double *my = acc + (size_t)tid * (size_t)m->n;
     lnodes L = {0};
     double *alpha = NULL, *beta = NULL; size_t acap = 0, bcap = 0;
-#pragma omp for schedule(dynamic, 256)
-    for (size_t i = 0; i < C->nw; i++) {
-      const uword *w = &C->w[i];
-      if (lattice(m, w->s, w->len, &L) ||
-          bt_grow((void **)&alpha, &acap, w->len + 1, sizeof *alpha) ||
-          bt_grow((void **)&beta, &bcap, w->len + 1, sizeof *beta)) {
+#pragma omp for schedule(dynamic, 1)
+    for (size_t b = 0; b < nb; b++) {
+      contrib *cb = &blk[b];
+      size_t hi = (b + 1) * EBLOCK < C->nw ? (b + 1) * EBLOCK : C->nw;
+      for (size_t i = b * EBLOCK; i < hi; i++) {
+        const uword *w = &C->w[i];
+        if (lattice(m, w->s, w->len, &L) ||
+            bt_grow((void **)&alpha, &acap, w->len + 1, sizeof *alpha) ||
+            bt_grow((void **)&beta, &bcap, w->len + 1, sizeof *beta) ||
+            bt_grow((void **)&cb->id, &cb->cap, cb->n + L.n + 1, sizeof *cb->id) ||
+            bt_grow((void **)&cb->v, &cb->cap2, cb->n + L.n + 1, sizeof *cb->v)) {
 #pragma omp atomic write
-        fail = 1;
-        continue;
-      }
-      for (uint32_t k = 0; k <= w->len; k++) alpha[k] = beta[k] = -INFINITY;
-      alpha[0] = 0.0; beta[w->len] = 0.0;
-      for (size_t k = 0; k < L.n; k++) {
-        const lnode *x = &L.v[k];
-        alpha[x->e] = log_add(alpha[x->e], alpha[x->s] + x->sc);
-      }
-      for (size_t k = L.n; k-- > 0;) {
-        const lnode *x = &L.v[k];
-        beta[x->s] = log_add(beta[x->s], x->sc + beta[x->e]);
-      }
-      double z = alpha[w->len];
-      if (z == -INFINITY) continue;
-      for (size_t k = 0; k < L.n; k++) {
-        const lnode *x = &L.v[k];
-        if (x->id < 0) continue;
-        my[x->id] += w->count * exp(alpha[x->s] + x->sc + beta[x->e] - z);
+          fail = 1;
+          break;
+        }
+        for (uint32_t k = 0; k <= w->len; k++) alpha[k] = beta[k] = -INFINITY;
+        alpha[0] = 0.0; beta[w->len] = 0.0;
+        for (size_t k = 0; k < L.n; k++) {
+          const lnode *x = &L.v[k];
+          alpha[x->e] = log_add(alpha[x->e], alpha[x->s] + x->sc);
+        }
+        for (size_t k = L.n; k-- > 0;) {
+          const lnode *x = &L.v[k];
+          beta[x->s] = log_add(beta[x->s], x->sc + beta[x->e]);
+        }
+        double z = alpha[w->len];
+        if (z == -INFINITY) continue;
+        for (size_t k = 0; k < L.n; k++) {
+          const lnode *x = &L.v[k];
+          if (x->id < 0) continue;
+          cb->id[cb->n] = x->id;
+          cb->v[cb->n++] = w->count * exp(alpha[x->s] + x->sc + beta[x->e] - z);
+        }
       }
     }
     free(L.v); free(alpha); free(beta);
   }
-  for (int32_t id = 0; id < m->n; id++) {
-    double s = 0.0;
-    for (int t = 0; t < nt; t++) s += acc[(size_t)t * (size_t)m->n + (size_t)id];
-    expected[id] = s;
+  for (int32_t id = 0; id < m->n; id++) expected[id] = 0.0;
+  for (size_t b = 0; b < nb; b++) {
+    for (size_t k = 0; k < blk[b].n; k++) expected[blk[b].id[k]] += blk[b].v[k];
+    free(blk[b].id); free(blk[b].v);
   }
-  free(acc);
+  free(blk);
   return fail ? -1 : 0;
 }
 
