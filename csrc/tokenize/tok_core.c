@@ -36,10 +36,7 @@ void bt_worker_free(bt_worker *w) {
   free(w->ub); free(w->uos); free(w->uoe);
   for (int k = 0; k < 2; k++) { free(w->tcp[k]); free(w->tos[k]); free(w->toe[k]); }
   free(w->vscore); free(w->vsec); free(w->vstart); free(w->vid); free(w->ic);
-  if (w->uc) {
-    for (size_t j = 0; j <= w->uc_mask; j++) free(w->uc[j].toks);   /* key in the block */
-    free(w->uc);
-  }
+  free(w->uc);
   if (w->cache) {
     for (size_t j = 0; j <= w->cache_mask; j++)
       free(w->cache[j].toks);           /* key lives in the same block */
@@ -500,6 +497,7 @@ static int find_added(const bt_tokenizer *t, const uint32_t *c, int32_t n,
                       int32_t pos, int32_t lo, int32_t *ms, int32_t *me) {
   const bt_trie *tr = &t->added_trie;
   for (int32_t i = pos; i < n; i++) {
+    if (c[i] < 0x80 && tr->root[c[i]] == 0) continue;   /* starts no token */
     int best = -1; int32_t blen = 0, node = 0;
     for (int32_t j = i; j < n && node >= 0; j++) {
       char u[4];

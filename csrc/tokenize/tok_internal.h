@@ -18,12 +18,18 @@ typedef struct bt_cache_entry {
   int32_t *toks; int ntoks;                     /* id, start, len triples */
 } bt_cache_entry;
 
-/* Unigram word cache entry: tokens (id, start, len) and, for spm's float
-** scores, the margin that makes them safe to reuse. */
+/* Unigram word cache entry, one cache line: a word of up to 24 bytes, its
+** up to 4 tokens (id and byte length; id -2 is an unknown) and, for spm's
+** float scores, the margin that makes them safe to reuse. */
+#define BT_UC_KEY 24
+#define BT_UC_TOKS 4
 typedef struct bt_uentry {
-  uint64_t h; char *key; uint32_t klen;
-  int32_t *toks; int ntoks;                     /* toks and key: one block */
-  double gap, mag, total;
+  uint64_t h;
+  uint8_t klen, ntoks, used, pad_;
+  float gap, mag;
+  uint8_t len[BT_UC_TOKS];
+  int32_t id[BT_UC_TOKS];
+  char key[BT_UC_KEY];
 } bt_uentry;
 
 /* Per-thread scratch space. */

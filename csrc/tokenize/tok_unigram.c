@@ -863,50 +863,50 @@ static int viterbi(const bt_tokenizer *t, bt_worker *w, const unsigned char *s,
 
 /* ---------- the word cache ---------- */
 
-#define UCACHE_MAX_WORD 64
-#define UCACHE_ENTRIES 65536             /* words per worker, then cleared */
+#define UCACHE_ENTRIES 32768             /* words per worker, then cleared */
 
 static bt_uentry *ucache_get(bt_worker *w, uint64_t h, const unsigned char *key,
                              uint32_t len) {
   if (!w->uc) return NULL;
   for (size_t j = (size_t)h & w->uc_mask;; j = (j + 1) & w->uc_mask) {
     bt_uentry *c = &w->uc[j];
-    if (!c->key) return NULL;
-    if (c->h == h && c->klen == len && memcmp(c->key, key, len) == 0) return c;
+    if (!c->used) return NULL;
+    if (c->h == h && c->klen == len) {
+      uint32_t k = 0;
+      while (k < len && c->key[k] == (char)key[k]) k++;
+      if (k == len) return c;
+    }
   }
 }
 
-static void ucache_put(bt_worker *w, int capacity, uint64_t h, const unsigned char *key,
-                       uint32_t len, const int32_t *toks, int ntok, int32_t at0,
-                       double gap, double mag, double total) {
-  if (capacity <= 0) return;
+/* Stores a segmentation (tokens from w->toks[3 * first], ntok of them).
+** Returns the entry, or NULL when it does not fit an entry. */
+static bt_uentry *ucache_put(bt_worker *w, uint64_t h, const unsigned char *key,
+                             uint32_t len, const int32_t *toks, int ntok,
+                             double gap, double mag) {
+  if (len > BT_UC_KEY || ntok > BT_UC_TOKS) return NULL;
   if (!w->uc) {
     size_t size = 16;
-    while (size < (size_t)capacity * 2) size *= 2;
-    if (!(w->uc = calloc(size, sizeof *w->uc))) return;
+    while (size < (size_t)UCACHE_ENTRIES * 2) size *= 2;
+    if (!(w->uc = calloc(size, sizeof *w->uc))) return NULL;
     w->uc_mask = size - 1;
   }
-  if (w->uc_n >= (size_t)capacity) {              /* full: start over */
-    for (size_t j = 0; j <= w->uc_mask; j++) {
-      free(w->uc[j].toks);                          /* the key is in the block */
-      w->uc[j].key = NULL; w->uc[j].toks = NULL;
-    }
+  if (w->uc_n >= (size_t)UCACHE_ENTRIES) {          /* full: start over */
+    memset(w->uc, 0, (w->uc_mask + 1) * sizeof *w->uc);
     w->uc_n = 0;
   }
-  char *blk = malloc(len + (size_t)ntok * 3 * sizeof(int32_t));
-  if (!blk) return;
   size_t j = (size_t)h & w->uc_mask;
-  while (w->uc[j].key) j = (j + 1) & w->uc_mask;
+  while (w->uc[j].used) j = (j + 1) & w->uc_mask;
   bt_uentry *c = &w->uc[j];
-  int32_t *tk = (int32_t *)blk;
-  for (int i = 0; i < ntok; i++) {
-    tk[3 * i] = toks[3 * i]; tk[3 * i + 1] = toks[3 * i + 1] - at0; tk[3 * i + 2] = toks[3 * i + 2];
-  }
-  memcpy(blk + (size_t)ntok * 3 * sizeof(int32_t), key, len);
-  c->key = blk + (size_t)ntok * 3 * sizeof(int32_t);
-  c->toks = tk; c->ntoks = ntok; c->klen = len; c->h = h;
-  c->gap = gap; c->mag = mag; c->total = total;
+  c->h = h; c->klen = (uint8_t)len; c->ntoks = (uint8_t)ntok; c->used = 1;
+  /* a float margin rounded down and magnitude rounded up stay safe */
+  c->gap = gap == INFINITY ? INFINITY : nextafterf((float)gap, 0.0f);
+  c->mag = nextafterf((float)mag, INFINITY);
+  if (c->gap < 0) c->gap = 0;
+  for (int i = 0; i < ntok; i++) { c->id[i] = toks[3 * i]; c->len[i] = (uint8_t)toks[3 * i + 2]; }
+  memcpy(c->key, key, len);
   w->uc_n++;
+  return c;
 }
 
 /* Segments one word s[0, n) (a span that no piece crosses) at offset at0
@@ -917,10 +917,9 @@ static void ucache_put(bt_worker *w, int capacity, uint64_t h, const unsigned ch
 static int word_viterbi(const bt_tokenizer *t, bt_worker *w, const unsigned char *s,
                         int32_t n, int32_t at0, double *B, int *ntok) {
   const int spm = t->uni_spm;
-  int cacheable = n <= UCACHE_MAX_WORD && t->cache_capacity > 0;
-  int capacity = t->cache_capacity < UCACHE_ENTRIES ? UCACHE_ENTRIES : t->cache_capacity;
   double fin;
-  if (!cacheable) return viterbi(t, w, s, n, at0, *B, spm, ntok, B, NULL, NULL);
+  if (n > BT_UC_KEY || t->cache_capacity <= 0)
+    return viterbi(t, w, s, n, at0, *B, spm, ntok, B, NULL, NULL);
   uint64_t h = bt_hash(s, (size_t)n);
   bt_uentry *c = ucache_get(w, h, s, (uint32_t)n);
   double unk_score = spm ? (double)((float)t->uni_min - UNK_PENALTY) : t->uni_min - 10.0;
@@ -929,26 +928,25 @@ static int word_viterbi(const bt_tokenizer *t, bt_worker *w, const unsigned char
     int before = *ntok;
     double gap, mag;
     if (viterbi(t, w, s, n, at0, 0.0, 0, ntok, &fin, &gap, &mag)) return -1;
-    ucache_put(w, capacity, h, s, (uint32_t)n, w->toks + 3 * before,
-               *ntok - before, at0, gap, mag, fin);
+    c = ucache_put(w, h, s, (uint32_t)n, w->toks + 3 * before, *ntok - before, gap, mag);
     *ntok = before;
-    c = ucache_get(w, h, s, (uint32_t)n);
     if (!c) return viterbi(t, w, s, n, at0, *B, spm, ntok, B, NULL, NULL);
   }
   if (spm) {
     /* each float rounding moves a path by at most half an ulp of the
     ** magnitude; (n + 2) of them on each side is a safe bound */
-    double slack = (fabs(*B) + c->mag + 1.0) * (double)(n + 2) * 2.4e-7;
-    if (!(c->gap > slack)) return viterbi(t, w, s, n, at0, *B, 1, ntok, B, NULL, NULL);
+    double slack = (fabs(*B) + (double)c->mag + 1.0) * (double)(n + 2) * 2.4e-7;
+    if (!((double)c->gap > slack)) return viterbi(t, w, s, n, at0, *B, 1, ntok, B, NULL, NULL);
   }
   if (bt_grow((void **)&w->toks, &w->toks_cap, (size_t)(*ntok + c->ntoks) * 3 + 3, sizeof(int32_t)))
     return -1;
   double b = *B;
+  int32_t pos = at0;
   for (int i = 0; i < c->ntoks; i++) {
-    int32_t id = c->toks[3 * i];
+    int32_t id = c->id[i];
     int k = *ntok + i;
-    w->toks[3 * k] = id; w->toks[3 * k + 1] = c->toks[3 * i + 1] + at0;
-    w->toks[3 * k + 2] = c->toks[3 * i + 2];
+    w->toks[3 * k] = id; w->toks[3 * k + 1] = pos; w->toks[3 * k + 2] = c->len[i];
+    pos += c->len[i];
     double sc = id == -2 ? unk_score : t->uni_vs[id];
     b = spm ? (double)(float)(sc + b) : sc + b;   /* replay the scores */
   }
