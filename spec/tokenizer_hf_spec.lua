@@ -2,7 +2,7 @@
 -- kind: WordPiece, BPE, Unigram) loads in Hugging Face's tokenizers (the
 -- npm binding, through tools/hf_encode.js) and encodes identically.
 -- Skipped, with a message, only where Node is missing; `make deps` installs
--- the binding.
+-- the binding into .deps/tok.
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
 
@@ -71,7 +71,8 @@ describe("tokenizer.json files we write, read by Hugging Face", function()
     end
     assert.is_true(#files >= 20)
     writeall(d .. "/in.json", cjson.encode({files = files, texts = TEXTS, pairs = PAIRS}))
-    local cmd = "node tools/hf_encode.js " .. d .. "/in.json " .. d .. "/out.json 2>" .. d .. "/err.txt"
+    local cmd = "NODE_PATH=.deps/tok/node_modules node tools/hf_encode.js " .. d .. "/in.json " ..
+                d .. "/out.json 2>" .. d .. "/err.txt"
     if not sh_ok(cmd) then
       error("tools/hf_encode.js failed (is @anush008/tokenizers installed? run make deps): " ..
             readall(d .. "/err.txt"))

@@ -4,7 +4,8 @@
 -- side in the same run: ours (the .model path with spm's semantics, and
 -- the tokenizer.json path with HF's) against SentencePiece's command line
 -- (spm_encode, Debian package sentencepiece) and Hugging Face's Unigram
--- through node (@anush008/tokenizers, found in ./node_modules or --hf DIR).
+-- through node (@anush008/tokenizers, found in .deps/tok/node_modules, as
+-- make deps installs it, or --hf DIR).
 -- Figures are CPU seconds of each process, so that a loaded machine slows
 -- every side alike, and wall seconds beside them.
 --   lua5.4 tools/bench_tokenizer.lua [--hf node_modules] [--skip-train]
@@ -29,8 +30,8 @@ local function file_exists(x) local fh = io.open(x, "rb"); if fh then fh:close()
 if not a.corpus then
   a.corpus = file_exists("data/brown/brown.txt") and "data/brown/brown.txt" or "data/brown.txt"
 end
-if not a.hf and file_exists("node_modules/@anush008/tokenizers/package.json") then
-  a.hf = "node_modules"
+if not a.hf and file_exists(".deps/tok/node_modules/@anush008/tokenizers/package.json") then
+  a.hf = ".deps/tok/node_modules"                     -- where make deps puts it
 end
 
 local f = io.open(a.corpus, "rb")

@@ -5,9 +5,15 @@
 // from those models the way transformers converts them (AlbertConverter,
 // DebertaV2Converter).  Run once, after training the models (see
 // docs/tokenizers.md, "Unigram goldens"):
-//   mkdir -p /tmp/hf && (cd /tmp/hf && npm install @anush008/tokenizers)
-//   NODE_PATH=/tmp/hf/node_modules node tools/gen_unigram_goldens.js
+//   make deps        # spm_encode, and @anush008/tokenizers into .deps/tok
+//   NODE_PATH=.deps/tok/node_modules node tools/gen_unigram_goldens.js
 // The specs read the JSON files; they need neither node nor spm.
+if (process.argv.includes("--help") || process.argv.includes("-h")) {
+  console.log("usage: NODE_PATH=.deps/tok/node_modules node tools/gen_unigram_goldens.js\n" +
+    "Regenerates spec/fixtures/tokenizer_unigram/*goldens.json and *.tokenizer.json from the\n" +
+    "committed .model files with spm_encode and Hugging Face's tokenizers (npm).");
+  process.exit(0);
+}
 const fs = require("fs");
 const os = require("os");
 const path = require("path");

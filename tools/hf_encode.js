@@ -2,6 +2,11 @@
 // for spec/tokenizer_hf_spec.lua:  node tools/hf_encode.js IN.json OUT.json
 // IN: {"files": [tokenizer.json paths], "texts": [...], "pairs": [[a, b], ...]}
 // OUT: {"results": {file: {"load_error": msg} | {"single": [...], "pair": [...]}}}
+if (process.argv.length < 4 || process.argv.includes("--help") || process.argv.includes("-h")) {
+  console.log("usage: node tools/hf_encode.js IN.json OUT.json\n" +
+    "Encodes IN's texts with every tokenizer.json IN lists, through Hugging Face's tokenizers.");
+  process.exit(process.argv.includes("--help") || process.argv.includes("-h") ? 0 : 1);
+}
 const fs = require("fs");
 const hf = require("@anush008/tokenizers");
 
