@@ -25,11 +25,14 @@ local function tmpdir()
   return d
 end
 
--- best of three, so a busy machine does not fake a quadratic
+-- best of five, the garbage collector held off while timing, so that a
+-- busy machine or a collection does not fake a quadratic
 local function time(f)
   local best = math.huge
-  for _ = 1, 3 do
+  for _ = 1, 5 do
+    collectgarbage("collect"); collectgarbage("stop")
     local t0 = os.clock(); f(); local dt = os.clock() - t0
+    collectgarbage("restart")
     if dt < best then best = dt end
   end
   return best
