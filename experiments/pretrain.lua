@@ -19,8 +19,8 @@ local parser = cli.parser("pretrain.lua", "Pretrain a BERT model with MLM and NS
   "OUTPUT/checkpoint/ (a self-contained model directory), OUTPUT/tokenizer/ and the plots.")
 cli.add(parser, "model", {help = "Size (tiny, mini, small, medium, base, large) or a config.json",
   convert = cli.choice_or_path("--model", cli.size_names(), "config.json")})
-cli.add(parser, "tokenizer", {default = "wordpiece", help = "wordpiece or bpe (train one), or a tokenizer file/directory to load",
-  convert = cli.choice_or_path("--tokenizer", {"wordpiece", "bpe"}, "tokenizer file or directory")})
+cli.add(parser, "tokenizer", {default = "wordpiece", help = "wordpiece, bpe or unigram (train one), or a tokenizer file/directory to load",
+  convert = cli.choice_or_path("--tokenizer", {"wordpiece", "bpe", "unigram"}, "tokenizer file or directory")})
 parser:option("--vocab-size", "Vocabulary size when training a tokenizer", "8000"):convert(cli.integer("--vocab-size", 10))
 parser:option("--corpus", "brown, kjv, or a file in BERT's plain format", "brown")
   :convert(cli.choice_or_path("--corpus", {"brown", "kjv"}, "corpus file"))
@@ -105,7 +105,7 @@ local train_docs, eval_docs = pre.split_documents(documents, {heldout = 0.05, se
 -- tokenizer: trained on the training documents only, then saved with the run
 local tok_dir = args.output .. "/tokenizer"
 local tok
-if args.tokenizer == "wordpiece" or args.tokenizer == "bpe" then
+if args.tokenizer == "wordpiece" or args.tokenizer == "bpe" or args.tokenizer == "unigram" then
   if exists(tok_dir .. "/tokenizer.json") then
     tok = assert(bert.tokenizer.load(tok_dir .. "/tokenizer.json"))
   else

@@ -51,3 +51,19 @@ if [ ! -e /etc/luarocks/default-lua-version.lua ] && [ "$(luarocks config lua_ve
   echo "deps: setting LuaRocks' default Lua version to 5.4"
   $SUDO luarocks config --scope system lua_version 5.4 >/dev/null
 fi
+# Tokenizer parity (spec/tokenizer_hf_spec.lua, tools/bench_tokenizer.lua,
+# tools/gen_*_goldens.js): SentencePiece's command line, Node and Hugging
+# Face's tokenizers for Node, in .deps/tok (a prefix of its own: npm prunes
+# what it did not install itself from a shared one).
+tok_missing=""
+command -v spm_encode >/dev/null || tok_missing="$tok_missing sentencepiece"
+command -v node >/dev/null || tok_missing="$tok_missing nodejs"
+command -v npm >/dev/null || tok_missing="$tok_missing npm"
+[ -n "$tok_missing" ] && { echo "deps: installing$tok_missing"; $SUDO apt-get install -y -qq --no-install-recommends $tok_missing || echo "deps: could not install$tok_missing (tokenizer parity specs will say so)"; }
+root=$(cd "$(dirname "$0")/.." && pwd)
+if command -v npm >/dev/null && [ ! -d "$root/.deps/tok/node_modules/@anush008/tokenizers" ]; then
+  echo "deps: installing @anush008/tokenizers (npm) into .deps/tok"
+  mkdir -p "$root/.deps/tok"
+  npm install --prefix "$root/.deps/tok" --no-save --no-audit --no-fund --silent @anush008/tokenizers >/dev/null ||
+    echo "deps: npm install @anush008/tokenizers failed (tokenizer parity specs will say so)"
+fi

@@ -1,5 +1,5 @@
 -- Command-line tokenizer tool.
---   lua5.4 tools/tokenize.lua train --kind bpe --vocab-size 30000 --out DIR FILE...
+--   lua5.4 tools/tokenize.lua train --kind bpe|wordpiece|unigram --vocab-size 30000 --out DIR FILE...
 --   lua5.4 tools/tokenize.lua encode --tokenizer PATH [--max-length N] FILE
 -- encode prints one line of space-separated ids per input line.
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
@@ -12,16 +12,19 @@ local p = argparse("tokenize", "Train tokenizers and encode files (bert.tokenize
 p:command_target("command")
 local tr = p:command("train", "Train a vocabulary from text files")
 tr:argument("files", "Training text files"):args("+")
-tr:option("--kind", "wordpiece or bpe", "wordpiece"):choices({"wordpiece", "bpe"})
+tr:option("--kind", "wordpiece, bpe or unigram (SentencePiece's algorithm)", "wordpiece")
+  :choices({"wordpiece", "bpe", "unigram"})
 tr:option("--vocab-size", "Vocabulary size", "30000")
 tr:option("--min-frequency", "Minimum pair frequency")
 tr:option("--limit-alphabet", "Maximum alphabet size")
 tr:option("--special", "Special tokens (repeatable)"):count("*")
-tr:flag("--cased", "Keep case (WordPiece)")
+tr:flag("--cased", "Keep case (WordPiece, Unigram)")
+tr:option("--max-piece-length", "Unigram: longest piece in characters", "16")
+tr:option("--seed-size", "Unigram: seed pieces before EM", "1000000")
 tr:option("--out", "Output directory (or tokenizer .json file)"):args(1):count(1)
 local en = p:command("encode", "Encode a text file, one line per sequence")
 en:argument("file", "Input text file ('-' for stdin)")
-en:option("--tokenizer", "vocab.txt, tokenizer.json or a directory"):count(1)
+en:option("--tokenizer", "vocab.txt, tokenizer.json, a SentencePiece .model or a directory"):count(1)
 en:option("--max-length", "Truncate to this many tokens")
 en:flag("--no-special", "Do not add [CLS]/[SEP] or <s>/</s>")
 en:flag("--tokens", "Print tokens instead of ids")
@@ -36,7 +39,9 @@ if a.command == "train" then
   local t0 = os.clock()
   local tok, err = T.train{kind = a.kind, files = a.files, vocab_size = tonumber(a.vocab_size),
     min_frequency = tonumber(a.min_frequency), limit_alphabet = tonumber(a.limit_alphabet),
-    special_tokens = specials, lowercase = not a.cased}
+    special_tokens = specials, lowercase = not a.cased,
+    max_piece_length = a.kind == "unigram" and tonumber(a.max_piece_length) or nil,
+    seed_size = a.kind == "unigram" and tonumber(a.seed_size) or nil}
   if not tok then die(err) end
   local ok, serr = tok:save(a.out)
   if not ok then die(serr) end

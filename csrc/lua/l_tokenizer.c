@@ -23,7 +23,7 @@
 #define TRAINER_MT "bert.TokenizerTrainer"
 
 typedef struct { bt_tokenizer *t; } LTok;
-typedef struct { bt_trainer *tr; } LTrainer;
+typedef struct { bt_trainer *tr; int kind; bt_unigram_train_opts uo; } LTrainer;
 
 /* ---------- argument helpers ---------- */
 
@@ -119,7 +119,8 @@ static bt_piece *read_template(lua_State *L, int idx, int *n) {
       p[i].nids = k;
       for (int j = 0; p[i].ids && j < k; j++) {
         lua_rawgeti(L, -1, j + 1);
-        p[i].ids[j] = (int32_t)lua_tointeger(L, -1);
+        int ok; lua_Integer v = lua_tointegerx(L, -1, &ok);
+        p[i].ids[j] = ok && v >= 0 && v <= INT32_MAX ? (int32_t)v : -1;
         lua_pop(L, 1);
       }
       lua_pop(L, 1);
@@ -137,6 +138,144 @@ static int new_fail(lua_State *L, bt_tokenizer *t, const char *msg) {
   return lua_error(L);
 }
 
+
+/* Unigram parts of the config: scores, types, unk, charsmap, the spm
+** normalizer flags and the HF normalizer chain. */
+static void unigram_config(lua_State *L, bt_tokenizer *t) {
+  t->uni_spm = opt_bool(L, 1, "spm", 0);
+  t->byte_fallback = opt_bool(L, 1, "byte_fallback", 0);
+  t->dec_byte_fallback = opt_bool(L, 1, "decoder_byte_fallback", 0);
+  t->add_dummy_prefix = opt_bool(L, 1, "add_dummy_prefix", 1);
+  t->remove_extra_ws = opt_bool(L, 1, "remove_extra_whitespaces", 1);
+  t->escape_ws = opt_bool(L, 1, "escape_whitespaces", 1);
+  t->ws_as_suffix = opt_bool(L, 1, "treat_whitespace_as_suffix", 0);
+  lua_getfield(L, 1, "unk_id");
+  if (!lua_isnil(L, -1)) {
+    int ok; lua_Integer u = lua_tointegerx(L, -1, &ok);
+    if (!ok || u < 0 || u > INT32_MAX) {
+      lua_pop(L, 1);
+      new_fail(L, t, "unk_id: expected a non-negative integer or nil");
+    }
+    t->unk_id = (int32_t)u;
+  }
+  lua_pop(L, 1);
+  int32_t n = 0;
+  for (size_t i = 0; i < t->vocab.nid; i++) if (t->vocab.by_id[i] >= 0) n = (int32_t)i + 1;
+  double *sc = calloc((size_t)n + 1, sizeof *sc);
+  uint8_t *ty = malloc((size_t)n + 1);
+  if (!sc || !ty) { free(sc); free(ty); new_fail(L, t, "out of memory"); }
+  memset(ty, BT_PIECE_NORMAL, (size_t)n + 1);
+  lua_getfield(L, 1, "scores");
+  if (lua_istable(L, -1)) {
+    for (int32_t i = 0; i < n; i++) {
+      lua_rawgeti(L, -1, i + 1);
+      int ok; lua_Number v = lua_tonumberx(L, -1, &ok);
+      if (!ok || v != v) {
+        char msg[120];
+        snprintf(msg, sizeof msg, "scores[%d]: expected a number, got %s",
+                 (int)i + 1, luaL_typename(L, -1));
+        free(sc); free(ty);
+        new_fail(L, t, msg);
+        return;
+      }
+      sc[i] = v;
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, 1, "types");
+  if (lua_istable(L, -1)) {
+    for (int32_t i = 0; i < n; i++) {
+      lua_rawgeti(L, -1, i + 1);
+      if (!lua_isnil(L, -1)) {
+        int ok; lua_Integer v = lua_tointegerx(L, -1, &ok);
+        if (!ok || v < BT_PIECE_NORMAL || v > BT_PIECE_BYTE) {
+          free(sc); free(ty);
+          new_fail(L, t, "types: piece types must be integers 1..6");
+        }
+        ty[i] = (uint8_t)v;
+      }
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+  int rc = bt_unigram_setup(t, sc, ty, n);
+  free(sc); free(ty);
+  if (rc) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "%s", t->err);
+    new_fail(L, t, msg);
+  }
+  if (t->unk_id >= n && n > 0) {
+    char msg[120];
+    snprintf(msg, sizeof msg, "unk_id %d is outside the vocabulary (%d pieces)",
+             (int)t->unk_id, (int)n);
+    new_fail(L, t, msg);
+  }
+  lua_getfield(L, 1, "charsmap");
+  if (lua_type(L, -1) == LUA_TSTRING) {
+    size_t len; const char *cm = lua_tolstring(L, -1, &len);
+    char err[256];
+    if (bt_charsmap_load(&t->charsmap, (const uint8_t *)cm, len, err, sizeof err)) {
+      lua_pop(L, 1);
+      new_fail(L, t, err);
+    }
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, 1, "normalizers");
+  if (lua_istable(L, -1)) {
+    int li = lua_gettop(L);
+    lua_Integer k = luaL_len(L, li);
+    for (lua_Integer i = 1; i <= k; i++) {
+      lua_rawgeti(L, li, i);
+      int it = lua_gettop(L);
+      if (!lua_istable(L, it)) new_fail(L, t, "normalizers: each step must be a table");
+      lua_getfield(L, it, "kind");
+      const char *kind = lua_tostring(L, -1);
+      static const char *const names[] = {"replace", "spaces", "lowercase", "nfkd",
+                                          "nfd", "strip_accents", "precompiled",
+                                          "prepend", "strip", NULL};
+      int kd = -1;
+      for (int j = 0; kind && names[j]; j++) if (strcmp(kind, names[j]) == 0) kd = j;
+      if (kd < 0) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "normalizers[%d]: unknown kind '%s'", (int)i,
+                 kind ? kind : "(none)");
+        new_fail(L, t, msg);
+      }
+      lua_getfield(L, it, "pattern");
+      lua_getfield(L, it, "content");
+      size_t fl = 0, tl = 0;
+      const char *from = lua_tolstring(L, -2, &fl), *to = lua_tolstring(L, -1, &tl);
+      if (bt_add_norm_step(t, kd, from, from ? fl : 0, to, to ? tl : 0))
+        new_fail(L, t, "out of memory");
+      t->norms[t->nnorms - 1].strip_left = opt_bool(L, it, "left", 1);
+      t->norms[t->nnorms - 1].strip_right = opt_bool(L, it, "right", 1);
+      lua_pop(L, 4);
+    }
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, 1, "replacement");
+  if (lua_type(L, -1) == LUA_TSTRING) {
+    size_t len; const char *r = lua_tolstring(L, -1, &len);
+    uint32_t cps[8];
+    if (len == 0 || len > 4 || bt_utf8_decode(r, len, cps) != 1)
+      new_fail(L, t, "replacement: expected a single character");
+    t->meta_repl = cps[0];
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, 1, "prepend_scheme");
+  const char *ps = lua_tostring(L, -1);
+  if (ps) {
+    if (strcmp(ps, "always") == 0) t->prepend_scheme = BT_PREPEND_ALWAYS;
+    else if (strcmp(ps, "first") == 0) t->prepend_scheme = BT_PREPEND_FIRST;
+    else if (strcmp(ps, "never") == 0) t->prepend_scheme = BT_PREPEND_NEVER;
+    else new_fail(L, t, "prepend_scheme: expected 'always', 'first' or 'never'");
+  }
+  lua_pop(L, 1);
+  t->meta_split = opt_bool(L, 1, "split", 1);
+}
+
 static int tok_new(lua_State *L) {
   check_table(L, 1, "tokenizer.new", "config");
   lua_getfield(L, 1, "model");
@@ -144,8 +283,9 @@ static int tok_new(lua_State *L) {
   int kind;
   if (model && strcmp(model, "wordpiece") == 0) kind = BT_MODEL_WORDPIECE;
   else if (model && strcmp(model, "bpe") == 0) kind = BT_MODEL_BPE;
-  else return luaL_error(L, "tokenizer.new: config.model must be 'wordpiece' "
-                         "or 'bpe', got %s", model ? model : luaL_typename(L, -1));
+  else if (model && strcmp(model, "unigram") == 0) kind = BT_MODEL_UNIGRAM;
+  else return luaL_error(L, "tokenizer.new: config.model must be 'wordpiece', "
+                         "'bpe' or 'unigram', got %s", model ? model : luaL_typename(L, -1));
   lua_pop(L, 1);
   bt_tokenizer *t = bt_tokenizer_new(kind);
   if (!t) return luaL_error(L, "tokenizer.new: out of memory");
@@ -153,8 +293,15 @@ static int tok_new(lua_State *L) {
   lua_getfield(L, 1, "vocab_list");
   if (lua_istable(L, -1)) {
     lua_Integer n = luaL_len(L, -1);
+    if (n > INT32_MAX) return new_fail(L, t, "vocab_list: too many entries");
     for (lua_Integer i = 1; i <= n; i++) {
       lua_rawgeti(L, -1, i);
+      if (lua_type(L, -1) != LUA_TSTRING && !(lua_isboolean(L, -1) && !lua_toboolean(L, -1))) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "vocab_list[%d]: expected a string (or false "
+                 "for a hole), got %s", (int)i, luaL_typename(L, -1));
+        return new_fail(L, t, msg);
+      }
       size_t len; const char *s = lua_tolstring(L, -1, &len);
       if (s && bt_vocab_set(&t->vocab, s, len, (int32_t)(i - 1)))
         return new_fail(L, t, "out of memory");
@@ -168,8 +315,13 @@ static int tok_new(lua_State *L) {
     while (lua_next(L, -2)) {
       int ok; lua_Integer id = lua_tointegerx(L, -1, &ok);
       if (lua_type(L, -2) != LUA_TSTRING || !ok || id < 0 || id > INT32_MAX) {
-        lua_pop(L, 1);
-        continue;
+        char msg[200];
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        snprintf(msg, sizeof msg, "vocab: entry %s%.60s%s has id %s; ids must be "
+                 "integers in [0, 2^31)", k ? "'" : "(a ", k ? k : luaL_typename(L, -2),
+                 k ? "'" : " key)", lua_type(L, -1) == LUA_TNUMBER ?
+                 lua_tostring(L, -1) : luaL_typename(L, -1));
+        return new_fail(L, t, msg);
       }
       size_t len; const char *s = lua_tolstring(L, -2, &len);
       if (bt_vocab_set(&t->vocab, s, len, (int32_t)id))
@@ -181,6 +333,7 @@ static int tok_new(lua_State *L) {
   t->unk_token = opt_strdup(L, 1, "unk_token");
   t->prefix = opt_strdup(L, 1, "continuing_subword_prefix");
   if (kind == BT_MODEL_WORDPIECE && !t->prefix) t->prefix = strdup("##");
+  if (kind == BT_MODEL_UNIGRAM) unigram_config(L, t);
   t->max_input_chars = (int)opt_int(L, 1, "tokenizer.new",
                                     "max_input_chars_per_word", 100, 1, 1 << 30);
   t->cache_capacity = (int)opt_int(L, 1, "tokenizer.new", "cache_capacity",
@@ -220,7 +373,8 @@ static int tok_new(lua_State *L) {
   const char *pre = lua_tostring(L, -1);
   t->pre = !pre ? BT_PRE_NONE : strcmp(pre, "bert") == 0 ? BT_PRE_BERT
          : strcmp(pre, "byte_level") == 0 ? BT_PRE_BYTELEVEL
-         : strcmp(pre, "whitespace_split") == 0 ? BT_PRE_WHITESPACE : BT_PRE_NONE;
+         : strcmp(pre, "whitespace_split") == 0 ? BT_PRE_WHITESPACE
+         : strcmp(pre, "metaspace") == 0 ? BT_PRE_METASPACE : BT_PRE_NONE;
   lua_pop(L, 1);
   if (t->pre == BT_PRE_NONE && kind == BT_MODEL_WORDPIECE) t->pre = BT_PRE_WHITESPACE;
   t->add_prefix_space = opt_bool(L, 1, "add_prefix_space", 0);
@@ -230,7 +384,8 @@ static int tok_new(lua_State *L) {
   lua_getfield(L, 1, "decoder");
   const char *dec = lua_tostring(L, -1);
   t->decoder = !dec ? BT_DEC_NONE : strcmp(dec, "wordpiece") == 0 ? BT_DEC_WORDPIECE
-             : strcmp(dec, "byte_level") == 0 ? BT_DEC_BYTELEVEL : BT_DEC_NONE;
+             : strcmp(dec, "byte_level") == 0 ? BT_DEC_BYTELEVEL
+             : strcmp(dec, "metaspace") == 0 ? BT_DEC_METASPACE : BT_DEC_NONE;
   lua_pop(L, 1);
   t->dec_prefix = opt_strdup(L, 1, "decoder_prefix");
   t->cleanup = opt_bool(L, 1, "cleanup", 1);
@@ -272,6 +427,19 @@ static int tok_new(lua_State *L) {
     lua_pop(L, 1);
   }
   lua_pop(L, 1);
+  for (int which = 0; which < 2; which++) {
+    const bt_piece *p = which ? t->pair : t->single;
+    int np = which ? t->npair : t->nsingle;
+    for (int i = 0; i < np; i++)
+      for (int k = 0; k < p[i].nids; k++)
+        if (!bt_id_to_token(t, p[i].ids[k], NULL)) {
+          char msg[200];
+          snprintf(msg, sizeof msg, "post.%s item %d: special token id %d is "
+                   "not in the vocabulary", which ? "pair" : "single", i + 1,
+                   (int)p[i].ids[k]);
+          return new_fail(L, t, msg);
+        }
+  }
   if (bt_tokenizer_finish(t)) return new_fail(L, t, "out of memory");
   push_tok(L, t);
   lua_pushvalue(L, 1);                  /* keep the config for save() */
@@ -287,12 +455,14 @@ static void read_opts(lua_State *L, int idx, const char *fname, enc_opts *eo) {
   bt_options *o = &eo->o;
   memset(eo, 0, sizeof *eo);
   o->add_special_tokens = 1;
+  o->max_windows = 1000;
   if (lua_isnoneornil(L, idx)) return;
   if (!lua_istable(L, idx)) arg_error(L, fname, idx, "options", "table or nil");
   o->add_special_tokens = opt_bool(L, idx, "add_special_tokens", 1);
   long max = opt_int(L, idx, fname, "max_length", -1, 0, INT32_MAX);
   o->stride = (int)opt_int(L, idx, fname, "stride", 0, 0, INT32_MAX);
   eo->overflow = opt_bool(L, idx, "return_overflowing_tokens", 0);
+  o->max_windows = (int)opt_int(L, idx, fname, "max_windows", 1000, 1, INT32_MAX);
   lua_getfield(L, idx, "truncation");
   if (lua_isboolean(L, -1) || lua_isnil(L, -1)) {
     o->truncation = lua_toboolean(L, -1) ? BT_TRUNC_LONGEST_FIRST : BT_TRUNC_NONE;
@@ -353,6 +523,27 @@ static void push_u8_array(lua_State *L, const uint8_t *v, int32_t n) {
 
 typedef struct { const char *a, *b; size_t alen, blen; } batch_item;
 
+/* Char -> byte starts of a text, computed once per encoding that needs
+** them (added tokens report the text they matched). */
+typedef struct { uint32_t *cp; size_t *starts; size_t n; } char_index;
+
+static int char_index_of(char_index *ci, const char *x, size_t xl) {
+  if (ci->starts) return 0;
+  ci->cp = malloc((xl + 1) * sizeof *ci->cp);
+  ci->starts = malloc((xl + 2) * sizeof *ci->starts);
+  if (!ci->cp || !ci->starts) {
+    free(ci->cp); free(ci->starts); ci->cp = NULL; ci->starts = NULL;
+    return -1;
+  }
+  ci->n = bt_utf8_decode_starts(x, xl, ci->cp, ci->starts);
+  return 0;
+}
+
+static const bt_added *added_of(const bt_tokenizer *t, int32_t id) {
+  for (int k = t->nadded - 1; k >= 0; k--) if (t->added[k].id == id) return &t->added[k];
+  return NULL;
+}
+
 static void push_encoding(lua_State *L, const bt_tokenizer *t,
                           const bt_encoding *e, const batch_item *txt,
                           int with_overflow) {
@@ -362,32 +553,32 @@ static void push_encoding(lua_State *L, const bt_tokenizer *t,
   push_u8_array(L, e->attn, e->n); lua_setfield(L, -2, "attention_mask");
   push_u8_array(L, e->special, e->n); lua_setfield(L, -2, "special_tokens_mask");
   lua_createtable(L, e->n, 0);
+  char_index ci[2] = {{0}, {0}};
   for (int32_t i = 0; i < e->n; i++) {
     size_t len;
     const char *s = bt_id_to_token(t, e->ids[i], &len);
     if (e->special[i] == 2 && e->seqs[i] >= 0 && txt) {
       /* an added token keeps the text it matched (lstrip/rstrip spaces) */
-      const char *x = e->seqs[i] == 0 ? txt->a : txt->b;
-      size_t xl = e->seqs[i] == 0 ? txt->alen : txt->blen;
-      if (x) {
+      int q = e->seqs[i];
+      const char *x = q == 0 ? txt->a : txt->b;
+      size_t xl = q == 0 ? txt->alen : txt->blen;
+      if (x && char_index_of(&ci[q], x, xl) == 0) {
         size_t c0 = (size_t)e->offsets[2 * i], c1 = (size_t)e->offsets[2 * i + 1];
-        const bt_added *ad = NULL;
-        for (int k = 0; k < t->nadded; k++) if (t->added[k].id == e->ids[i]) ad = &t->added[k];
-        uint32_t *cp = ad && (ad->lstrip || ad->rstrip) ? malloc((xl + 1) * sizeof *cp) : NULL;
-        if (cp) {                       /* offsets were trimmed: undo */
-          size_t nc = bt_utf8_decode(x, xl, cp);
-          if (ad->lstrip) while (c0 > 0 && bt_is_whitespace(cp[c0 - 1])) c0--;
-          if (ad->rstrip) while (c1 < nc && bt_is_whitespace(cp[c1])) c1++;
-          free(cp);
-        }
-        size_t b0 = bt_utf8_char_to_byte(x, xl, c0);
-        size_t b1 = bt_utf8_char_to_byte(x, xl, c1);
-        s = x + b0; len = b1 - b0;
+        const bt_added *ad = added_of(t, e->ids[i]);
+        const uint32_t *cp = ci[q].cp;
+        size_t nc = ci[q].n;
+        if (ad && ad->lstrip) while (c0 > 0 && bt_is_whitespace(cp[c0 - 1])) c0--;
+        if (ad && ad->rstrip) while (c1 < nc && bt_is_whitespace(cp[c1])) c1++;
+        if (c0 > nc) c0 = nc;
+        if (c1 > nc) c1 = nc;
+        size_t b0 = ci[q].starts[c0], b1 = ci[q].starts[c1];
+        s = x + b0; len = b1 > b0 ? b1 - b0 : 0;
       }
     }
     if (s) lua_pushlstring(L, s, len); else lua_pushliteral(L, "");
     lua_rawseti(L, -2, i + 1);
   }
+  for (int q = 0; q < 2; q++) { free(ci[q].cp); free(ci[q].starts); }
   lua_setfield(L, -2, "tokens");
   lua_createtable(L, e->n, 0);
   for (int32_t i = 0; i < e->n; i++) {
@@ -441,12 +632,86 @@ static int m_encode(lua_State *L) {
   return 1;
 }
 
+/* Flattened rows of a batch (overflowing windows after their text) as
+** int32 tensors: no Lua value per token.  Padding to the longest row by
+** default (the rows must have one length). */
+typedef struct { const bt_encoding *e; int32_t sample; } row_ref;
+
+static void push_i32(lua_State *L, const char *name, int ndim,
+                     const int64_t *shape, bert_tensor **out) {
+  bert_tensor *x = bert_tensor_new(BERT_I32, ndim, shape);
+  if (!x) { *out = NULL; luaL_error(L, "encode_batch: out of memory for '%s'", name); }
+  lbert_push_tensor(L, x);
+  lua_setfield(L, -2, name);
+  *out = x;
+}
+
+static int push_tensors(lua_State *L, const bt_tokenizer *t, bt_encoding *encs,
+                        int n, const enc_opts *eo, int want_offsets, int want_special) {
+  const bt_options *o = &eo->o;
+  int64_t rows = 0;
+  for (int i = 0; i < n; i++) rows += 1 + (eo->overflow ? encs[i].nover : 0);
+  row_ref *rr = malloc(((size_t)rows + 1) * sizeof *rr);
+  if (!rr) return luaL_error(L, "encode_batch: out of memory");
+  int64_t r = 0, width = 0;
+  for (int i = 0; i < n; i++) {
+    rr[r++] = (row_ref){&encs[i], i};
+    for (int k = 0; eo->overflow && k < encs[i].nover; k++) rr[r++] = (row_ref){&encs[i].over[k], i};
+  }
+  for (int64_t k = 0; k < rows; k++) if (rr[k].e->n > width) width = rr[k].e->n;
+  if (o->padding == BT_PAD_FIXED && o->pad_length > width) width = o->pad_length;
+  if (o->pad_multiple > 0 && width % o->pad_multiple) width += o->pad_multiple - width % o->pad_multiple;
+  lua_createtable(L, 0, 6);
+  int64_t shape[3] = {rows, width, 2};
+  bert_tensor *ids, *mask, *types, *offs = NULL, *spec = NULL, *map = NULL;
+  push_i32(L, "input_ids", 2, shape, &ids);
+  push_i32(L, "attention_mask", 2, shape, &mask);
+  push_i32(L, "token_type_ids", 2, shape, &types);
+  if (want_offsets) push_i32(L, "offset_mapping", 3, shape, &offs);
+  if (want_special) push_i32(L, "special_tokens_mask", 2, shape, &spec);
+  if (eo->overflow) push_i32(L, "overflow_to_sample_mapping", 1, shape, &map);
+  int32_t *I = bert_data(ids), *M = bert_data(mask), *Ty = bert_data(types);
+  int32_t *O = offs ? bert_data(offs) : NULL, *S = spec ? bert_data(spec) : NULL;
+  int32_t *Mp = map ? bert_data(map) : NULL;
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < rows; k++) {
+    const bt_encoding *e = rr[k].e;
+    int64_t pad = width - e->n, at = o->pad_left ? pad : 0;
+    int32_t *ir = I + k * width, *mr = M + k * width, *tr = Ty + k * width;
+    for (int64_t j = 0; j < width; j++) {
+      ir[j] = t->pad_id; mr[j] = 0; tr[j] = t->pad_type_id;
+      if (O) O[2 * (k * width + j)] = O[2 * (k * width + j) + 1] = 0;
+      if (S) S[k * width + j] = 1;
+    }
+    for (int32_t j = 0; j < e->n; j++) {
+      ir[at + j] = e->ids[j]; mr[at + j] = e->attn[j]; tr[at + j] = e->type_ids[j];
+      if (O) { O[2 * (k * width + at + j)] = e->offsets[2 * j]; O[2 * (k * width + at + j) + 1] = e->offsets[2 * j + 1]; }
+      if (S) S[k * width + at + j] = e->special[j] == 1;
+    }
+    if (Mp) Mp[k] = rr[k].sample;
+  }
+  free(rr);
+  return 1;
+}
+
 static int m_encode_batch(lua_State *L) {
   bt_tokenizer *t = check_tok(L, "encode_batch");
   check_table(L, 2, "encode_batch", "texts");
+  /* encode_batch(texts[, pairs][, opts]): a pairs list has an array part */
+  int pi = 0, oi = 3;
+  if (lua_istable(L, 3) && lua_rawlen(L, 3) > 0) { pi = 3; oi = 4; }
   enc_opts eo;
-  read_opts(L, 3, "encode_batch", &eo);
+  read_opts(L, oi, "encode_batch", &eo);
+  int tensors = 0, want_offsets = 0, want_special = 0;
+  if (lua_istable(L, oi)) {
+    tensors = opt_bool(L, oi, "return_tensors", 0);
+    want_offsets = opt_bool(L, oi, "return_offsets_mapping", 0);
+    want_special = opt_bool(L, oi, "return_special_tokens_mask", 0);
+  }
   int n = (int)luaL_len(L, 2);
+  if (pi && (int)luaL_len(L, pi) != n)
+    return luaL_error(L, "encode_batch: argument #3 (pairs) has %d items, texts has %d",
+                      (int)luaL_len(L, pi), n);
   batch_item *items = calloc((size_t)n + 1, sizeof *items);
   bt_encoding *encs = calloc((size_t)n + 1, sizeof *encs);
   int *fail = calloc((size_t)n + 1, sizeof *fail);
@@ -454,12 +719,12 @@ static int m_encode_batch(lua_State *L) {
     free(items); free(encs); free(fail);
     return luaL_error(L, "encode_batch: out of memory");
   }
-  /* the strings stay referenced by the argument table during the call */
+  /* the strings stay referenced by the argument tables during the call */
   for (int i = 0; i < n; i++) {
     lua_rawgeti(L, 2, i + 1);
     if (lua_type(L, -1) == LUA_TSTRING) {
       items[i].a = lua_tolstring(L, -1, &items[i].alen);
-    } else if (lua_istable(L, -1)) {
+    } else if (lua_istable(L, -1) && !pi) {
       lua_rawgeti(L, -1, 1); lua_rawgeti(L, -2, 2);
       if (lua_type(L, -2) == LUA_TSTRING) items[i].a = lua_tolstring(L, -2, &items[i].alen);
       if (lua_type(L, -1) == LUA_TSTRING) items[i].b = lua_tolstring(L, -1, &items[i].blen);
@@ -468,11 +733,21 @@ static int m_encode_batch(lua_State *L) {
       if (bad) goto badarg;
     } else goto badarg;
     lua_pop(L, 1);
+    if (pi) {
+      lua_rawgeti(L, pi, i + 1);
+      if (lua_type(L, -1) != LUA_TSTRING) {
+        free(items); free(encs); free(fail);
+        return luaL_error(L, "encode_batch: argument #3 (pairs) item %d expected "
+                          "string, got %s", i + 1, luaL_typename(L, -1));
+      }
+      items[i].b = lua_tolstring(L, -1, &items[i].blen);
+      lua_pop(L, 1);
+    }
     continue;
   badarg:
     free(items); free(encs); free(fail);
     return luaL_error(L, "encode_batch: argument #2 (texts) item %d expected "
-                      "string or {string, string}, got %s", i + 1,
+                      "string%s, got %s", i + 1, pi ? "" : " or {string, string}",
                       luaL_typename(L, -1));
   }
   char err[256] = "";
@@ -500,6 +775,15 @@ static int m_encode_batch(lua_State *L) {
     for (int i = 0; i < n; i++) bt_encoding_free(&encs[i]);
     free(items); free(encs); free(fail);
     return luaL_error(L, "encode_batch: item %d: %s", firstfail + 1, err);
+  }
+  if (tensors) {
+    /* error paths in push_tensors raise: keep the encodings reachable */
+    int ok = lua_checkstack(L, 4);
+    (void)ok;
+    push_tensors(L, t, encs, n, &eo, want_offsets, want_special);
+    for (int i = 0; i < n; i++) bt_encoding_free(&encs[i]);
+    free(items); free(encs); free(fail);
+    return 1;
   }
   bt_pad_batch(t, encs, n, &eo.o);
   lua_createtable(L, n, 0);
@@ -664,7 +948,8 @@ static int m_tostring(lua_State *L) {
   LTok *u = luaL_checkudata(L, 1, TOKENIZER_MT);
   if (!u->t) lua_pushliteral(L, "bert.Tokenizer (closed)");
   else lua_pushfstring(L, "bert.Tokenizer (%s, %d tokens)",
-                       u->t->model == BT_MODEL_BPE ? "bpe" : "wordpiece",
+                       u->t->model == BT_MODEL_BPE ? "bpe" :
+                       u->t->model == BT_MODEL_UNIGRAM ? "unigram" : "wordpiece",
                        bt_vocab_size(u->t));
   return 1;
 }
@@ -688,8 +973,9 @@ static int t_new(lua_State *L) {
   const char *k = lua_tostring(L, -1);
   if (k && strcmp(k, "wordpiece") == 0) o.kind = BT_MODEL_WORDPIECE;
   else if (k && strcmp(k, "bpe") == 0) o.kind = BT_MODEL_BPE;
-  else return luaL_error(L, "%s: option 'kind' must be 'wordpiece' or 'bpe', "
-                         "got %s", fn, k ? k : luaL_typename(L, -1));
+  else if (k && strcmp(k, "unigram") == 0) o.kind = BT_MODEL_UNIGRAM;
+  else return luaL_error(L, "%s: option 'kind' must be 'wordpiece', 'bpe' or "
+                         "'unigram', got %s", fn, k ? k : luaL_typename(L, -1));
   lua_pop(L, 1);
   o.vocab_size = (int)opt_int(L, 1, fn, "vocab_size", 30000, 1, 1 << 24);
   o.min_frequency = (int)opt_int(L, 1, fn, "min_frequency", 0, 0, INT32_MAX);
@@ -711,8 +997,21 @@ static int t_new(lua_State *L) {
   }
   lua_pop(L, 1);
   o.specials = sp; o.nspecials = ns;
+  bt_unigram_train_opts uo;
+  uo.vocab_size = o.vocab_size;
+  uo.max_piece_length = (int)opt_int(L, 1, fn, "max_piece_length", 16, 1, 1024);
+  uo.seed_size = (int)opt_int(L, 1, fn, "seed_size", 1000000, 1, 1 << 28);
+  uo.num_sub_iterations = (int)opt_int(L, 1, fn, "num_sub_iterations", 2, 1, 100);
+  lua_getfield(L, 1, "shrinking_factor");
+  uo.shrinking_factor = lua_isnil(L, -1) ? 0.75 : lua_tonumber(L, -1);
+  lua_pop(L, 1);
+  if (!(uo.shrinking_factor > 0.0 && uo.shrinking_factor < 1.0)) {
+    for (int i = 0; sp && i < ns; i++) free(sp[i]);
+    free(sp);
+    return luaL_error(L, "%s: option 'shrinking_factor' must be in (0, 1)", fn);
+  }
   LTrainer *u = lua_newuserdatauv(L, sizeof *u, 0);
-  u->tr = NULL;
+  u->tr = NULL; u->kind = o.kind; u->uo = uo;
   luaL_setmetatable(L, TRAINER_MT);
   u->tr = sp ? bt_trainer_new(&o) : NULL;
   for (int i = 0; sp && i < ns; i++) free(sp[i]);
@@ -768,6 +1067,22 @@ static int t_feed_file(lua_State *L) {
 static int t_finish(lua_State *L) {
   bt_trainer *tr = check_trainer(L, "finish");
   char err[256];
+  LTrainer *u = luaL_testudata(L, 1, TRAINER_MT);
+  if (u->kind == BT_MODEL_UNIGRAM) {
+    /* the pieces sorted by score, and their scores */
+    char **ps; uint32_t *pl; double *sc; int32_t n;
+    if (bt_trainer_train_unigram(tr, &u->uo, &ps, &pl, &sc, &n, err, sizeof err))
+      return luaL_error(L, "finish: %s", err);
+    lua_createtable(L, n, 0);
+    for (int32_t i = 0; i < n; i++) {
+      lua_pushlstring(L, ps[i], pl[i]); lua_rawseti(L, -2, i + 1);
+      free(ps[i]);
+    }
+    lua_createtable(L, n, 0);
+    for (int32_t i = 0; i < n; i++) { lua_pushnumber(L, sc[i]); lua_rawseti(L, -2, i + 1); }
+    free(ps); free(pl); free(sc);
+    return 2;
+  }
   bt_vocab v;
   int32_t *merges = NULL, nm = 0;
   if (bt_trainer_train(tr, &v, &merges, &nm, err, sizeof err))
@@ -797,6 +1112,73 @@ static int t_gc(lua_State *L) {
   bt_trainer_free(u->tr);
   u->tr = NULL;
   return 0;
+}
+
+
+/* core.tokenizer.from_spm_bytes(bytes) -> a tokenizer with spm's semantics
+** built by tok_unigram_load_model (the fuzz entry point), or nil, msg */
+static int tok_from_spm_bytes(lua_State *L) {
+  size_t len;
+  const char *d = check_str(L, 1, "tokenizer.from_spm_bytes", "bytes", &len);
+  char err[300];
+  bt_tokenizer *t = tok_unigram_load_model((const uint8_t *)d, len, err, sizeof err);
+  if (!t) { lua_pushnil(L); lua_pushstring(L, err); return 2; }
+  push_tok(L, t);
+  lua_createtable(L, 0, 2);
+  lua_pushliteral(L, "unigram"); lua_setfield(L, -2, "model");
+  lua_pushboolean(L, 1); lua_setfield(L, -2, "spm");
+  lua_setiuservalue(L, -2, 1);
+  return 1;
+}
+
+/* core.tokenizer.parse_spm(bytes) -> table of the ModelProto, or nil, msg */
+static int tok_parse_spm(lua_State *L) {
+  size_t len;
+  const char *d = check_str(L, 1, "tokenizer.parse_spm", "bytes", &len);
+  bt_spm_model m;
+  char err[300];
+  if (bt_spm_parse((const uint8_t *)d, len, &m, err, sizeof err)) {
+    lua_pushnil(L);
+    lua_pushstring(L, err);
+    return 2;
+  }
+  lua_createtable(L, 0, 16);
+  lua_createtable(L, m.npieces, 0);
+  for (int32_t i = 0; i < m.npieces; i++) {
+    lua_pushlstring(L, m.pieces[i], m.piece_len[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "pieces");
+  lua_createtable(L, m.npieces, 0);
+  for (int32_t i = 0; i < m.npieces; i++) {
+    lua_pushnumber(L, (lua_Number)m.scores[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "scores");
+  lua_createtable(L, m.npieces, 0);
+  for (int32_t i = 0; i < m.npieces; i++) {
+    lua_pushinteger(L, m.types[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_setfield(L, -2, "types");
+#define SETI(k, v) (lua_pushinteger(L, (v)), lua_setfield(L, -2, k))
+#define SETB(k, v) (lua_pushboolean(L, (v)), lua_setfield(L, -2, k))
+  SETI("model_type", m.model_type); SETI("vocab_size", m.vocab_size);
+  SETI("unk_id", m.unk_id); SETI("bos_id", m.bos_id);
+  SETI("eos_id", m.eos_id); SETI("pad_id", m.pad_id);
+  SETB("byte_fallback", m.byte_fallback);
+  SETB("treat_whitespace_as_suffix", m.treat_ws_as_suffix);
+  SETB("add_dummy_prefix", m.add_dummy_prefix);
+  SETB("remove_extra_whitespaces", m.remove_extra_ws);
+  SETB("escape_whitespaces", m.escape_ws);
+#undef SETI
+#undef SETB
+  lua_pushstring(L, m.norm_name ? m.norm_name : "");
+  lua_setfield(L, -2, "normalizer_name");
+  lua_pushlstring(L, m.charsmap ? (const char *)m.charsmap : "", m.charsmap_len);
+  lua_setfield(L, -2, "charsmap");
+  bt_spm_free(&m);
+  return 1;
 }
 
 static const luaL_Reg tok_methods[] = {
@@ -837,6 +1219,8 @@ static const luaL_Reg trainer_meta[] = {
 
 static const luaL_Reg tok_funcs[] = {
   {"new", tok_new},
+  {"parse_spm", tok_parse_spm},
+  {"from_spm_bytes", tok_from_spm_bytes},
   {"trainer", t_new},
   {NULL, NULL}
 };

@@ -54,12 +54,47 @@ typedef struct bt_options {
   int add_special_tokens;
   int truncation, max_length, stride, trunc_left;
   int padding, pad_length, pad_multiple, pad_left;
+  int max_windows;        /* cap on overflowing windows (0: 1000) */
 } bt_options;
 
 /* ---------- the tokenizer ---------- */
-enum { BT_MODEL_WORDPIECE, BT_MODEL_BPE };
-enum { BT_PRE_NONE, BT_PRE_BERT, BT_PRE_BYTELEVEL, BT_PRE_WHITESPACE };
-enum { BT_DEC_NONE, BT_DEC_WORDPIECE, BT_DEC_BYTELEVEL };
+enum { BT_MODEL_WORDPIECE, BT_MODEL_BPE, BT_MODEL_UNIGRAM };
+enum { BT_PRE_NONE, BT_PRE_BERT, BT_PRE_BYTELEVEL, BT_PRE_WHITESPACE,
+       BT_PRE_METASPACE };
+enum { BT_DEC_NONE, BT_DEC_WORDPIECE, BT_DEC_BYTELEVEL, BT_DEC_METASPACE };
+
+/* SentencePiece piece types (sentencepiece_model.proto numbering). */
+enum { BT_PIECE_NORMAL = 1, BT_PIECE_UNKNOWN = 2, BT_PIECE_CONTROL = 3,
+       BT_PIECE_USER_DEFINED = 4, BT_PIECE_UNUSED = 5, BT_PIECE_BYTE = 6 };
+
+/* Normalizer steps of a Hugging Face `Sequence` (Unigram tokenizers). */
+enum { BT_NORM_REPLACE, BT_NORM_SPACES, BT_NORM_LOWERCASE, BT_NORM_NFKD,
+       BT_NORM_NFD, BT_NORM_STRIP_ACCENTS, BT_NORM_PRECOMPILED,
+       BT_NORM_PREPEND, BT_NORM_STRIP };
+typedef struct bt_norm_step {
+  int kind;
+  int strip_left, strip_right;                  /* Strip */
+  uint32_t *from; int nfrom;                    /* Replace pattern */
+  uint32_t *to; int nto;                        /* Replace / Prepend content */
+} bt_norm_step;
+
+/* A byte trie (pieces, user-defined symbols): children found by hashing
+** (node, byte); the root's children in a direct table. */
+typedef struct bt_trie {
+  uint64_t *keys; int32_t *child; size_t mask, nkeys;
+  int32_t *value; int32_t nnodes, vcap;         /* per node: id or -1 */
+  int32_t root[256];
+  /* after bt_trie_compile: a double array (node = position; child of s by
+  ** byte b at base[s] + b + 1 when check[] of it is s) */
+  int32_t *da_base, *da_check, *da_value; int32_t da_n;
+} bt_trie;
+
+/* SentencePiece's precompiled charsmap: a darts-clone double array over
+** UTF-8 prefixes whose values index NUL-terminated replacement strings. */
+typedef struct bt_charsmap {
+  uint32_t *units; size_t nunits;
+  char *norm; size_t nnorm;
+} bt_charsmap;
 
 typedef struct bt_added {
   char *content; size_t len;
@@ -105,8 +140,25 @@ struct bt_tokenizer {
   /* decoder */
   int decoder, cleanup;
   char *dec_prefix;
+  /* Unigram (SentencePiece) */
+  double *uni_score; uint8_t *uni_type; int32_t uni_n;
+  double *uni_vs;         /* per id: the score Viterbi adds (spm's float rules) */
+  uint8_t cm_plain[128];  /* ASCII bytes no charsmap or user rule starts with */
+  uint8_t hf_plain[128];  /* ASCII bytes with no charsmap rule of their own */
+  int uni_spm;            /* 1: SentencePiece semantics (.model files) */
+  int ws_splits;          /* no piece holds ▁ past its start: words split */
+  int byte_fallback, dec_byte_fallback;
+  int32_t byte_piece[256];
+  double uni_min, uni_max;                      /* see tok_unigram.c */
+  bt_trie trie, user_trie;
+  bt_charsmap charsmap;
+  int add_dummy_prefix, remove_extra_ws, escape_ws, ws_as_suffix;
+  bt_norm_step *norms; int nnorms;              /* HF normalizer chain */
+  uint32_t meta_repl; int prepend_scheme, meta_split;  /* Metaspace */
   /* added tokens */
   bt_added *added; int nadded;
+  bt_trie added_trie;     /* content -> index in added (one-pass matching) */
+  int max_windows;        /* cap on overflowing windows per encoding */
   /* padding defaults */
   int32_t pad_id, pad_type_id;
   /* per-thread scratch (BPE caches) */
@@ -117,6 +169,47 @@ struct bt_tokenizer {
 /* Byte-level helpers. */
 uint32_t bt_byte_to_cp(int b);
 int bt_cp_to_byte(uint32_t cp);                 /* -1 if not in the map */
+
+/* ---------- Unigram (tok_unigram.c, tok_spm.c) ---------- */
+enum { BT_PREPEND_NEVER, BT_PREPEND_FIRST, BT_PREPEND_ALWAYS };
+/* Sets the pieces' scores and types (types may be NULL: all normal) for
+** the vocab entries 0..n-1, builds the tries.  0 or -1 with t->err. */
+int bt_unigram_setup(bt_tokenizer *t, const double *scores,
+                     const uint8_t *types, int32_t n);
+/* Reads a precompiled charsmap blob.  0 or -1 with t->err. */
+int bt_charsmap_load(bt_charsmap *m, const uint8_t *blob, size_t len,
+                     char *err, size_t errlen);
+void bt_charsmap_free(bt_charsmap *m);
+/* Appends a normalizer step.  0 or -1 (no memory). */
+int bt_add_norm_step(bt_tokenizer *t, int kind, const char *from,
+                     size_t flen, const char *to, size_t tlen);
+
+int bt_trie_insert(bt_trie *tr, const char *s, size_t len, int32_t value);
+/* Turns the trie into a double array for lookups (no inserts after). */
+int bt_trie_compile(bt_trie *tr);
+void bt_trie_free(bt_trie *tr);
+
+/* A SentencePiece ModelProto, as read from a .model file. */
+typedef struct bt_spm_model {
+  int32_t npieces;
+  char **pieces; uint32_t *piece_len; float *scores; uint8_t *types;
+  int model_type, byte_fallback, treat_ws_as_suffix;
+  int32_t vocab_size, unk_id, bos_id, eos_id, pad_id;
+  char *norm_name;
+  uint8_t *charsmap; size_t charsmap_len;
+  int add_dummy_prefix, remove_extra_ws, escape_ws;
+} bt_spm_model;
+
+/* Parses a .model file's bytes.  0, or -1 with err naming the problem
+** (never crashes on malformed input). */
+int bt_spm_parse(const uint8_t *data, size_t len, bt_spm_model *m,
+                 char *err, size_t errlen);
+void bt_spm_free(bt_spm_model *m);
+/* Fuzz entry point: parses a .model file and builds a tokenizer with
+** SentencePiece's semantics (no added tokens, no template).  NULL, with
+** err filled, on malformed input. */
+bt_tokenizer *tok_unigram_load_model(const uint8_t *data, size_t len,
+                                     char *err, size_t errlen);
 
 /* Creates an empty tokenizer of a model kind; configure fields, then
 ** bt_tokenizer_finish. */
@@ -153,6 +246,10 @@ int bt_vocab_size(const bt_tokenizer *t);       /* with added tokens */
 /* ---------- UTF-8 and normalization helpers (tok_unicode.c) ---------- */
 /* Decodes UTF-8 into code points (invalid bytes -> U+FFFD); returns count. */
 size_t bt_utf8_decode(const char *s, size_t len, uint32_t *out);
+/* Decodes like bt_utf8_decode and fills starts[k] with the byte start of
+** char k (starts[n] = len; starts holds n + 1 entries). */
+size_t bt_utf8_decode_starts(const char *s, size_t len, uint32_t *out,
+                             size_t *starts);
 /* Byte position of character index k (same rules as bt_utf8_decode). */
 size_t bt_utf8_char_to_byte(const char *s, size_t len, size_t k);
 int bt_utf8_encode(uint32_t cp, char *out);
@@ -181,5 +278,22 @@ int bt_trainer_feed(bt_trainer *tr, const char *text, size_t len);
 ** as (a, b, new) id triples in rank order (malloc'd).  0, or -1. */
 int bt_trainer_train(bt_trainer *tr, bt_vocab *vocab, int32_t **merges,
                      int32_t *nmerges, char *err, size_t errlen);
+
+/* Unigram training (tok_unigram_train.c): SentencePiece's algorithm over
+** words ("▁word") with counts.  Returns the pieces sorted by score
+** (malloc'd strings), their byte lengths and scores. */
+typedef struct bt_unigram_train_opts {
+  int vocab_size;                  /* pieces to produce, specials excluded */
+  int max_piece_length, seed_size, num_sub_iterations;
+  double shrinking_factor;
+} bt_unigram_train_opts;
+int bt_unigram_train(const bt_unigram_train_opts *o, const char *const *words,
+                     const uint32_t *lens, const double *counts, size_t nw,
+                     char ***pieces, uint32_t **lens_out, double **scores,
+                     int32_t *n, char *err, size_t errlen);
+/* Runs bt_unigram_train over the words a unigram trainer was fed. */
+int bt_trainer_train_unigram(bt_trainer *tr, const bt_unigram_train_opts *o,
+                             char ***pieces, uint32_t **lens, double **scores,
+                             int32_t *n, char *err, size_t errlen);
 
 #endif

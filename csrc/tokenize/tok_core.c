@@ -33,6 +33,10 @@ void bt_worker_free(bt_worker *w) {
   free(w->nb); free(w->scratch); free(w->ends); free(w->wb); free(w->wbs); free(w->wbe);
   free(w->sid); free(w->sstart); free(w->slen); free(w->sprev);
   free(w->snext); free(w->srank); free(w->heap); free(w->toks);
+  free(w->ub); free(w->uos); free(w->uoe);
+  for (int k = 0; k < 2; k++) { free(w->tcp[k]); free(w->tos[k]); free(w->toe[k]); }
+  free(w->vscore); free(w->vsec); free(w->vstart); free(w->vid); free(w->ic);
+  free(w->uc);
   if (w->cache) {
     for (size_t j = 0; j <= w->cache_mask; j++)
       free(w->cache[j].toks);           /* key lives in the same block */
@@ -53,7 +57,11 @@ bt_tokenizer *bt_tokenizer_new(int model) {
   t->cache_capacity = 10000;
   t->strip_accents = -1;
   t->use_regex = 1;
-  for (int i = 0; i < 256; i++) t->byte_id[i] = -1;
+  for (int i = 0; i < 256; i++) t->byte_id[i] = t->byte_piece[i] = -1;
+  t->meta_repl = 0x2581;
+  t->prepend_scheme = BT_PREPEND_ALWAYS;
+  t->meta_split = 1;
+  t->max_windows = 1000;
   return t;
 }
 
@@ -70,6 +78,8 @@ void bt_tokenizer_free(bt_tokenizer *t) {
   if (!t) return;
   bt_vocab_free(&t->vocab);
   bt_merge_free(&t->merges);
+  bt_unigram_free(t);
+  bt_trie_free(&t->added_trie);
   free(t->merge_a); free(t->merge_b);
   free(t->unk_token); free(t->prefix); free(t->dec_prefix);
   free_pieces(t->single, t->nsingle);
@@ -145,7 +155,11 @@ void bt_set_template(bt_tokenizer *t, int which, bt_piece *p, int n) {
 }
 
 int bt_tokenizer_finish(bt_tokenizer *t) {
-  if (t->unk_token)
+  if (t->model == BT_MODEL_UNIGRAM) bt_charsmap_plain(t);
+  bt_trie_free(&t->added_trie);
+  for (int i = 0; i < t->nadded; i++)
+    if (bt_trie_insert(&t->added_trie, t->added[i].content, t->added[i].len, i)) return -1;
+  if (t->unk_token && t->unk_id < 0)
     t->unk_id = bt_vocab_get(&t->vocab, t->unk_token, strlen(t->unk_token));
   if (t->prefix) t->prefix_len = strlen(t->prefix);
   for (int b = 0; b < 256; b++) {
@@ -385,6 +399,8 @@ static int model_word(bt_tokenizer *t, bt_worker *w, int32_t ws, int32_t we,
 static int encode_segment(bt_tokenizer *t, bt_worker *w, int32_t from,
                           int32_t to, bt_encoding *e, int32_t *word,
                           char *err, size_t errlen) {
+  if (t->model == BT_MODEL_UNIGRAM)
+    return bt_unigram_segment(t, w, from, to, e, word, err, errlen);
   long ln = normalize(t, w, from, to);
   if (ln < 0) return -1;
   int32_t n = (int32_t)ln;
@@ -437,6 +453,7 @@ int bt_pretok_words(bt_tokenizer *t, bt_worker *w, const char *s, size_t len,
                     bt_word_cb cb, void *ctx) {
   if (bt_grow((void **)&w->ocp, &w->ocp_cap, len + 1, sizeof *w->ocp)) return -1;
   int32_t n = (int32_t)bt_utf8_decode(s, len, w->ocp);
+  if (t->model == BT_MODEL_UNIGRAM) return bt_unigram_pretok(t, w, n, cb, ctx);
   long ln = normalize(t, w, 0, n);
   if (ln < 0) return -1;
   int32_t m = (int32_t)ln;
@@ -472,20 +489,29 @@ static int is_word_char(uint32_t c) {
   return bt_is_letter(c) || bt_is_number(c) || c == '_';
 }
 
-/* Finds the leftmost-longest added token at or after *pos.  Returns its
+/* Finds the leftmost-longest added token at or after pos, walking the
+** added-token trie from each position (one pass over the text: the work
+** per position is bounded by the longest added token).  Returns its
 ** index, with its span [*ms, *me) (strip included), or -1. */
 static int find_added(const bt_tokenizer *t, const uint32_t *c, int32_t n,
                       int32_t pos, int32_t lo, int32_t *ms, int32_t *me) {
+  const bt_trie *tr = &t->added_trie;
   for (int32_t i = pos; i < n; i++) {
-    int best = -1, blen = 0;
-    for (int a = 0; a < t->nadded; a++) {
+    if (c[i] < 0x80 && tr->root[c[i]] == 0) continue;   /* starts no token */
+    int best = -1; int32_t blen = 0, node = 0;
+    for (int32_t j = i; j < n && node >= 0; j++) {
+      char u[4];
+      int k = bt_utf8_encode(c[j], u);
+      for (int b = 0; b < k && node >= 0; b++) node = bt_trie_step(tr, node, (unsigned char)u[b]);
+      if (node < 0) break;
+      int a = tr->value[node];
+      if (a < 0) continue;
+      int32_t len = j + 1 - i;
       const bt_added *x = &t->added[a];
-      if (x->ncps <= blen || x->cps[0] != c[i] || i + x->ncps > n) continue;
-      if (memcmp(x->cps, c + i, (size_t)x->ncps * sizeof *c) != 0) continue;
       if (x->single_word &&
-          ((i > 0 && is_word_char(c[i - 1])) ||
-           (i + x->ncps < n && is_word_char(c[i + x->ncps])))) continue;
-      best = a; blen = x->ncps;
+          ((i > 0 && is_word_char(c[i - 1])) || (i + len < n && is_word_char(c[i + len]))))
+        continue;
+      best = a; blen = len;
     }
     if (best >= 0) {
       int32_t s = i, e = i + blen;
@@ -612,6 +638,16 @@ static int truncate_seq(bt_encoding *e, int n, const bt_options *o, char *err,
              "sequence is truncated to", o->stride, n);
     return -1;
   }
+  if (n > 0 && n < e->n) {               /* windows this cut will make */
+    long cap = o->max_windows > 0 ? o->max_windows : 1000;
+    long step = n - o->stride, windows = 1 + (e->n - n + step - 1) / step;
+    if (windows > cap) {
+      snprintf(err, errlen, "truncation with stride gives %ld windows for one "
+               "sequence, more than max_windows = %ld (raise max_windows, "
+               "shorten the input or use a smaller stride)", windows, cap);
+      return -1;
+    }
+  }
   return bt_enc_truncate(e, n, o->stride, o->trunc_left);
 }
 
@@ -672,6 +708,17 @@ int bt_encode(bt_tokenizer *t, int worker, const char *a, size_t alen,
           goto done;
         }
       }
+    }
+  }
+  {
+    long cap = o->max_windows > 0 ? o->max_windows : 1000;
+    long wa = 1 + (long)ea.nover, wb = b ? 1 + (long)eb.nover : 1;
+    long windows = b ? wa + wb - 1 + (long)ea.nover * (long)eb.nover : wa;
+    if (windows > cap) {
+      snprintf(err, errlen, "truncation with stride gives %ld windows, more than "
+               "max_windows = %ld (raise max_windows, shorten the input or use a "
+               "smaller stride)", windows, cap);
+      goto done;
     }
   }
   if (t->trim_offsets) {
@@ -768,6 +815,8 @@ static void sb_add_lossy(sbuf *b, const unsigned char *s, size_t n) {
 
 char *bt_decode(const bt_tokenizer *t, const int32_t *ids, size_t n,
                 int skip_special, size_t *outlen) {
+  if (t->model == BT_MODEL_UNIGRAM)
+    return bt_unigram_decode(t, ids, n, skip_special, outlen);
   sbuf b = {0}, raw = {0};
   int first = 1;
   for (size_t i = 0; i < n; i++) {

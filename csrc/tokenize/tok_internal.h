@@ -18,6 +18,20 @@ typedef struct bt_cache_entry {
   int32_t *toks; int ntoks;                     /* id, start, len triples */
 } bt_cache_entry;
 
+/* Unigram word cache entry, one cache line: a word of up to 24 bytes, its
+** up to 4 tokens (id and byte length; id -2 is an unknown) and, for spm's
+** float scores, the margin that makes them safe to reuse. */
+#define BT_UC_KEY 24
+#define BT_UC_TOKS 4
+typedef struct bt_uentry {
+  uint64_t h;
+  uint8_t klen, ntoks, used, pad_;
+  float gap, mag;
+  uint8_t len[BT_UC_TOKS];
+  int32_t id[BT_UC_TOKS];
+  char key[BT_UC_KEY];
+} bt_uentry;
+
 /* Per-thread scratch space. */
 typedef struct bt_worker {
   uint32_t *ocp; size_t ocp_cap;                /* original code points */
@@ -32,6 +46,13 @@ typedef struct bt_worker {
   uint64_t *heap; size_t heap_cap;
   int32_t *toks; size_t toks_cap;               /* id, start, len triples */
   bt_cache_entry *cache; size_t cache_mask, cache_n;
+  /* Unigram: normalized UTF-8 with each byte's original char span, the
+  ** code-point ping-pong buffers of the normalizer chain, Viterbi state */
+  char *ub; int32_t *uos, *uoe; size_t ub_cap;
+  uint32_t *tcp[2]; int32_t *tos[2], *toe[2]; size_t t_cap[2];
+  double *vscore, *vsec; int32_t *vstart, *vid; size_t v_cap;
+  bt_uentry *uc; size_t uc_mask, uc_n;
+  int32_t *ic; size_t ic_cap;                   /* byte -> original char */
 } bt_worker;
 
 bt_worker *bt_worker_new(void);
@@ -52,7 +73,21 @@ void bt_merge_free(bt_merge_map *m);
 ** end of each piece; returns the count. */
 int bt_gpt2_split(const uint32_t *cps, int n, int32_t *ends);
 
+/* Unigram over original chars [from, to) of w->ocp (tok_unigram.c). */
+int bt_unigram_segment(bt_tokenizer *t, bt_worker *w, int32_t from,
+                       int32_t to, bt_encoding *e, int32_t *word,
+                       char *err, size_t errlen);
+int32_t bt_trie_step(const bt_trie *tr, int32_t node, unsigned char b);
+void bt_unigram_free(bt_tokenizer *t);
+void bt_charsmap_plain(bt_tokenizer *t);
+/* Decoding of Unigram pieces into sb (tok_unigram.c). */
+char *bt_unigram_decode(const bt_tokenizer *t, const int32_t *ids, size_t n,
+                        int skip_special, size_t *outlen);
+
 typedef void (*bt_word_cb)(void *ctx, const char *word, size_t len);
+/* Unigram pre-tokens (normalizer chain + Metaspace) of ocp[0, n). */
+int bt_unigram_pretok(bt_tokenizer *t, bt_worker *w, int32_t n, bt_word_cb cb,
+                      void *ctx);
 int bt_pretok_words(bt_tokenizer *t, bt_worker *w, const char *s, size_t len,
                     bt_word_cb cb, void *ctx);
 

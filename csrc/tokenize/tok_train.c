@@ -76,7 +76,19 @@ bt_trainer *bt_trainer_new(const bt_train_opts *o) {
   tr->pre = t;
   if (!t) { bt_trainer_free(tr); return NULL; }
   if (o->kind == BT_MODEL_BPE) t->pre = BT_PRE_BYTELEVEL;
-  else {
+  else if (o->kind == BT_MODEL_UNIGRAM) {
+    /* the chain the trained tokenizer gets (lua/bert/tokenizer.lua,
+    ** unigram_train_config): tabs and newlines to spaces, lowercase,
+    ** space runs folded, then Metaspace */
+    t->pre = BT_PRE_METASPACE;
+    if (bt_add_norm_step(t, BT_NORM_REPLACE, "\t", 1, " ", 1) ||
+        bt_add_norm_step(t, BT_NORM_REPLACE, "\n", 1, " ", 1) ||
+        bt_add_norm_step(t, BT_NORM_REPLACE, "\r", 1, " ", 1) ||
+        (o->lowercase && bt_add_norm_step(t, BT_NORM_LOWERCASE, NULL, 0, NULL, 0)) ||
+        bt_add_norm_step(t, BT_NORM_SPACES, NULL, 0, " ", 1)) {
+      bt_trainer_free(tr); return NULL;
+    }
+  } else {
     t->pre = BT_PRE_BERT; t->has_normalizer = 1; t->clean_text = 1;
     t->handle_chinese = 1; t->lowercase = o->lowercase;
     t->strip_accents = o->strip_accents;
@@ -336,7 +348,7 @@ int bt_trainer_train(bt_trainer *tr, bt_vocab *vocab, int32_t **merges_out,
     words[nw].s = e->key; words[nw].len = e->len; words[nw].count = e->count;
     nw++;
   }
-  qsort(words, nw, sizeof *words, cmp_word);
+  if (nw > 1) qsort(words, nw, sizeof *words, cmp_word);
   /* 1. special tokens */
   for (int i = 0; i < o->nspecials; i++)
     if (vocab_add(vocab, &nid, o->specials[i], strlen(o->specials[i])) < 0) goto oom;
@@ -372,7 +384,7 @@ int bt_trainer_train(bt_trainer *tr, bt_vocab *vocab, int32_t **merges_out,
       qsort(al, nal, sizeof *al, cmp_achar_count);
       start = nal - (size_t)o->limit_alphabet;
     }
-    qsort(al + start, nal - start, sizeof *al, cmp_achar_cp);
+    if (nal > start + 1) qsort(al + start, nal - start, sizeof *al, cmp_achar_cp);
     for (size_t i = start; i < nal; i++) {
       char u[4]; int k = bt_utf8_encode(al[i].cp, u);
       if (vocab_add(vocab, &nid, u, (size_t)k) < 0) goto oom;
@@ -515,5 +527,31 @@ done:
   for (size_t i = 0; i < wtu.n; i++) free(wtu.lists[i].v);
   free(wtu.k); free(wtu.idx); free(wtu.order); free(wtu.lists);
   free(pc.k); free(pc.c);
+  return rc;
+}
+
+int bt_trainer_train_unigram(bt_trainer *tr, const bt_unigram_train_opts *o,
+                             char ***pieces, uint32_t **lens, double **scores,
+                             int32_t *n, char *err, size_t errlen) {
+  size_t nw = tr->words.n, k = 0;
+  word_t *words = malloc((nw + 1) * sizeof *words);
+  const char **ws = malloc((nw + 1) * sizeof *ws);
+  uint32_t *wl = malloc((nw + 1) * sizeof *wl);
+  double *wc = malloc((nw + 1) * sizeof *wc);
+  int rc = -1;
+  if (!words || !ws || !wl || !wc) { snprintf(err, errlen, "out of memory"); goto done; }
+  for (size_t i = 0; tr->words.e && i <= tr->words.mask; i++) {
+    wc_entry *e = &tr->words.e[i];
+    if (!e->key) continue;
+    words[k].s = e->key; words[k].len = e->len; words[k].count = e->count;
+    k++;
+  }
+  if (k > 1) qsort(words, k, sizeof *words, cmp_word);   /* deterministic */
+  for (size_t i = 0; i < k; i++) {
+    ws[i] = words[i].s; wl[i] = words[i].len; wc[i] = (double)words[i].count;
+  }
+  rc = bt_unigram_train(o, ws, wl, wc, k, pieces, lens, scores, n, err, errlen);
+done:
+  free(words); free(ws); free(wl); free(wc);
   return rc;
 }

@@ -48,6 +48,19 @@ size_t bt_utf8_char_to_byte(const char *str, size_t len, size_t k) {
   return i;
 }
 
+size_t bt_utf8_decode_starts(const char *str, size_t len, uint32_t *out,
+                             size_t *starts) {
+  const unsigned char *s = (const unsigned char *)str;
+  size_t i = 0, n = 0;
+  while (i < len) {
+    starts[n] = i;
+    if (s[i] < 0x80) { out[n++] = s[i++]; continue; }
+    i += next_char(s, len, i, &out[n++]);
+  }
+  starts[n] = len;
+  return n;
+}
+
 int bt_utf8_encode(uint32_t cp, char *out) {
   unsigned char *o = (unsigned char *)out;
   if (cp < 0x80) { o[0] = (unsigned char)cp; return 1; }

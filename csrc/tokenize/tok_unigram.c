@@ -1,0 +1,1259 @@
+/*
+** Unigram (SentencePiece) tokenization: a byte trie over the pieces, Viterbi
+** segmentation, unknown handling (unk piece, byte fallback), the
+** normalizers that Unigram files use, the Metaspace pre-tokenizer, and
+** decoding.
+**
+** Two semantics, chosen by t->uni_spm:
+**  - SentencePiece (.model files, uni_spm = 1): spm's normalizer (user
+**    symbols, then the longest precompiled-charsmap rule, whitespace
+**    folding, `▁` escaping, dummy prefix) over the whole segment, Viterbi
+**    scores kept in float32 as spm keeps them, user-defined pieces scored
+**    len * max(FLT_MIN, max score) - 0.1, unused pieces skipped, control /
+**    unknown / byte pieces never matched in text.
+**  - Hugging Face (tokenizer.json, uni_spm = 0): a chain of normalizers
+**    with HF's alignment rules, Metaspace splitting, f64 Viterbi over every
+**    vocab piece, consecutive unknowns fused.
+** Offsets: each normalized byte carries the original char span [uos, uoe)
+** it came from; a token's span runs from its first byte's start to its
+** last byte's end.
+*/
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+#include "tokenize/tok.h"
+#include "tokenize/tok_internal.h"
+
+#define META_CP 0x2581u                 /* ▁ */
+#define UNK_PENALTY 10.0f
+
+/* ---------- the byte trie ---------- */
+
+static uint64_t trie_key(int32_t node, unsigned char b) {
+  return (((uint64_t)(uint32_t)node << 8) | b) + 1;  /* 0 marks empty */
+}
+
+static size_t trie_slot(uint64_t k, size_t mask) {
+  return (size_t)((k * 0x9E3779B97F4A7C15ull) >> 29) & mask;
+}
+
+int32_t bt_trie_step(const bt_trie *tr, int32_t node, unsigned char b) {
+  if (tr->da_base) {
+    int32_t t = tr->da_base[node] + b + 1;
+    return t < tr->da_n && tr->da_check[t] == node ? t : -1;
+  }
+  if (node == 0) return tr->root[b] ? tr->root[b] : -1;
+  if (!tr->keys) return -1;
+  uint64_t k = trie_key(node, b);
+  for (size_t h = trie_slot(k, tr->mask);; h = (h + 1) & tr->mask) {
+    if (tr->keys[h] == k) return tr->child[h];
+    if (tr->keys[h] == 0) return -1;
+  }
+}
+
+static int trie_rehash(bt_trie *tr) {
+  size_t ncap = tr->keys ? (tr->mask + 1) * 2 : 1024;
+  uint64_t *nk = calloc(ncap, sizeof *nk);
+  int32_t *nc = malloc(ncap * sizeof *nc);
+  if (!nk || !nc) { free(nk); free(nc); return -1; }
+  for (size_t i = 0; tr->keys && i <= tr->mask; i++) {
+    if (!tr->keys[i]) continue;
+    size_t h = trie_slot(tr->keys[i], ncap - 1);
+    while (nk[h]) h = (h + 1) & (ncap - 1);
+    nk[h] = tr->keys[i]; nc[h] = tr->child[i];
+  }
+  free(tr->keys); free(tr->child);
+  tr->keys = nk; tr->child = nc; tr->mask = ncap - 1;
+  return 0;
+}
+
+static int32_t trie_new_node(bt_trie *tr) {
+  if (tr->nnodes == 0) tr->nnodes = 1;  /* node 0 is the root */
+  if (tr->nnodes >= tr->vcap) {
+    int32_t nc = tr->vcap ? tr->vcap * 2 : 256;
+    int32_t *v = realloc(tr->value, (size_t)nc * sizeof *v);
+    if (!v) return -1;
+    tr->value = v; tr->vcap = nc;
+  }
+  tr->value[tr->nnodes] = -1;
+  return tr->nnodes++;
+}
+
+int bt_trie_insert(bt_trie *tr, const char *s, size_t len, int32_t value) {
+  if (tr->da_base) return -1;                      /* compiled: read-only */
+  if (tr->vcap == 0) {
+    if (trie_new_node(tr) < 0) return -1;          /* allocates the root */
+    tr->nnodes = 1;
+    tr->value[0] = -1;
+  }
+  int32_t node = 0;
+  for (size_t i = 0; i < len; i++) {
+    unsigned char b = (unsigned char)s[i];
+    int32_t next = bt_trie_step(tr, node, b);
+    if (next < 0) {
+      if ((next = trie_new_node(tr)) < 0) return -1;
+      if (node == 0) tr->root[b] = next;
+      else {
+        if (!tr->keys || (tr->nkeys + 1) * 2 > tr->mask + 1)
+          if (trie_rehash(tr)) return -1;
+        uint64_t k = trie_key(node, b);
+        size_t h = trie_slot(k, tr->mask);
+        while (tr->keys[h]) h = (h + 1) & tr->mask;
+        tr->keys[h] = k; tr->child[h] = next; tr->nkeys++;
+      }
+    }
+    node = next;
+  }
+  if (len > 0) tr->value[node] = value;
+  return 0;
+}
+
+int bt_trie_compile(bt_trie *tr) {
+  int32_t n = tr->nnodes;
+  if (n <= 1 || tr->da_base) return 0;
+  /* children of each node, by label */
+  int32_t *cnt = calloc((size_t)n + 1, sizeof *cnt);
+  int32_t *first = malloc(((size_t)n + 1) * sizeof *first);
+  int32_t *kid = malloc(((size_t)n + 1) * sizeof *kid);
+  uint8_t *lab = malloc((size_t)n + 1);
+  int32_t *par = malloc(((size_t)n + 1) * sizeof *par);
+  uint8_t *plab = malloc((size_t)n + 1);
+  int32_t *pos = malloc(((size_t)n + 1) * sizeof *pos);
+  int32_t *queue = malloc(((size_t)n + 1) * sizeof *queue);
+  int32_t cap = n * 2 + 512, *base = NULL, *check = NULL, *val = NULL;
+  int rc = -1;
+  if (!cnt || !first || !kid || !lab || !par || !plab || !pos || !queue) goto done;
+  for (int32_t i = 0; i < n; i++) par[i] = -1;
+  for (int b = 0; b < 256; b++) if (tr->root[b]) { par[tr->root[b]] = 0; plab[tr->root[b]] = (uint8_t)b; }
+  for (size_t i = 0; tr->keys && i <= tr->mask; i++) {
+    if (!tr->keys[i]) continue;
+    uint64_t k = tr->keys[i] - 1;
+    par[tr->child[i]] = (int32_t)(k >> 8); plab[tr->child[i]] = (uint8_t)(k & 255);
+  }
+  for (int32_t i = 1; i < n; i++) if (par[i] >= 0) cnt[par[i]]++;
+  for (int32_t i = 0, acc = 0; i < n; i++) { first[i] = acc; acc += cnt[i]; cnt[i] = 0; }
+  for (int32_t i = 1; i < n; i++) {
+    if (par[i] < 0) continue;
+    int32_t p = par[i], k = first[p] + cnt[p]++;
+    /* insertion by label: children stay sorted */
+    while (k > first[p] && lab[k - 1] > plab[i]) { kid[k] = kid[k - 1]; lab[k] = lab[k - 1]; k--; }
+    kid[k] = i; lab[k] = plab[i];
+  }
+  base = calloc((size_t)cap, sizeof *base);
+  check = malloc((size_t)cap * sizeof *check);
+  val = malloc((size_t)cap * sizeof *val);
+  if (!base || !check || !val) goto done;
+  for (int32_t i = 0; i < cap; i++) { check[i] = -1; val[i] = -1; }
+  check[0] = -2; val[0] = tr->value[0]; pos[0] = 0;
+  int32_t qh = 0, qt = 0, next_free = 1, used = 1;
+  queue[qt++] = 0;
+  while (qh < qt) {
+    int32_t node = queue[qh++], s = pos[node], nk = cnt[node];
+    if (nk == 0) continue;
+    const uint8_t *L = lab + first[node];
+    int32_t b = next_free - (int32_t)L[0] - 1;
+    if (b < 0) b = 0;
+    for (;;) {
+      if (b + 257 >= cap) {
+        int32_t nc = cap * 2;
+        int32_t *nb = realloc(base, (size_t)nc * sizeof *nb);
+        if (nb) base = nb;
+        int32_t *nch = realloc(check, (size_t)nc * sizeof *nch);
+        if (nch) check = nch;
+        int32_t *nv = realloc(val, (size_t)nc * sizeof *nv);
+        if (nv) val = nv;
+        if (!nb || !nch || !nv) goto done;
+        for (int32_t i = cap; i < nc; i++) { base[i] = 0; check[i] = -1; val[i] = -1; }
+        cap = nc;
+      }
+      int ok = 1;
+      for (int32_t k = 0; k < nk && ok; k++) ok = check[b + L[k] + 1] == -1;
+      if (ok) break;
+      b++;
+    }
+    base[s] = b;
+    for (int32_t k = 0; k < nk; k++) {
+      int32_t t = b + L[k] + 1, c = kid[first[node] + k];
+      check[t] = s; pos[c] = t; val[t] = tr->value[c];
+      if (t + 1 > used) used = t + 1;
+      queue[qt++] = c;
+    }
+    while (next_free < cap && check[next_free] != -1) next_free++;
+  }
+  tr->da_base = base; tr->da_check = check; tr->da_value = val; tr->da_n = used;
+  base = check = val = NULL;
+  /* lookups now use positions: value[] by position */
+  free(tr->value); tr->value = tr->da_value; tr->da_value = NULL;
+  tr->vcap = used;
+  free(tr->keys); free(tr->child); tr->keys = NULL; tr->child = NULL;
+  rc = 0;
+done:
+  free(cnt); free(first); free(kid); free(lab); free(par); free(plab); free(pos);
+  free(queue); free(base); free(check); free(val);
+  return rc;
+}
+
+void bt_trie_free(bt_trie *tr) {
+  free(tr->da_base); free(tr->da_check); free(tr->da_value);
+  free(tr->keys); free(tr->child); free(tr->value);
+  memset(tr, 0, sizeof *tr);
+}
+
+/* ---------- the precompiled charsmap (darts-clone double array) ---------- */
+
+void bt_charsmap_free(bt_charsmap *m) {
+  free(m->units); free(m->norm);
+  memset(m, 0, sizeof *m);
+}
+
+int bt_charsmap_load(bt_charsmap *m, const uint8_t *blob, size_t len,
+                     char *err, size_t errlen) {
+  bt_charsmap_free(m);
+  if (len == 0) return 0;               /* identity normalization */
+  if (len < 4) {
+    snprintf(err, errlen, "precompiled charsmap: %zu bytes, too short for "
+             "its 4-byte header", len);
+    return -1;
+  }
+  uint32_t ts = (uint32_t)blob[0] | (uint32_t)blob[1] << 8 |
+                (uint32_t)blob[2] << 16 | (uint32_t)blob[3] << 24;
+  if (ts == 0 || ts % 4 != 0 || ts > len - 4) {
+    snprintf(err, errlen, "precompiled charsmap: trie size %u does not fit "
+             "the %zu-byte blob (or is not a multiple of 4)", ts, len);
+    return -1;
+  }
+  m->nunits = ts / 4;
+  m->units = malloc(ts);
+  m->nnorm = len - 4 - ts;
+  m->norm = malloc(m->nnorm + 1);
+  if (!m->units || !m->norm) {
+    bt_charsmap_free(m);
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  for (size_t i = 0; i < m->nunits; i++) {
+    const uint8_t *p = blob + 4 + 4 * i;
+    m->units[i] = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                  (uint32_t)p[3] << 24;
+  }
+  memcpy(m->norm, blob + 4 + ts, m->nnorm);
+  m->norm[m->nnorm] = '\0';             /* a last string without its NUL */
+  return 0;
+}
+
+static uint32_t du_offset(uint32_t u) { return (u >> 10) << ((u & (1u << 9)) >> 6); }
+static uint32_t du_label(uint32_t u) { return u & ((1u << 31) | 0xFF); }
+static int du_has_leaf(uint32_t u) { return (u >> 8) & 1; }
+static uint32_t du_value(uint32_t u) { return u & ((1u << 31) - 1); }
+
+/* Matches a prefix of s[0, n): the longest rule (spm) or the shortest one
+** (HF's spm_precompiled takes the first result).  Returns the matched
+** length, 0 if none, with the replacement in *rep / *replen. */
+static size_t charsmap_prefix(const bt_charsmap *m, const unsigned char *s,
+                              size_t n, int longest, const char **rep,
+                              size_t *replen) {
+  if (!m->units) return 0;
+  size_t id = du_offset(m->units[0]), best = 0;
+  uint32_t bestv = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!longest && s[i] == 0) break;
+    id ^= s[i];
+    if (id >= m->nunits) break;
+    uint32_t u = m->units[id];
+    if (du_label(u) != s[i]) break;
+    id ^= du_offset(u);
+    if (id >= m->nunits) break;
+    if (du_has_leaf(u)) {
+      best = i + 1; bestv = du_value(m->units[id]);
+      if (!longest) break;
+    }
+  }
+  if (!best || bestv >= m->nnorm + 1) return 0;
+  *rep = m->norm + bestv;
+  *replen = strlen(m->norm + bestv);    /* norm[nnorm] is a NUL */
+  return best;
+}
+
+/* 1 when the charsmap has no rule "c" alone and no rule going on from c
+** with an ASCII byte: then c followed by an ASCII byte (or the end) is
+** copied as it is. */
+static int charsmap_ascii_plain(const bt_charsmap *m, unsigned char c) {
+  if (!m->units) return 1;
+  size_t id = du_offset(m->units[0]) ^ c;
+  if (id >= m->nunits || du_label(m->units[id]) != c) return 1;   /* no rule */
+  uint32_t u = m->units[id];
+  if (du_has_leaf(u)) return 0;                                   /* "c" alone */
+  size_t nx = id ^ du_offset(u);
+  for (unsigned a = 0; a < 128; a++) {
+    size_t j = nx ^ a;
+    if (j < m->nunits && du_label(m->units[j]) == a) return 0;
+  }
+  return 1;
+}
+
+/* Marks the ASCII bytes that, before an ASCII byte, start no charsmap rule
+** and no user-defined symbol: spm's normalizer copies them as they are. */
+void bt_charsmap_plain(bt_tokenizer *t) {
+  for (int b = 0; b < 128; b++) {
+    unsigned char c = (unsigned char)b;
+    const char *rep; size_t rl;
+    t->hf_plain[b] = charsmap_prefix(&t->charsmap, &c, 1, 0, &rep, &rl) == 0;
+    t->cm_plain[b] = b != 0 && t->user_trie.root[b] == 0 &&
+      (t->user_trie.da_base == NULL || bt_trie_step(&t->user_trie, 0, c) < 0) &&
+      charsmap_ascii_plain(&t->charsmap, c);
+  }
+}
+
+/* ---------- setup ---------- */
+
+int bt_add_norm_step(bt_tokenizer *t, int kind, const char *from,
+                     size_t flen, const char *to, size_t tlen) {
+  bt_norm_step *n = realloc(t->norms, (size_t)(t->nnorms + 1) * sizeof *n);
+  if (!n) return -1;
+  t->norms = n;
+  bt_norm_step *x = &n[t->nnorms];
+  memset(x, 0, sizeof *x);
+  x->from = malloc((flen + 1) * sizeof *x->from);
+  x->to = malloc((tlen + 1) * sizeof *x->to);
+  if (!x->from || !x->to) { free(x->from); free(x->to); return -1; }
+  x->nfrom = (int)bt_utf8_decode(from ? from : "", flen, x->from);
+  x->nto = (int)bt_utf8_decode(to ? to : "", tlen, x->to);
+  x->kind = kind;
+  t->nnorms++;
+  return 0;
+}
+
+int bt_unigram_setup(bt_tokenizer *t, const double *scores,
+                     const uint8_t *types, int32_t n) {
+  free(t->uni_score); free(t->uni_type);
+  bt_trie_free(&t->trie); bt_trie_free(&t->user_trie);
+  free(t->uni_vs);
+  t->uni_score = malloc(((size_t)n + 1) * sizeof *t->uni_score);
+  t->uni_type = malloc((size_t)n + 1);
+  t->uni_vs = malloc(((size_t)n + 1) * sizeof *t->uni_vs);
+  if (!t->uni_score || !t->uni_type || !t->uni_vs) goto oom;
+  t->uni_n = n;
+  float fmin = FLT_MAX, fmax = FLT_MIN;
+  double hmin = INFINITY;
+  for (int32_t id = 0; id < n; id++) {
+    size_t len;
+    const char *s = bt_vocab_token(&t->vocab, id, &len);
+    if (!s) {
+      snprintf(t->err, sizeof t->err, "Unigram: no piece with id %d "
+               "(ids must run from 0 to %d)", (int)id, (int)n - 1);
+      return -1;
+    }
+    double sc = scores ? scores[id] : 0.0;
+    int ty = types ? types[id] : BT_PIECE_NORMAL;
+    if (ty < BT_PIECE_NORMAL || ty > BT_PIECE_BYTE) ty = BT_PIECE_NORMAL;
+    t->uni_score[id] = sc; t->uni_type[id] = (uint8_t)ty;
+    if (t->uni_spm) {
+      if (ty == BT_PIECE_NORMAL) {
+        if ((float)sc < fmin) fmin = (float)sc;
+        if ((float)sc > fmax) fmax = (float)sc;
+      }
+      if (ty == BT_PIECE_UNKNOWN && t->unk_id < 0) t->unk_id = id;
+      /* unused pieces are skipped by spm's Viterbi: leave them out */
+      if (ty == BT_PIECE_NORMAL || ty == BT_PIECE_USER_DEFINED)
+        if (bt_trie_insert(&t->trie, s, len, id)) goto oom;
+      if (ty == BT_PIECE_USER_DEFINED &&
+          bt_trie_insert(&t->user_trie, s, len, id)) goto oom;
+    } else {
+      if (sc < hmin) hmin = sc;
+      if (bt_trie_insert(&t->trie, s, len, id)) goto oom;
+    }
+  }
+  t->ws_splits = 1;
+  for (int32_t id = 0; t->uni_spm && id < n; id++) {
+    int ty = t->uni_type[id];
+    if (ty != BT_PIECE_NORMAL && ty != BT_PIECE_USER_DEFINED) continue;
+    size_t len;
+    const char *p = bt_vocab_token(&t->vocab, id, &len);
+    for (size_t k = 1; k + 3 <= len && t->ws_splits; k++)
+      if (memcmp(p + k, "\xE2\x96\x81", 3) == 0) t->ws_splits = 0;
+  }
+  if (t->uni_spm) { t->uni_min = fmin; t->uni_max = fmax; }
+  else { t->uni_min = n > 0 ? hmin : 0.0; t->uni_max = 0.0; }
+  for (int32_t id = 0; id < n; id++) {
+    if (!t->uni_spm) { t->uni_vs[id] = t->uni_score[id]; continue; }
+    size_t len = 0;
+    bt_vocab_token(&t->vocab, id, &len);
+    /* spm: user-defined pieces get len * max(FLT_MIN, max score) - 0.1
+    ** (len in bytes, the product in float); the others their float score */
+    t->uni_vs[id] = t->uni_type[id] == BT_PIECE_USER_DEFINED
+      ? (double)((float)len * (float)t->uni_max) - 0.1 : (double)(float)t->uni_score[id];
+  }
+  for (int b = 0; b < 256; b++) {
+    char name[8];
+    snprintf(name, sizeof name, "<0x%02X>", b);
+    t->byte_piece[b] = bt_vocab_get(&t->vocab, name, 6);
+  }
+  if (bt_trie_compile(&t->trie) || bt_trie_compile(&t->user_trie)) goto oom;
+  return 0;
+oom:
+  snprintf(t->err, sizeof t->err, "out of memory");
+  return -1;
+}
+
+void bt_unigram_free(bt_tokenizer *t) {
+  free(t->uni_score); free(t->uni_type); free(t->uni_vs);
+  t->uni_score = NULL; t->uni_type = NULL; t->uni_vs = NULL;
+  bt_trie_free(&t->trie); bt_trie_free(&t->user_trie);
+  bt_charsmap_free(&t->charsmap);
+  for (int i = 0; i < t->nnorms; i++) { free(t->norms[i].from); free(t->norms[i].to); }
+  free(t->norms);
+  t->norms = NULL; t->nnorms = 0;
+}
+
+/* ---------- buffers ---------- */
+
+static int ub_reserve(bt_worker *w, size_t n) {
+  size_t c = w->ub_cap;
+  if (n <= c) return 0;
+  if (bt_grow((void **)&w->ub, &c, n, 1)) return -1;
+  c = w->ub_cap;
+  if (bt_grow((void **)&w->uos, &c, n, sizeof(int32_t))) return -1;
+  c = w->ub_cap;
+  if (bt_grow((void **)&w->uoe, &c, n, sizeof(int32_t))) return -1;
+  w->ub_cap = c;
+  return 0;
+}
+
+static int t_reserve(bt_worker *w, int k, size_t n) {
+  size_t c = w->t_cap[k];
+  if (n <= c) return 0;
+  if (bt_grow((void **)&w->tcp[k], &c, n, sizeof(uint32_t))) return -1;
+  c = w->t_cap[k];
+  if (bt_grow((void **)&w->tos[k], &c, n, sizeof(int32_t))) return -1;
+  c = w->t_cap[k];
+  if (bt_grow((void **)&w->toe[k], &c, n, sizeof(int32_t))) return -1;
+  w->t_cap[k] = c;
+  return 0;
+}
+
+/* Length of the valid UTF-8 char at s[0, n), or 0 if invalid. */
+static int utf8_valid_len(const unsigned char *s, size_t n) {
+  unsigned c = s[0];
+  if (c < 0x80) return 1;
+  int need; unsigned lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) need = 1;
+  else if (c >= 0xE0 && c <= 0xEF) { need = 2; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
+  else if (c >= 0xF0 && c <= 0xF4) { need = 3; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
+  else return 0;
+  if ((size_t)need >= n) return 0;
+  for (int k = 1; k <= need; k++) {
+    unsigned x = s[k];
+    if (x < (k == 1 ? lo : 0x80) || x > (k == 1 ? hi : 0xBF)) return 0;
+  }
+  return need + 1;
+}
+
+/* ---------- SentencePiece's normalizer ---------- */
+
+typedef struct { const char *s; size_t len, consumed; } prefix_t;
+
+static prefix_t spm_prefix(const bt_tokenizer *t, const unsigned char *in,
+                           size_t n) {
+  prefix_t p = {0};
+  if (in[0] < 128 && t->cm_plain[in[0]] && (n == 1 || in[1] < 128)) {
+    p.s = (const char *)in; p.len = p.consumed = 1;
+    return p;
+  }
+  if (t->user_trie.nnodes > 1) {        /* user-defined symbols: verbatim */
+    int32_t node = 0; size_t best = 0;
+    for (size_t i = 0; i < n; i++) {
+      if ((node = bt_trie_step(&t->user_trie, node, in[i])) < 0) break;
+      if (t->user_trie.value[node] >= 0) best = i + 1;
+    }
+    if (best) { p.s = (const char *)in; p.len = p.consumed = best; return p; }
+  }
+  if (n >= 3 && in[0] == 0xEF && in[1] == 0xBF && in[2] == 0xBD) {
+    /* U+FFFD stands for an invalid byte of the original text, which spm
+    ** replaces without a charsmap lookup */
+    p.s = "\xEF\xBF\xBD"; p.len = 3; p.consumed = 3;
+    return p;
+  }
+  const char *rep; size_t rlen;
+  size_t m = charsmap_prefix(&t->charsmap, in, n, 1, &rep, &rlen);
+  if (m) { p.s = rep; p.len = rlen; p.consumed = m; return p; }
+  int k = utf8_valid_len(in, n);
+  if (k == 0) { p.s = "\xEF\xBF\xBD"; p.len = 3; p.consumed = 1; }
+  else { p.s = (const char *)in; p.len = p.consumed = (size_t)k; }
+  return p;
+}
+
+/* Normalizes in[0, n) (ic[k]: original char of byte k, ic[n] the end) into
+** w->ub with spans; returns the normalized length or -1. */
+static long spm_normalize(const bt_tokenizer *t, bt_worker *w,
+                          const unsigned char *in, const int32_t *ic,
+                          size_t n) {
+  static const char WS[] = "\xE2\x96\x81";
+  size_t cap = n * 3 + 16, k = 0, consumed = 0;
+  if (ub_reserve(w, cap)) return -1;
+  int32_t *n2o = w->uos;                /* byte offsets first, spans below */
+  if (t->remove_extra_ws) {
+    while (consumed < n) {
+      prefix_t p = spm_prefix(t, in + consumed, n - consumed);
+      if (!(p.len == 1 && p.s[0] == ' ')) break;
+      consumed += p.consumed;
+    }
+  }
+  if (consumed == n) return 0;
+#define PUSH(ch) do { if (k + 8 > w->ub_cap) { if (ub_reserve(w, w->ub_cap * 2)) return -1; n2o = w->uos; } \
+                      w->ub[k] = (ch); n2o[k] = (int32_t)consumed; k++; } while (0)
+#define ADD_WS() do { if (t->escape_ws) { PUSH(WS[0]); PUSH(WS[1]); PUSH(WS[2]); } else PUSH(' '); } while (0)
+  if (!t->ws_as_suffix && t->add_dummy_prefix) ADD_WS();
+  int prev_space = t->remove_extra_ws;
+  while (consumed < n) {
+    unsigned char c0 = in[consumed];
+    if (c0 < 128 && t->cm_plain[c0] && (consumed + 1 == n || in[consumed + 1] < 128) &&
+        c0 != ' ') {                                    /* the common case */
+      PUSH((char)c0);
+      consumed++;
+      prev_space = 0;
+      continue;
+    }
+    prefix_t p = spm_prefix(t, in + consumed, n - consumed);
+    const char *s = p.s; size_t len = p.len;
+    if (prev_space) while (len > 0 && s[0] == ' ') { s++; len--; }
+    if (len > 0) {
+      for (size_t j = 0; j < len; j++) {
+        if (t->escape_ws && s[j] == ' ') ADD_WS();
+        else PUSH(s[j]);
+      }
+      prev_space = s[len - 1] == ' ';
+    }
+    consumed += p.consumed;
+    if (!t->remove_extra_ws) prev_space = 0;
+  }
+  if (t->remove_extra_ws) {
+    size_t wl = t->escape_ws ? 3 : 1;
+    const char *ws = t->escape_ws ? WS : " ";
+    while (k >= wl && memcmp(w->ub + k - wl, ws, wl) == 0) {
+      k -= wl;
+      consumed = (size_t)n2o[k];
+    }
+  }
+  if (t->ws_as_suffix && t->add_dummy_prefix) ADD_WS();
+#undef ADD_WS
+#undef PUSH
+  if (ub_reserve(w, k + 1)) return -1;
+  n2o = w->uos;
+  n2o[k] = (int32_t)consumed;
+  /* spans: byte j covers original [n2o[j], n2o[j + 1]) as spm reports */
+  for (size_t j = 0; j < k; j++) w->uoe[j] = ic[n2o[j + 1]];
+  for (size_t j = 0; j <= k; j++) n2o[j] = ic[n2o[j]];
+  return (long)k;
+}
+
+/* ---------- Hugging Face normalizers over code points ---------- */
+
+typedef struct { uint32_t *cp; int32_t *os, *oe; size_t n; int buf; } cpbuf;
+
+/* Output buffer helper: appends c with span (s, e). */
+static inline int cb_push(bt_worker *w, cpbuf *o, uint32_t c, int32_t s, int32_t e) {
+  if (o->n >= w->t_cap[o->buf]) {
+    if (t_reserve(w, o->buf, (o->n + 1) * 2)) return -1;
+    o->cp = w->tcp[o->buf]; o->os = w->tos[o->buf]; o->oe = w->toe[o->buf];
+  }
+  o->cp[o->n] = c; o->os[o->n] = s; o->oe[o->n] = e; o->n++;
+  return 0;
+}
+
+static cpbuf cb_start(bt_worker *w, int buf) {
+  cpbuf o = {w->tcp[buf], w->tos[buf], w->toe[buf], 0, buf};
+  return o;
+}
+
+/* Sequential transform as HF's NormalizedString::transform: (c, change)
+** pairs consume the input chars: change <= 0 takes the span of the next
+** input char and skips -change more; change > 0 inserts c with the span
+** of the previous input char. */
+typedef struct { const cpbuf *in; cpbuf *out; size_t i; int32_t base; } xform;
+
+static int xf(bt_worker *w, xform *x, uint32_t c, int change) {
+  int32_t s, e;
+  if (change > 0) {
+    if (x->i == 0) { s = e = x->base; }
+    else { s = x->in->os[x->i - 1]; e = x->in->oe[x->i - 1]; }
+  } else {
+    if (x->i >= x->in->n) return 0;
+    s = x->in->os[x->i]; e = x->in->oe[x->i];
+    x->i += 1 + (size_t)(-change);
+  }
+  return cb_push(w, x->out, c, s, e);
+}
+
+static int match_at(const cpbuf *in, size_t i, const uint32_t *p, int np) {
+  if (np == 0 || i + (size_t)np > in->n) return 0;
+  for (int k = 0; k < np; k++) if (in->cp[i + (size_t)k] != p[k]) return 0;
+  return 1;
+}
+
+/* HF's Precompiled: per extended grapheme cluster (under 6 bytes) the
+** first charsmap rule matching a prefix replaces the whole cluster; else
+** each char is looked up alone. */
+static int precompiled(const bt_tokenizer *t, bt_worker *w, const cpbuf *in,
+                       cpbuf *out, int32_t base) {
+  size_t n = in->n;
+  /* the change list: chars and changes (HF's `replace` helper) */
+  uint32_t *lc = NULL; int *lchg = NULL; size_t ln = 0, lcap = 0, lcap2 = 0;
+  int rc = -1;
+  size_t g = 0;
+  if (bt_grow((void **)&lc, &lcap, n + 16, sizeof *lc) ||
+      bt_grow((void **)&lchg, &lcap2, n + 16, sizeof *lchg)) goto done;
+  while (g < n) {
+    size_t ge = g + 1;
+    utf8proc_int32_t state = 0;
+    /* ASCII before ASCII is a cluster of its own (but CR LF is one) */
+    int alone = in->cp[g] < 0x80 && (ge == n || (in->cp[ge] < 0x80 &&
+                                                !(in->cp[g] == '\r' && in->cp[ge] == '\n')));
+    if (alone && t->hf_plain[in->cp[g]]) {      /* no rule: kept as it is */
+      if (ln + 1 > lcap && (bt_grow((void **)&lc, &lcap, ln + 1, sizeof *lc) ||
+                            bt_grow((void **)&lchg, &lcap2, ln + 1, sizeof *lchg))) goto done;
+      lc[ln] = in->cp[g]; lchg[ln++] = 0;
+      g++;
+      continue;
+    }
+    while (!alone && ge < n && !utf8proc_grapheme_break_stateful(
+             (utf8proc_int32_t)in->cp[ge - 1], (utf8proc_int32_t)in->cp[ge], &state))
+      ge++;
+    char gb[64];
+    size_t glen = 0;
+    int whole = 0;
+    for (size_t k = g; k < ge && glen < 6; k++) glen += (size_t)bt_utf8_encode(in->cp[k], gb + glen);
+    for (int pass = 0; pass < 2; pass++) {
+      size_t from = g, to = ge;
+      if (pass == 0 && glen >= 6) continue;
+      if (pass == 1 && whole) break;
+      for (size_t k = from; k < to; k++) {
+        char cb[8]; size_t clen;
+        const char *src; size_t slen;
+        size_t ks = pass == 0 ? g : k, ke = pass == 0 ? ge : k + 1;
+        if (pass == 0) { src = gb; slen = glen; }
+        else { clen = (size_t)bt_utf8_encode(in->cp[k], cb); src = cb; slen = clen; }
+        const char *rep; size_t rlen;
+        size_t m = charsmap_prefix(&t->charsmap, (const unsigned char *)src, slen, 0, &rep, &rlen);
+        if (pass == 0 && !m) break;
+        long old_count = (long)(ke - ks), new_count = 0;
+        if (bt_grow((void **)&lc, &lcap, ln + (m ? rlen : 1) + 1, sizeof *lc) ||
+            bt_grow((void **)&lchg, &lcap2, ln + (m ? rlen : 1) + 1, sizeof *lchg))
+          goto done;
+        if (m) {
+          size_t first = ln;
+          uint32_t tmp[64];
+          size_t nc = rlen <= 64 ? bt_utf8_decode(rep, rlen, tmp) : 0;
+          if (rlen > 64) {             /* long rules: decode in place */
+            uint32_t *big = malloc((rlen + 1) * sizeof *big);
+            if (!big) goto done;
+            nc = bt_utf8_decode(rep, rlen, big);
+            if (bt_grow((void **)&lc, &lcap, ln + nc + 1, sizeof *lc) ||
+                bt_grow((void **)&lchg, &lcap2, ln + nc + 1, sizeof *lchg)) { free(big); goto done; }
+            for (size_t j = 0; j < nc; j++) { lc[ln] = big[j]; lchg[ln++] = 0; }
+            free(big);
+          } else {
+            for (size_t j = 0; j < nc; j++) { lc[ln] = tmp[j]; lchg[ln++] = 0; }
+          }
+          new_count = (long)nc;
+          long diff = new_count - old_count;
+          if (diff > 0) {
+            for (size_t j = ln; j > first && diff > 0; j--, diff--) lchg[j - 1] = 1;
+          } else if (diff < 0 && ln > 0) {
+            lchg[ln - 1] += (int)diff;
+          }
+          if (pass == 0) { whole = 1; break; }
+        } else {
+          lc[ln] = in->cp[k]; lchg[ln++] = 0;
+        }
+      }
+    }
+    g = ge;
+  }
+  {
+    xform x = {in, out, 0, base};
+    for (size_t j = 0; j < ln; j++) if (xf(w, &x, lc[j], lchg[j])) goto done;
+  }
+  rc = 0;
+done:
+  free(lc); free(lchg);
+  return rc;
+}
+
+static int is_combining_mark(uint32_t c) {
+  int cat = utf8proc_category((utf8proc_int32_t)c);
+  return cat == UTF8PROC_CATEGORY_MN || cat == UTF8PROC_CATEGORY_MC ||
+         cat == UTF8PROC_CATEGORY_ME;
+}
+
+/* Runs one step from buffer in to buffer out. */
+static int norm_step(const bt_tokenizer *t, bt_worker *w, const bt_norm_step *st,
+                     const cpbuf *in, cpbuf *out, int32_t base) {
+  size_t n = in->n;
+  switch (st->kind) {
+  case BT_NORM_REPLACE:
+  case BT_NORM_SPACES:
+    for (size_t i = 0; i < n;) {
+      size_t m = 0;
+      if (st->kind == BT_NORM_REPLACE) {
+        if (match_at(in, i, st->from, st->nfrom)) m = (size_t)st->nfrom;
+      } else if (in->cp[i] == ' ' && i + 1 < n && in->cp[i + 1] == ' ') {
+        m = 2;
+        while (i + m < n && in->cp[i + m] == ' ') m++;
+      }
+      if (!m) {
+        if (cb_push(w, out, in->cp[i], in->os[i], in->oe[i])) return -1;
+        i++;
+        continue;
+      }
+      /* inserted chars share the span of the match's last char */
+      for (int k = 0; k < st->nto; k++)
+        if (cb_push(w, out, st->to[k], in->os[i + m - 1], in->oe[i + m - 1])) return -1;
+      i += m;
+    }
+    return 0;
+  case BT_NORM_LOWERCASE:
+    for (size_t i = 0; i < n; i++) {
+      uint32_t c = in->cp[i];
+      if (c < 0x80) { if (c >= 'A' && c <= 'Z') c += 32; }
+      else if (c == 0x130) {
+        if (cb_push(w, out, 'i', in->os[i], in->oe[i])) return -1;
+        c = 0x307;
+      } else c = (uint32_t)utf8proc_tolower((utf8proc_int32_t)c);
+      if (cb_push(w, out, c, in->os[i], in->oe[i])) return -1;
+    }
+    return 0;
+  case BT_NORM_NFKD:
+  case BT_NORM_NFD:
+    for (size_t i = 0; i < n; i++) {
+      uint32_t c = in->cp[i];
+      if (c < 0x80) { if (cb_push(w, out, c, in->os[i], in->oe[i])) return -1; continue; }
+      utf8proc_int32_t dec[32]; int bc = 0;
+      utf8proc_ssize_t nd = utf8proc_decompose_char(
+        (utf8proc_int32_t)c, dec, 32,
+        UTF8PROC_DECOMPOSE | (st->kind == BT_NORM_NFKD ? UTF8PROC_COMPAT : 0), &bc);
+      if (nd < 1 || nd > 32) { dec[0] = (utf8proc_int32_t)c; nd = 1; }
+      for (utf8proc_ssize_t d = 0; d < nd; d++)
+        if (cb_push(w, out, (uint32_t)dec[d], in->os[i], in->oe[i])) return -1;
+    }
+    return 0;
+  case BT_NORM_STRIP_ACCENTS:
+    for (size_t i = 0; i < n; i++) {
+      if (in->cp[i] >= 0x300 && is_combining_mark(in->cp[i])) continue;
+      if (cb_push(w, out, in->cp[i], in->os[i], in->oe[i])) return -1;
+    }
+    return 0;
+  case BT_NORM_PRECOMPILED:
+    return precompiled(t, w, in, out, base);
+  case BT_NORM_STRIP: {
+    size_t a = 0, b = n;
+    if (st->strip_left) while (a < b && bt_is_whitespace(in->cp[a])) a++;
+    if (st->strip_right) while (b > a && bt_is_whitespace(in->cp[b - 1])) b--;
+    for (size_t i = a; i < b; i++)
+      if (cb_push(w, out, in->cp[i], in->os[i], in->oe[i])) return -1;
+    return 0;
+  }
+  case BT_NORM_PREPEND:
+    for (size_t i = 0; i < n; i++) {
+      if (i == 0)
+        for (int k = 0; k < st->nto; k++)
+          if (cb_push(w, out, st->to[k], in->os[0], in->oe[0])) return -1;
+      if (cb_push(w, out, in->cp[i], in->os[i], in->oe[i])) return -1;
+    }
+    return 0;
+  }
+  return 0;
+}
+
+/* ---------- Viterbi ---------- */
+
+/* Viterbi over s[0, n) from a starting score `base`.  round: keep each
+** best score in float32 as spm does.  Appends the tokens, as (id, start +
+** at, len) triples with id -2 for an unknown, to w->toks from *ntok on.
+** *final gets the best score at n; with gap != NULL, the smallest margin
+** between the winner and the runner-up at any position (0 on a tie) and
+** the largest score magnitude seen, for the word cache. */
+static int viterbi(const bt_tokenizer *t, bt_worker *w, const unsigned char *s,
+                   int32_t n, int32_t at0, double base, int round, int *ntok,
+                   double *final, double *gap, double *mag) {
+  size_t need = (size_t)n + 1, c = w->v_cap;
+  if (bt_grow((void **)&w->vscore, &c, need, sizeof(double))) return -1;
+  c = w->v_cap;
+  if (bt_grow((void **)&w->vstart, &c, need, sizeof(int32_t))) return -1;
+  c = w->v_cap;
+  if (bt_grow((void **)&w->vid, &c, need, sizeof(int32_t))) return -1;
+  c = w->v_cap;
+  if (bt_grow((void **)&w->vsec, &c, need, sizeof(double))) return -1;
+  w->v_cap = c;
+  double *best = w->vscore, *sec = w->vsec;
+  int32_t *start = w->vstart, *vid = w->vid;
+  for (int32_t i = 0; i <= n; i++) start[i] = -1;
+  best[0] = base;
+  const int spm = t->uni_spm;
+  const double unk_score = spm ? (double)((float)t->uni_min - UNK_PENALTY)
+                               : t->uni_min - 10.0;
+  const bt_trie *tr = &t->trie;
+  const double *vs = t->uni_vs;
+  const int32_t *dbase = tr->da_base, *check = tr->da_check, *val = tr->value;
+  const int32_t dn = tr->da_n;
+  double big = 0.0;
+  if (gap) for (int32_t i = 0; i <= n; i++) sec[i] = -INFINITY;
+#define OFFER(E, CAND, AT, ID) do {                                          \
+    double cand_ = (CAND); int32_t e_ = (E);                               \
+    if (gap) {                                                             \
+      if (fabs(cand_) > big) big = fabs(cand_);                            \
+      if (start[e_] < 0) sec[e_] = -INFINITY;                              \
+      else if (cand_ > best[e_]) sec[e_] = best[e_];                       \
+      else if (cand_ > sec[e_]) sec[e_] = cand_;                           \
+    }                                                                      \
+    if (start[e_] < 0 || cand_ > best[e_]) {                               \
+      best[e_] = round ? (double)(float)cand_ : cand_;                     \
+      start[e_] = (AT); vid[e_] = (ID);                                    \
+    }                                                                      \
+  } while (0)
+  for (int32_t at = 0; at < n;) {
+    double here = best[at];
+    int mblen = 1;
+    unsigned char b0 = s[at];
+    if (b0 >= 0xF0) mblen = 4; else if (b0 >= 0xE0) mblen = 3; else if (b0 >= 0xC0) mblen = 2;
+    if (mblen > n - at) mblen = n - at;
+    int single = 0;
+    int32_t node = 0;
+    for (int32_t k = at; k < n; k++) {
+      if (dbase) {                              /* the double array, inline */
+        int32_t x = dbase[node] + s[k] + 1;
+        if (x >= dn || check[x] != node) break;
+        node = x;
+      } else if ((node = bt_trie_step(tr, node, s[k])) < 0) break;
+      int32_t id = val[node];
+      if (id < 0) continue;
+      OFFER(k + 1, vs[id] + here, at, id);
+      if (k + 1 - at == mblen) single = 1;
+    }
+    if (!single) OFFER(at + mblen, unk_score + here, at, -2);
+    at += mblen;
+  }
+#undef OFFER
+  if (gap) {
+    double g = INFINITY;
+    for (int32_t i = 1; i <= n; i++) {
+      if (start[i] < 0) continue;
+      double d = best[i] - sec[i];
+      if (d < g) g = d;
+    }
+    *gap = g; *mag = big;
+  }
+  *final = best[n];
+  int cnt = 0;
+  for (int32_t e = n; e > 0; e = start[e]) cnt++;
+  if (bt_grow((void **)&w->toks, &w->toks_cap, (size_t)(*ntok + cnt) * 3 + 3, sizeof(int32_t)))
+    return -1;
+  int k = *ntok + cnt;
+  for (int32_t e = n; e > 0; e = start[e]) {
+    k--;
+    w->toks[3 * k] = vid[e]; w->toks[3 * k + 1] = start[e] + at0;
+    w->toks[3 * k + 2] = e - start[e];
+  }
+  *ntok += cnt;
+  return 0;
+}
+
+/* ---------- the word cache ---------- */
+
+#define UCACHE_ENTRIES 32768             /* words per worker, then cleared */
+
+static bt_uentry *ucache_get(bt_worker *w, uint64_t h, const unsigned char *key,
+                             uint32_t len) {
+  if (!w->uc) return NULL;
+  for (size_t j = (size_t)h & w->uc_mask;; j = (j + 1) & w->uc_mask) {
+    bt_uentry *c = &w->uc[j];
+    if (!c->used) return NULL;
+    if (c->h == h && c->klen == len) {
+      uint32_t k = 0;
+      while (k < len && c->key[k] == (char)key[k]) k++;
+      if (k == len) return c;
+    }
+  }
+}
+
+/* Stores a segmentation (tokens from w->toks[3 * first], ntok of them).
+** Returns the entry, or NULL when it does not fit an entry. */
+static bt_uentry *ucache_put(bt_worker *w, uint64_t h, const unsigned char *key,
+                             uint32_t len, const int32_t *toks, int ntok,
+                             double gap, double mag) {
+  if (len > BT_UC_KEY || ntok > BT_UC_TOKS) return NULL;
+  if (!w->uc) {
+    size_t size = 16;
+    while (size < (size_t)UCACHE_ENTRIES * 2) size *= 2;
+    if (!(w->uc = calloc(size, sizeof *w->uc))) return NULL;
+    w->uc_mask = size - 1;
+  }
+  if (w->uc_n >= (size_t)UCACHE_ENTRIES) {          /* full: start over */
+    memset(w->uc, 0, (w->uc_mask + 1) * sizeof *w->uc);
+    w->uc_n = 0;
+  }
+  size_t j = (size_t)h & w->uc_mask;
+  while (w->uc[j].used) j = (j + 1) & w->uc_mask;
+  bt_uentry *c = &w->uc[j];
+  c->h = h; c->klen = (uint8_t)len; c->ntoks = (uint8_t)ntok; c->used = 1;
+  /* a float margin rounded down and magnitude rounded up stay safe */
+  c->gap = gap == INFINITY ? INFINITY : nextafterf((float)gap, 0.0f);
+  c->mag = nextafterf((float)mag, INFINITY);
+  if (c->gap < 0) c->gap = 0;
+  for (int i = 0; i < ntok; i++) { c->id[i] = toks[3 * i]; c->len[i] = (uint8_t)toks[3 * i + 2]; }
+  memcpy(c->key, key, len);
+  w->uc_n++;
+  return c;
+}
+
+/* Segments one word s[0, n) (a span that no piece crosses) at offset at0
+** from score *B, appending to w->toks.  A cached segmentation is reused
+** when it is exact: always for HF (each word starts at 0 there), and for
+** spm when its smallest margin beats the float rounding that the base
+** can cause. */
+static int word_viterbi(const bt_tokenizer *t, bt_worker *w, const unsigned char *s,
+                        int32_t n, int32_t at0, double *B, int *ntok) {
+  const int spm = t->uni_spm;
+  double fin;
+  if (n > BT_UC_KEY || t->cache_capacity <= 0)
+    return viterbi(t, w, s, n, at0, *B, spm, ntok, B, NULL, NULL);
+  uint64_t h = bt_hash(s, (size_t)n);
+  bt_uentry *c = ucache_get(w, h, s, (uint32_t)n);
+  double unk_score = spm ? (double)((float)t->uni_min - UNK_PENALTY) : t->uni_min - 10.0;
+  if (!c) {
+    /* once from 0 in double precision: the tokens, the margin */
+    int before = *ntok;
+    double gap, mag;
+    if (viterbi(t, w, s, n, at0, 0.0, 0, ntok, &fin, &gap, &mag)) return -1;
+    c = ucache_put(w, h, s, (uint32_t)n, w->toks + 3 * before, *ntok - before, gap, mag);
+    *ntok = before;
+    if (!c) return viterbi(t, w, s, n, at0, *B, spm, ntok, B, NULL, NULL);
+  }
+  if (spm) {
+    /* each float rounding moves a path by at most half an ulp of the
+    ** magnitude; (n + 2) of them on each side is a safe bound */
+    double slack = (fabs(*B) + (double)c->mag + 1.0) * (double)(n + 2) * 2.4e-7;
+    if (!((double)c->gap > slack)) return viterbi(t, w, s, n, at0, *B, 1, ntok, B, NULL, NULL);
+  }
+  if (bt_grow((void **)&w->toks, &w->toks_cap, (size_t)(*ntok + c->ntoks) * 3 + 3, sizeof(int32_t)))
+    return -1;
+  double b = *B;
+  int32_t pos = at0;
+  for (int i = 0; i < c->ntoks; i++) {
+    int32_t id = c->id[i];
+    int k = *ntok + i;
+    w->toks[3 * k] = id; w->toks[3 * k + 1] = pos; w->toks[3 * k + 2] = c->len[i];
+    pos += c->len[i];
+    double sc = id == -2 ? unk_score : t->uni_vs[id];
+    b = spm ? (double)(float)(sc + b) : sc + b;   /* replay the scores */
+  }
+  *ntok += c->ntoks;
+  *B = b;
+  return 0;
+}
+
+static int need_unk(const bt_tokenizer *t, char *err, size_t errlen) {
+  if (t->unk_id >= 0) return 0;
+  snprintf(err, errlen, "Unigram: an unknown character and no unk_id in the "
+           "model");
+  return -1;
+}
+
+/* Viterbi over w->ub[0, n) and tokens into e. */
+static int unigram_piece(bt_tokenizer *t, bt_worker *w, int32_t n,
+                         bt_encoding *e, int32_t *word, char *err,
+                         size_t errlen) {
+  if (n <= 0) return 0;
+  int nt = 0;
+  const unsigned char *s = (const unsigned char *)w->ub;
+  double B = 0.0;
+  if (t->uni_spm && t->ws_splits) {
+    /* no piece crosses a ▁ that starts a word: word by word, cached */
+    int32_t p = 0;
+    while (p < n) {
+      int32_t q = p + 1;
+      while (q < n && !(s[q] == 0xE2 && q + 2 < n && s[q + 1] == 0x96 && s[q + 2] == 0x81)) q++;
+      if (q > n) q = n;
+      if (word_viterbi(t, w, s + p, q - p, p, &B, &nt)) return -1;
+      p = q;
+    }
+  } else if (t->uni_spm) {
+    if (viterbi(t, w, s, n, 0, 0.0, 1, &nt, &B, NULL, NULL)) return -1;
+  } else {
+    if (word_viterbi(t, w, s, n, 0, &B, &nt)) return -1;
+  }
+  const int32_t *os = w->uos, *oe = w->uoe;
+  int32_t hf_word = t->uni_spm ? 0 : (*word)++;
+  for (int i = 0; i < nt; i++) {
+    int32_t id = w->toks[3 * i], st = w->toks[3 * i + 1], ln = w->toks[3 * i + 2];
+    int32_t wd = hf_word;
+    if (t->uni_spm) {   /* a piece starting with ▁ starts a word */
+      if (i == 0 || (ln >= 3 && s[st] == 0xE2 && s[st + 1] == 0x96 && s[st + 2] == 0x81)) (*word)++;
+      wd = *word - 1;
+    }
+    if (id == -2) {                       /* unknown */
+      if (t->uni_spm && t->byte_fallback) {
+        for (int32_t b = 0; b < ln; b++) {
+          int32_t bid = t->byte_piece[s[st + b]];
+          if (bid < 0) { if (need_unk(t, err, errlen)) return -1; bid = t->unk_id; }
+          int last = b == ln - 1;
+          if (bt_enc_push(e, bid, 0, os[st], last ? oe[st + ln - 1] : os[st], wd, 0)) return -1;
+        }
+        continue;
+      }
+      /* fuse a run of unknowns (spm and HF both do) */
+      int j = i;
+      while (j + 1 < nt && w->toks[3 * (j + 1)] == -2) j++;
+      int32_t fe = w->toks[3 * j + 1] + w->toks[3 * j + 2];
+      int32_t fid = -1;
+      if (!t->uni_spm) {
+        fid = bt_vocab_get(&t->vocab, (const char *)s + st, (size_t)(fe - st));
+        if (fid < 0 && t->byte_fallback) {
+          int ok = 1;
+          for (int32_t b = st; b < fe && ok; b++) ok = t->byte_piece[s[b]] >= 0;
+          if (ok) {
+            for (int32_t b = st; b < fe; b++)
+              if (bt_enc_push(e, t->byte_piece[s[b]], 0, os[st], oe[fe - 1], wd, 0)) return -1;
+            i = j;
+            continue;
+          }
+        }
+      }
+      if (fid < 0) {
+        if (need_unk(t, err, errlen)) return -1;
+        fid = t->unk_id;
+      }
+      if (bt_enc_push(e, fid, 0, os[st], oe[fe - 1], wd, 0)) return -1;
+      i = j;
+      continue;
+    }
+    if (bt_enc_push(e, id, 0, os[st], oe[st + ln - 1], wd, 0)) return -1;
+  }
+  return 0;
+}
+
+/* Code points [a, b) of buffer p to UTF-8 in w->ub with spans. */
+static int32_t to_bytes(bt_worker *w, const cpbuf *p, size_t a, size_t b) {
+  if (ub_reserve(w, (b - a) * 4 + 8)) return -1;
+  int32_t k = 0;
+  for (size_t i = a; i < b; i++) {
+    int len = bt_utf8_encode(p->cp[i], w->ub + k);
+    for (int j = 0; j < len; j++) { w->uos[k + j] = p->os[i]; w->uoe[k + j] = p->oe[i]; }
+    k += len;
+  }
+  return k;
+}
+
+/* The normalizer chain over original chars [from, to) into *cur. */
+static int run_chain(const bt_tokenizer *t, bt_worker *w, int32_t from,
+                     int32_t to, cpbuf *cur) {
+  size_t n = (size_t)(to - from);
+  if (t_reserve(w, 0, n + 8) || t_reserve(w, 1, n + 8)) return -1;
+  *cur = cb_start(w, 0);
+  for (size_t i = 0; i < n; i++) {
+    cur->cp[i] = w->ocp[from + (int32_t)i];
+    cur->os[i] = from + (int32_t)i; cur->oe[i] = from + (int32_t)i + 1;
+  }
+  cur->n = n;
+  int ascii = 1;
+  for (size_t i = 0; i < n && ascii; i++) ascii = cur->cp[i] < 0x80;
+  for (int s = 0; s < t->nnorms; s++) {
+    int k = t->norms[s].kind;
+    /* on ASCII text these steps change nothing */
+    if (ascii && (k == BT_NORM_NFKD || k == BT_NORM_NFD || k == BT_NORM_STRIP_ACCENTS)) continue;
+    if (t_reserve(w, 1 - cur->buf, cur->n + 16)) return -1;
+    cpbuf out = cb_start(w, 1 - cur->buf);
+    if (norm_step(t, w, &t->norms[s], cur, &out, from)) return -1;
+    *cur = out;
+    cur->cp = w->tcp[cur->buf]; cur->os = w->tos[cur->buf]; cur->oe = w->toe[cur->buf];
+    if (k == BT_NORM_PRECOMPILED || k == BT_NORM_REPLACE || k == BT_NORM_PREPEND)
+      for (size_t i = 0; i < cur->n && ascii; i++) ascii = cur->cp[i] < 0x80;
+  }
+  return 0;
+}
+
+int bt_unigram_segment(bt_tokenizer *t, bt_worker *w, int32_t from,
+                       int32_t to, bt_encoding *e, int32_t *word,
+                       char *err, size_t errlen) {
+  cpbuf cur;
+  if (t->uni_spm) {
+    /* spm works on UTF-8 (invalid original bytes are U+FFFD here); an
+    ** optional chain first (ALBERT's preprocess_text) */
+    const uint32_t *cp = w->ocp + from;
+    size_t n = (size_t)(to - from);
+    const int32_t *os = NULL;
+    if (t->nnorms) {
+      if (run_chain(t, w, from, to, &cur)) return -1;
+      cp = cur.cp; n = cur.n; os = cur.os;
+    }
+    size_t cap = n * 4 + 8;
+    if (bt_grow((void **)&w->scratch, &w->scratch_cap, cap, 1)) return -1;
+    size_t icap = w->ic_cap;
+    if (bt_grow((void **)&w->ic, &icap, cap + 1, sizeof *w->ic)) return -1;
+    w->ic_cap = icap;
+    int32_t *ic = w->ic;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+      int32_t at = os ? os[i] : from + (int32_t)i;
+      if (cp[i] < 0x80) { w->scratch[k] = (char)cp[i]; ic[k++] = at; continue; }
+      int len = bt_utf8_encode(cp[i], w->scratch + k);
+      for (int j = 0; j < len; j++) ic[k + (size_t)j] = at;
+      k += (size_t)len;
+    }
+    ic[k] = to;
+    long m = spm_normalize(t, w, (const unsigned char *)w->scratch, ic, k);
+    if (m < 0) return -1;
+    return unigram_piece(t, w, (int32_t)m, e, word, err, errlen);
+  }
+  /* HF: normalizer chain over code points, then the pre-tokenizer */
+  if (run_chain(t, w, from, to, &cur)) return -1;
+  if (cur.n == 0) return 0;
+  if (t->pre == BT_PRE_METASPACE) {
+    uint32_t r = t->meta_repl ? t->meta_repl : META_CP;
+    for (size_t i = 0; i < cur.n; i++) if (cur.cp[i] == ' ') cur.cp[i] = r;
+    int prepend = t->prepend_scheme == BT_PREPEND_ALWAYS ||
+                  (t->prepend_scheme == BT_PREPEND_FIRST && from == 0);
+    if (prepend && cur.cp[0] != r) {
+      cpbuf out = cb_start(w, 1 - cur.buf);
+      if (cb_push(w, &out, r, cur.os[0], cur.oe[0])) return -1;
+      for (size_t i = 0; i < cur.n; i++)
+        if (cb_push(w, &out, cur.cp[i], cur.os[i], cur.oe[i])) return -1;
+      cur = out;
+      cur.cp = w->tcp[cur.buf]; cur.os = w->tos[cur.buf]; cur.oe = w->toe[cur.buf];
+    }
+    if (!t->meta_split) {
+      int32_t m = to_bytes(w, &cur, 0, cur.n);
+      return m < 0 ? -1 : unigram_piece(t, w, m, e, word, err, errlen);
+    }
+    size_t a = 0;
+    for (size_t i = 1; i <= cur.n; i++) {
+      if (i < cur.n && cur.cp[i] != r) continue;
+      int32_t m = to_bytes(w, &cur, a, i);
+      if (m < 0 || unigram_piece(t, w, m, e, word, err, errlen)) return -1;
+      a = i;
+    }
+    return 0;
+  }
+  if (t->pre == BT_PRE_WHITESPACE) {
+    size_t a = 0; int in = 0;
+    for (size_t i = 0; i <= cur.n; i++) {
+      int sp = i == cur.n || bt_is_whitespace(cur.cp[i]);
+      if (sp && in) {
+        int32_t m = to_bytes(w, &cur, a, i);
+        if (m < 0 || unigram_piece(t, w, m, e, word, err, errlen)) return -1;
+        in = 0;
+      } else if (!sp && !in) { a = i; in = 1; }
+    }
+    return 0;
+  }
+  int32_t m = to_bytes(w, &cur, 0, cur.n);
+  return m < 0 ? -1 : unigram_piece(t, w, m, e, word, err, errlen);
+}
+
+/* ---------- decoding ---------- */
+
+typedef struct { char *p; size_t n, cap; int fail; } ubuf;
+
+static void ub_add(ubuf *b, const char *s, size_t n) {
+  if (b->fail) return;
+  if (bt_grow((void **)&b->p, &b->cap, b->n + n + 1, 1)) { b->fail = 1; return; }
+  memcpy(b->p + b->n, s, n); b->n += n;
+}
+
+/* A run of byte pieces: valid UTF-8 as is, else one U+FFFD per byte (HF's
+** ByteFallback decoder). */
+static void flush_bytes(ubuf *b, const unsigned char *by, size_t n) {
+  size_t i = 0;
+  int ok = 1;
+  while (i < n) {
+    int k = utf8_valid_len(by + i, n - i);
+    if (!k) { ok = 0; break; }
+    i += (size_t)k;
+  }
+  if (ok) { ub_add(b, (const char *)by, n); return; }
+  for (size_t j = 0; j < n; j++) ub_add(b, "\xEF\xBF\xBD", 3);
+}
+
+static int byte_piece_value(const char *s, size_t len) {
+  if (len != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
+  int v = 0;
+  for (int k = 3; k < 5; k++) {
+    char c = s[k];
+    v <<= 4;
+    if (c >= '0' && c <= '9') v |= c - '0';
+    else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
+    else return -1;
+  }
+  return v;
+}
+
+char *bt_unigram_decode(const bt_tokenizer *t, const int32_t *ids, size_t n,
+                        int skip_special, size_t *outlen) {
+  ubuf b = {0};
+  unsigned char *pend = malloc(n + 1);
+  size_t np = 0;
+  int first = 1;
+  char repl[4];
+  int rl = bt_utf8_encode(t->meta_repl ? t->meta_repl : META_CP, repl);
+  int strip_first = t->uni_spm ? t->add_dummy_prefix
+                               : t->prepend_scheme != BT_PREPEND_NEVER;
+  if (!pend) return NULL;
+  for (size_t i = 0; i < n; i++) {
+    size_t len;
+    const char *tok = bt_id_to_token(t, ids[i], &len);
+    if (!tok) continue;
+    if (skip_special && bt_is_special_id(t, ids[i])) continue;
+    int ty = ids[i] >= 0 && ids[i] < t->uni_n ? t->uni_type[ids[i]] : 0;
+    if (t->uni_spm && ty == BT_PIECE_CONTROL) continue;
+    int bv = (t->uni_spm ? t->byte_fallback || ty == BT_PIECE_BYTE : t->dec_byte_fallback)
+             ? byte_piece_value(tok, len) : -1;
+    if (bv >= 0) { pend[np++] = (unsigned char)bv; first = 0; continue; }
+    if (np) { flush_bytes(&b, pend, np); np = 0; }
+    if (t->uni_spm && ids[i] == t->unk_id) {
+      ub_add(&b, " \xE2\x81\x87 ", 5);   /* spm's unk surface */
+      first = 0;
+      continue;
+    }
+    size_t k = 0;
+    if (first && strip_first && len >= (size_t)rl && memcmp(tok, repl, (size_t)rl) == 0)
+      k = (size_t)rl;
+    for (; k < len;) {
+      if (k + (size_t)rl <= len && memcmp(tok + k, repl, (size_t)rl) == 0) {
+        ub_add(&b, " ", 1); k += (size_t)rl;
+      } else { ub_add(&b, tok + k, 1); k++; }
+    }
+    first = 0;
+  }
+  if (np) flush_bytes(&b, pend, np);
+  free(pend);
+  if (b.fail) { free(b.p); return NULL; }
+  if (!b.p) { b.p = malloc(1); if (!b.p) return NULL; }
+  b.p[b.n] = '\0';
+  *outlen = b.n;
+  return b.p;
+}
+
+int bt_unigram_pretok(bt_tokenizer *t, bt_worker *w, int32_t n, bt_word_cb cb,
+                      void *ctx) {
+  cpbuf cur;
+  if (run_chain(t, w, 0, n, &cur)) return -1;
+  if (cur.n == 0) return 0;
+  uint32_t r = t->meta_repl ? t->meta_repl : META_CP;
+  for (size_t i = 0; i < cur.n; i++) if (cur.cp[i] == ' ') cur.cp[i] = r;
+  char *buf = malloc(cur.n * 4 + 8);
+  if (!buf) return -1;
+  size_t k = 0, a = 0;
+  if (cur.cp[0] != r && t->prepend_scheme != BT_PREPEND_NEVER) k += (size_t)bt_utf8_encode(r, buf);
+  for (size_t i = 0; i <= cur.n; i++) {
+    if (i == cur.n || (cur.cp[i] == r && i > a)) {
+      if (k) cb(ctx, buf, k);
+      k = 0; a = i;
+    }
+    if (i < cur.n) k += (size_t)bt_utf8_encode(cur.cp[i], buf + k);
+  }
+  free(buf);
+  return 0;
+}
