@@ -4,7 +4,7 @@
 local bert = require("bert.core")
 local fs = require("bert.fs")
 local configs = require("bert.models.config")
-local models = require("bert.models.bert")
+local registry = require("bert.models.registry")
 
 local M = {}
 
@@ -39,56 +39,125 @@ local function read_weights(dir)
   return nil, dir .. ": no model.safetensors or model.safetensors.index.json"
 end
 
--- Maps checkpoint names onto the model's: legacy gamma/beta, and the base
--- prefix present or absent ("bert.").
-local function normalise(weights, model_names)
+-- Maps checkpoint names onto the model's: legacy gamma/beta, the base
+-- prefix ("roberta.") present or absent, and the family's aliases (a tied
+-- copy's second name, older head names).
+local function normalise(weights, model_names, family)
   local out, renamed = {}, {}
+  local prefix = family.prefix .. "."
+  local plen = #prefix
   local wants_prefix = false
-  for name in pairs(model_names) do if name:find("^bert%.") then wants_prefix = true break end end
+  for name in pairs(model_names) do if name:sub(1, plen) == prefix then wants_prefix = true break end end
+  local aliases = family.aliases or {}
   for name, t in pairs(weights) do
     local n = name:gsub("%.gamma$", ".weight"):gsub("%.beta$", ".bias")
-    if n:find("^bert%.") and not wants_prefix then n = n:sub(6)
-    elseif wants_prefix and not model_names[n] and model_names["bert." .. n] then n = "bert." .. n end
-    out[n] = t
-    if n ~= name then renamed[#renamed + 1] = name .. " -> " .. n end
+    for _, r in ipairs(family.renames or {}) do n = n:gsub(r[1], r[2]) end
+    if n:sub(1, plen) == prefix and not wants_prefix then n = n:sub(plen + 1)
+    elseif wants_prefix and not model_names[n] and model_names[prefix .. n] then n = prefix .. n end
+    local alias = aliases[n]
+    if alias and not model_names[n] then
+      if weights[alias] == nil and out[alias] == nil then n = alias else n = nil end
+    end
+    if n then
+      out[n] = t
+      if n ~= name then renamed[#renamed + 1] = name .. " -> " .. n end
+    end
   end
   return out, renamed
 end
 
-local function ignorable(name)
-  return name:find("position_ids$") or name:find("token_type_ids$") or models.tied[name] ~= nil
+-- buffers some checkpoints carry, and the tied decoder HF may write
+local function ignorable(name, tied)
+  return name:find("position_ids$") or name:find("token_type_ids$") or tied[name]
 end
 
---- from_pretrained(dir[, {architecture = "...", config = {overrides}, verbose = false}])
--- -> model, info {missing = {...}, unexpected = {...}, renamed = {...}}.
--- The class comes from config.json's `architectures` (default BertModel).
--- Missing head weights (a new classifier) keep their fresh initialisation.
+--- The class to build for a checkpoint: opts.architecture (another
+-- family's name is mapped to this family's class of the same head, so a
+-- fine-tuning script's head follows the checkpoint's family), else the
+-- first of config.json's architectures this family knows, else its base model.
+local function choose_architecture(family, raw, wanted)
+  if wanted then
+    if family.architectures[wanted] then return wanted end
+    local _, kind = registry.architecture(wanted)
+    if not kind then
+      error(string.format("unknown architecture '%s'", tostring(wanted)), 0)
+    end
+    return registry.architecture_for(family, kind)
+  end
+  if type(raw.architectures) == "table" then
+    for _, a in ipairs(raw.architectures) do
+      if family.architectures[a] then return a end
+    end
+  end
+  return registry.architecture_for(family, "base")
+end
+
+--- from_pretrained(dir[, {architecture = "...", config = {overrides}, verbose = false, strict}])
+-- -> model, info {missing = {...}, unexpected = {...}, unused = {...}, renamed = {...}}.
+-- The family comes from config.json's model_type (bert when absent), the
+-- class from `architectures`.  Missing head weights (a new classifier)
+-- keep their fresh initialisation.  A checkpoint most of whose weights do
+-- not match the model is refused (a RoBERTa file read as BERT would
+-- otherwise be a random model); strict = false loads it anyway, strict =
+-- true refuses any missing or unexpected key.
 function M.from_pretrained(dir, opts)
   opts = opts or {}
   if type(dir) ~= "string" then error("from_pretrained: expected a directory path, got " .. type(dir), 2) end
   if not bert.isdir(dir) then error("from_pretrained: '" .. dir .. "' is not a directory", 2) end
-  local config = configs.make(dir .. "/config.json", opts.config)
-  local arch = opts.architecture
-  if arch == nil and type(config.architectures) == "table" then
-    for _, a in ipairs(config.architectures) do
-      if models.architectures[a] then arch = a break end
-    end
-  end
-  arch = arch or "BertModel"
+  local ok, raw = pcall(configs.read, dir .. "/config.json")
+  if not ok then error("from_pretrained: " .. tostring(raw), 2) end
+  local family
+  ok, family = pcall(registry.family, raw.model_type or "bert")
+  if not ok then error(string.format("from_pretrained: %s/config.json: %s", dir, family), 2) end
+  local arch
+  ok, arch = pcall(choose_architecture, family, raw, opts.architecture)
+  if not ok then error("from_pretrained: " .. tostring(arch), 2) end
+  local model
+  ok, model = pcall(registry.build, arch, dir .. "/config.json", opts.config)
+  if not ok then error("from_pretrained: " .. tostring(model), 2) end
   local weights, err = read_weights(dir)
   if not weights then error("from_pretrained: " .. err, 2) end
-  local model = models.new(arch, config)
-  local model_names = {}
-  for name in pairs(model:state_dict()) do model_names[name] = true end
-  local sd, renamed = normalise(weights, model_names)
-  -- the decoder tie: absent is fine; present must equal the embeddings' shape
-  local ok, missing, unexpected = pcall(model.load_state_dict, model, sd)
-  if not ok then error("from_pretrained: " .. tostring(missing):gsub("^load_state_dict: ", ""), 2) end
-  local info = {missing = {}, unexpected = {}, renamed = renamed, architecture = arch}
-  for _, n in ipairs(missing) do if not ignorable(n) then info.missing[#info.missing + 1] = n end end
+  local model_names, n_names = {}, 0
+  for name in pairs(model:state_dict()) do model_names[name] = true; n_names = n_names + 1 end
+  local sd, renamed = normalise(weights, model_names, family)
+  local loaded, missing, unexpected = pcall(model.load_state_dict, model, sd)
+  if not loaded then error("from_pretrained: " .. tostring(missing):gsub("^load_state_dict: ", ""), 2) end
+  -- the decoder tied to the word embeddings is not a slot of its own
+  local tied = {}
+  for name in pairs(family.aliases or {}) do tied[name] = true end
+  if model.config.tie_word_embeddings ~= false and family.heads.mlm then tied[family.heads.mlm.decoder] = true end
+  local info = {missing = {}, unexpected = {}, unused = {}, renamed = renamed, architecture = arch,
+                model_type = family.model_type}
+  for _, n in ipairs(missing) do if not ignorable(n, tied) then info.missing[#info.missing + 1] = n end end
+  -- an unexpected key under a module the model has is wrong; one of another
+  -- head (a pretraining checkpoint under a classifier, a pooler) is unused
+  local prefix = family.prefix .. "."
+  local base_only = registry.architecture_for(family, "base") == arch
+  local function wrong(n)
+    local base = base_only and model or model.m[family.prefix]
+    local rel = base_only and n or (n:sub(1, #prefix) == prefix and n:sub(#prefix + 1))
+    if rel then
+      local first = rel:match("^[^%.]+")
+      return base.m[first] ~= nil and first ~= "pooler"
+    end
+    return model.m[n:match("^[^%.]+")] ~= nil
+  end
   for _, n in ipairs(unexpected) do
-    local base_only = arch ~= "BertForPreTraining" and (n:find("^cls%.") or n:find("pooler"))
-    if not ignorable(n) and not base_only then info.unexpected[#info.unexpected + 1] = n end
+    if not ignorable(n, tied) then
+      local list = wrong(n) and info.unexpected or info.unused
+      list[#list + 1] = n
+    end
+  end
+  local matched = n_names - #missing
+  if opts.strict ~= false and matched < n_names / 2 then
+    error(string.format("from_pretrained: %s: only %d of the %s model's %d weights are in the checkpoint " ..
+      "(%d missing, %d unexpected: %s...); is model_type '%s' right?  Pass strict = false to load it anyway",
+      dir, matched, arch, n_names, #info.missing, #info.unexpected,
+      table.concat({table.unpack(info.unexpected, 1, 3)}, ", "), family.model_type), 2)
+  end
+  if opts.strict == true and (#info.missing > 0 or #info.unexpected > 0) then
+    error(string.format("from_pretrained: %s: missing keys: %s; unexpected keys: %s", dir,
+      table.concat(info.missing, ", "), table.concat(info.unexpected, ", ")), 2)
   end
   if opts.verbose ~= false and (#info.missing > 0 or #info.unexpected > 0) then
     io.stderr:write(string.format("from_pretrained(%s): %d missing keys (newly initialised)%s; %d unexpected keys ignored%s\n",
@@ -101,7 +170,8 @@ end
 local write_atomic = fs.write_atomic
 
 --- save_pretrained(model, dir): config.json (model_type, architectures) and
--- model.safetensors with HF names; the tied decoder is not written, as HF does.
+-- model.safetensors with HF names; a tied decoder is not written, as HF
+-- does (tie_word_embeddings false: it is a weight of its own, and written).
 function M.save_pretrained(model, dir, opts)
   opts = opts or {}
   local ok, err = bert.mkdir(dir)

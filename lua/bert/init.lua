@@ -10,7 +10,7 @@ local submodules = {
   tokenizer = "bert.tokenizer",
   optim = "bert.optim",
   nn = "bert.nn",
-  models = "bert.models.bert",
+  models = "bert.models",
   config = "bert.models.config",
   checkpoint = "bert.checkpoint",
   train = "bert.train",
@@ -44,8 +44,9 @@ function M.recompute(fn, ...) return require("bert.recompute").recompute(fn, ...
 --- bert.from_pretrained(dir[, opts]) -> model, info (see bert.checkpoint)
 function M.from_pretrained(dir, opts) return M.checkpoint.from_pretrained(dir, opts) end
 
---- bert.model(architecture, size_or_config[, overrides]): a fresh model,
--- e.g. bert.model("BertForPreTraining", "tiny", {vocab_size = 1000}).
+--- bert.model(architecture, size_or_config[, overrides]): a fresh model of
+-- any family, e.g. bert.model("BertForPreTraining", "tiny", {vocab_size = 1000}),
+-- bert.model("RobertaForMaskedLM", "base").
 function M.model(arch, spec, overrides) return M.models.new(arch, spec, overrides) end
 
 return M

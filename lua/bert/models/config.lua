@@ -1,10 +1,18 @@
---- BERT configurations: by name, from a table, or from a config.json file,
--- with Hugging Face's key names and defaults (BertConfig).
+--- Model configurations for every family: by size name, from a table, or
+-- from a config.json file, with Hugging Face's key names and each
+-- family's defaults (bert.models.registry holds the families).  Every
+-- config is checked before anything is built: integer keys must be
+-- integers (JSON numbers arrive as floats), sizes positive and within sane
+-- bounds, so a config cannot make the library allocate for minutes.
 local cjson = require("cjson.safe")
 
 local M = {}
 
--- Google's released sizes (intermediate = 4H, heads = H/64).
+local size_names = {"tiny", "mini", "small", "medium", "base", "large"}
+M.size_names = size_names
+
+-- Google's released BERT sizes (intermediate = 4H, heads = H/64); kept here
+-- for callers that ask for BERT's sizes by name.
 M.sizes = {
   tiny   = {hidden_size = 128,  num_hidden_layers = 2,  num_attention_heads = 2,  intermediate_size = 512},
   mini   = {hidden_size = 256,  num_hidden_layers = 4,  num_attention_heads = 4,  intermediate_size = 1024},
@@ -14,43 +22,22 @@ M.sizes = {
   large  = {hidden_size = 1024, num_hidden_layers = 24, num_attention_heads = 16, intermediate_size = 4096},
 }
 
-M.defaults = {
-  max_position_embeddings = 512, type_vocab_size = 2,
-  hidden_act = "gelu", hidden_dropout_prob = 0.1, attention_probs_dropout_prob = 0.1,
-  initializer_range = 0.02, layer_norm_eps = 1e-12, pad_token_id = 0,
-  position_embedding_type = "absolute", model_type = "bert",
+--- Upper bounds on size keys (far above any released model; they stop a
+-- typo or a hostile file, e.g. num_hidden_layers 1e9, before anything is built).
+M.bounds = {
+  num_hidden_layers = 1024, n_layers = 1024, num_hidden_groups = 1024, inner_group_num = 64,
+  hidden_size = 65536, dim = 65536, embedding_size = 65536,
+  num_attention_heads = 4096, n_heads = 4096,
+  intermediate_size = 1048576, hidden_dim = 1048576,
+  vocab_size = 16777216, max_position_embeddings = 1048576, type_vocab_size = 65536,
+  num_labels = 1048576, position_buckets = 65536, max_relative_positions = 1048576,
+  pad_token_id = 16777216,
 }
 
--- Keys a config file must state: there is no sensible guess for them.
-M.required = {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size"}
-
-M.activations = {gelu = true, gelu_new = true, gelu_fast = true, relu = true, tanh = true}
-
-local function validate(c, where)
-  for _, k in ipairs(M.required) do
-    if c[k] == nil then error(string.format("%s: missing required key '%s'", where, k), 3) end
-    if math.type(c[k]) ~= "integer" or c[k] <= 0 then
-      error(string.format("%s: '%s' must be a positive integer, got %s", where, k, tostring(c[k])), 3)
-    end
-  end
-  if c.hidden_size % c.num_attention_heads ~= 0 then
-    error(string.format("%s: hidden_size %d is not a multiple of num_attention_heads %d",
-      where, c.hidden_size, c.num_attention_heads), 3)
-  end
-  if not M.activations[c.hidden_act] then
-    error(string.format("%s: unsupported hidden_act '%s'", where, tostring(c.hidden_act)), 3)
-  end
-  if c.position_embedding_type ~= "absolute" then
-    error(string.format("%s: position_embedding_type '%s' is not supported (only 'absolute')",
-      where, tostring(c.position_embedding_type)), 3)
-  end
-  for _, k in ipairs({"hidden_dropout_prob", "attention_probs_dropout_prob"}) do
-    if type(c[k]) ~= "number" or c[k] < 0 or c[k] >= 1 then
-      error(string.format("%s: '%s' must be in [0, 1), got %s", where, k, tostring(c[k])), 3)
-    end
-  end
-  return c
-end
+-- Keys whose value must be an integer in every family (others: family.int_keys).
+M.int_keys = {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+  "max_position_embeddings", "type_vocab_size", "pad_token_id", "num_labels", "embedding_size",
+  "bos_token_id", "eos_token_id"}
 
 local function read_json(path)
   local f, err = io.open(path, "rb")
@@ -64,52 +51,133 @@ local function read_json(path)
 end
 M.read_json = read_json
 
---- config(spec[, overrides]): spec is a size name ("base"), a table of
--- keys, or a path to a config.json.  Returns a full config table.
-function M.make(spec, overrides)
+local function fail(where, fmt, ...)
+  error(string.format("%s: " .. fmt, where, ...), 0)
+end
+
+-- JSON numbers decode as floats: integral ones become integers; anything
+-- else under an integer key is an error naming the key and the value.
+local function integers(c, keys, where)
+  for _, k in ipairs(keys) do
+    local v = c[k]
+    if v ~= nil then
+      if type(v) ~= "number" then fail(where, "'%s' must be an integer, got %s", k, tostring(v)) end
+      local bound = M.bounds[k]
+      if bound and (v > bound or v < -1) then
+        fail(where, "'%s' = %.17g is outside the supported range [0, %d]", k, v, bound)
+      end
+      if math.type(v) == "float" then
+        if v ~= math.floor(v) then fail(where, "'%s' must be an integer, got %.17g", k, v) end
+        c[k] = math.tointeger(v)
+      end
+    end
+  end
+end
+
+--- Checks `a` (a config in BERT's key names, see blocks.lua) and returns it.
+function M.validate(a, where)
+  for _, k in ipairs({"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                      "max_position_embeddings"}) do
+    local v = a[k]
+    if v == nil then fail(where, "missing required key '%s'", a.key_names and a.key_names[k] or k) end
+    if math.type(v) ~= "integer" or v <= 0 then
+      fail(where, "'%s' must be a positive integer, got %s", a.key_names and a.key_names[k] or k, tostring(v))
+    end
+  end
+  if a.hidden_size % a.num_attention_heads ~= 0 then
+    fail(where, "hidden_size %d is not a multiple of num_attention_heads %d", a.hidden_size, a.num_attention_heads)
+  end
+  if a.embedding_size ~= nil and (math.type(a.embedding_size) ~= "integer" or a.embedding_size <= 0) then
+    fail(where, "'embedding_size' must be a positive integer, got %s", tostring(a.embedding_size))
+  end
+  if a.type_vocab_size ~= nil and (math.type(a.type_vocab_size) ~= "integer" or a.type_vocab_size < 0) then
+    fail(where, "'type_vocab_size' must be a non-negative integer, got %s", tostring(a.type_vocab_size))
+  end
+  if a.pad_token_id ~= nil and (math.type(a.pad_token_id) ~= "integer" or a.pad_token_id < 0 or a.pad_token_id >= a.vocab_size) then
+    fail(where, "'pad_token_id' must be an id in [0, vocab_size %d), got %s", a.vocab_size, tostring(a.pad_token_id))
+  end
+  if math.type(a.num_labels) ~= "integer" or a.num_labels <= 0 then
+    fail(where, "'num_labels' must be a positive integer, got %s", tostring(a.num_labels))
+  end
+  if not require("bert.models.blocks").activation_names[a.hidden_act] then
+    fail(where, "unsupported hidden_act '%s'", tostring(a.hidden_act))
+  end
+  for _, k in ipairs({"hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"}) do
+    if type(a[k]) ~= "number" or a[k] < 0 or a[k] >= 1 then
+      fail(where, "'%s' must be in [0, 1), got %s", a.key_names and a.key_names[k] or k, tostring(a[k]))
+    end
+  end
+  if type(a.layer_norm_eps) ~= "number" or not (a.layer_norm_eps > 0 and a.layer_norm_eps < 1) then
+    fail(where, "'layer_norm_eps' must be in (0, 1), got %s", tostring(a.layer_norm_eps))
+  end
+  if type(a.initializer_range) ~= "number" or not (a.initializer_range >= 0 and a.initializer_range < 10) then
+    fail(where, "'initializer_range' must be in [0, 10), got %s", tostring(a.initializer_range))
+  end
+  return a
+end
+
+--- The raw keys of spec: a size name of `family`, a table, or a
+-- config.json path (or its directory).  Returns keys, where.
+function M.read(spec, family)
   local c, where = {}, "config"
-  if type(spec) == "string" and M.sizes[spec] then
-    for k, v in pairs(M.sizes[spec]) do c[k] = v end
-    c.vocab_size = 30522   -- bert-base-uncased's WordPiece vocabulary
-    where = "config '" .. spec .. "'"
+  if type(spec) == "string" and family and family.sizes[spec] then
+    for k, v in pairs(family.sizes[spec]) do c[k] = v end
+    c.vocab_size = family.default_vocab
+    where = string.format("config '%s-%s'", family.short_name, spec)
   elseif type(spec) == "string" then
     local path = spec
     if require("bert.core").isdir(path) then path = path .. "/config.json" end
     local obj, err = read_json(path)
     if not obj then
-      error(string.format("config: '%s' is neither a size name (tiny, mini, small, medium, base, large) " ..
-        "nor a readable config.json (%s)", spec, tostring(err)), 2)
+      error(string.format("config: '%s' is neither a size name (%s) nor a readable config.json (%s)",
+        spec, table.concat(size_names, ", "), tostring(err)), 0)
     end
     for k, v in pairs(obj) do if v ~= cjson.null then c[k] = v end end
     where = path
   elseif type(spec) == "table" then
     for k, v in pairs(spec) do c[k] = v end
   else
-    error("config: expected a size name (" .. table.concat({"tiny", "mini", "small", "medium", "base", "large"}, ", ") ..
-      "), a config.json path or a table, got " .. tostring(spec), 2)
+    error("config: expected a size name (" .. table.concat(size_names, ", ") ..
+      "), a config.json path or a table, got " .. tostring(spec), 0)
   end
+  return c, where
+end
+
+--- make(family, spec[, overrides]) -> c (HF keys, the family's defaults
+-- filled in, integers converted), a (the same in BERT's key names, checked).
+function M.make(family, spec, overrides)
+  local c, where = M.read(spec, family)
   for k, v in pairs(overrides or {}) do c[k] = v end
-  for k, v in pairs(M.defaults) do if c[k] == nil then c[k] = v end end
-  -- JSON numbers decode as floats; sizes must be integers
-  for _, k in ipairs({"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                      "intermediate_size", "max_position_embeddings", "type_vocab_size", "pad_token_id"}) do
-    if type(c[k]) == "number" and math.type(c[k]) == "float" and c[k] == math.floor(c[k]) then
-      c[k] = math.tointeger(c[k])
-    end
-  end
+  for k, v in pairs(family.defaults) do if c[k] == nil then c[k] = v end end
+  c.model_type = family.model_type
+  integers(c, M.int_keys, where)
+  integers(c, family.int_keys or {}, where)
   if c.num_labels == nil then
     local n = 0
     if type(c.id2label) == "table" then for _ in pairs(c.id2label) do n = n + 1 end end
     c.num_labels = n > 0 and n or 2
   end
-  return validate(c, where)
+  local a = family.arch and family.arch(c, where) or M.bert_arch(c)
+  a.tie_word_embeddings = c.tie_word_embeddings
+  a.num_labels = c.num_labels
+  if a.classifier_dropout == nil then a.classifier_dropout = a.hidden_dropout_prob end
+  M.validate(a, where)
+  if family.validate then family.validate(c, a, where) end
+  return c, a
+end
+
+--- BERT's own keys as the architecture view (a copy, so that derived keys
+-- never reach config.json).
+function M.bert_arch(c)
+  local a = {}
+  for k, v in pairs(c) do a[k] = v end
+  return a
 end
 
 --- The JSON text of a config, with the keys Hugging Face expects.
 function M.to_json(c, architecture)
   local out = {}
   for k, v in pairs(c) do out[k] = v end
-  out.model_type = "bert"
   out.architectures = {architecture}
   if out.id2label == nil and out.num_labels then
     out.id2label, out.label2id = {}, {}

@@ -72,6 +72,23 @@ local Spec = class("Spec")
 function Spec:shape() return self.dims end
 function Spec:numel() local n = 1 for _, d in ipairs(self.dims) do n = n * d end return n end
 
+-- The element count of a shape; Lua integers wrap, so each product is
+-- checked and a shape too large for memory is refused by name.
+local function checked_numel(name, dims)
+  local n = 1
+  for _, d in ipairs(dims) do
+    if math.type(d) ~= "integer" or d < 0 then
+      error(string.format("add_parameter: '%s' has a dimension %s that is not a non-negative integer", name, tostring(d)), 4)
+    end
+    if d ~= 0 and n > math.maxinteger // d then
+      error(string.format("add_parameter: '%s' of shape [%s] has more elements than an integer holds",
+        name, table.concat(dims, " x ")), 4)
+    end
+    n = n * d
+  end
+  return n
+end
+
 -- Fills t (a fresh tensor or a flat-buffer view) as init says:
 -- {normal = std[, zero_row = i]}, "zeros" or "ones".
 local function initialise(t, init)
@@ -105,6 +122,7 @@ end
 function Module:add_parameter(name, tensor, init)
   if self.p[name] == nil then self.p_order[#self.p_order + 1] = name end
   if type(tensor) == "table" then
+    checked_numel(name, tensor)
     local spec = setmetatable({dims = tensor, init = init}, Spec)
     if deferring then
       self.p[name] = spec

@@ -1,0 +1,277 @@
+--- DeBERTa v2/v3 (He et al., 2020/2021; model_type "deberta-v2"):
+-- disentangled attention — content-to-content plus content-to-position
+-- (c2p) and position-to-content (p2c) terms over log-bucketed relative
+-- positions, scaled by 1/sqrt(d * (1 + number of terms)) — no absolute
+-- positions in the input when position_biased_input is false, no token
+-- types (type_vocab_size 0), pad rows of the embeddings zeroed, LayerNorm
+-- eps 1e-7, a relative-embedding table (encoder.rel_embeddings, layer-normed
+-- when norm_rel_ebd says so) shared by every layer, and a ContextPooler
+-- (dense + GELU) for classification.
+--
+-- Two masked-LM classes: DebertaV2ForMaskedLM is Hugging Face's (its
+-- cls.predictions head decodes the last layer; real checkpoints load into
+-- it, lm_predictions.lm_head.* names included), DebertaV2ForPreTraining is
+-- the paper's enhanced mask decoder for our own pretraining (absolute
+-- positions added to the second-to-last layer's output, the last layer
+-- run twice over it with shared weights, then the same MLM head).
+-- shared/reference/bert_family_spec.md §2.3.
+local bert = require("bert.core")
+local class = require("bert.nn.class")
+local nn = require("bert.nn")
+local blocks = require("bert.models.blocks")
+local heads = require("bert.models.heads")
+
+local F = {
+  model_type = "deberta-v2", short_name = "deberta", class_prefix = "DebertaV2", prefix = "deberta",
+  default_vocab = 128100,   -- the SentencePiece vocabulary of deberta-v3
+  base_pooler = false,
+  int_keys = {"position_buckets", "max_relative_positions"},
+}
+
+local function size(H, L, A, I) return {hidden_size = H, num_hidden_layers = L, num_attention_heads = A,
+  intermediate_size = I} end
+F.sizes = {
+  tiny = size(128, 2, 2, 512), mini = size(256, 4, 4, 1024), small = size(512, 4, 8, 2048),
+  medium = size(512, 8, 8, 2048),
+  -- the published deberta-v3 shapes
+  xsmall = size(384, 12, 6, 1536), base = size(768, 12, 12, 3072), large = size(1024, 24, 16, 4096),
+}
+
+-- deberta-v3's configuration
+F.defaults = {
+  max_position_embeddings = 512, type_vocab_size = 0, hidden_act = "gelu",
+  hidden_dropout_prob = 0.1, attention_probs_dropout_prob = 0.1, initializer_range = 0.02,
+  layer_norm_eps = 1e-7, pad_token_id = 0, relative_attention = true, max_relative_positions = -1,
+  position_buckets = 256, position_biased_input = false, pos_att_type = {"p2c", "c2p"},
+  norm_rel_ebd = "layer_norm", share_att_key = true, pooler_dropout = 0, pooler_hidden_act = "gelu",
+  tie_word_embeddings = true,
+}
+
+-- "p2c|c2p" or {"p2c", "c2p"} -> set
+local function att_types(v, where)
+  local set = {}
+  if type(v) == "string" then for t in v:gmatch("[^|]+") do set[t:lower()] = true end
+  elseif type(v) == "table" then for _, t in ipairs(v) do set[tostring(t):lower()] = true end
+  elseif v ~= nil then error(string.format("%s: 'pos_att_type' must be a list or a string, got %s", where, tostring(v)), 0) end
+  for t in pairs(set) do
+    if t ~= "c2p" and t ~= "p2c" then
+      error(string.format("%s: 'pos_att_type' entry '%s' is not supported (c2p, p2c)", where, t), 0)
+    end
+  end
+  return set
+end
+
+function F.arch(c, where)
+  local a = require("bert.models.config").bert_arch(c)
+  a.classifier_dropout = c.cls_dropout or c.hidden_dropout_prob
+  local types = att_types(c.pos_att_type, where)
+  a.c2p, a.p2c = types.c2p == true, types.p2c == true
+  a.relative = c.relative_attention == true
+  if not a.relative then a.c2p, a.p2c = false, false end
+  a.max_relative = (c.max_relative_positions or -1) < 1 and c.max_position_embeddings or c.max_relative_positions
+  a.buckets = c.position_buckets or -1
+  a.span = a.buckets > 0 and a.buckets or a.max_relative
+  return a
+end
+
+function F.validate(c, a, where)
+  if (c.conv_kernel_size or 0) > 0 then
+    error(where .. ": conv_kernel_size > 0 (deberta-v2-xlarge's convolution layer) is not supported", 0)
+  end
+  if c.attention_head_size and c.attention_head_size ~= a.hidden_size // a.num_attention_heads then
+    error(string.format("%s: attention_head_size %s differs from hidden_size / num_attention_heads; not supported",
+      where, tostring(c.attention_head_size)), 0)
+  end
+  if a.relative and a.span > 65536 then
+    error(string.format("%s: the relative span %d (position_buckets or max_relative_positions) exceeds 65536", where, a.span), 0)
+  end
+end
+
+-- {============================================================ relative positions
+
+local function f32(x) return (string.unpack("f", string.pack("f", x))) end
+
+--- HF's make_log_bucket_position for one distance r = i - j, in float32 as torch does.
+function F.log_bucket(r, buckets, max_position)
+  local mid = buckets // 2
+  local abs = math.abs(r)
+  if abs <= mid then return r end
+  local ratio = f32(f32(math.log(f32(abs / mid))) / f32(math.log(f32((max_position - 1) / mid))))
+  local pos = math.ceil(f32(ratio * (mid - 1))) + mid
+  return r < 0 and -pos or pos
+end
+
+--- rows[i][j] = clamp(span + delta(i - j), 0, 2 span - 1) as an int32 [T, T]
+-- tensor: the row of the relative table that query i and key j read.
+function F.relative_rows(T, a)
+  local rows = {}
+  for i = 0, T - 1 do
+    local row = {}
+    for j = 0, T - 1 do
+      local r = i - j
+      local delta = (a.buckets > 0 and a.max_relative > 0) and F.log_bucket(r, a.buckets, a.max_relative) or r
+      local k = a.span + delta
+      row[j + 1] = k < 0 and 0 or (k > 2 * a.span - 1 and 2 * a.span - 1 or k)
+    end
+    rows[i + 1] = row
+  end
+  return bert.tensor(rows, "int32")
+end
+-- }============================================================
+
+-- {============================================================ attention
+
+local Attention = class("DebertaV2SelfAttention", blocks.SelfAttention)
+F.Attention = Attention
+
+function Attention:__init(a)
+  blocks.SelfAttention.__init(self, a, {names = {"query_proj", "key_proj", "value_proj"}})
+  self.c2p, self.p2c = a.c2p, a.p2c
+  self.scale_factor = 1 + (a.c2p and 1 or 0) + (a.p2c and 1 or 0)
+  self.share_att_key = a.share_att_key ~= false
+  if not self.share_att_key then
+    local H = a.hidden_size
+    if a.c2p then self:add_module("pos_key_proj", nn.Linear(H, H, {std = a.initializer_range})) end
+    if a.p2c then self:add_module("pos_query_proj", nn.Linear(H, H, {std = a.initializer_range})) end
+  end
+end
+
+-- the relative table R [2S, H] projected by a key or query projection, per head: [A, 2S, d]
+function Attention:relative(kind, R)
+  local t
+  if self.share_att_key then t = self:project(kind == "key" and self.names[2] or self.names[1], R)
+  else t = self.m[kind == "key" and "pos_key_proj" or "pos_query_proj"](R) end
+  return t:view(R:size(1), self.heads, self.head_dim):transpose(1, 2)
+end
+
+--- S = (q·kᵀ + c2p + p2c) / sqrt(d · scale_factor), c2p(i, j) = q_i · Kr[row(i, j)],
+-- p2c(i, j) = k_j · Qr[row(i, j)]; key-padding mask; softmax; dropout; · v.
+-- Composed from tensor ops: [B, A, T, 2S] and [B, A, T, T] intermediates.
+function Attention:attend(q, k, v, mask, extra)
+  local B, A, T, d = q:size(1), q:size(2), q:size(3), q:size(4)
+  q, k = q:contiguous(), k:contiguous()
+  local scores = q:matmul(k:transpose(3, 4))
+  if self.c2p or self.p2c then
+    local rows = extra.rows
+    if self.c2p then
+      local c2p = q:matmul(self:relative("key", extra.rel):transpose(2, 3))        -- [B, A, T, 2S]
+      scores = scores + c2p:gather(4, rows:view(1, 1, T, T):expand(B, A, T, T):contiguous())
+    end
+    if self.p2c then
+      local p2c = k:matmul(self:relative("query", extra.rel):transpose(2, 3))      -- [B, A, T(j), 2S]
+      local by_key = p2c:gather(4, rows:t():contiguous():view(1, 1, T, T):expand(B, A, T, T):contiguous())
+      scores = scores + by_key:transpose(3, 4)
+    end
+  end
+  scores = scores * (1 / math.sqrt(d * self.scale_factor))
+  if mask then
+    -- a large finite negative: a fully padded row stays NaN-free
+    scores = scores + ((mask:float() - 1) * 3e38):view(B, 1, 1, T)
+  end
+  local probs = bert.F.dropout(scores:softmax(4), self.attention_dropout, self.is_training)
+  return probs:matmul(v)
+end
+-- }============================================================
+
+-- {============================================================ encoder
+
+local Encoder = class("DebertaV2Encoder", blocks.Encoder)
+F.Encoder = Encoder
+
+function Encoder:__init(a)
+  blocks.Encoder.__init(self, a, function() return blocks.Layer(a, {attention = Attention(a)}) end)
+  self.arch = a
+  if a.relative then
+    self:add_module("rel_embeddings", nn.Embedding(2 * a.span, a.hidden_size, {std = a.initializer_range}))
+    local norm = a.norm_rel_ebd
+    if type(norm) == "string" and norm:find("layer_norm") then
+      self:add_module("LayerNorm", nn.LayerNorm(a.hidden_size, a.layer_norm_eps))
+    end
+  end
+  self.dropout = nn.Dropout(a.hidden_dropout_prob)
+  self:add_module_unnamed(self.dropout)
+  self.rows_cache = {}
+end
+
+function Encoder:extra(T)
+  if not self.m.rel_embeddings then return {} end
+  local R = self.m.rel_embeddings.p.weight
+  if self.m.LayerNorm then R = self.m.LayerNorm(R) end
+  local rows = self.rows_cache[T]
+  if not rows then
+    rows = F.relative_rows(T, self.arch)
+    self.rows_cache[T] = rows
+  end
+  return {rel = self.dropout(R), rows = rows}
+end
+
+--- Runs every layer; keeps what the enhanced mask decoder needs
+-- (the last layer's input, the relative terms, the mask) in self.last_run.
+function Encoder:forward(x, mask)
+  local extra = self:extra(x:size(2))
+  local layers = self:layers()
+  for i = 1, #layers - 1 do x = layers[i](x, mask, extra) end
+  self.last_run = {penultimate = x, mask = mask, extra = extra}
+  return layers[#layers](x, mask, extra)
+end
+-- }============================================================
+
+function F.backbone(a)
+  local b = blocks.Backbone(a, {
+    {"embeddings", blocks.Embeddings(a, {
+      positions = a.position_biased_input and "absolute" or "none", position_table = true,
+      width = a.embedding_size or a.hidden_size, project = true, mask_output = true}), "embeddings"},
+    {"encoder", Encoder(a), "encoder"},
+  }, {token_types = (a.type_vocab_size or 0) > 0})
+  b:set_max_length(a.max_position_embeddings)
+  return b
+end
+
+F.heads = {
+  mlm = {bias = "cls.predictions.bias", dense = "cls.predictions.transform.dense",
+         norm = "cls.predictions.transform.LayerNorm", decoder = "cls.predictions.decoder.weight"},
+  classifier = {source = "first", out = "classifier",
+                pre = {path = "pooler.dense", act = function(a) return a.pooler_hidden_act end, dropout_before = true}},
+  multiple_choice = {source = "first", out = "classifier",
+                     pre = {path = "pooler.dense", act = function(a) return a.pooler_hidden_act end, dropout_before = true}},
+}
+
+-- {============================================================ the enhanced mask decoder
+
+local EnhancedMaskDecoder = class("DebertaV2EnhancedMaskDecoder", heads.masked_lm_class)
+
+--- Z = position_embeddings[0..T-1] + H_{L-1}; Z <- last_layer(kv = H_{L-1}, q = Z), twice.
+function EnhancedMaskDecoder:decoder_input(base)
+  local enc = self.base.roles.encoder
+  local run = enc.last_run
+  local h = run.penultimate
+  local table_ = self.base.roles.embeddings.m.position_embeddings
+  if table_.dim ~= h:size(3) then
+    error(self.class_name .. ": the enhanced mask decoder needs embedding_size = hidden_size", 3)
+  end
+  local z = h + table_(bert.arange(h:size(2)))
+  local last = enc:layers()[enc.n]
+  for _ = 1, 2 do z = last(h, run.mask, run.extra, z) end
+  return z
+end
+-- }============================================================
+
+F.classes = {emd_pretraining = EnhancedMaskDecoder}
+
+F.architectures = {
+  DebertaV2Model = "base", DebertaV2ForMaskedLM = "masked_lm", DebertaV2ForPreTraining = "emd_pretraining",
+  DebertaV2ForSequenceClassification = "sequence_classification",
+  DebertaV2ForTokenClassification = "token_classification",
+  DebertaV2ForQuestionAnswering = "question_answering", DebertaV2ForMultipleChoice = "multiple_choice",
+}
+
+F.aliases = {["cls.predictions.decoder.bias"] = "cls.predictions.bias"}
+
+-- Hugging Face's newer MLM head names -> the legacy ones DebertaV2ForMaskedLM uses by default
+F.renames = {
+  {"^lm_predictions%.lm_head%.dense%.", "cls.predictions.transform.dense."},
+  {"^lm_predictions%.lm_head%.LayerNorm%.", "cls.predictions.transform.LayerNorm."},
+  {"^lm_predictions%.lm_head%.bias$", "cls.predictions.bias"},
+}
+
+return F

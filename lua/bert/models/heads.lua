@@ -1,0 +1,345 @@
+--- Task heads written once over any family's backbone: masked LM,
+-- pretraining (MLM + a sentence-pair head: BERT's NSP, ALBERT's SOP),
+-- sequence classification, token classification, question answering,
+-- multiple choice, and ELECTRA's replaced-token detection.  A family's
+-- differences are data (family.heads): where each piece lives in the
+-- checkpoint ("cls.predictions.transform.dense", "lm_head.dense"...), the
+-- activation, and whether the classifier reads the pooler or the first
+-- token through a dense layer of its own.
+local bert = require("bert.core")
+local class = require("bert.nn.class")
+local nn = require("bert.nn")
+local blocks = require("bert.models.blocks")
+
+local Module, Linear, LayerNorm, Dropout = nn.Module, nn.Linear, nn.LayerNorm, nn.Dropout
+local F = bert.F
+local check_ids = blocks.check_ids
+
+local M = {}
+
+-- Registers a fresh parameter at a dotted path ("cls.predictions.bias").
+local function place_param(root, path, shape, init)
+  local owner_path, key = path:match("^(.*)%.([^%.]+)$")
+  local owner = root
+  if owner_path then
+    owner = blocks.find(root, owner_path) or blocks.place(root, owner_path, blocks.Container())
+  end
+  owner:add_parameter(key, shape, init)
+  return owner, key
+end
+
+-- {============================================================ the MLM head
+
+--- The masked-LM head: dense (hidden -> embedding width), activation,
+-- LayerNorm, then the decoder (tied to the word embeddings unless
+-- tie_word_embeddings is false) plus its own bias.  spec: dense, norm,
+-- bias, decoder (checkpoint paths), act (default hidden_act).
+local function build_mlm(model, spec, a, embeddings)
+  local W = embeddings.m.word_embeddings.dim
+  local head = {act = spec.act or a.hidden_act}
+  head.bias_owner, head.bias_key = place_param(model, spec.bias, {a.vocab_size}, "zeros")
+  head.dense = blocks.place(model, spec.dense, Linear(a.hidden_size, W, {std = a.initializer_range}))
+  head.norm = blocks.place(model, spec.norm, LayerNorm(W, a.layer_norm_eps))
+  if a.tie_word_embeddings == false then
+    head.decoder_owner, head.decoder_key = place_param(model, spec.decoder, {a.vocab_size, W}, {normal = a.initializer_range})
+  else
+    head.decoder_owner, head.decoder_key = embeddings.m.word_embeddings, "weight"
+  end
+  blocks.activation(head.act)
+  return head
+end
+
+local function mlm_logits(head, h)
+  local x = head.norm(blocks.linear_act(head.dense, head.act, h))
+  return F.linear(x, head.decoder_owner.p[head.decoder_key], head.bias_owner.p[head.bias_key])
+end
+M.mlm_logits = mlm_logits
+
+--- Runs the MLM head on the masked positions only (labels ~= -100), as
+-- Google's code does; returns logits [M, V], the flat positions and their labels.
+local function masked_lm(head, hidden, labels)
+  local B, T, H = hidden:size(1), hidden:size(2), hidden:size(3)
+  local flat_labels = labels:reshape(B * T)
+  local positions = flat_labels:ne(-100):nonzero()
+  local rows = hidden:reshape(B * T, H):index_select(1, positions)
+  return mlm_logits(head, rows), positions, flat_labels:index_select(1, positions)
+end
+M.masked_lm = masked_lm
+-- }============================================================
+
+-- {============================================================ the heads
+
+local Head = class("Head", Module)
+M.Head = Head
+
+--- Head(family, arch, c, a): the family's backbone under its prefix
+-- ("bert", "roberta", ...); subclasses add their pieces in :build.
+function Head:__init(family, arch, c, a)
+  Module.__init(self)
+  self.config, self.arch, self.family = c, a, family
+  self.class_name = arch
+  local base = family.backbone(a, c, {pooler = self:wants_pooler(family)})
+  base.class_name = family.class_prefix .. "Model"
+  self:add_module(family.prefix, base)
+  self.base = base
+  self:build(family.heads, a)
+end
+
+function Head:wants_pooler() return false end
+
+function Head:dropout_module(p)
+  local d = Dropout(p)
+  self:add_module_unnamed(d)
+  return d
+end
+
+-- the first token's or the pooler's vector, through the family's own dense
+-- layer when it has one (RoBERTa's classifier.dense, DistilBERT's pre_classifier)
+local function summary(self, spec, base_out)
+  local x = spec.source == "pooled" and base_out.pooler_output or base_out.last_hidden_state:select(2, 1)
+  if self.pre then
+    if spec.pre.dropout_before then x = self.dropout(x) end
+    local act = spec.pre.act
+    if type(act) == "function" then act = act(self.arch) end
+    x = blocks.linear_act(self.pre, act, x)
+  end
+  return self.out(self.dropout(x))
+end
+
+local function build_summary(self, spec, a, n_out)
+  self.summary_spec = spec
+  if spec.pre then self.pre = blocks.place(self, spec.pre.path, Linear(a.hidden_size, a.hidden_size, {std = a.initializer_range})) end
+  self.out = blocks.place(self, spec.out, Linear(a.hidden_size, n_out, {std = a.initializer_range}))
+  self.dropout = self:dropout_module(a.classifier_dropout)
+end
+
+local function wants_pooled(family, key)
+  local spec = family.heads[key]
+  return spec ~= nil and spec.source == "pooled"
+end
+
+--- masked LM: {logits} (every position), or with labels the masked rows only
+local MaskedLM = class("MaskedLM", Head)
+M.masked_lm_class = MaskedLM
+
+function MaskedLM:build(h, a) self.mlm = build_mlm(self, h.mlm, a, self.base.roles.embeddings) end
+
+function MaskedLM:forward(inputs)
+  local base, ids = self.base:forward(inputs)
+  local h = self:decoder_input(base, inputs)
+  local out = {last_hidden_state = base.last_hidden_state}
+  if inputs.labels then
+    local labels = check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids)
+    local logits, positions, targets = masked_lm(self.mlm, h, labels)
+    out.logits, out.masked_positions, out.masked_labels = logits, positions, targets
+    out.loss = F.cross_entropy(logits, targets)
+  else
+    out.logits = mlm_logits(self.mlm, h)
+  end
+  return out
+end
+
+-- the hidden states the MLM head decodes (DeBERTa's enhanced decoder overrides)
+function MaskedLM:decoder_input(base) return base.last_hidden_state end
+
+--- pretraining: MLM + a sentence-pair head on the pooled output (BERT's
+-- NSP as seq_relationship_logits, ALBERT's SOP as sop_logits)
+local PreTraining = class("PreTraining", Head)
+M.pretraining_class = PreTraining
+
+function PreTraining:wants_pooler() return true end
+
+function PreTraining:build(h, a)
+  self.mlm = build_mlm(self, h.mlm, a, self.base.roles.embeddings)
+  self.pair = blocks.place(self, h.pair.path, Linear(a.hidden_size, 2, {std = a.initializer_range}))
+  self.pair_output = h.pair.output
+  if h.pair.dropout then self.dropout = self:dropout_module(a.classifier_dropout) end
+end
+
+--- forward{input_ids, token_type_ids, attention_mask, labels?, next_sentence_label? | sentence_order_label?}
+-- Without labels: prediction_logits [B, T, V] for every position.  With
+-- labels ([B, T], -100 where not masked): the MLM head runs on the masked
+-- positions only, prediction_logits is [M, V] with masked_positions [M]
+-- (flat indices into B*T), and loss = MLM cross-entropy + pair cross-entropy.
+function PreTraining:forward(inputs)
+  local base, ids = self.base:forward(inputs)
+  local h = base.last_hidden_state
+  local out = {last_hidden_state = h, pooler_output = base.pooler_output}
+  local pooled = base.pooler_output
+  if self.dropout then pooled = self.dropout(pooled) end
+  out[self.pair_output] = self.pair(pooled)
+  if inputs.labels then
+    local labels = check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids)
+    local logits, positions, targets = masked_lm(self.mlm, h, labels)
+    out.prediction_logits, out.masked_positions, out.masked_labels = logits, positions, targets
+    out.mlm_loss = F.cross_entropy(logits, targets)
+    out.loss = out.mlm_loss
+    local pair_label = inputs.next_sentence_label or inputs.sentence_order_label
+    if pair_label then
+      if type(pair_label) == "table" then pair_label = bert.tensor(pair_label, "int32") end
+      out.nsp_loss = F.cross_entropy(out[self.pair_output], pair_label)
+      out.loss = out.mlm_loss + out.nsp_loss
+    end
+  else
+    out.prediction_logits = mlm_logits(self.mlm, h)
+  end
+  return out
+end
+
+local SequenceClassification = class("SequenceClassification", Head)
+M.sequence_classification_class = SequenceClassification
+
+function SequenceClassification:wants_pooler(family) return wants_pooled(family, "classifier") end
+
+function SequenceClassification:build(h, a)
+  self.num_labels = a.num_labels
+  build_summary(self, h.classifier, a, a.num_labels)
+end
+
+--- labels: int32 [B] class ids (or float32 [B] targets when num_labels == 1: regression, MSE)
+function SequenceClassification:forward(inputs)
+  local base = self.base:forward(inputs)
+  local logits = summary(self, self.summary_spec, base)
+  local out = {logits = logits, last_hidden_state = base.last_hidden_state, pooler_output = base.pooler_output}
+  if inputs.labels then
+    local labels = inputs.labels
+    if type(labels) == "table" then labels = bert.tensor(labels, self.num_labels == 1 and "float32" or "int32") end
+    if self.num_labels == 1 then
+      local d = logits:view(-1) - labels:float()
+      out.loss = (d * d):mean()
+    else
+      out.loss = F.cross_entropy(logits, labels)
+    end
+  end
+  return out
+end
+
+local TokenClassification = class("TokenClassification", Head)
+M.token_classification_class = TokenClassification
+
+function TokenClassification:build(h, a)
+  self.num_labels = a.num_labels
+  self.dropout = self:dropout_module(a.classifier_dropout)
+  self.classifier = blocks.place(self, "classifier", Linear(a.hidden_size, a.num_labels, {std = a.initializer_range}))
+end
+
+--- labels: int32 [B, T], -100 on positions to ignore (padding, non-first sub-tokens)
+function TokenClassification:forward(inputs)
+  local base, ids = self.base:forward(inputs)
+  local logits = self.classifier(self.dropout(base.last_hidden_state))   -- [B, T, C]
+  local out = {logits = logits, last_hidden_state = base.last_hidden_state}
+  if inputs.labels then
+    local labels = check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids)
+    local B, T = ids:size(1), ids:size(2)
+    out.loss = F.cross_entropy(logits:reshape(B * T, self.num_labels), labels:reshape(B * T))
+  end
+  return out
+end
+
+local QuestionAnswering = class("QuestionAnswering", Head)
+M.question_answering_class = QuestionAnswering
+
+function QuestionAnswering:build(h, a)
+  if h.qa_dropout then self.dropout = self:dropout_module(a.qa_dropout) end
+  self.qa = blocks.place(self, "qa_outputs", Linear(a.hidden_size, 2, {std = a.initializer_range}))
+end
+
+--- start_positions / end_positions: int32 [B] token indices (0-based);
+-- positions outside the sequence are ignored, as in HF (clamped to T).
+function QuestionAnswering:forward(inputs)
+  local base, ids = self.base:forward(inputs)
+  local h = base.last_hidden_state
+  if self.dropout then h = self.dropout(h) end
+  local logits = self.qa(h)    -- [B, T, 2]
+  local out = {
+    start_logits = logits:select(3, 1):contiguous(),
+    end_logits = logits:select(3, 2):contiguous(),
+    last_hidden_state = base.last_hidden_state,
+  }
+  if inputs.start_positions and inputs.end_positions then
+    local T = ids:size(2)
+    local function clamp(p)
+      if type(p) == "table" then p = bert.tensor(p, "int32") end
+      -- out-of-range positions become T, then are ignored
+      local bad = p:lt(0) + p:gt(T)
+      return p:masked_fill(bad:gt(0), -100):masked_fill(p:eq(T), -100)
+    end
+    local s = F.cross_entropy(out.start_logits, clamp(inputs.start_positions))
+    local e = F.cross_entropy(out.end_logits, clamp(inputs.end_positions))
+    out.loss = (s + e) / 2
+  end
+  return out
+end
+
+--- multiple choice: inputs [B, C, T]; each choice scored by one output
+-- unit over the family's sequence summary; logits [B, C]
+local MultipleChoice = class("MultipleChoice", Head)
+M.multiple_choice_class = MultipleChoice
+
+function MultipleChoice:wants_pooler(family) return wants_pooled(family, "multiple_choice") end
+
+function MultipleChoice:build(h, a) build_summary(self, h.multiple_choice, a, 1) end
+
+function MultipleChoice:forward(inputs)
+  local name = self.class_name .. ":forward"
+  if type(inputs) ~= "table" or inputs.input_ids == nil then error(name .. ": expects a table with input_ids", 2) end
+  local flat = {}
+  local B, C
+  for _, k in ipairs({"input_ids", "token_type_ids", "attention_mask"}) do
+    local t = inputs[k]
+    if type(t) == "table" then t = bert.tensor(t, "int32") end
+    if t ~= nil then
+      if t:dim() ~= 3 then
+        error(string.format("%s: %s must be [batch x choices x seq], got [%s]", name, k, table.concat(t:shape(), " x ")), 2)
+      end
+      B, C = t:size(1), t:size(2)
+      flat[k] = t:reshape(B * C, t:size(3))
+    end
+  end
+  local base = self.base:forward(flat)
+  local logits = summary(self, self.summary_spec, base):view(B, C)
+  local out = {logits = logits}
+  if inputs.labels then
+    local labels = inputs.labels
+    if type(labels) == "table" then labels = bert.tensor(labels, "int32") end
+    out.loss = F.cross_entropy(logits, labels)
+  end
+  return out
+end
+
+--- ELECTRA's discriminator: a per-token "replaced?" logit; labels [B, T]
+-- 0/1, the loss a sigmoid cross-entropy over real tokens.
+local ReplacedTokenDetection = class("ReplacedTokenDetection", Head)
+M.replaced_token_detection_class = ReplacedTokenDetection
+
+function ReplacedTokenDetection:build(h, a)
+  local spec = h.discriminator
+  self.act = a.hidden_act
+  self.dense = blocks.place(self, spec.dense, Linear(a.hidden_size, a.hidden_size, {std = a.initializer_range}))
+  self.prediction = blocks.place(self, spec.prediction, Linear(a.hidden_size, 1, {std = a.initializer_range}))
+end
+
+function ReplacedTokenDetection:forward(inputs)
+  local base, ids, mask = self.base:forward(inputs)
+  local h = base.last_hidden_state
+  local B, T = h:size(1), h:size(2)
+  local logits = self.prediction(blocks.linear_act(self.dense, self.act, h)):view(B, T)
+  local out = {logits = logits, last_hidden_state = h}
+  if inputs.labels then
+    local labels = check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids)
+    if mask then labels = labels:masked_fill(mask:eq(0), -100) end
+    -- sigmoid cross-entropy as a two-way softmax over (0, logit)
+    local pair = bert.cat({bert.zeros({B * T, 1}), logits:reshape(B * T, 1)}, 2)
+    out.loss = F.cross_entropy(pair, labels:reshape(B * T))
+  end
+  return out
+end
+
+M.kinds = {
+  masked_lm = MaskedLM, pretraining = PreTraining, sequence_classification = SequenceClassification,
+  token_classification = TokenClassification, question_answering = QuestionAnswering,
+  multiple_choice = MultipleChoice, replaced_token_detection = ReplacedTokenDetection,
+}
+-- }============================================================
+
+return M
