@@ -1,7 +1,15 @@
-"""Writes parity fixtures from the plain-PyTorch peer (shared/peer/torch_bert.py).
+"""Writes parity fixtures from the plain-PyTorch peer (shared/peer/torch_bert.py)
+and, for the other families, from tools/parity_refs.py (written from the spec).
 
     python3 tools/gen_parity_fixtures.py PEER_DIR OUT_DIR [--size tiny] [--vocab 200]
         [--max-pos 64] [--batch 3] [--seq 12] [--all-grads]
+    python3 tools/gen_parity_fixtures.py PEER_DIR OUT_DIR --family roberta|albert|electra|distilbert|deberta-v2
+
+The families' fixtures are at an odd shape (hidden 20, 4 heads of 5, 11
+tokens, a padded batch of 3) with every weight perturbed so that no term
+hides; their io.safetensors holds the outputs of each head the weights
+carry (seqcls_logits, qa_*_logits...), the main class's training loss and
+the gradient of every weight.
 
 OUT_DIR gets config.json + model.safetensors (HF names, as Hugging Face
 writes them) and io.safetensors: the inputs (ids, token types, a padded
@@ -17,10 +25,92 @@ ap.add_argument("peer_dir"); ap.add_argument("out_dir")
 ap.add_argument("--size", default="tiny"); ap.add_argument("--vocab", type=int, default=200)
 ap.add_argument("--max-pos", type=int, default=64); ap.add_argument("--batch", type=int, default=3)
 ap.add_argument("--seq", type=int, default=12); ap.add_argument("--all-grads", action="store_true")
+ap.add_argument("--family", default="bert")
 args = ap.parse_args()
 sys.path.insert(0, args.peer_dir)
+import os
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch, torch.nn.functional as F
 import torch_bert as peer
+
+SMALL = dict(vocab_size=53, max_position_embeddings=40, initializer_range=0.02,
+             id2label={"0": "a", "1": "b", "2": "c"}, label2id={"a": 0, "b": 1, "c": 2})
+BERTISH = dict(hidden_size=20, num_hidden_layers=2, num_attention_heads=4, intermediate_size=36,
+               hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+CONFIGS = {
+    "roberta": dict(SMALL, **BERTISH, model_type="roberta", architectures=["RobertaForMaskedLM"], type_vocab_size=1,
+                    layer_norm_eps=1e-5, pad_token_id=1, bos_token_id=0, eos_token_id=2, hidden_act="gelu"),
+    "albert": dict(SMALL, **dict(BERTISH, num_hidden_layers=3), model_type="albert", architectures=["AlbertForPreTraining"],
+                   embedding_size=12, num_hidden_groups=1, inner_group_num=2, type_vocab_size=2, layer_norm_eps=1e-12,
+                   pad_token_id=0, hidden_act="gelu_new", classifier_dropout_prob=0.1),
+    "electra": dict(SMALL, **BERTISH, model_type="electra", architectures=["ElectraForPreTraining"], embedding_size=12,
+                    type_vocab_size=2, layer_norm_eps=1e-12, pad_token_id=0, hidden_act="gelu"),
+    "distilbert": dict(SMALL, model_type="distilbert", architectures=["DistilBertForMaskedLM"], dim=20, n_layers=2,
+                       n_heads=4, hidden_dim=36, dropout=0.1, attention_dropout=0.1, activation="gelu",
+                       sinusoidal_pos_embds=False, pad_token_id=0, qa_dropout=0.1, seq_classif_dropout=0.2),
+    "deberta-v2": dict(SMALL, **BERTISH, model_type="deberta-v2", architectures=["DebertaV2ForMaskedLM"],
+                       embedding_size=12, type_vocab_size=0, layer_norm_eps=1e-7, pad_token_id=0, hidden_act="gelu",
+                       relative_attention=True, position_buckets=8, max_relative_positions=-1,
+                       position_biased_input=False, pos_att_type=["p2c", "c2p"], norm_rel_ebd="layer_norm",
+                       share_att_key=True, pooler_hidden_act="gelu", pooler_dropout=0),
+}
+
+
+def family_fixture(family):
+    import parity_refs as refs
+    torch.manual_seed(4321)
+    c = CONFIGS[family]
+    c["num_labels"] = 3
+    names, forward = refs.FAMILIES[family]
+    P = {}
+    for name, shape, kind in names(c).items:
+        if kind == "w": t = torch.randn(shape) * 0.2
+        elif kind == "g": t = 1 + torch.randn(shape) * 0.1
+        else: t = torch.randn(shape) * 0.1
+        P[name] = t.requires_grad_(True)
+    B, T, V = 3, 11, c["vocab_size"]
+    pad = c["pad_token_id"]
+    ids = torch.randint(3, V, (B, T))
+    lengths = [T, T - 3, T - 6]
+    mask = torch.zeros(B, T, dtype=torch.long)
+    tt = torch.zeros(B, T, dtype=torch.long)
+    two_types = c.get("type_vocab_size", 0) > 1
+    for b, n in enumerate(lengths):
+        mask[b, :n] = 1; ids[b, n:] = pad
+        if two_types: tt[b, n // 2:n] = 1
+    labels = torch.full((B, T), -100)
+    for b, n in enumerate(lengths):
+        for t in range(1, n - 1, 3): labels[b, t] = int(ids[b, t])
+    io = {"input_ids": ids, "token_type_ids": tt, "attention_mask": mask}
+    out = forward(P, c, ids, tt, mask)
+    mlm = out.get("logits") if family != "albert" else out["prediction_logits"]
+    if family == "electra":   # the discriminator: replaced? per real token
+        rtd = torch.randint(0, 2, (B, T))
+        active = mask.view(-1) == 1
+        loss = F.binary_cross_entropy_with_logits(out["logits"].reshape(-1)[active], rtd.view(-1)[active].float())
+        io["labels"] = rtd
+    else:
+        loss = F.cross_entropy(mlm.reshape(B * T, V), labels.view(-1), ignore_index=-100)
+        io["labels"] = labels
+        if family == "albert":
+            sop = torch.tensor([0, 1, 1])
+            loss = loss + F.cross_entropy(out["sop_logits"], sop)
+            io["sentence_order_label"] = sop
+    loss.backward()
+    os.makedirs(args.out_dir, exist_ok=True)
+    peer.save_safetensors(f"{args.out_dir}/model.safetensors", P)
+    with open(f"{args.out_dir}/config.json", "w") as f: json.dump(c, f, indent=2)
+    for k, v in out.items(): io[k] = v.detach()
+    io["loss"] = loss.detach().reshape(1)
+    for n, t in P.items():
+        if t.grad is not None: io["grad." + n] = t.grad   # the main class's weights
+    peer.save_safetensors(f"{args.out_dir}/io.safetensors", {k: v.float() for k, v in io.items()})
+    print(json.dumps({"family": family, "loss": float(loss), "params": sum(t.numel() for t in P.values())}))
+
+
+if args.family != "bert":
+    family_fixture(args.family)
+    sys.exit(0)
 
 torch.manual_seed(1234)
 c = peer.full_config(args.size, vocab_size=args.vocab)
