@@ -133,7 +133,13 @@ function M.from_pretrained(dir, opts)
   -- head (a pretraining checkpoint under a classifier, a pooler) is unused
   local prefix = family.prefix .. "."
   local base_only = registry.architecture_for(family, "base") == arch
+  local other_prefix = {}
+  for mt in pairs(registry.families) do
+    local f = registry.family(mt)
+    if f.prefix ~= family.prefix then other_prefix[f.prefix] = true end
+  end
   local function wrong(n)
+    if other_prefix[n:match("^[^%.]+")] then return true end   -- another family's base model
     local base = base_only and model or model.m[family.prefix]
     local rel = base_only and n or (n:sub(1, #prefix) == prefix and n:sub(#prefix + 1))
     if rel then

@@ -64,7 +64,8 @@ local function integers(c, keys, where)
       if type(v) ~= "number" then fail(where, "'%s' must be an integer, got %s", k, tostring(v)) end
       local bound = M.bounds[k]
       if bound and (v > bound or v < -1) then
-        fail(where, "'%s' = %.17g is outside the supported range [0, %d]", k, v, bound)
+        fail(where, "'%s' = %s is outside the supported range [0, %d]", k,
+          math.tointeger(v) and string.format("%d", math.tointeger(v)) or string.format("%.17g", v), bound)
       end
       if math.type(v) == "float" then
         if v ~= math.floor(v) then fail(where, "'%s' must be an integer, got %.17g", k, v) end
