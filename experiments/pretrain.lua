@@ -17,8 +17,13 @@ dist.init()   -- under mpirun: data-parallel, rank 0 prints and writes (docs/dis
 local parser = cli.parser("pretrain.lua", "Pretrain a BERT model with MLM and NSP/SOP.",
   "Writes OUTPUT/metrics.jsonl (and .csv), OUTPUT/summary.json (held-out metrics, fractions), " ..
   "OUTPUT/checkpoint/ (a self-contained model directory), OUTPUT/tokenizer/ and the plots.")
-cli.add(parser, "model", {help = "Size (tiny, mini, small, medium, base, large) or a config.json",
-  convert = cli.choice_or_path("--model", cli.size_names(), "config.json")})
+cli.add(parser, "model", {help = "FAMILY-SIZE (albert-tiny, roberta-base, deberta-base...), a size " ..
+  "(tiny, mini, small, medium, base, large: BERT) or a config.json",
+  convert = function(v)   -- any family's size through the registry, else a config.json
+    local r = bert.models.resolve(v)
+    if r and r.size then return v end
+    return cli.choice_or_path("--model", cli.size_names(), "config.json")(v)
+  end})
 cli.add(parser, "tokenizer", {default = "wordpiece", help = "wordpiece, bpe or unigram (train one), or a tokenizer file/directory to load",
   convert = cli.choice_or_path("--tokenizer", {"wordpiece", "bpe", "unigram"}, "tokenizer file or directory")})
 parser:option("--vocab-size", "Vocabulary size when training a tokenizer", "8000"):convert(cli.integer("--vocab-size", 10))
@@ -157,9 +162,16 @@ if not loader then die(lerr) end
 -- }============================================================
 
 -- {============================================================ model
-local arch = args.objective == "none" and "BertForMaskedLM" or "BertForPreTraining"
+-- --model FAMILY-SIZE (albert-tiny), a bare size (BERT's) or a config.json: the family's pretraining head
+local resolved = bert.models.resolve(args.model)
+local family = resolved and resolved.family
+  or (require("bert.models.config").read_json(args.model) or {}).model_type or "bert"
+local head = args.objective == "none" and "masked_lm" or "pretraining"
+if head == "masked_lm" and family == "deberta-v2" then head = "emd_pretraining" end   -- the paper's decoder
+local ok_arch, arch = pcall(bert.models.architecture_for, family, head)
+if not ok_arch then die(tostring(arch) .. " (use --objective none)") end
 local overrides = {vocab_size = tok:vocab_size(), max_position_embeddings = math.max(512, args.seq_len)}
-local ok_model, model = pcall(bert.model, arch, args.model, overrides)
+local ok_model, model = pcall(bert.model, arch, resolved and resolved.size or args.model, overrides)
 if not ok_model then die(tostring(model)) end
 if args.device == "vulkan" then
   if not model.to then die("--device vulkan: this build has no Vulkan support") end

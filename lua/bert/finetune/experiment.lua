@@ -282,7 +282,10 @@ function M.run(kind, args)
   local K, mod = KINDS[kind], finetune.kind_module(kind)
   local t_start = bert.wall_time()
   quiet = args.quiet == true
-  local sizes = require("bert.models.config").sizes
+  local sizes = setmetatable({}, {__index = function(_, name)   -- FAMILY-SIZE or a bare size name
+    local r = bert.models.resolve(name)
+    return r and r.size ~= nil or nil
+  end})
   if args.threads then bert.set_num_threads(args.threads) end
   bert.manual_seed(args.seed)
   if sizes[args.model] and not args.from_scratch then
@@ -510,7 +513,8 @@ end
 -- if any), and the from-scratch run then takes exactly as many steps.
 function M.compare(kind, args)
   args = M.settings(kind, args)
-  if require("bert.models.config").sizes[args.model] then
+  local r = bert.models.resolve(args.model)
+  if r and r.size then
     error("--compare needs a pretrained checkpoint directory as --model, not a size name", 0)
   end
   local base = args.output or (default_output(args.task, {model = args.model}) .. "-compare")

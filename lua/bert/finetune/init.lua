@@ -45,8 +45,19 @@ M.architectures = {
   tagging = "BertForTokenClassification",
   qa = "BertForQuestionAnswering",
 }
+-- task kind <-> the registry's head kind; every family's head classes map to a task kind
+M.heads = {classification = "sequence_classification", tagging = "token_classification", qa = "question_answering"}
 M.kinds = {}
-for k, v in pairs(M.architectures) do M.kinds[v] = k end
+do
+  local registry = require("bert.models.registry")
+  local task_of = {}
+  for k, v in pairs(M.heads) do task_of[v] = k end
+  for _, mt in ipairs(registry.order) do
+    for arch, head in pairs(registry.family(mt).architectures) do
+      if task_of[head] then M.kinds[arch] = task_of[head] end
+    end
+  end
+end
 
 local function has_config(dir) return util.exists(dir .. "/config.json") end
 
@@ -119,18 +130,26 @@ function M.load_model(spec, opts)
     overrides.num_labels, overrides.id2label, overrides.label2id = #opts.labels, id2label, label2id
   end
   if opts.finetune then overrides.finetune = opts.finetune end
-  local sizes = require("bert.models.config").sizes
-  if sizes[spec] then
-    if opts.tokenizer then overrides.vocab_size = opts.tokenizer:vocab_size() end
-    return bert.model(arch, spec, overrides), {from_scratch = true, source = spec}
+  -- FAMILY-SIZE (albert-tiny) or a bare size (BERT's): the family's head for this task
+  local resolved = bert.models.resolve(spec)
+  if resolved and resolved.size then
+    arch = bert.models.architecture_for(resolved.family, M.heads[opts.kind])
+    if opts.tokenizer then
+      overrides.vocab_size = opts.tokenizer:vocab_size()
+      overrides.pad_token_id = opts.tokenizer:token_to_id("[PAD]") or opts.tokenizer:token_to_id("<pad>")
+    end
+    return bert.model(arch, resolved.size, overrides), {from_scratch = true, source = spec}
   end
   local dir = M.model_dir(spec)
   if not dir then
-    error(string.format("--model '%s' is neither a size name (tiny, mini, small, medium, base, large) " ..
-      "nor a directory with config.json (or best/ or checkpoint/)", spec), 0)
+    error(string.format("--model '%s' is neither FAMILY-SIZE (bert-, roberta-, albert-, electra-, distilbert-, " ..
+      "deberta- with tiny, mini, small, medium, base, large) nor a directory with config.json (or best/ or checkpoint/)",
+      spec), 0)
   end
   local model, info
   if opts.from_scratch then
+    local raw = require("bert.models.config").read(dir .. "/config.json")
+    arch = bert.models.architecture_for(raw.model_type or "bert", M.heads[opts.kind])
     model = bert.model(arch, dir .. "/config.json", overrides)
     info = {from_scratch = true, source = dir}
   else

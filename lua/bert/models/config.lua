@@ -164,6 +164,11 @@ function M.make(family, spec, overrides)
   if a.classifier_dropout == nil then a.classifier_dropout = a.hidden_dropout_prob end
   M.validate(a, where)
   if family.validate then family.validate(c, a, where) end
+  if a.key_names then
+    -- like HF's attribute_map: c.hidden_size reads DistilBERT's dim (JSON keeps only the family's keys)
+    local names = a.key_names
+    setmetatable(c, {__index = function(t, k) local own = names[k]; return own and rawget(t, own) or nil end})
+  end
   return c, a
 end
 

@@ -168,6 +168,8 @@ function PreTraining:forward(inputs)
   local pooled = base.pooler_output
   if self.dropout then pooled = self.dropout(pooled) end
   out[self.pair_output] = self.pair(pooled)
+  -- the pair head's logits under one name for every family (ALBERT's SOP too)
+  out.seq_relationship_logits = out[self.pair_output]
   if inputs.labels then
     local labels = check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids)
     local logits, positions, targets = masked_lm(self.mlm, h, labels)
