@@ -1,8 +1,9 @@
--- One BERT training or inference step, timed: prints one JSON line.
---   lua5.4 tools/bench.lua [--model base] [--batch 8] [--seq 128] [--mode train|infer]
+-- One training or inference step of any family, timed: prints one JSON line.
+--   lua5.4 tools/bench.lua [--model base | FAMILY-SIZE (roberta-base, albert-base, deberta-base...)] [--batch 8] [--seq 128] [--mode train|infer]
 --                          [--steps 3] [--threads N] [--gemm openblas|onednn] [--device cpu|vulkan] [--recompute 1]
--- train: BertForPreTraining forward with 15% of positions masked (MLM head on
--- the masked positions only) + NSP, backward, global-norm clipping at 1.0,
+-- train: the family's pretraining class (BertForPreTraining: MLM + NSP;
+-- ALBERT: MLM + SOP; the others their masked LM) with 15% of positions
+-- masked (MLM head on the masked positions only), backward, global-norm clipping at 1.0,
 -- AdamW — the same work as `torch_bert.py --mode train --gather`.
 -- infer: a forward with prediction_logits for every position (`--mode infer`).
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
@@ -36,10 +37,23 @@ local function peak_rss_mb()
   return kb and tonumber(kb) / 1024
 end
 
+-- --model FAMILY-SIZE (albert-base) or a bare size (BERT's): the family's
+-- pretraining class where it has one (MLM + NSP/SOP), else its masked LM
 bert.manual_seed(0)
-local model = bert.model("BertForPreTraining", opts.model)
-local c = model.config
+local resolved, rerr = bert.models.resolve(opts.model)
+if not resolved or not resolved.size then
+  io.stderr:write("bench: --model: " .. tostring(rerr or "expected FAMILY-SIZE") .. "\n")
+  os.exit(2)
+end
+local family = bert.models.family(resolved.family)
+local ok_arch, arch = pcall(bert.models.architecture_for, family, "pretraining")
+if not ok_arch then arch = bert.models.architecture_for(family, "masked_lm") end
+local model = bert.model(arch, resolved.size)
+local c = model.arch or model.config   -- the config in BERT's key names
 local B, T, V, H, L, I = opts.batch, opts.seq, c.vocab_size, c.hidden_size, c.num_hidden_layers, c.intermediate_size
+local E = c.embedding_size or H
+local inner = model.config.inner_group_num or 1   -- ALBERT runs each shared group's layers at every depth
+local pair_head = model.config.model_type == "bert" or model.config.model_type == "albert"
 local ids = bert.randint(0, V, {B, T}, {seed = 1})
 local tt = bert.zeros({B, T}, "int32")
 local mask = bert.ones({B, T}, "int32")
@@ -79,7 +93,7 @@ if opts.mode == "train" then
   step = function()
     local out = timed("forward", function()
       return model:forward{input_ids = ids, token_type_ids = tt, attention_mask = mask,
-                           labels = labels, next_sentence_label = nsp}
+                           labels = labels, next_sentence_label = pair_head and nsp or nil}
     end)
     timed("optimizer", function() opt:zero_grad() end)
     timed("backward", function() out.loss:backward() end)
@@ -101,11 +115,18 @@ end
 
 -- Forward FLOPs: the encoder's GEMMs, attention's two products, the
 -- pooler/NSP, and the MLM head (masked rows in training, all in inference).
+-- DeBERTa adds the relative table's projections (2S rows through the key
+-- and query projections) and the c2p and p2c products against them.
 local tokens = B * T
-local enc = L * (2 * tokens * (4 * H * H + 2 * H * I) + 2 * 2 * B * T * T * H)
+local layer = 2 * tokens * (4 * H * H + 2 * H * I) + 2 * 2 * B * T * T * H
+if c.span and (c.c2p or c.p2c) then
+  local terms = (c.c2p and 1 or 0) + (c.p2c and 1 or 0)
+  layer = layer + terms * (2 * 2 * c.span * H * H + 2 * B * T * 2 * c.span * H)
+end
+local enc = L * inner * layer + (E ~= H and 2 * tokens * E * H or 0)
 local mlm_rows = opts.mode == "train" and masked or tokens
-local head = 2 * mlm_rows * (H * H + H * V)
-local fwd = enc + head + 2 * B * H * H
+local head = 2 * mlm_rows * (H * E + E * V)
+local fwd = enc + head + (pair_head and 2 * B * H * H or 0)
 local flops = opts.mode == "train" and 3 * fwd or fwd
 
 step()   -- warm up (allocations, page faults)
@@ -118,7 +139,7 @@ local dt = (bert.wall_time() - t0) / opts.steps
 local peak_gf
 if opts.device ~= "vulkan" then peak_gf = dofile("tools/peak.lua").measure(bert.get_num_threads()) end
 print(cjson.encode({
-  impl = "bert-lua", model = opts.model, mode = opts.mode, batch = B, seq = T,
+  impl = "bert-lua", model = opts.model, architecture = arch, mode = opts.mode, batch = B, seq = T,
   threads = bert.get_num_threads(), gemm = bert.backend_info().gemm, device = opts.device,
   sec_per_step = dt, tokens_per_s = tokens / dt, gflops = flops / dt / 1e9,
   peak_rss_mb = peak_rss_mb(), recompute = model.recompute or false,

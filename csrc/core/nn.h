@@ -54,6 +54,14 @@ typedef struct {
 bert_tensor *bert_attention(bert_tensor *q, bert_tensor *k, bert_tensor *v,
                             const bert_attention_opts *opts);
 
+/* DeBERTa's disentangled attention, fused (attention_rel.c):
+** S = scale (q k^T + q Kr[row]^T + k Qr[row]^T) + mask bias, softmax,
+** dropout, @ v.  kr, qr [A, R, d] (either NULL: no c2p / p2c term);
+** rows int32 [Tq, Tk] in [0, R).  opts as bert_attention (keep masks only).
+** No [B, A, Tq, Tk] tensor is kept. */
+bert_tensor *bert_attention_rel(bert_tensor *q, bert_tensor *k, bert_tensor *v, bert_tensor *kr,
+                                bert_tensor *qr, bert_tensor *rows, const bert_attention_opts *opts);
+
 /* Fused log-softmax + NLL.  logits [..., C], labels int32 [...] (same
 ** leading shape).  Rows whose label is ignore_index contribute nothing.
 ** reduction: 0 "none" ([...] per-row losses), 1 "mean" (over non-ignored

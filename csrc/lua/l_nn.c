@@ -103,6 +103,34 @@ static int l_attention(lua_State *L) {
   return lbert_push_result(L, bert_attention(q, k, v, &o), "attention");
 }
 
+/* F.attention_rel(q, k, v, {rows =, kr =, qr =, mask =, dropout =, training =, scale =}):
+** DeBERTa's disentangled attention (cpu/attention_rel.c) */
+static int l_attention_rel(lua_State *L) {
+  bert_tensor *q = lbert_check_tensor(L, 1), *k = lbert_check_tensor(L, 2);
+  bert_tensor *v = lbert_check_tensor(L, 3);
+  luaL_checktype(L, 4, LUA_TTABLE);
+  bert_tensor *t[4] = {NULL, NULL, NULL, NULL};
+  const char *names[4] = {"rows", "kr", "qr", "mask"};
+  for (int i = 0; i < 4; i++) {
+    if (opt_field(L, 4, names[i]) != LUA_TNIL) {
+      t[i] = lbert_test_tensor(L, -1);
+      if (t[i] == NULL)
+        return luaL_error(L, "attention_rel: option '%s' must be a tensor, got %s", names[i], luaL_typename(L, -1));
+    }
+    lua_pop(L, 1);   /* the options table keeps it alive */
+  }
+  if (t[0] == NULL) return luaL_error(L, "attention_rel: option 'rows' (int32 [Tq x Tk]) is required");
+  bert_attention_opts o;
+  memset(&o, 0, sizeof o);
+  o.mask = t[3];
+  o.mask_value = opt_number(L, 4, "attention_rel", "mask_value", -FLT_MAX);
+  o.dropout_p = opt_number(L, 4, "attention_rel", "dropout", 0.0);
+  o.training = opt_bool(L, 4, "training", 1);
+  o.scale = opt_number(L, 4, "attention_rel", "scale", 0.0);
+  if (o.scale < 0) return luaL_error(L, "attention_rel: scale must be positive, got %g", o.scale);
+  return lbert_push_result(L, bert_attention_rel(q, k, v, t[1], t[2], t[0], &o), "attention_rel");
+}
+
 /* F.cross_entropy(logits, labels[, {ignore_index = -100, reduction = "mean"}]) */
 static int l_cross_entropy(lua_State *L) {
   static const char *const reds[] = {"none", "mean", "sum", NULL};
@@ -130,6 +158,7 @@ static const luaL_Reg F_funcs[] = {
   {"dropout", l_dropout},
   {"embedding", l_embedding},
   {"attention", l_attention},
+  {"attention_rel", l_attention_rel},
   {"cross_entropy", l_cross_entropy},
   {NULL, NULL}
 };

@@ -146,8 +146,30 @@ end
 
 --- S = (q·kᵀ + c2p + p2c) / sqrt(d · scale_factor), c2p(i, j) = q_i · Kr[row(i, j)],
 -- p2c(i, j) = k_j · Qr[row(i, j)]; key-padding mask; softmax; dropout; · v.
--- Composed from tensor ops: [B, A, T, 2S] and [B, A, T, T] intermediates.
+-- On the CPU one fused, flash-style kernel (F.attention_rel: the relative
+-- terms gathered inside each score tile, no [B, A, T, T] tensor); on other
+-- devices, or with F.attention_rel switched off (Attention.fused = false),
+-- the same math composed from tensor ops.
+Attention.fused = true
+
 function Attention:attend(q, k, v, mask, extra)
+  if not (self.c2p or self.p2c) then
+    return bert.F.attention(q, k, v, {mask = mask, dropout = self.attention_dropout, training = self.is_training,
+      scale = 1 / math.sqrt(q:size(4) * self.scale_factor)})
+  end
+  if Attention.fused and q:device() == "cpu" then
+    return bert.F.attention_rel(q, k, v, {
+      rows = extra.rows, kr = self.c2p and self:relative("key", extra.rel) or nil,
+      qr = self.p2c and self:relative("query", extra.rel) or nil, mask = mask,
+      scale = 1 / math.sqrt(q:size(4) * self.scale_factor),
+      dropout = self.attention_dropout, training = self.is_training})
+  end
+  return self:attend_composed(q, k, v, mask, extra)
+end
+
+--- The same from tensor ops ([B, A, T, 2S] and [B, A, T, T] intermediates):
+-- the reference the fused kernel is checked against, and the path for devices without it.
+function Attention:attend_composed(q, k, v, mask, extra)
   local B, A, T, d = q:size(1), q:size(2), q:size(3), q:size(4)
   q, k = q:contiguous(), k:contiguous()
   local scores = q:matmul(k:transpose(3, 4))

@@ -1,0 +1,151 @@
+-- F.attention_rel: DeBERTa's disentangled attention as one fused CPU kernel
+-- (csrc/cpu/attention_rel.c), against the materialised math and finite
+-- differences.
+local bert = require("bert")
+local G = require("spec.support.gradcheck")
+local F = bert.F
+
+local function randn(shape, seed, scale) return bert.randn(shape, {seed = seed}) * (scale or 1) end
+local function maxdiff(a, b) return (a - b):abs():max():item() end
+
+-- rows[i][j]: a DeBERTa-like table row (clamped, log-ish far away) in [0, R)
+local function rows_for(Tq, Tk, R)
+  local t = {}
+  local span = R // 2
+  for i = 0, Tq - 1 do
+    local row = {}
+    for j = 0, Tk - 1 do
+      local r = i - j
+      if math.abs(r) > 3 then r = (r > 0 and 1 or -1) * (3 + math.floor(math.log(math.abs(r) - 2) * 2)) end
+      row[j + 1] = math.max(0, math.min(R - 1, span + r))
+    end
+    t[i + 1] = row
+  end
+  return bert.tensor(t, "int32")
+end
+
+-- softmax(scale (q kᵀ + q Kr[row]ᵀ + k Qr[row]ᵀ) + mask bias) v, every [B, A, T, T] tensor materialised
+local function reference(q, k, v, kr, qr, rows, mask, scale)
+  local B, A, Tq, Tk = q:size(1), q:size(2), q:size(3), k:size(3)
+  local s = q:matmul(k:transpose(3, 4))
+  local idx = rows:view(1, 1, Tq, Tk):expand(B, A, Tq, Tk):contiguous()
+  if kr then s = s + q:matmul(kr:transpose(2, 3)):gather(4, idx) end
+  if qr then
+    local by_key = k:matmul(qr:transpose(2, 3)):gather(4, rows:t():contiguous():view(1, 1, Tk, Tq):expand(B, A, Tk, Tq):contiguous())
+    s = s + by_key:transpose(3, 4)
+  end
+  s = s * scale
+  if mask then s = s + ((mask:float() - 1) * 3e38):view(B, 1, 1, Tk) end
+  return s:softmax(4):matmul(v)
+end
+
+describe("F.attention_rel", function()
+  it("matches the materialised c2p + p2c attention, with padding, over several blocks and tiles", function()
+    for _, shape in ipairs({{2, 3, 13, 4, 10}, {1, 2, 150, 5, 24}}) do
+      local B, A, T, d, R = table.unpack(shape)
+      local q, k, v = randn({B, A, T, d}, 1), randn({B, A, T, d}, 2), randn({B, A, T, d}, 3)
+      local kr, qr = randn({A, R, d}, 4), randn({A, R, d}, 5)
+      local rows = rows_for(T, T, R)
+      local m = {}
+      for b = 1, B do
+        m[b] = {}
+        for t = 1, T do m[b][t] = (b == 2 and t > T - 4) and 0 or 1 end
+      end
+      local mask = bert.tensor(m, "int32")
+      local scale = 1 / math.sqrt(d * 3)
+      local got = F.attention_rel(q, k, v, {kr = kr, qr = qr, rows = rows, mask = mask, scale = scale})
+      local want = reference(q, k, v, kr, qr, rows, mask, scale)
+      assert.truthy(maxdiff(got, want) < 1e-5, "max diff " .. maxdiff(got, want))
+      -- one term only
+      got = F.attention_rel(q, k, v, {kr = kr, rows = rows, scale = scale})
+      assert.truthy(maxdiff(got, reference(q, k, v, kr, nil, rows, nil, scale)) < 1e-5)
+      got = F.attention_rel(q, k, v, {qr = qr, rows = rows, scale = scale})
+      assert.truthy(maxdiff(got, reference(q, k, v, nil, qr, rows, nil, scale)) < 1e-5)
+    end
+  end)
+
+  it("has gradients that match finite differences for q, k, v and both tables", function()
+    local B, A, T, d, R = 2, 2, 7, 3, 8
+    local mask = bert.tensor({{1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 0, 0}}, "int32")
+    local rows = rows_for(T, T, R)
+    G.gradcheck(function(q, k, v, kr, qr)
+      return F.attention_rel(q, k, v, {kr = kr, qr = qr, rows = rows, mask = mask, scale = 0.4})
+    end, {randn({B, A, T, d}, 11), randn({B, A, T, d}, 12), randn({B, A, T, d}, 13),
+          randn({A, R, d}, 14), randn({A, R, d}, 15)})
+  end)
+
+  it("gives the same gradients as the composed ops on views (as DeBERTa passes them)", function()
+    local B, A, T, d, R = 2, 3, 9, 4, 12
+    local x = randn({B, T, A * d}, 21)
+    local table_ = randn({R, A * d}, 22)
+    local rows = rows_for(T, T, R)
+    local function run(fused)
+      x:requires_grad(true); x:zero_grad(); table_:requires_grad(true); table_:zero_grad()
+      local heads = function(t) return t:view(B, T, A, d):transpose(2, 3) end
+      local q, k, v = heads(x * 1.5), heads(x * -0.5), heads(x)
+      local kr = (table_ * 0.7):view(R, A, d):transpose(1, 2)
+      local qr = (table_ * -1.1):view(R, A, d):transpose(1, 2)
+      local out = fused and F.attention_rel(q, k, v, {kr = kr, qr = qr, rows = rows, scale = 0.3})
+                  or reference(q:contiguous(), k:contiguous(), v, kr, qr, rows, nil, 0.3)
+      ;(out * randn(out:shape(), 23)):sum():backward()
+      return out, x:grad():clone(), table_:grad():clone()
+    end
+    local o1, gx1, gt1 = run(true)
+    local o2, gx2, gt2 = run(false)
+    assert.truthy(maxdiff(o1, o2) < 1e-5)
+    assert.truthy(maxdiff(gx1, gx2) < 1e-4)
+    assert.truthy(maxdiff(gt1, gt2) < 1e-4)
+  end)
+
+  it("applies dropout reproducibly from the seed and not in evaluation", function()
+    local q, k, v = randn({1, 2, 6, 4}, 31), randn({1, 2, 6, 4}, 32), randn({1, 2, 6, 4}, 33)
+    local kr = randn({2, 6, 4}, 34)
+    local rows = rows_for(6, 6, 6)
+    local function run(training)
+      bert.manual_seed(5)
+      return F.attention_rel(q, k, v, {kr = kr, rows = rows, dropout = 0.3, training = training})
+    end
+    assert.equal(0, maxdiff(run(true), run(true)))
+    assert.truthy(maxdiff(run(true), run(false)) > 1e-3)
+    assert.equal(0, maxdiff(run(false), F.attention_rel(q, k, v, {kr = kr, rows = rows})))
+  end)
+
+  it("rejects bad arguments by name", function()
+    local q = randn({1, 2, 5, 4}, 1)
+    local kr = randn({2, 6, 4}, 2)
+    assert.error_matches(function() F.attention_rel(q, q, q, {kr = kr}) end, "option 'rows' %(int32 %[Tq x Tk%]%) is required")
+    assert.error_matches(function() F.attention_rel(q, q, q, {kr = kr, rows = bert.zeros({5, 4}, "int32")}) end,
+      "rows must be int32 %[5 x 5%]")
+    assert.error_matches(function() F.attention_rel(q, q, q, {kr = kr, rows = bert.full({5, 5}, 6, "int32")}) end,
+      "rows%[0%]%[0%] = 6 is outside the 6 rows of the relative table")
+    assert.error_matches(function() F.attention_rel(q, q, q, {kr = randn({3, 6, 4}, 3), rows = bert.zeros({5, 5}, "int32")}) end,
+      "kr %[3 x 6 x 4%] must be %[heads 2 x rows 6 x head_dim 4%]")
+    assert.error_matches(function()
+      F.attention_rel(q, q, q, {kr = kr, rows = bert.zeros({5, 5}, "int32"), mask = bert.ones({2, 5}, "int32")})
+    end, "mask %[2 x 5%] must be a %[1 x 5%] keep mask")
+  end)
+end)
+
+describe("DeBERTa attention", function()
+  it("runs the fused kernel and the composed ops to the same outputs and gradients", function()
+    local deberta = require("bert.models.deberta_v2")
+    local ids = bert.tensor({{2, 5, 7, 9, 3, 4, 8, 6, 5}, {2, 9, 3, 4, 4, 1, 0, 0, 0}}, "int32")
+    local mask = ids:ne(0)
+    local function run(fused)
+      deberta.Attention.fused = fused
+      bert.manual_seed(3)
+      local m = bert.model("DebertaV2ForMaskedLM", "tiny", {vocab_size = 12, max_position_embeddings = 64,
+        position_buckets = 4, share_att_key = false})
+      m:evaluate()
+      local labels = bert.tensor({{-100, 5, -100, 7, -100, -100, 2, -100, -100}, {-100, 3, -100, -100, 1, -100, -100, -100, -100}}, "int32")
+      local out = m:forward{input_ids = ids, attention_mask = mask, labels = labels}
+      out.loss:backward()
+      return out.loss:item(), m.flat_grad:clone()
+    end
+    local l1, g1 = run(true)
+    local l2, g2 = run(false)
+    deberta.Attention.fused = true
+    assert.near(l1, l2, 1e-5)
+    assert.truthy(maxdiff(g1, g2) < 1e-4 * math.max(1, g2:abs():max():item()))
+  end)
+end)
