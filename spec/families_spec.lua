@@ -136,3 +136,61 @@ for _, case in ipairs(cases) do
     end)
   end)
 end
+
+describe("every family on vulkan (lavapipe here) against the cpu", function()
+  local info = bert.backend_info().vulkan
+  if not (info and info.available) then
+    pending("no vulkan device: " .. tostring(info and info.reason))
+    return
+  end
+
+  it("gives the reference outputs for each fixture's main class", function()
+    for _, case in ipairs(cases) do
+      local io_t = load_io(case.dir)
+      local model = bert.from_pretrained(case.dir, {verbose = false})
+      model:evaluate()
+      model:to("vulkan")
+      local inputs = {}
+      for k, v in pairs(inputs_of(io_t)) do inputs[k] = v:to("vulkan") end
+      local out = bert.no_grad(function() return model:forward(inputs) end)
+      local host = {}
+      for k, v in pairs(out) do if type(v) == "userdata" then host[k] = v:to("cpu") end end
+      compare(host, io_t, {last_hidden_state = "last_hidden_state"}, case.arch .. " on vulkan")
+      compare(host, io_t, case.outputs, case.arch .. " on vulkan")
+    end
+  end)
+
+  it("trains ALBERT (shared layers, factorized embeddings) and RoBERTa to the cpu's gradients", function()
+    for _, case in ipairs({cases[1], cases[2]}) do
+      local io_t = load_io(case.dir)
+      local function step(device)
+        local model = bert.from_pretrained(case.dir, {verbose = false})
+        model:evaluate()
+        local inputs = inputs_of(io_t)
+        inputs.labels, inputs.sentence_order_label = io_t.labels, io_t.sentence_order_label
+        if device == "vulkan" then
+          model:to("vulkan")
+          for _, k in ipairs({"input_ids", "token_type_ids", "attention_mask"}) do inputs[k] = inputs[k]:to("vulkan") end
+        end
+        model:zero_grad()
+        local out = model:forward(inputs)
+        out.loss:backward()
+        return out.loss:item(), model.flat_grad:to("cpu")
+      end
+      local l1, g1 = step("cpu")
+      local l2, g2 = step("vulkan")
+      assert.near(l1, l2, 1e-4)
+      local rel = max_abs_diff(g1, g2) / g1:abs():max():item()
+      assert.truthy(rel < 1e-3, case.arch .. ": relative gradient error " .. rel)
+    end
+  end)
+
+  it("runs DeBERTa's inference on vulkan and refuses training there with a clear error", function()
+    local model = bert.from_pretrained("spec/fixtures/deberta_tiny", {verbose = false})
+    model:to("vulkan")
+    local ids = bert.tensor({{5, 6, 7}}, "int32"):to("vulkan")
+    assert.truthy(bert.no_grad(function() return model:forward{input_ids = ids} end).logits)
+    assert.error_matches(function() model:forward{input_ids = ids} end,
+      "DeBERTa attention on vulkan runs forward only")
+  end)
+end)

@@ -157,14 +157,25 @@ function Attention:attend(q, k, v, mask, extra)
     return bert.F.attention(q, k, v, {mask = mask, dropout = self.attention_dropout, training = self.is_training,
       scale = 1 / math.sqrt(q:size(4) * self.scale_factor)})
   end
-  if Attention.fused and q:device() == "cpu" then
-    return bert.F.attention_rel(q, k, v, {
-      rows = extra.rows, kr = self.c2p and self:relative("key", extra.rel) or nil,
-      qr = self.p2c and self:relative("query", extra.rel) or nil, mask = mask,
-      scale = 1 / math.sqrt(q:size(4) * self.scale_factor),
-      dropout = self.attention_dropout, training = self.is_training})
+  if not Attention.fused then return self:attend_composed(q, k, v, mask, extra) end
+  local device = q:device()
+  local kr = self.c2p and self:relative("key", extra.rel) or nil
+  local qr = self.p2c and self:relative("query", extra.rel) or nil
+  if device ~= "cpu" then
+    -- no device kernel yet: inference runs the CPU kernel between two copies;
+    -- copies between devices are not on the autograd tape, so training cannot
+    if bert.grad_enabled() then
+      error(string.format("DeBERTa attention on %s runs forward only (no %s kernel yet): wrap inference in " ..
+        "bert.no_grad, or train on the cpu", device, device), 0)
+    end
+    local function cpu(t) return t and t:contiguous():to("cpu") end
+    q, k, v, kr, qr, mask = cpu(q), cpu(k), cpu(v), cpu(kr), cpu(qr), cpu(mask)
   end
-  return self:attend_composed(q, k, v, mask, extra)
+  local out = bert.F.attention_rel(q, k, v, {
+    rows = extra.rows, kr = kr, qr = qr, mask = mask,
+    scale = 1 / math.sqrt(q:size(4) * self.scale_factor),
+    dropout = self.attention_dropout, training = self.is_training})
+  return device ~= "cpu" and out:to(device) or out
 end
 
 --- The same from tensor ops ([B, A, T, 2S] and [B, A, T, T] intermediates):
