@@ -72,6 +72,18 @@ describe("F.attention_rel", function()
       return F.attention_rel(q, k, v, {kr = kr, qr = qr, rows = rows, mask = mask, scale = 0.4})
     end, {randn({B, A, T, d}, 11), randn({B, A, T, d}, 12), randn({B, A, T, d}, 13),
           randn({A, R, d}, 14), randn({A, R, d}, 15)})
+    -- rows naming only a band in the middle of a larger table (the kernel multiplies just that band)
+    local band = rows_for(T, T, 6) + 3
+    local kr, qr = randn({A, 12, d}, 16), randn({A, 12, d}, 17)
+    G.gradcheck(function(q, k, v, kr_, qr_)
+      return F.attention_rel(q, k, v, {kr = kr_, qr = qr_, rows = band, mask = mask, scale = 0.4})
+    end, {randn({B, A, T, d}, 18), randn({B, A, T, d}, 19), randn({B, A, T, d}, 20), kr, qr})
+    assert.equal(0, kr:grad():narrow(2, 1, 3):abs():max():item())
+    assert.equal(0, qr:grad():narrow(2, 10, 3):abs():max():item())
+    local want = reference(randn({B, A, T, d}, 18), randn({B, A, T, d}, 19), randn({B, A, T, d}, 20), kr, qr, band, mask, 0.4)
+    local got = F.attention_rel(randn({B, A, T, d}, 18), randn({B, A, T, d}, 19), randn({B, A, T, d}, 20),
+      {kr = kr, qr = qr, rows = band, mask = mask, scale = 0.4})
+    assert.truthy(maxdiff(got, want) < 1e-5)
   end)
 
   it("gives the same gradients as the composed ops on views (as DeBERTa passes them)", function()

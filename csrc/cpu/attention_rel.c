@@ -41,8 +41,9 @@
 #define RDEAD (-10000.0f)
 
 typedef struct {
-  int64_t B, A, Tq, Tk, d, R;
-  const float *q, *k, *v, *kr, *qr;   /* kr, qr [A, R, d] contiguous, or NULL */
+  int64_t B, A, Tq, Tk, d;
+  int64_t R, Rfull, r0;               /* rows r0 .. r0 + R - 1 of the Rfull-row tables are used */
+  const float *q, *k, *v, *kr, *qr;   /* kr, qr [A, Rfull, d] contiguous, or NULL */
   int64_t qs[3], ks[3], vs[3];        /* strides of batch, head, time */
   const int32_t *rows;                /* [Tq, Tk] */
   const float *bias;                  /* [Bm, Tk] additive, or NULL */
@@ -92,16 +93,17 @@ static void rel_scores(const rel_ctx *c, const float *Q, const float *K, const f
                        const float *C2P, const float *P2C, int64_t i0, int64_t br, int64_t lo,
                        int64_t n, float *S) {
   bert_sgemm(0, 1, br, n, c->d, c->scale, Q, c->qs[2], K + lo * c->ks[2], c->ks[2], 0.0f, S, RBC);
-  int64_t R = c->R;
+  int64_t R = c->R, r0 = c->r0;
   for (int64_t i = 0; i < br; i++) {
     float *s = S + i * RBC;
     const int32_t *row = c->rows + (i0 + i) * c->Tk + lo;
     if (C2P) {
       const float *cp = C2P + i * R;
-      for (int64_t j = 0; j < n; j++) s[j] += c->scale * cp[row[j]];
+      for (int64_t j = 0; j < n; j++) s[j] += c->scale * cp[row[j] - r0];
     }
     if (P2C) {
-      for (int64_t j = 0; j < n; j++) s[j] += c->scale * P2C[(lo + j) * R + row[j]];
+      const float *pc = P2C + lo * R;
+      for (int64_t j = 0; j < n; j++) s[j] += c->scale * pc[j * R + row[j] - r0];
     }
     if (bias) {
       for (int64_t j = 0; j < n; j++) s[j] += bias[lo + j];
@@ -125,7 +127,8 @@ static void rel_forward_head(const rel_ctx *c, int64_t bh, float *O, float *lse,
   const float *Q0 = c->q + b * c->qs[0] + a * c->qs[1];
   const float *K = c->k + b * c->ks[0] + a * c->ks[1];
   const float *V = c->v + b * c->vs[0] + a * c->vs[1];
-  const float *Kr = c->kr ? c->kr + a * R * d : NULL, *Qr = c->qr ? c->qr + a * R * d : NULL;
+  const float *Kr = c->kr ? c->kr + (a * c->Rfull + c->r0) * d : NULL;
+  const float *Qr = c->qr ? c->qr + (a * c->Rfull + c->r0) * d : NULL;
   const float *bias = c->bias ? c->bias + b * c->bias_bstride : NULL;
   if (Qr) bert_sgemm(0, 1, c->Tk, R, d, 1.0f, K, c->ks[2], Qr, d, 0.0f, P2C, R);
   for (int64_t i0 = 0; i0 < c->Tq; i0 += RBR) {
@@ -174,11 +177,12 @@ static void rel_backward_head(const rel_ctx *c, int64_t bh, const float *O, cons
                               const float *lse, float *dQ, float *dK, float *dV, float *dKr,
                               float *dQr, float *S, float *M, float *dP, float *Dv, float *C2P,
                               float *dC2P, float *P2C, float *dP2C) {
-  int64_t b = bh / c->A, a = bh % c->A, d = c->d, R = c->R;
+  int64_t b = bh / c->A, a = bh % c->A, d = c->d, R = c->R, r0 = c->r0;
   const float *Q0 = c->q + b * c->qs[0] + a * c->qs[1];
   const float *K = c->k + b * c->ks[0] + a * c->ks[1];
   const float *V = c->v + b * c->vs[0] + a * c->vs[1];
-  const float *Kr = c->kr ? c->kr + a * R * d : NULL, *Qr = c->qr ? c->qr + a * R * d : NULL;
+  const float *Kr = c->kr ? c->kr + (a * c->Rfull + c->r0) * d : NULL;
+  const float *Qr = c->qr ? c->qr + (a * c->Rfull + c->r0) * d : NULL;
   const float *bias = c->bias ? c->bias + b * c->bias_bstride : NULL;
   const float *Oh = O + bh * c->Tq * d, *dOh = dO + bh * c->Tq * d, *L = lse + bh * c->Tq;
   float *dQh = dQ + bh * c->Tq * d, *dKh = dK + bh * c->Tk * d, *dVh = dV + bh * c->Tk * d;
@@ -233,18 +237,18 @@ static void rel_backward_head(const rel_ctx *c, int64_t bh, const float *O, cons
       for (int64_t i = 0; i < br; i++) {
         const float *g = S + i * RBC;
         const int32_t *row = c->rows + (i0 + i) * c->Tk + lo;
-        if (Kr) { float *dc = dC2P + i * R; for (int64_t j = 0; j < n; j++) dc[row[j]] += g[j]; }
-        if (Qr) { for (int64_t j = 0; j < n; j++) dP2C[(lo + j) * R + row[j]] += g[j]; }
+        if (Kr) { float *dc = dC2P + i * R; for (int64_t j = 0; j < n; j++) dc[row[j] - r0] += g[j]; }
+        if (Qr) { float *dp = dP2C + lo * R; for (int64_t j = 0; j < n; j++) dp[j * R + row[j] - r0] += g[j]; }
       }
     }
     if (Kr) {
       bert_sgemm(0, 0, br, d, R, c->scale, dC2P, R, Kr, d, 1.0f, dQh + i0 * d, d);
-      bert_sgemm(1, 0, R, d, br, c->scale, dC2P, R, Q, c->qs[2], 1.0f, dKr + a * R * d, d);
+      bert_sgemm(1, 0, R, d, br, c->scale, dC2P, R, Q, c->qs[2], 1.0f, dKr + (a * c->Rfull + c->r0) * d, d);
     }
   }
   if (Qr) {
     bert_sgemm(0, 0, c->Tk, d, R, c->scale, dP2C, R, Qr, d, 1.0f, dKh, d);
-    bert_sgemm(1, 0, R, d, c->Tk, c->scale, dP2C, R, K, c->ks[2], 1.0f, dQr + a * R * d, d);
+    bert_sgemm(1, 0, R, d, c->Tk, c->scale, dP2C, R, K, c->ks[2], 1.0f, dQr + (a * c->Rfull + c->r0) * d, d);
   }
 }
 
@@ -281,7 +285,7 @@ static int attention_rel_backward(bert_node *node, bert_tensor *out, bert_tensor
   if (!q || !k || !v || !rows || (has_kr && !kr) || (has_qr && !qr)) return -1;
   c.q = bert_f32(q); c.k = bert_f32(k); c.v = bert_f32(v); c.rows = bert_i32(rows);
   c.kr = kr ? bert_f32(kr) : NULL; c.qr = qr ? bert_f32(qr) : NULL;
-  int64_t qshape[4] = {c.B, c.A, c.Tq, c.d}, kshape[4] = {c.B, c.A, c.Tk, c.d}, rshape[3] = {c.A, c.R, c.d};
+  int64_t qshape[4] = {c.B, c.A, c.Tq, c.d}, kshape[4] = {c.B, c.A, c.Tk, c.d}, rshape[3] = {c.A, c.Rfull, c.d};
   bert_tensor *dq = bert_tensor_new(BERT_F32, 4, qshape), *dk = bert_tensor_new(BERT_F32, 4, kshape);
   bert_tensor *dv = bert_tensor_new(BERT_F32, 4, kshape);
   bert_tensor *dkr = has_kr ? bert_tensor_new(BERT_F32, 3, rshape) : NULL;
@@ -290,7 +294,7 @@ static int attention_rel_backward(bert_node *node, bert_tensor *out, bert_tensor
   float *scratch = NULL;
   int rc = -1;
   if (!dq || !dk || !dv || !o || (has_kr && !dkr) || (has_qr && !dqr)) goto done;
-  int64_t BH = c.B * c.A, ARd = c.A * c.R * c.d;
+  int64_t BH = c.B * c.A, ARd = c.A * c.Rfull * c.d;
   int nt = rel_threads(BH);
   size_t per = (size_t)3 * RBR * RBC + (size_t)c.Tq + (size_t)2 * RBR * c.R + (size_t)2 * c.Tk * c.R
                + (size_t)2 * ARd;
@@ -413,6 +417,9 @@ bert_tensor *bert_attention_rel(bert_tensor *q_in, bert_tensor *k_in, bert_tenso
       return NULL;
     }
   }
+  /* only the rows the table names are multiplied: 2T - 1 of them for DeBERTa, often far fewer than R */
+  int32_t rmin = rw[0], rmax = rw[0];
+  for (int64_t x = 1; x < Tq * Tk; x++) { if (rw[x] < rmin) rmin = rw[x]; if (rw[x] > rmax) rmax = rw[x]; }
   int64_t ntiles = (Tk + RBC - 1) / RBC;
   size_t head = (sizeof(rel_saved) + 63) / 64 * 64;
   size_t nlse = (size_t)(B * A * Tq), nbias = (size_t)(Bm * Tk), nrange = (size_t)(2 * B * ntiles);
@@ -428,7 +435,8 @@ bert_tensor *bert_attention_rel(bert_tensor *q_in, bert_tensor *k_in, bert_tenso
   sv->bias = o->mask ? sv->lse + nlse : NULL;
   sv->ranges = (int32_t *)(sv->lse + nlse + nbias);
   rel_ctx *c = &sv->c;
-  c->B = B; c->A = A; c->Tq = Tq; c->Tk = Tk; c->d = d; c->R = R;
+  c->B = B; c->A = A; c->Tq = Tq; c->Tk = Tk; c->d = d;
+  c->Rfull = R; c->r0 = rmin; c->R = (int64_t)rmax - rmin + 1;
   c->q = bert_f32(q); c->k = bert_f32(k); c->v = bert_f32(v);
   c->kr = kr ? bert_f32(kr) : NULL; c->qr = qr ? bert_f32(qr) : NULL;
   c->rows = rw;
@@ -457,7 +465,7 @@ bert_tensor *bert_attention_rel(bert_tensor *q_in, bert_tensor *k_in, bert_tenso
   if (out == NULL) goto fail;
   int64_t BH = B * A;
   int nt = rel_threads(BH);
-  size_t per = (size_t)2 * RBR * RBC + 2 * RBR + (size_t)RBR * R + (size_t)Tk * R;
+  size_t per = (size_t)2 * RBR * RBC + 2 * RBR + (size_t)RBR * c->R + (size_t)Tk * c->R;
   scratch = malloc((size_t)nt * per * sizeof(float));
   if (scratch == NULL) { bert_set_error("attention_rel: out of memory"); goto fail; }
   float *O = bert_f32(out);
@@ -466,7 +474,7 @@ bert_tensor *bert_attention_rel(bert_tensor *q_in, bert_tensor *k_in, bert_tenso
   {
     float *S = scratch + (size_t)omp_get_thread_num() * per;
     float *M = S + RBR * RBC, *mrow = M + RBR * RBC, *lrow = mrow + RBR, *C2P = lrow + RBR;
-    float *P2C = C2P + RBR * R;
+    float *P2C = C2P + RBR * c->R;
     #pragma omp for schedule(dynamic, 1)
     for (int64_t bh = 0; bh < BH; bh++) rel_forward_head(c, bh, O, sv->lse, S, M, mrow, lrow, C2P, P2C);
   }

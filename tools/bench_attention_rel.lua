@@ -1,0 +1,69 @@
+-- The cost of DeBERTa's relative attention over BERT's: F.attention_rel
+-- (c2p + p2c over a relative table of R rows, fused) against F.attention
+-- at the same shape, forward and forward + backward, best of --repeat
+-- runs, one JSON line per mode.  The relative tables' projections (two
+-- [R x H] GEMMs per layer) are outside both kernels and not timed here.
+--   lua5.4 tools/bench_attention_rel.lua [--batch 8] [--heads 12] [--seq 128]
+--     [--dim 64] [--rows 512] [--repeat 3] [--threads N]
+package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
+local bert = require("bert.core")
+local cjson = require("cjson")
+local F = bert.F
+
+local o = {batch = 8, heads = 12, seq = 128, dim = 64, rows = 512, ["repeat"] = 3}
+local i = 1
+while i <= #arg do
+  local key = arg[i]:match("^%-%-(.+)$")
+  if key == nil or arg[i + 1] == nil or (o[key] == nil and key ~= "threads") then
+    io.stderr:write("usage: lua5.4 tools/bench_attention_rel.lua [--batch N] [--heads N] [--seq N] [--dim N] "
+      .. "[--rows R] [--repeat N] [--threads N]\n")
+    os.exit(2)
+  end
+  o[key] = tonumber(arg[i + 1])
+  i = i + 2
+end
+if o.threads then bert.set_num_threads(o.threads) end
+
+local B, A, T, d, R = o.batch, o.heads, o.seq, o.dim, o.rows
+local function leaf(shape, seed) return bert.randn(shape, {seed = seed}):requires_grad(true) end
+local q, k, v = leaf({B, A, T, d}, 1), leaf({B, A, T, d}, 2), leaf({B, A, T, d}, 3)
+local kr, qr = leaf({A, R, d}, 4), leaf({A, R, d}, 5)
+local dout = bert.randn({B, A, T, d}, {seed = 6})
+-- DeBERTa's rows: clamp(R/2 + i - j) (log buckets change which rows, not the cost)
+local rows = {}
+for a = 0, T - 1 do
+  local row = {}
+  for b = 0, T - 1 do row[b + 1] = math.max(0, math.min(R - 1, R // 2 + a - b)) end
+  rows[a + 1] = row
+end
+rows = bert.tensor(rows, "int32")
+local scale = 1 / math.sqrt(3 * d)
+
+local runs = {
+  bert = function() return F.attention(q, k, v) end,
+  deberta = function() return F.attention_rel(q, k, v, {kr = kr, qr = qr, rows = rows, scale = scale}) end,
+}
+
+local function best(fn, backward)
+  local t = math.huge
+  for _ = 1, o["repeat"] + 1 do   -- the first is a warm-up
+    local t0 = bert.wall_time()
+    if backward then
+      local out = fn()
+      out:backward(dout)
+    else
+      bert.no_grad(fn)
+    end
+    local dt = bert.wall_time() - t0
+    if _ > 1 then t = math.min(t, dt) end
+  end
+  return t
+end
+
+for _, mode in ipairs({"forward", "train"}) do
+  local tb = best(runs.bert, mode == "train")
+  local td = best(runs.deberta, mode == "train")
+  print(cjson.encode({batch = B, heads = A, seq = T, dim = d, rows = R, mode = mode, threads = bert.get_num_threads(),
+    bert_attention_s = tb, deberta_attention_s = td, ratio = td / tb}))
+end
