@@ -246,3 +246,31 @@ describe("sizes and names", function()
     assert.truthy(g:abs():sum():item() > 0)   -- absolute positions enter only through the decoder
   end)
 end)
+
+describe("adding a family", function()
+  it("takes one file of differences plus registry lines (docs/families.md)", function()
+    local registry = require("bert.models.registry")
+    registry.families.mybert = "spec.support.mybert_family"
+    registry.order[#registry.order + 1] = "mybert"
+    registry.short_names.mybert = "mybert"
+    local ok, err = pcall(function()
+      local m = bert.model("MyBertForMaskedLM", "tiny", {vocab_size = 40, max_position_embeddings = 16})
+      local labels = bert.tensor({{-100, 7, -100, -100, -100}, {-100, -100, 3, -100, -100}}, "int32")
+      local out = m:forward{input_ids = ids, attention_mask = mask, labels = labels}
+      out.loss:backward()
+      assert.truthy(m:state_dict()["mybert.encoder.layer.1.attention.self.query.weight"])
+      local dir = tmpdir()
+      assert(m:save_pretrained(dir))
+      local again, info = bert.from_pretrained(dir, {verbose = false})
+      assert.equal("MyBertForMaskedLM", info.architecture)
+      assert.same({}, info.missing)
+      local c = bert.model("MyBertForSequenceClassification", "tiny", {vocab_size = 40, max_position_embeddings = 16})
+      assert.same({2, 2}, c:forward{input_ids = ids}.logits:shape())
+      assert.same({family = "mybert", size = "mini"}, bert.models.resolve("mybert-mini"))
+      return again
+    end)
+    registry.families.mybert, registry.short_names.mybert = nil, nil
+    table.remove(registry.order)
+    assert(ok, err)
+  end)
+end)
