@@ -93,7 +93,7 @@ F.heads = {
          decoder = "vocab_projector.weight"},
   classifier = {source = "first", pre = {path = "pre_classifier", act = "relu"}, out = "classifier"},
   multiple_choice = {source = "first", pre = {path = "pre_classifier", act = "relu"}, out = "classifier"},
-  qa_dropout = true,
+  qa_dropout = true, token_dropout = "hidden_dropout_prob",
 }
 
 F.architectures = {

@@ -44,7 +44,8 @@ F.heads = {
   discriminator = {dense = "discriminator_predictions.dense", prediction = "discriminator_predictions.dense_prediction"},
   classifier = {source = "first", pre = {path = "classifier.dense", act = "gelu", dropout_before = true},
                 out = "classifier.out_proj"},
-  multiple_choice = {source = "first", out = "classifier"},
+  -- HF's SequenceSummary with ELECTRA's settings: first token, Linear(H, H), GELU, dropout
+  multiple_choice = {source = "first", pre = {path = "sequence_summary.summary", act = "gelu"}, out = "classifier"},
 }
 
 F.architectures = {

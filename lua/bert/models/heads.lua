@@ -221,7 +221,8 @@ M.token_classification_class = TokenClassification
 
 function TokenClassification:build(h, a)
   self.num_labels = a.num_labels
-  self.dropout = self:dropout_module(a.classifier_dropout)
+  -- DistilBERT drops with its general dropout here, the others with the classifier's
+  self.dropout = self:dropout_module(h.token_dropout and a[h.token_dropout] or a.classifier_dropout)
   self.classifier = blocks.place(self, "classifier", Linear(a.hidden_size, a.num_labels, {std = a.initializer_range}))
 end
 
