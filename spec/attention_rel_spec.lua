@@ -161,3 +161,33 @@ describe("DeBERTa attention", function()
     assert.truthy(maxdiff(g1, g2) < 1e-4 * math.max(1, g2:abs():max():item()))
   end)
 end)
+
+describe("DeBERTa's relative rows", function()
+  it("serve a shorter sequence from the longest table seen", function()
+    local ids = bert.tensor({{2, 5, 7, 9, 3, 4, 8, 6, 5}}, "int32")
+    local short = ids:narrow(2, 1, 5):contiguous()
+    local function model()
+      bert.manual_seed(9)
+      local m = bert.model("DebertaV2Model", "tiny", {vocab_size = 12, max_position_embeddings = 64, position_buckets = 4})
+      m:evaluate()
+      return m
+    end
+    local warm = model()
+    bert.no_grad(function() return warm:forward{input_ids = ids} end)
+    local a = bert.no_grad(function() return warm:forward{input_ids = short} end).last_hidden_state
+    local b = bert.no_grad(function() return model():forward{input_ids = short} end).last_hidden_state
+    assert.equal(0, maxdiff(a, b))
+    local deberta = require("bert.models.deberta_v2")
+    local rows9 = deberta.relative_rows(9, warm.arch)
+    assert.same(rows9:narrow(1, 1, 5):narrow(2, 1, 5):contiguous():totable(), deberta.relative_rows(5, warm.arch):totable())
+  end)
+
+  it("follow HF's log buckets (|r| 511 -> 255, 512 -> 256 with 256 buckets over 512 positions)", function()
+    local deberta = require("bert.models.deberta_v2")
+    assert.equal(128, deberta.log_bucket(128, 256, 512))
+    assert.equal(255, deberta.log_bucket(511, 256, 512))
+    assert.equal(256, deberta.log_bucket(512, 256, 512))
+    assert.equal(-255, deberta.log_bucket(-511, 256, 512))
+    assert.equal(-7, deberta.log_bucket(-7, 256, 512))
+  end)
+end)

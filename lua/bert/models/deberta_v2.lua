@@ -223,18 +223,20 @@ function Encoder:__init(a)
   end
   self.dropout = nn.Dropout(a.hidden_dropout_prob)
   self:add_module_unnamed(self.dropout)
-  self.rows_cache = {}
 end
 
 function Encoder:extra(T)
   if not self.m.rel_embeddings then return {} end
   local R = self.m.rel_embeddings.p.weight
   if self.m.LayerNorm then R = self.m.LayerNorm(R) end
-  local rows = self.rows_cache[T]
-  if not rows then
+  -- row(i, j) depends on i - j only: the table of the longest length seen
+  -- serves every shorter one as its top-left corner
+  local rows = self.rows_cache
+  if not rows or rows:size(1) < T then
     rows = F.relative_rows(T, self.arch)
-    self.rows_cache[T] = rows
+    self.rows_cache = rows
   end
+  if rows:size(1) > T then rows = rows:narrow(1, 1, T):narrow(2, 1, T):contiguous() end
   return {rel = self.dropout(R), rows = rows}
 end
 
