@@ -116,7 +116,8 @@ describe("config keys", function()
   it("an embedding_size that does not match the weights is an error naming the weight and shapes", function()
     local dir = variant("spec/fixtures/albert_tiny", function(c) c.embedding_size = 16 end)
     assert.error_matches(function() bert.from_pretrained(dir, {verbose = false}) end,
-      "albert.embeddings.word_embeddings.weight' has shape %[53 x 12%] in the checkpoint but %[53 x 16%] in the model")
+      "albert.embeddings.word_embeddings.weight' has shape %[53 x 12%] in the checkpoint but %[53 x 16%] in the model " ..
+      "%(config.json: vocab_size 53, hidden_size 20, embedding_size 16,")
   end)
 end)
 

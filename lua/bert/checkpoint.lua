@@ -121,7 +121,18 @@ function M.from_pretrained(dir, opts)
   for name in pairs(model:state_dict()) do model_names[name] = true; n_names = n_names + 1 end
   local sd, renamed = normalise(weights, model_names, family)
   local loaded, missing, unexpected = pcall(model.load_state_dict, model, sd)
-  if not loaded then error("from_pretrained: " .. tostring(missing):gsub("^load_state_dict: ", ""), 2) end
+  if not loaded then
+    -- a shape disagreement is a config that does not fit its weights: say which sizes it states
+    local a = model.arch or {}
+    local sizes = {}
+    for _, k in ipairs({"vocab_size", "hidden_size", "embedding_size", "intermediate_size", "max_position_embeddings",
+                        "type_vocab_size"}) do
+      local own = a.key_names and a.key_names[k] or k
+      if a[k] ~= nil then sizes[#sizes + 1] = string.format("%s %s", own, tostring(a[k])) end
+    end
+    error(string.format("from_pretrained: %s (config.json: %s)", tostring(missing):gsub("^load_state_dict: ", ""),
+      table.concat(sizes, ", ")), 2)
+  end
   -- the decoder tied to the word embeddings is not a slot of its own
   local tied = {}
   for name in pairs(family.aliases or {}) do tied[name] = true end
