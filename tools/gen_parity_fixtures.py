@@ -26,6 +26,8 @@ ap.add_argument("--size", default="tiny"); ap.add_argument("--vocab", type=int, 
 ap.add_argument("--max-pos", type=int, default=64); ap.add_argument("--batch", type=int, default=3)
 ap.add_argument("--seq", type=int, default=12); ap.add_argument("--all-grads", action="store_true")
 ap.add_argument("--family", default="bert")
+ap.add_argument("--family-seq", type=int, default=11, help="families: sequence length")
+ap.add_argument("--buckets", type=int, default=8, help="deberta-v2: position_buckets (256 as released)")
 args = ap.parse_args()
 sys.path.insert(0, args.peer_dir)
 import os
@@ -61,6 +63,8 @@ def family_fixture(family):
     torch.manual_seed(4321)
     c = CONFIGS[family]
     c["num_labels"] = 3
+    if family == "deberta-v2": c["position_buckets"] = args.buckets
+    c["max_position_embeddings"] = max(c["max_position_embeddings"], args.family_seq + 4)
     names, forward = refs.FAMILIES[family]
     P = {}
     for name, shape, kind in names(c).items:
@@ -68,7 +72,7 @@ def family_fixture(family):
         elif kind == "g": t = 1 + torch.randn(shape) * 0.1
         else: t = torch.randn(shape) * 0.1
         P[name] = t.requires_grad_(True)
-    B, T, V = 3, 11, c["vocab_size"]
+    B, T, V = 3, args.family_seq, c["vocab_size"]
     pad = c["pad_token_id"]
     ids = torch.randint(3, V, (B, T))
     lengths = [T, T - 3, T - 6]
