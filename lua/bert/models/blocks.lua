@@ -399,7 +399,11 @@ function Backbone:forward(inputs)
   local ids = check_ids(name, inputs.input_ids, "input_ids")
   local T = ids:size(2)
   if T > self.max_length then
-    error(string.format("%s: sequence length %d exceeds max_position_embeddings %d", name, T, self.max_length), 3)
+    if self.max_length == a.max_position_embeddings then
+      error(string.format("%s: sequence length %d exceeds max_position_embeddings %d", name, T, self.max_length), 3)
+    end
+    error(string.format("%s: sequence length %d exceeds the %d positions left by max_position_embeddings %d " ..
+      "after padding_idx %d", name, T, self.max_length, a.max_position_embeddings, a.pad_token_id), 3)
   end
   local tt
   if self.token_types then
