@@ -131,7 +131,7 @@ describe("F.attention_rel", function()
     assert.error_matches(function() F.attention_rel(q, q, q, {kr = kr, rows = bert.full({5, 5}, 6, "int32")}) end,
       "rows%[0%]%[0%] = 6 is outside the 6 rows of the relative table")
     assert.error_matches(function() F.attention_rel(q, q, q, {kr = randn({3, 6, 4}, 3), rows = bert.zeros({5, 5}, "int32")}) end,
-      "kr %[3 x 6 x 4%] must be %[heads 2 x rows 6 x head_dim 4%]")
+      "kr %[3 x 6 x 4%] must be float32 %[heads 2 x rows 6 x head_dim 4%]")
     assert.error_matches(function()
       F.attention_rel(q, q, q, {kr = kr, rows = bert.zeros({5, 5}, "int32"), mask = bert.ones({2, 5}, "int32")})
     end, "mask %[2 x 5%] must be a %[1 x 5%] keep mask")

@@ -109,6 +109,17 @@ struct bert_backend {
                             const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
                             const bert_tensor *lse, const bert_tensor *g,
                             bert_tensor **dq, bert_tensor **dk, bert_tensor **dv);
+  /* DeBERTa's disentangled attention (bert_attention_rel): kr, qr [A, R, d]
+  ** or NULL, rows contiguous int32 [Tq, Tk] in [0, R), o->mask a contiguous
+  ** [B, Tk] keep mask or NULL; gradients of q, k, v and the two tables */
+  bert_tensor *(*attention_rel)(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
+                                const bert_tensor *kr, const bert_tensor *qr, const bert_tensor *rows,
+                                const bert_attention_opts *o, bert_stream s, bert_tensor **lse);
+  int (*attention_rel_backward)(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
+                                const bert_tensor *kr, const bert_tensor *qr, const bert_tensor *rows,
+                                const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
+                                const bert_tensor *lse, const bert_tensor *g, bert_tensor **dq,
+                                bert_tensor **dk, bert_tensor **dv, bert_tensor **dkr, bert_tensor **dqr);
 
   /* ---- optimizers (core/optim.h; arguments checked) ---- */
   int (*adamw_step)(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,

@@ -544,4 +544,136 @@ bert_tensor *bert_attention(bert_tensor *q, bert_tensor *k, bert_tensor *v, cons
   bert_tensor_release(oc.mask);
   return out;
 }
+
+/* {------------------------------------------------------ DeBERTa's disentangled attention */
+
+/* saved: 0 q, 1 k, 2 v, 3 lse, 4 rows, then kr, qr and the mask when present */
+typedef struct { bert_attention_opts opts; bert_stream stream; int has_kr, has_qr, has_mask; } attention_rel_state;
+
+static int attention_rel_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
+  attention_rel_state *st = node->state;
+  int at = 5;
+  bert_tensor *q = bert_node_saved(node, 0), *k = bert_node_saved(node, 1), *v = bert_node_saved(node, 2);
+  bert_tensor *lse = bert_node_saved(node, 3), *rows = bert_node_saved(node, 4);
+  bert_tensor *kr = st->has_kr ? bert_node_saved(node, at++) : NULL;
+  bert_tensor *qr = st->has_qr ? bert_node_saved(node, at++) : NULL;
+  bert_tensor *mask = st->has_mask ? bert_node_saved(node, at++) : NULL;
+  if (!q || !k || !v || !lse || !rows || (st->has_kr && !kr) || (st->has_qr && !qr) || (st->has_mask && !mask))
+    return -1;
+  const bert_tensor *ts[6] = {q, k, v, lse, rows, g};
+  const bert_backend *be = backward_backend("attention_rel backward", 6, ts);
+  if (be == NULL || bert_backend_check(be, BERT_OP_ATTENTION_REL_BACKWARD, be->attention_rel_backward != NULL,
+                                       "attention_rel backward", 6, ts) != 0)
+    return -1;
+  bert_attention_opts o = st->opts;
+  o.mask = mask;
+  bert_tensor *gc = bert_contiguous(g), *dq = NULL, *dk = NULL, *dv = NULL, *dkr = NULL, *dqr = NULL;
+  int rc = gc ? be->attention_rel_backward(q, k, v, kr, qr, rows, &o, st->stream, out, lse, gc,
+                                           &dq, &dk, &dv, &dkr, &dqr) : -1;
+  bert_tensor_release(gc);
+  if (rc != 0) return -1;
+  int e1 = bert_accumulate_grad_steal(node->inputs[0], dq);
+  int e2 = bert_accumulate_grad_steal(node->inputs[1], dk);
+  int e3 = bert_accumulate_grad_steal(node->inputs[2], dv);
+  int e4 = dkr ? bert_accumulate_grad_steal(node->inputs[3], dkr) : 0;
+  int e5 = dqr ? bert_accumulate_grad_steal(node->inputs[4], dqr) : 0;
+  return (e1 || e2 || e3 || e4 || e5) ? -1 : 0;
+}
+
+static const bert_node_type attention_rel_node = {"attention_rel", attention_rel_backward,
+                                                  sizeof(attention_rel_state)};
+
+bert_tensor *bert_attention_rel(bert_tensor *q, bert_tensor *k, bert_tensor *v, bert_tensor *kr, bert_tensor *qr,
+                                bert_tensor *rows_in, const bert_attention_opts *o) {
+  char s1[160], s2[160], s3[160];
+  bert_tensor *in[7] = {q, k, v, kr, qr, rows_in, o->mask};
+  const bert_backend *be;
+  if (!BERT_DISPATCH(be, ATTENTION_REL, attention_rel, "attention_rel", 7, (const bert_tensor *const *)in))
+    return NULL;
+  if (check_qkv("query", q) || check_qkv("key", k) || check_qkv("value", v)) return NULL;
+  int64_t B = q->shape[0], A = q->shape[1], Tq = q->shape[2], d = q->shape[3], Tk = k->shape[2];
+  for (int i = 0; i < 4; i++) {
+    int64_t want = i == 2 ? Tk : q->shape[i];
+    if (k->shape[i] != want || v->shape[i] != want) {
+      bert_set_error("attention_rel: query %s, key %s and value %s must agree in batch, heads and head_dim, "
+                     "and key and value in length", SHAPE(s1, q), SHAPE(s2, k), SHAPE(s3, v));
+      return NULL;
+    }
+  }
+  if (Tk == 0 || Tq == 0) {
+    bert_set_error("attention_rel: empty query %s or key %s", SHAPE(s1, q), SHAPE(s2, k));
+    return NULL;
+  }
+  int64_t R = kr ? kr->shape[kr->ndim > 1 ? 1 : 0] : qr ? qr->shape[qr->ndim > 1 ? 1 : 0] : 1;
+  for (int w = 0; w < 2; w++) {
+    bert_tensor *t = w == 0 ? kr : qr;
+    if (t && (t->dtype != BERT_F32 || t->ndim != 3 || t->shape[0] != A || t->shape[1] != R || t->shape[2] != d)) {
+      bert_set_error("attention_rel: %s %s must be float32 [heads %lld x rows %lld x head_dim %lld]",
+                     w == 0 ? "kr" : "qr", SHAPE(s1, t), (long long)A, (long long)R, (long long)d);
+      return NULL;
+    }
+  }
+  if (rows_in->dtype != BERT_I32 || rows_in->ndim != 2 || rows_in->shape[0] != Tq || rows_in->shape[1] != Tk) {
+    bert_set_error("attention_rel: rows must be int32 [%lld x %lld], got %s %s", (long long)Tq, (long long)Tk,
+                   SHAPE(s1, rows_in), bert_dtype_name(rows_in->dtype));
+    return NULL;
+  }
+  if (!(o->dropout_p >= 0 && o->dropout_p < 1)) {
+    bert_set_error("attention_rel: dropout must be in [0, 1), got %g", o->dropout_p);
+    return NULL;
+  }
+  if (o->mask && (o->mask->ndim != 2 || o->mask->shape[0] != B || o->mask->shape[1] != Tk)) {
+    bert_set_error("attention_rel: mask %s must be a [%lld x %lld] keep mask", SHAPE(s1, o->mask), (long long)B,
+                   (long long)Tk);
+    return NULL;
+  }
+  bert_tensor *rows = bert_contiguous(rows_in);
+  if (rows == NULL) return NULL;
+  bert_tensor *host = on_host(rows);
+  if (host == NULL) { bert_tensor_release(rows); return NULL; }
+  const int32_t *rw = bert_i32(host);
+  for (int64_t x = 0; x < Tq * Tk; x++) {
+    if (rw[x] < 0 || rw[x] >= R) {
+      bert_set_error("attention_rel: rows[%lld][%lld] = %d is outside the %lld rows of the relative table",
+                     (long long)(x / Tk), (long long)(x % Tk), (int)rw[x], (long long)R);
+      bert_tensor_release(host);
+      bert_tensor_release(rows);
+      return NULL;
+    }
+  }
+  bert_tensor_release(host);
+  bert_attention_opts oc = *o;
+  oc.mask = o->mask ? bert_contiguous(o->mask) : NULL;
+  if (o->mask && oc.mask == NULL) { bert_tensor_release(rows); return NULL; }
+  bert_stream s = {0, 0};
+  if (o->training && o->dropout_p > 0) {
+    uint64_t unused;
+    bert_rng_get_state(&s.seed, &unused);
+    s.offset = bert_rng_reserve(((uint64_t)(B * A * Tq) * (uint64_t)Tk + 3) / 4);
+  }
+  bert_tensor *lse = NULL;
+  bert_node *node;
+  bert_tensor *grad_in[5] = {q, k, v, kr, qr};
+  bert_tensor *out = bert_record(be->attention_rel(q, k, v, kr, qr, rows, &oc, s, &lse), &node,
+                                 &attention_rel_node, 5, grad_in);
+  if (node) {
+    attention_rel_state *st = node->state;
+    st->opts = oc;
+    st->opts.mask = NULL;
+    st->stream = s;
+    bert_node_save(node, q);
+    bert_node_save(node, k);
+    bert_node_save(node, v);
+    bert_node_save(node, lse);
+    bert_node_save(node, rows);
+    if ((st->has_kr = kr != NULL)) bert_node_save(node, kr);
+    if ((st->has_qr = qr != NULL)) bert_node_save(node, qr);
+    if ((st->has_mask = oc.mask != NULL)) bert_node_save(node, oc.mask);
+  }
+  bert_tensor_release(lse);
+  bert_tensor_release(rows);
+  bert_tensor_release(oc.mask);
+  return out;
+}
+/* }------------------------------------------------------ */
 /* }====================================================== */

@@ -90,6 +90,8 @@
   X(CROSS_ENTROPY_BACKWARD, cross_entropy_backward, 3) \
   X(ATTENTION,           attention,           4) \
   X(ATTENTION_BACKWARD,  attention_backward,  7) \
+  X(ATTENTION_REL,       attention_rel,       7) \
+  X(ATTENTION_REL_BACKWARD, attention_rel_backward, 10) \
   X(ADAMW,               adamw,               4) \
   X(LAMB,                lamb,                4) \
   X(SGD,                 sgd,                 3) \

@@ -18,6 +18,10 @@
 ** Kr and Qr are shared over the batch: each thread sums its own copy of
 ** their gradients, added together at the end.
 **
+** The front-end (argument checks, the autograd node) is bert_attention_rel
+** in core/nn.c; this file is the CPU backend's forward and backward
+** (cpu_backend.c's attention_rel entries).
+**
 ** Masks and dead-key skipping are attention.c's: a [B, Tk] keep mask
 ** becomes an additive bias; fully padded key tiles are skipped.  Dropout on
 ** the probabilities uses the same Philox stream layout as attention.c.
@@ -29,11 +33,8 @@
 #include <omp.h>
 #include <cblas.h>
 
-#include "vulkan/vk.h"
-#include "core/autograd.h"
+#include "cpu/cpu.h"
 #include "cpu/gemm.h"
-#include "core/ops.h"
-#include "cpu/nn.h"
 #include "cpu/nn_internal.h"
 
 #define RBR 64          /* query rows per block */
@@ -58,11 +59,11 @@ typedef struct {
 } rel_ctx;
 
 /* the last dim contiguous and rows at least d apart, else a contiguous copy */
-static bert_tensor *rel_blas_ready(bert_tensor *t) {
+static bert_tensor *rel_blas_ready(const bert_tensor *t) {
   int64_t d = t->shape[t->ndim - 1];
   int ok = t->stride[t->ndim - 1] == 1 && (t->shape[t->ndim - 2] == 1 || t->stride[t->ndim - 2] >= d);
-  if (ok && t->ndim == 4) { bert_tensor_retain(t); return t; }
-  return bert_contiguous(t);
+  if (ok && t->ndim == 4) { bert_tensor_retain((bert_tensor *)t); return (bert_tensor *)t; }
+  return bert_contiguous((bert_tensor *)t);
 }
 
 static void rel_strides(const bert_tensor *t, int64_t s[3]) {
@@ -260,12 +261,25 @@ static int rel_blas_single(void) {
 }
 static void rel_blas_restore(int n) { if (n > 1) openblas_set_num_threads(n); }
 
-/* node->extra: this header, then lse [B*A*Tq], bias [Bm*Tk], tile ranges. */
+/* The context of one call (forward or backward): q, k, v BLAS-ready, the
+** tables contiguous, the additive bias and the live key ranges of each
+** tile, recomputed by backward so that only the log-sum-exp is kept. */
 typedef struct {
   rel_ctx c;
-  float *lse, *bias;
+  bert_tensor *q, *k, *v, *kr, *qr;
+  float *bias;
   int32_t *ranges;
-} rel_saved;
+} rel_setup;
+
+static void rel_setup_free(rel_setup *a) {
+  bert_tensor_release(a->q);
+  bert_tensor_release(a->k);
+  bert_tensor_release(a->v);
+  bert_tensor_release(a->kr);
+  bert_tensor_release(a->qr);
+  free(a->bias);
+  free(a->ranges);
+}
 
 static int rel_threads(int64_t items) {
   int nt = omp_get_max_threads();
@@ -273,34 +287,89 @@ static int rel_threads(int64_t items) {
   return nt < 1 ? 1 : nt;
 }
 
-/* saved: 0 q, 1 k, 2 v, 3 rows, then kr and qr when present (node->i[0], i[1] flag them) */
-static int attention_rel_backward(bert_node *node, bert_tensor *out, bert_tensor *gout) {
-  rel_saved *sv = node->extra;
-  rel_ctx c = sv->c;
-  int has_kr = (int)node->i[0], has_qr = (int)node->i[1];
-  bert_tensor *q = bert_node_saved(node, 0), *k = bert_node_saved(node, 1), *v = bert_node_saved(node, 2);
-  bert_tensor *rows = bert_node_saved(node, 3);
-  bert_tensor *kr = has_kr ? bert_node_saved(node, 4) : NULL;
-  bert_tensor *qr = has_qr ? bert_node_saved(node, 4 + has_kr) : NULL;
-  if (!q || !k || !v || !rows || (has_kr && !kr) || (has_qr && !qr)) return -1;
-  c.q = bert_f32(q); c.k = bert_f32(k); c.v = bert_f32(v); c.rows = bert_i32(rows);
-  c.kr = kr ? bert_f32(kr) : NULL; c.qr = qr ? bert_f32(qr) : NULL;
+/* Arguments validated by the front-end (core/nn.c): rows contiguous int32
+** [Tq, Tk] within the tables' rows, the mask a contiguous [B, Tk] keep mask. */
+static int rel_setup_init(rel_setup *a, const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
+                          const bert_tensor *kr, const bert_tensor *qr, const bert_tensor *rows,
+                          const bert_attention_opts *o, bert_stream s) {
+  memset(a, 0, sizeof *a);
+  int64_t B = q->shape[0], A = q->shape[1], Tq = q->shape[2], d = q->shape[3], Tk = k->shape[2];
+  int64_t ntiles = (Tk + RBC - 1) / RBC;
+  a->q = rel_blas_ready(q);
+  a->k = rel_blas_ready(k);
+  a->v = rel_blas_ready(v);
+  a->kr = kr ? bert_contiguous((bert_tensor *)kr) : NULL;
+  a->qr = qr ? bert_contiguous((bert_tensor *)qr) : NULL;
+  a->bias = o->mask ? malloc((size_t)(B * Tk + 1) * sizeof(float)) : NULL;
+  a->ranges = malloc((size_t)(2 * B * ntiles + 1) * sizeof(int32_t));
+  if (!a->q || !a->k || !a->v || (kr && !a->kr) || (qr && !a->qr) || (o->mask && !a->bias) || !a->ranges) {
+    if ((o->mask && !a->bias) || !a->ranges) bert_set_error("attention_rel: out of memory");
+    rel_setup_free(a);
+    return -1;
+  }
+  rel_ctx *c = &a->c;
+  c->B = B; c->A = A; c->Tq = Tq; c->Tk = Tk; c->d = d;
+  c->q = bert_f32(a->q); c->k = bert_f32(a->k); c->v = bert_f32(a->v);
+  c->kr = a->kr ? bert_f32(a->kr) : NULL;
+  c->qr = a->qr ? bert_f32(a->qr) : NULL;
+  c->rows = bert_i32(rows);
+  /* only the rows the table names are multiplied: 2T - 1 of them for DeBERTa, often far fewer than R */
+  int32_t rmin = c->rows[0], rmax = c->rows[0];
+  for (int64_t x = 1; x < Tq * Tk; x++) {
+    if (c->rows[x] < rmin) rmin = c->rows[x];
+    if (c->rows[x] > rmax) rmax = c->rows[x];
+  }
+  c->Rfull = kr ? kr->shape[1] : qr ? qr->shape[1] : 1;
+  c->r0 = rmin;
+  c->R = (int64_t)rmax - rmin + 1;
+  rel_strides(a->q, c->qs); rel_strides(a->k, c->ks); rel_strides(a->v, c->vs);
+  c->scale = o->scale > 0 ? (float)o->scale : (float)(1.0 / sqrt((double)d));
+  if (o->mask) {
+    float mv = o->mask_value != 0 ? (float)o->mask_value : -FLT_MAX;
+    for (int64_t i = 0; i < B * Tk; i++) a->bias[i] = (1.0f - (float)bert_get_flat(o->mask, i)) * mv;
+    c->bias_bstride = Tk;
+  }
+  c->bias = a->bias;
+  c->ntiles = ntiles;
+  rel_tile_ranges(c, a->ranges);
+  c->tile_lo = a->ranges;
+  c->tile_hi = a->ranges + B * ntiles;
+  c->p = o->training ? o->dropout_p : 0.0;
+  if (c->p > 0) {
+    c->seed = s.seed;
+    c->offset = s.offset;
+    c->thr = nn_keep_threshold(c->p);
+    c->keep_scale = (float)(1.0 / (1.0 - c->p));
+  }
+  return 0;
+}
+
+int cpu_attention_rel_backward(const bert_tensor *q_in, const bert_tensor *k_in, const bert_tensor *v_in,
+                               const bert_tensor *kr_in, const bert_tensor *qr_in, const bert_tensor *rows,
+                               const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
+                               const bert_tensor *lse, const bert_tensor *gout, bert_tensor **dq_out,
+                               bert_tensor **dk_out, bert_tensor **dv_out, bert_tensor **dkr_out,
+                               bert_tensor **dqr_out) {
+  rel_setup a;
+  if (rel_setup_init(&a, q_in, k_in, v_in, kr_in, qr_in, rows, o, s) != 0) return -1;
+  rel_ctx c = a.c;
+  int has_kr = c.kr != NULL, has_qr = c.qr != NULL;
   int64_t qshape[4] = {c.B, c.A, c.Tq, c.d}, kshape[4] = {c.B, c.A, c.Tk, c.d}, rshape[3] = {c.A, c.Rfull, c.d};
   bert_tensor *dq = bert_tensor_new(BERT_F32, 4, qshape), *dk = bert_tensor_new(BERT_F32, 4, kshape);
   bert_tensor *dv = bert_tensor_new(BERT_F32, 4, kshape);
   bert_tensor *dkr = has_kr ? bert_tensor_new(BERT_F32, 3, rshape) : NULL;
   bert_tensor *dqr = has_qr ? bert_tensor_new(BERT_F32, 3, rshape) : NULL;
-  bert_tensor *o = bert_contiguous(out);
+  bert_tensor *oc = bert_contiguous((bert_tensor *)out);
   float *scratch = NULL;
   int rc = -1;
-  if (!dq || !dk || !dv || !o || (has_kr && !dkr) || (has_qr && !dqr)) goto done;
+  if (!dq || !dk || !dv || !oc || (has_kr && !dkr) || (has_qr && !dqr)) goto done;
   int64_t BH = c.B * c.A, ARd = c.A * c.Rfull * c.d;
   int nt = rel_threads(BH);
   size_t per = (size_t)3 * RBR * RBC + (size_t)c.Tq + (size_t)2 * RBR * c.R + (size_t)2 * c.Tk * c.R
                + (size_t)2 * ARd;
   scratch = calloc((size_t)nt * per, sizeof(float));
   if (scratch == NULL) { bert_set_error("attention_rel backward: out of memory"); goto done; }
-  const float *O = bert_f32(o), *dO = bert_f32(gout);
+  const float *O = bert_f32(oc), *dO = bert_f32(gout), *LSE = bert_f32(lse);
   float *DQ = bert_f32(dq), *DK = bert_f32(dk), *DV = bert_f32(dv);
   int saved_threads = rel_blas_single();
   #pragma omp parallel num_threads(nt)
@@ -311,7 +380,7 @@ static int attention_rel_backward(bert_node *node, bert_tensor *out, bert_tensor
     float *dKr = dP2C + c.Tk * c.R, *dQr = dKr + ARd;
     #pragma omp for schedule(dynamic, 1)
     for (int64_t bh = 0; bh < BH; bh++)
-      rel_backward_head(&c, bh, O, dO, sv->lse, DQ, DK, DV, dKr, dQr, S, M, dP, Dv, C2P, dC2P, P2C, dP2C);
+      rel_backward_head(&c, bh, O, dO, LSE, DQ, DK, DV, dKr, dQr, S, M, dP, Dv, C2P, dC2P, P2C, dP2C);
   }
   rel_blas_restore(saved_threads);
   /* the shared tables' gradients: the threads' sums added up */
@@ -326,13 +395,9 @@ static int attention_rel_backward(bert_node *node, bert_tensor *out, bert_tensor
       for (int64_t x = 0; x < ARd; x++) G[x] += part[x];
     }
   }
-  int e1 = bert_accumulate_grad_steal(node->inputs[0], dq);
-  int e2 = bert_accumulate_grad_steal(node->inputs[1], dk);
-  int e3 = bert_accumulate_grad_steal(node->inputs[2], dv);
-  int e4 = dkr ? bert_accumulate_grad_steal(node->inputs[3], dkr) : 0;
-  int e5 = dqr ? bert_accumulate_grad_steal(node->inputs[4], dqr) : 0;
+  *dq_out = dq; *dk_out = dk; *dv_out = dv; *dkr_out = dkr; *dqr_out = dqr;
   dq = dk = dv = dkr = dqr = NULL;
-  rc = (e1 || e2 || e3 || e4 || e5) ? -1 : 0;
+  rc = 0;
 done:
   free(scratch);
   bert_tensor_release(dq);
@@ -340,135 +405,28 @@ done:
   bert_tensor_release(dv);
   bert_tensor_release(dkr);
   bert_tensor_release(dqr);
-  bert_tensor_release(o);
+  bert_tensor_release(oc);
+  rel_setup_free(&a);
   return rc;
 }
 
-static int rel_check(const char *name, const bert_tensor *t, int ndim) {
-  char s1[160];
-  if (t->dtype != BERT_F32 || t->ndim != ndim) {
-    bert_set_error("attention_rel: %s must be a %d-D float32 tensor, got %s %s", name, ndim, SHAPE(s1, t),
-                   bert_dtype_name(t->dtype));
-    return -1;
-  }
-  return 0;
-}
-
-bert_tensor *bert_attention_rel(bert_tensor *q_in, bert_tensor *k_in, bert_tensor *v_in,
-                                bert_tensor *kr_in, bert_tensor *qr_in, bert_tensor *rows_in,
-                                const bert_attention_opts *o) {
-  char s1[160], s2[160], s3[160];
-  if (bert_is_vk(q_in) || bert_is_vk(k_in) || bert_is_vk(v_in)) {
-    bert_set_error("attention_rel: not available on the vulkan device yet (use the composed path)");
-    return NULL;
-  }
-  if (rel_check("query", q_in, 4) || rel_check("key", k_in, 4) || rel_check("value", v_in, 4)) return NULL;
-  if ((kr_in && rel_check("kr", kr_in, 3)) || (qr_in && rel_check("qr", qr_in, 3))) return NULL;
-  int64_t B = q_in->shape[0], A = q_in->shape[1], Tq = q_in->shape[2], d = q_in->shape[3];
-  int64_t Tk = k_in->shape[2];
-  for (int i = 0; i < 4; i++) {
-    int64_t want = i == 2 ? Tk : q_in->shape[i];
-    if (k_in->shape[i] != want || v_in->shape[i] != want) {
-      bert_set_error("attention_rel: query %s, key %s and value %s must agree in batch, heads and head_dim, "
-                     "and key and value in length", SHAPE(s1, q_in), SHAPE(s2, k_in), SHAPE(s3, v_in));
-      return NULL;
-    }
-  }
-  if (Tk == 0 || Tq == 0) {
-    bert_set_error("attention_rel: empty query %s or key %s", SHAPE(s1, q_in), SHAPE(s2, k_in));
-    return NULL;
-  }
-  int64_t R = kr_in ? kr_in->shape[1] : qr_in ? qr_in->shape[1] : 1;
-  for (int w = 0; w < 2; w++) {
-    bert_tensor *t = w == 0 ? kr_in : qr_in;
-    if (t && (t->shape[0] != A || t->shape[1] != R || t->shape[2] != d)) {
-      bert_set_error("attention_rel: %s %s must be [heads %lld x rows %lld x head_dim %lld]", w == 0 ? "kr" : "qr",
-                     SHAPE(s1, t), (long long)A, (long long)R, (long long)d);
-      return NULL;
-    }
-  }
-  if (rows_in->dtype != BERT_I32 || rows_in->ndim != 2 || rows_in->shape[0] != Tq || rows_in->shape[1] != Tk) {
-    bert_set_error("attention_rel: rows must be int32 [%lld x %lld], got %s %s", (long long)Tq, (long long)Tk,
-                   SHAPE(s1, rows_in), bert_dtype_name(rows_in->dtype));
-    return NULL;
-  }
-  if (!(o->dropout_p >= 0 && o->dropout_p < 1)) {
-    bert_set_error("attention_rel: dropout must be in [0, 1), got %g", o->dropout_p);
-    return NULL;
-  }
-  int64_t Bm = 0;
-  if (o->mask) {
-    const bert_tensor *m = o->mask;
-    Bm = m->ndim == 2 ? m->shape[0] : -1;
-    if (Bm != B || m->shape[1] != Tk) {
-      bert_set_error("attention_rel: mask %s must be a [%lld x %lld] keep mask", SHAPE(s1, m), (long long)B,
-                     (long long)Tk);
-      return NULL;
-    }
-  }
-  bert_tensor *rows = bert_contiguous(rows_in);
-  if (!rows) return NULL;
-  const int32_t *rw = bert_i32(rows);
-  for (int64_t x = 0; x < Tq * Tk; x++) {
-    if (rw[x] < 0 || rw[x] >= R) {
-      bert_set_error("attention_rel: rows[%lld][%lld] = %d is outside the %lld rows of the relative table",
-                     (long long)(x / Tk), (long long)(x % Tk), (int)rw[x], (long long)R);
-      bert_tensor_release(rows);
-      return NULL;
-    }
-  }
-  /* only the rows the table names are multiplied: 2T - 1 of them for DeBERTa, often far fewer than R */
-  int32_t rmin = rw[0], rmax = rw[0];
-  for (int64_t x = 1; x < Tq * Tk; x++) { if (rw[x] < rmin) rmin = rw[x]; if (rw[x] > rmax) rmax = rw[x]; }
-  int64_t ntiles = (Tk + RBC - 1) / RBC;
-  size_t head = (sizeof(rel_saved) + 63) / 64 * 64;
-  size_t nlse = (size_t)(B * A * Tq), nbias = (size_t)(Bm * Tk), nrange = (size_t)(2 * B * ntiles);
-  rel_saved *sv = malloc(head + (nlse + nbias) * sizeof(float) + nrange * sizeof(int32_t));
-  bert_tensor *q = rel_blas_ready(q_in), *k = rel_blas_ready(k_in), *v = rel_blas_ready(v_in);
-  bert_tensor *kr = kr_in ? bert_contiguous(kr_in) : NULL, *qr = qr_in ? bert_contiguous(qr_in) : NULL;
-  bert_tensor *out = NULL;
-  float *scratch = NULL;
-  if (sv == NULL) { bert_set_error("attention_rel: out of memory"); goto fail; }
-  if (!q || !k || !v || (kr_in && !kr) || (qr_in && !qr)) goto fail;
-  memset(sv, 0, sizeof *sv);
-  sv->lse = (float *)((char *)sv + head);
-  sv->bias = o->mask ? sv->lse + nlse : NULL;
-  sv->ranges = (int32_t *)(sv->lse + nlse + nbias);
-  rel_ctx *c = &sv->c;
-  c->B = B; c->A = A; c->Tq = Tq; c->Tk = Tk; c->d = d;
-  c->Rfull = R; c->r0 = rmin; c->R = (int64_t)rmax - rmin + 1;
-  c->q = bert_f32(q); c->k = bert_f32(k); c->v = bert_f32(v);
-  c->kr = kr ? bert_f32(kr) : NULL; c->qr = qr ? bert_f32(qr) : NULL;
-  c->rows = rw;
-  rel_strides(q, c->qs); rel_strides(k, c->ks); rel_strides(v, c->vs);
-  c->scale = o->scale > 0 ? (float)o->scale : (float)(1.0 / sqrt((double)d));
-  if (o->mask) {
-    float mv = o->mask_value != 0 ? (float)o->mask_value : -FLT_MAX;
-    for (int64_t i = 0; i < Bm * Tk; i++) sv->bias[i] = (1.0f - (float)bert_get_flat(o->mask, i)) * mv;
-    c->bias_bstride = Tk;
-  }
-  c->bias = sv->bias;
-  c->ntiles = ntiles;
-  rel_tile_ranges(c, sv->ranges);
-  c->tile_lo = sv->ranges;
-  c->tile_hi = sv->ranges + B * ntiles;
-  c->p = o->training ? o->dropout_p : 0.0;
-  if (c->p > 0) {
-    uint64_t unused;
-    bert_rng_get_state(&c->seed, &unused);
-    c->offset = bert_rng_reserve(((uint64_t)(B * A * Tq) * (uint64_t)Tk + 3) / 4);
-    c->thr = nn_keep_threshold(c->p);
-    c->keep_scale = (float)(1.0 / (1.0 - c->p));
-  }
+bert_tensor *cpu_attention_rel(const bert_tensor *q_in, const bert_tensor *k_in, const bert_tensor *v_in,
+                               const bert_tensor *kr_in, const bert_tensor *qr_in, const bert_tensor *rows,
+                               const bert_attention_opts *o, bert_stream s, bert_tensor **lse_out) {
+  rel_setup a;
+  if (rel_setup_init(&a, q_in, k_in, v_in, kr_in, qr_in, rows, o, s) != 0) return NULL;
+  rel_ctx *c = &a.c;
+  int64_t B = c->B, A = c->A, Tq = c->Tq, Tk = c->Tk, d = c->d, nl = B * A * Tq;
   int64_t shape[4] = {B, A, Tq, d};
-  out = bert_tensor_empty(BERT_F32, 4, shape);
-  if (out == NULL) goto fail;
+  bert_tensor *out = bert_tensor_empty(BERT_F32, 4, shape), *lse = bert_tensor_empty(BERT_F32, 1, &nl);
+  float *scratch = NULL;
+  if (out == NULL || lse == NULL) goto fail;
   int64_t BH = B * A;
   int nt = rel_threads(BH);
   size_t per = (size_t)2 * RBR * RBC + 2 * RBR + (size_t)RBR * c->R + (size_t)Tk * c->R;
   scratch = malloc((size_t)nt * per * sizeof(float));
   if (scratch == NULL) { bert_set_error("attention_rel: out of memory"); goto fail; }
-  float *O = bert_f32(out);
+  float *O = bert_f32(out), *LSE = bert_f32(lse);
   int saved_threads = rel_blas_single();
   #pragma omp parallel num_threads(nt)
   {
@@ -476,46 +434,17 @@ bert_tensor *bert_attention_rel(bert_tensor *q_in, bert_tensor *k_in, bert_tenso
     float *M = S + RBR * RBC, *mrow = M + RBR * RBC, *lrow = mrow + RBR, *C2P = lrow + RBR;
     float *P2C = C2P + RBR * c->R;
     #pragma omp for schedule(dynamic, 1)
-    for (int64_t bh = 0; bh < BH; bh++) rel_forward_head(c, bh, O, sv->lse, S, M, mrow, lrow, C2P, P2C);
+    for (int64_t bh = 0; bh < BH; bh++) rel_forward_head(c, bh, O, LSE, S, M, mrow, lrow, C2P, P2C);
   }
   rel_blas_restore(saved_threads);
   free(scratch);
-  scratch = NULL;
-  bert_tensor *inputs[5] = {q_in, k_in, v_in, kr_in, qr_in};
-  if (bert_needs_grad(5, inputs)) {
-    bert_node *node = bert_node_new("attention_rel", attention_rel_backward, 5, inputs);
-    if (node == NULL) goto fail;
-    bert_node_save(node, q);
-    bert_node_save(node, k);
-    bert_node_save(node, v);
-    bert_node_save(node, rows);
-    if (kr) bert_node_save(node, kr);
-    if (qr) bert_node_save(node, qr);
-    node->i[0] = kr != NULL;
-    node->i[1] = qr != NULL;
-    c->q = c->k = c->v = c->kr = c->qr = NULL;
-    c->rows = NULL;
-    node->extra = sv;
-    sv = NULL;
-    bert_attach(out, node);
-  }
-  bert_tensor_release(q);
-  bert_tensor_release(k);
-  bert_tensor_release(v);
-  bert_tensor_release(kr);
-  bert_tensor_release(qr);
-  bert_tensor_release(rows);
-  free(sv);
+  rel_setup_free(&a);
+  *lse_out = lse;
   return out;
 fail:
   free(scratch);
-  free(sv);
-  bert_tensor_release(q);
-  bert_tensor_release(k);
-  bert_tensor_release(v);
-  bert_tensor_release(kr);
-  bert_tensor_release(qr);
-  bert_tensor_release(rows);
+  rel_setup_free(&a);
   bert_tensor_release(out);
+  bert_tensor_release(lse);
   return NULL;
 }

@@ -59,6 +59,15 @@ int cpu_attention_backward(const bert_tensor *q, const bert_tensor *k, const ber
                            const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
                            const bert_tensor *lse, const bert_tensor *g,
                            bert_tensor **dq, bert_tensor **dk, bert_tensor **dv);
+/* attention_rel.c */
+bert_tensor *cpu_attention_rel(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
+                               const bert_tensor *kr, const bert_tensor *qr, const bert_tensor *rows,
+                               const bert_attention_opts *o, bert_stream s, bert_tensor **lse);
+int cpu_attention_rel_backward(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
+                               const bert_tensor *kr, const bert_tensor *qr, const bert_tensor *rows,
+                               const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
+                               const bert_tensor *lse, const bert_tensor *g, bert_tensor **dq, bert_tensor **dk,
+                               bert_tensor **dv, bert_tensor **dkr, bert_tensor **dqr);
 
 /* optimizers (optim.c) */
 int cpu_adamw_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v, const bert_adam_cfg *cfg);
