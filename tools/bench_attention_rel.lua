@@ -12,12 +12,14 @@ local cjson = require("cjson")
 local F = bert.F
 
 local o = {batch = 8, heads = 12, seq = 128, dim = 64, rows = 512, ["repeat"] = 3}
+local usage = "usage: lua5.4 tools/bench_attention_rel.lua [--batch N] [--heads N] [--seq N] [--dim N] "
+  .. "[--rows R] [--repeat N] [--threads N]\n"
 local i = 1
 while i <= #arg do
+  if arg[i] == "--help" or arg[i] == "-h" then io.write(usage) os.exit(0) end
   local key = arg[i]:match("^%-%-(.+)$")
   if key == nil or arg[i + 1] == nil or (o[key] == nil and key ~= "threads") then
-    io.stderr:write("usage: lua5.4 tools/bench_attention_rel.lua [--batch N] [--heads N] [--seq N] [--dim N] "
-      .. "[--rows R] [--repeat N] [--threads N]\n")
+    io.stderr:write(usage)
     os.exit(2)
   end
   o[key] = tonumber(arg[i + 1])

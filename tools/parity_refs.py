@@ -5,6 +5,13 @@ dict of those tensors.  tools/gen_parity_fixtures.py runs them to write the
 fixtures the Lua specs compare against.
 """
 import math
+import sys
+
+if __name__ == "__main__":   # a module: tools/gen_parity_fixtures.py imports it
+    print("usage: import parity_refs (from tools/gen_parity_fixtures.py --family F); not run directly")
+    print(__doc__)
+    sys.exit(0)
+
 import torch
 import torch.nn.functional as F
 
