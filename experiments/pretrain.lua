@@ -20,9 +20,12 @@ local parser = cli.parser("pretrain.lua", "Pretrain a BERT model with MLM and NS
 cli.add(parser, "model", {help = "FAMILY-SIZE (albert-tiny, roberta-base, deberta-base...), a size " ..
   "(tiny, mini, small, medium, base, large: BERT) or a config.json",
   convert = function(v)   -- any family's size through the registry, else a config.json
-    local r = bert.models.resolve(v)
+    local r, why = bert.models.resolve(v)
     if r and r.size then return v end
-    return cli.choice_or_path("--model", cli.size_names(), "config.json")(v)
+    local ok, err = cli.choice_or_path("--model", cli.size_names(), "config.json")(v)
+    if ok then return ok end
+    if why and why:find("family has no size") then return nil, "option --model: " .. why end
+    return nil, err
   end})
 cli.add(parser, "tokenizer", {default = "wordpiece", help = "wordpiece, bpe or unigram (train one), or a tokenizer file/directory to load",
   convert = cli.choice_or_path("--tokenizer", {"wordpiece", "bpe", "unigram"}, "tokenizer file or directory")})
