@@ -30,9 +30,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <omp.h>
-#include <cblas.h>
 
+#include "core/parallel.h"
 #include "cpu/cpu.h"
 #include "cpu/gemm.h"
 #include "cpu/nn_internal.h"
@@ -253,13 +252,6 @@ static void rel_backward_head(const rel_ctx *c, int64_t bh, const float *O, cons
   }
 }
 
-static int rel_blas_single(void) {
-  if (bert_gemm_get_provider() != BERT_GEMM_OPENBLAS) return 0;
-  int n = openblas_get_num_threads();
-  if (n > 1) openblas_set_num_threads(1);
-  return n;
-}
-static void rel_blas_restore(int n) { if (n > 1) openblas_set_num_threads(n); }
 
 /* The context of one call (forward or backward): q, k, v BLAS-ready, the
 ** tables contiguous, the additive bias and the live key ranges of each
@@ -281,10 +273,32 @@ static void rel_setup_free(rel_setup *a) {
   free(a->ranges);
 }
 
-static int rel_threads(int64_t items) {
-  int nt = omp_get_max_threads();
-  if (nt > items) nt = (int)items;
-  return nt < 1 ? 1 : nt;
+/* The pool's shares: whole (batch, head) pairs, scratch per thread. */
+typedef struct {
+  const rel_ctx *c;
+  const float *O, *dO, *LSE;
+  float *O_out, *LSE_out, *DQ, *DK, *DV, *scratch;
+  size_t per, ARd;
+} rel_job;
+
+static void rel_forward_heads(void *p, int64_t lo, int64_t hi) {
+  const rel_job *j = p;
+  const rel_ctx *c = j->c;
+  float *S = j->scratch + (size_t)bert_parallel_thread() * j->per;
+  float *M = S + RBR * RBC, *mrow = M + RBR * RBC, *lrow = mrow + RBR, *C2P = lrow + RBR;
+  float *P2C = C2P + RBR * c->R;
+  for (int64_t bh = lo; bh < hi; bh++) rel_forward_head(c, bh, j->O_out, j->LSE_out, S, M, mrow, lrow, C2P, P2C);
+}
+
+static void rel_backward_heads(void *p, int64_t lo, int64_t hi) {
+  const rel_job *j = p;
+  const rel_ctx *c = j->c;
+  float *S = j->scratch + (size_t)bert_parallel_thread() * j->per;
+  float *M = S + RBR * RBC, *dP = M + RBR * RBC, *Dv = dP + RBR * RBC, *C2P = Dv + c->Tq;
+  float *dC2P = C2P + RBR * c->R, *P2C = dC2P + RBR * c->R, *dP2C = P2C + c->Tk * c->R;
+  float *dKr = dP2C + c->Tk * c->R, *dQr = dKr + j->ARd;
+  for (int64_t bh = lo; bh < hi; bh++)
+    rel_backward_head(c, bh, j->O, j->dO, j->LSE, j->DQ, j->DK, j->DV, dKr, dQr, S, M, dP, Dv, C2P, dC2P, P2C, dP2C);
 }
 
 /* Arguments validated by the front-end (core/nn.c): rows contiguous int32
@@ -364,25 +378,14 @@ int cpu_attention_rel_backward(const bert_tensor *q_in, const bert_tensor *k_in,
   int rc = -1;
   if (!dq || !dk || !dv || !oc || (has_kr && !dkr) || (has_qr && !dqr)) goto done;
   int64_t BH = c.B * c.A, ARd = c.A * c.Rfull * c.d;
-  int nt = rel_threads(BH);
+  int nt = bert_parallel_width();
   size_t per = (size_t)3 * RBR * RBC + (size_t)c.Tq + (size_t)2 * RBR * c.R + (size_t)2 * c.Tk * c.R
                + (size_t)2 * ARd;
   scratch = calloc((size_t)nt * per, sizeof(float));
   if (scratch == NULL) { bert_set_error("attention_rel backward: out of memory"); goto done; }
-  const float *O = bert_f32(oc), *dO = bert_f32(gout), *LSE = bert_f32(lse);
-  float *DQ = bert_f32(dq), *DK = bert_f32(dk), *DV = bert_f32(dv);
-  int saved_threads = rel_blas_single();
-  #pragma omp parallel num_threads(nt)
-  {
-    float *S = scratch + (size_t)omp_get_thread_num() * per;
-    float *M = S + RBR * RBC, *dP = M + RBR * RBC, *Dv = dP + RBR * RBC, *C2P = Dv + c.Tq;
-    float *dC2P = C2P + RBR * c.R, *P2C = dC2P + RBR * c.R, *dP2C = P2C + c.Tk * c.R;
-    float *dKr = dP2C + c.Tk * c.R, *dQr = dKr + ARd;
-    #pragma omp for schedule(dynamic, 1)
-    for (int64_t bh = 0; bh < BH; bh++)
-      rel_backward_head(&c, bh, O, dO, LSE, DQ, DK, DV, dKr, dQr, S, M, dP, Dv, C2P, dC2P, P2C, dP2C);
-  }
-  rel_blas_restore(saved_threads);
+  rel_job job = {&c, bert_f32(oc), bert_f32(gout), bert_f32(lse), NULL, NULL, bert_f32(dq), bert_f32(dk),
+                 bert_f32(dv), scratch, per, (size_t)ARd};
+  bert_parallel_for(BH, 1, rel_backward_heads, &job);
   /* the shared tables' gradients: the threads' sums added up */
   for (int which = 0; which < 2; which++) {
     bert_tensor *g = which == 0 ? dkr : dqr;
@@ -422,21 +425,12 @@ bert_tensor *cpu_attention_rel(const bert_tensor *q_in, const bert_tensor *k_in,
   float *scratch = NULL;
   if (out == NULL || lse == NULL) goto fail;
   int64_t BH = B * A;
-  int nt = rel_threads(BH);
+  int nt = bert_parallel_width();
   size_t per = (size_t)2 * RBR * RBC + 2 * RBR + (size_t)RBR * c->R + (size_t)Tk * c->R;
   scratch = malloc((size_t)nt * per * sizeof(float));
   if (scratch == NULL) { bert_set_error("attention_rel: out of memory"); goto fail; }
-  float *O = bert_f32(out), *LSE = bert_f32(lse);
-  int saved_threads = rel_blas_single();
-  #pragma omp parallel num_threads(nt)
-  {
-    float *S = scratch + (size_t)omp_get_thread_num() * per;
-    float *M = S + RBR * RBC, *mrow = M + RBR * RBC, *lrow = mrow + RBR, *C2P = lrow + RBR;
-    float *P2C = C2P + RBR * c->R;
-    #pragma omp for schedule(dynamic, 1)
-    for (int64_t bh = 0; bh < BH; bh++) rel_forward_head(c, bh, O, LSE, S, M, mrow, lrow, C2P, P2C);
-  }
-  rel_blas_restore(saved_threads);
+  rel_job job = {c, NULL, NULL, NULL, bert_f32(out), bert_f32(lse), NULL, NULL, NULL, scratch, per, 0};
+  bert_parallel_for(BH, 1, rel_forward_heads, &job);
   free(scratch);
   rel_setup_free(&a);
   *lse_out = lse;

@@ -58,6 +58,7 @@ end
 -- {============================================================ the layer
 
 local Layer = class("AlbertLayer", nn.Module)
+Layer.recompute_unit = true
 
 --- a = LN_att(x + dropout(dense(MHA(x)))); y = full_layer_layer_norm(ffn_output(act(ffn(a))) + a)
 -- (HF applies no dropout to the feed-forward output)

@@ -270,6 +270,7 @@ end
 
 local Layer = class("Layer", Module)
 M.Layer = Layer
+Layer.recompute_unit = true   -- model:set_recompute(true) recomputes it in backward (bert.recompute)
 
 --- The post-LN encoder layer with BERT's names (attention.self,
 -- attention.output, intermediate.dense, output); opts.attention: the

@@ -52,6 +52,7 @@ end
 -- {============================================================ the block
 
 local Block = class("DistilBertBlock", nn.Module)
+Block.recompute_unit = true
 
 --- sa = LN_sa(out_lin(MHA(x)) + x); y = LN_out(dropout(lin2(act(lin1(sa)))) + sa)
 function Block:__init(a)
