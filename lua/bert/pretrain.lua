@@ -1,0 +1,423 @@
+--- bert.pretrain: one pretraining run from a table of settings (what
+-- experiments/pretrain.lua parses from its command line; names as the flags
+-- with _ for -).  Reads the corpus, trains or loads the tokenizer, writes
+-- the shards, builds the family's pretraining model, trains it with
+-- bert.train.Trainer, evaluates it on the held-out documents and writes
+-- OUTPUT/summary.json.  experiments/ablate.lua calls it once per cell.
+--
+--   local summary = require("bert.pretrain").run(settings)   -- the summary.json table
+--
+-- Errors (bad settings, missing files) are raised as "pretrain: ..." with
+-- level 0, for the command line to print without a traceback.
+local cjson = require("cjson")
+local bert = require("bert")
+local cli = require("bert.cli")
+local dist = require("bert.distributed")
+
+local M = {}
+
+-- Objectives by their names on the command line and in ablation files, to
+-- the names the data pipeline and the metrics use (nsp_accuracy, ...).
+M.objectives = {["mlm-nsp"] = "nsp", ["mlm-sop"] = "sop", mlm = "none", nsp = "nsp", sop = "sop", none = "none"}
+-- Objectives issue 13 asks for that are not written yet: refused by name
+-- rather than run as something else.
+M.planned_objectives = {electra = true, clm = true, bilm = true, distill = true}
+
+--- Converts an --objective value to its internal name (nsp, sop, none), or
+-- nil and a message naming the option and the valid values.
+function M.objective(v)
+  local o = M.objectives[v]
+  if o then return o end
+  if M.planned_objectives[v] then
+    return nil, string.format("option --objective: '%s' is not implemented yet (implemented: mlm-nsp, mlm-sop, mlm)", v)
+  end
+  return nil, string.format("option --objective: '%s' is not one of mlm-nsp, mlm-sop, mlm (or nsp, sop, none)",
+    tostring(v))
+end
+
+--- The command line of experiments/pretrain.lua (an argparse parser); its
+-- defaults are those of every run: M.settings(overrides) fills them in.
+function M.parser()
+  local parser = cli.parser("pretrain.lua", "Pretrain a BERT model with MLM and NSP/SOP.",
+    "Writes OUTPUT/metrics.jsonl (and .csv), OUTPUT/summary.json (held-out metrics, fractions), " ..
+    "OUTPUT/checkpoint/ (a self-contained model directory), OUTPUT/tokenizer/ and the plots.")
+  cli.add(parser, "model", {help = "FAMILY-SIZE (albert-tiny, roberta-base, deberta-base...), a size " ..
+    "(tiny, mini, small, medium, base, large: BERT) or a config.json",
+    convert = function(v)   -- any family's size through the registry, else a config.json
+      local r, why = bert.models.resolve(v)
+      if r and r.size then return v end
+      local ok, err = cli.choice_or_path("--model", cli.size_names(), "config.json")(v)
+      if ok then return ok end
+      if why and why:find("family has no size") then return nil, "option --model: " .. why end
+      return nil, err
+    end})
+  cli.add(parser, "tokenizer", {default = "wordpiece", help = "wordpiece, bpe or unigram (train one), or a tokenizer file/directory to load",
+    convert = cli.choice_or_path("--tokenizer", {"wordpiece", "bpe", "unigram"}, "tokenizer file or directory")})
+  parser:option("--vocab-size", "Vocabulary size when training a tokenizer", "8000"):convert(cli.integer("--vocab-size", 10))
+  parser:option("--corpus", "brown, kjv, or a file in BERT's plain format", "brown")
+    :convert(cli.choice_or_path("--corpus", {"brown", "kjv"}, "corpus file"))
+  parser:option("--objective", "mlm-nsp (BERT), mlm-sop (ALBERT) or mlm (RoBERTa, full sentences); " ..
+    "the old names nsp, sop, none still work", "mlm-nsp"):convert(M.objective)
+  parser:option("--masking", "static (pre-generated copies) or dynamic (fresh per batch)", "dynamic")
+    :choices({"static", "dynamic"})
+  parser:flag("--whole-word-mask", "Mask whole words")
+  parser:flag("--recompute", "Recompute each encoder layer's activations in backward (less memory, ~1/3 more compute)")
+  parser:option("--dupe-factor", "Copies with different masks (static masking)", "5"):convert(cli.integer("--dupe-factor", 1))
+  cli.add(parser, "steps", "time_budget", "batch_size", "accum", "seq_len", "lr", "warmup", "weight_decay", "clip",
+    "device", "threads", "seed", "eval_every",
+    "max_eval", {help = "Held-out sequences per evaluation (default: all)"},
+    "save_every", "log_every", "output", {default = "runs/pretrain"},
+    "resume", "no_plot")
+  return parser
+end
+
+--- A full settings table: the command line's defaults, then `overrides`
+-- (names as the flags with _ for -, values as on the command line or as
+-- Lua numbers and booleans), checked and converted by the same parser, so
+-- that a typo or a bad value in an ablation file is an error naming it
+-- rather than a silent default.  overrides.quiet passes through.
+function M.settings(overrides)
+  overrides = overrides or {}
+  if type(overrides) ~= "table" then
+    error("pretrain.settings: argument #1 expected a table, got " .. type(overrides), 2)
+  end
+  local keys = {}
+  for k in pairs(overrides) do
+    if type(k) ~= "string" then error("pretrain.settings: setting names must be strings, got " .. type(k), 2) end
+    if k ~= "quiet" then keys[#keys + 1] = k end
+  end
+  table.sort(keys)
+  local argv = {}
+  for _, k in ipairs(keys) do
+    local v, flag = overrides[k], "--" .. k:gsub("_", "-")
+    if v == true then argv[#argv + 1] = flag
+    elseif v ~= false then
+      if type(v) ~= "string" and type(v) ~= "number" then
+        error(string.format("pretrain.settings: setting '%s' expected a string, number or boolean, got %s", k, type(v)), 2)
+      end
+      argv[#argv + 1] = flag
+      argv[#argv + 1] = math.type(v) == "float" and string.format("%.17g", v) or tostring(v)
+    end
+  end
+  local ok, args = M.parser():pparse(argv)
+  if not ok then error("pretrain.settings: " .. tostring(args), 2) end
+  args.quiet = overrides.quiet
+  return args
+end
+
+--- Runs (or, with args.resume = DIR, resumes) one pretraining run; see the
+-- module comment.  args.quiet leaves out the closing printout.
+function M.run(args)
+
+  local function die(msg) error("pretrain: " .. msg, 0) end
+  local fs = require("bert.fs")
+  local exists = fs.exists
+  local function read_json(path)
+    local f = io.open(path, "rb")
+    if not f then return nil end
+    local text = f:read("a")
+    f:close()
+    return cjson.decode(text)
+  end
+  local function write_json(path, value)
+    local f = assert(io.open(path .. ".tmp", "wb"))
+    f:write(cjson.encode(value), "\n")
+    f:close()
+    assert(os.rename(path .. ".tmp", path))
+  end
+
+  -- A resumed run takes its settings from the run directory, so that the
+  -- data, model and schedule are those of the interrupted run.
+  if args.resume then
+    local saved = read_json(args.resume .. "/args.json")
+    if not saved then die("--resume: " .. args.resume .. "/args.json is missing; not a run directory") end
+    for k, v in pairs(saved) do args[k] = v end
+    args.output = args.resume
+  end
+  if not args.steps and not args.time_budget then args.steps = 1000 end
+  assert(bert.mkdir(args.output))
+  if not args.resume and dist.is_main() then
+    -- a fresh run in an old directory: keep the tokenizer and shards only if
+    -- they were made with the same data settings, drop everything else
+    local old = read_json(args.output .. "/args.json")
+    local same = old ~= nil
+    for _, k in ipairs({"corpus", "tokenizer", "vocab_size", "seq_len", "objective", "masking", "dupe_factor",
+                        "whole_word_mask", "seed"}) do
+      if old and old[k] ~= args[k] then same = false end
+    end
+    local stale = {"metrics.jsonl", "summary.json", "checkpoint", "checkpoint.old", "checkpoint.tmp", "best"}
+    if not same then stale[#stale + 1] = "data"; stale[#stale + 1] = "tokenizer" end
+    for _, name in ipairs(stale) do os.execute(string.format("rm -rf '%s/%s'", args.output, name)) end
+  end
+  if dist.is_main() then write_json(args.output .. "/args.json", args) end
+
+  if args.threads then bert.set_num_threads(args.threads) end
+  bert.manual_seed(args.seed)
+  local pre = require("bert.data.pretraining")
+  local corpus = require("bert.data.corpus")
+
+  -- {============================================================ data
+  dist.wait_for_main()   -- rank 0 fetches, trains the tokenizer and writes the shards; the others then read them
+  local corpus_path = args.corpus
+  if args.corpus == "brown" or args.corpus == "kjv" then
+    corpus_path = string.format("data/%s/%s.txt", args.corpus, args.corpus)
+    if not exists(corpus_path) then
+      io.stderr:write("pretrain: fetching the ", args.corpus, " corpus (tools/fetch_data.sh)\n")
+      if os.execute("sh tools/fetch_data.sh " .. args.corpus) ~= true or not exists(corpus_path) then
+        die("could not fetch " .. args.corpus)
+      end
+    end
+  end
+  if not exists(corpus_path) then die("corpus file " .. corpus_path .. " not found") end
+  local documents, cerr = corpus.read(corpus_path)
+  if not documents then die(cerr) end
+  local train_docs, eval_docs = pre.split_documents(documents, {heldout = 0.05, seed = args.seed})
+
+  -- tokenizer: trained on the training documents only, then saved with the run
+  local tok_dir = args.output .. "/tokenizer"
+  local tok
+  if args.tokenizer == "wordpiece" or args.tokenizer == "bpe" or args.tokenizer == "unigram" then
+    if exists(tok_dir .. "/tokenizer.json") then
+      tok = assert(bert.tokenizer.load(tok_dir .. "/tokenizer.json"))
+    else
+      -- the training documents only, never the held-out ones
+      assert(bert.mkdir(tok_dir))
+      local text_path = tok_dir .. "/training-text.txt"
+      local f = assert(io.open(text_path, "wb"))
+      for _, doc in ipairs(train_docs) do for _, s in ipairs(doc) do f:write(s, "\n") end end
+      f:close()
+      local t0 = bert.wall_time()
+      tok = assert(bert.tokenizer.train{
+        kind = args.tokenizer, vocab_size = args.vocab_size, lowercase = true, files = {text_path},
+      })
+      os.remove(text_path)
+      assert(require("bert.model_dir").save_tokenizer(tok_dir, tok))
+      io.stderr:write(string.format("pretrain: trained a %s vocabulary of %d in %.1f s\n",
+        args.tokenizer, tok:vocab_size(), bert.wall_time() - t0))
+    end
+  else
+    tok = bert.tokenizer.load(args.tokenizer)
+    if not tok then die("cannot load tokenizer " .. args.tokenizer) end
+  end
+
+  local function shards(name, docs, masking, dupe, seed)
+    local dir = args.output .. "/data/" .. name
+    if exists(dir .. "/meta.json") then return read_json(dir .. "/meta.json") end
+    local t0 = bert.wall_time()
+    local info = pre.create_shards{
+      documents = docs, tokenizer = tok, output = dir, max_seq_length = args.seq_len,
+      objective = args.objective, masking = masking, dupe_factor = dupe,
+      whole_word_mask = args.whole_word_mask, seed = seed,
+    }
+    io.stderr:write(string.format("pretrain: %s: %d instances in %.1f s\n", name, info.instances, bert.wall_time() - t0))
+    return read_json(dir .. "/meta.json") or info
+  end
+  local train_meta = shards("train", train_docs, args.masking, args.masking == "static" and args.dupe_factor or 1, args.seed)
+  -- held-out data: one fixed masking, so every evaluation sees the same targets
+  local eval_meta = shards("eval", eval_docs, "static", 1, args.seed + 1000)
+  dist.main_ready()
+  documents, train_docs, eval_docs = nil, nil, nil
+  collectgarbage()
+
+  -- --batch-size is the global batch: each rank reads its rows of it
+  local shard_first, shard_rows = dist.shard(args.batch_size, "pretrain: --batch-size")
+  local loader, lerr = pre.Loader{dir = args.output .. "/data/train", batch_size = args.batch_size,
+                                  seq_len = args.seq_len, masking = args.masking, seed = args.seed, shuffle = true,
+                                  shard_first = shard_first, shard_rows = shard_rows}
+  if not loader then die(lerr) end
+  -- }============================================================
+
+  -- {============================================================ model
+  -- --model FAMILY-SIZE (albert-tiny), a bare size (BERT's) or a config.json: the family's pretraining head
+  local resolved = bert.models.resolve(args.model)
+  local family = resolved and resolved.family
+    or (require("bert.models.config").read_json(args.model) or {}).model_type or "bert"
+  local head = args.objective == "none" and "masked_lm" or "pretraining"
+  if head == "masked_lm" and family == "deberta-v2" then head = "emd_pretraining" end   -- the paper's decoder
+  local ok_arch, arch = pcall(bert.models.architecture_for, family, head)
+  if not ok_arch then die(tostring(arch) .. " (use --objective mlm)") end
+  local overrides = {vocab_size = tok:vocab_size(), max_position_embeddings = math.max(512, args.seq_len)}
+  local ok_model, model = pcall(bert.model, arch, resolved and resolved.size or args.model, overrides)
+  if not ok_model then die(tostring(model)) end
+  if args.device == "vulkan" then
+    if not model.to then die("--device vulkan: this build has no Vulkan support") end
+    local info = bert.backend_info().vulkan
+    if not (info and info.available) then die("--device vulkan: " .. tostring(info and info.reason or "not available")) end
+    model:to("vulkan")
+  end
+  if args.recompute then model:set_recompute(true) end
+  local lr = args.lr or cli.default_lr("pretrain", model.config.hidden_size)
+  if dist.is_main() then
+    io.stderr:write(string.format("pretrain: peak learning rate %g%s\n", lr,
+      args.lr and "" or string.format(" (the default for hidden size %d; --lr to change)", model.config.hidden_size)))
+  end
+  local opt = bert.optim.AdamW(model, {lr = lr, weight_decay = args.weight_decay, eps = 1e-6})
+
+  -- With a time budget the schedule's length is estimated from the first
+  -- steps, then re-estimated after every step from the wall time per step so
+  -- far (evaluations and saves included), so that the learning rate reaches
+  -- zero as the budget runs out; --steps caps it.  The total and the warmup
+  -- are saved with the checkpoints (resume replays them).
+  local schedule_total = not args.time_budget and args.steps or nil
+  local warmup_steps = schedule_total and math.max(1, cli.warmup_steps(args.warmup, schedule_total)) or nil
+  local function lr_at(step)
+    local total = schedule_total or math.huge
+    local warmup = warmup_steps or math.max(1, cli.warmup_steps(args.warmup, 10000))
+    if step < warmup then return lr * (step + 1) / warmup end
+    if total == math.huge then return lr end
+    return lr * math.max(0, (total - step) / math.max(1, total - warmup))
+  end
+  -- }============================================================
+
+  -- {============================================================ evaluation
+  local prediction_head = args.objective == "none" and "logits" or "prediction_logits"
+
+  local function batch_metrics(out, batch)
+    local m = {}
+    local logits = out[prediction_head]
+    if logits and out.masked_labels then
+      m.mlm_accuracy = bert.train.accuracy(logits, out.masked_labels)
+    end
+    if out.seq_relationship_logits and batch.next_sentence_label then
+      m[args.objective .. "_accuracy"] = bert.train.accuracy(out.seq_relationship_logits, batch.next_sentence_label)
+    end
+    return m
+  end
+
+  local unigram_id = nil
+  local function evaluate(m)
+    if unigram_id == nil then unigram_id = pre.unigram_counts(args.output .. "/data/train"):argmax():item() end
+    local ev = assert(pre.Loader{dir = args.output .. "/data/eval", batch_size = args.batch_size,
+                                 seq_len = args.seq_len, masking = "static", seed = 0, shuffle = false})
+    local nbatches = math.max(1, ev:batches_per_epoch())
+    if args.max_eval then nbatches = math.min(nbatches, math.max(1, math.ceil(args.max_eval / args.batch_size))) end
+    local right, total, nll, uni, pair_right, pairs_n = 0, 0, 0, 0, 0, 0
+    for b = 1, nbatches do
+      local batch = ev:next()
+      if not dist.owns(b) then goto next_batch end   -- batches split over ranks, sums reduced below
+      local out = m:forward(batch)
+      local logits, targets = out[prediction_head], out.masked_labels
+      local n = targets:numel()
+      if n > 0 then
+        right = right + logits:argmax(-1):eq(targets):sum():item()
+        nll = nll + bert.F.cross_entropy(logits, targets, {reduction = "sum"}):item()
+        uni = uni + targets:eq(unigram_id):sum():item()
+        total = total + n
+      end
+      if out.seq_relationship_logits and batch.next_sentence_label then
+        pair_right = pair_right + out.seq_relationship_logits:argmax(-1):eq(batch.next_sentence_label):sum():item()
+        pairs_n = pairs_n + batch.next_sentence_label:numel()
+      end
+      ::next_batch::
+    end
+    ev:close()
+    right, total, nll, uni, pair_right, pairs_n =
+      table.unpack(dist.all_reduce_numbers({right, total, nll, uni, pair_right, pairs_n}))
+    local result = {
+      mlm_accuracy = right / math.max(total, 1),
+      unigram_baseline_accuracy = uni / math.max(total, 1),
+      perplexity = math.exp(nll / math.max(total, 1)),
+      mlm_loss = nll / math.max(total, 1),
+      masked_tokens = math.tointeger(total) or total,
+    }
+    if pairs_n > 0 then result[args.objective .. "_accuracy"] = pair_right / pairs_n end
+    return result
+  end
+  -- }============================================================
+
+  local trainer = bert.train.Trainer{
+    model = model, optimizer = opt, schedule = lr_at, next_batch = function() return loader:next() end,
+    steps = args.steps, time_budget = args.time_budget, accum = args.accum, clip = args.clip > 0 and args.clip or nil,
+    output = args.output, save_every = args.save_every, eval_every = args.eval_every, tokenizer = tok,
+    log_every = args.log_every, evaluate = evaluate, step_metrics = batch_metrics,
+    sharded_batches = true, fingerprint = args,
+    get_state = function() return {loader = loader:state(), schedule_total = schedule_total, warmup_steps = warmup_steps} end,
+    set_state = function(s)
+      loader:set_state(s.loader)
+      schedule_total, warmup_steps = s.schedule_total, s.warmup_steps
+    end,
+  }
+  if args.resume then
+    local ok, err = pcall(trainer.resume, trainer)
+    if not ok then die(tostring(err)) end
+    if dist.is_main() then io.stderr:write(string.format("pretrain: resumed %s at step %d\n", args.output, trainer.step)) end
+  end
+
+  -- with a time budget, size the schedule from measured steps (after a
+  -- warm-up step), then keep resizing it while training
+  local started = bert.wall_time()
+  if schedule_total == nil and args.time_budget then
+    trainer.steps, trainer.save_every = trainer.step + 1, false
+    trainer:run()
+    local t0 = bert.wall_time()
+    trainer.steps = trainer.step + 5
+    trainer:run()
+    local per_step = (bert.wall_time() - t0) / 5
+    local left = args.time_budget - (bert.wall_time() - started)
+    schedule_total = dist.broadcast_number(trainer.step + math.max(1, math.floor(left / per_step)))
+    if args.steps then schedule_total = math.min(schedule_total, args.steps) end
+    warmup_steps = math.max(1, cli.warmup_steps(args.warmup, schedule_total))
+    trainer.steps, trainer.save_every = schedule_total, args.save_every
+    trainer.time_budget = left
+    trainer.after_step = bert.train.fit_to_budget{
+      time_budget = args.time_budget, started = started, start_step = 0, max_steps = args.steps,
+      on_total = function(total) schedule_total = total end,
+    }
+    if dist.is_main() then
+      io.stderr:write(string.format("pretrain: %.2f s per step: planning %d steps for the %g s budget (re-estimated while training)\n",
+        per_step, schedule_total, args.time_budget))
+    end
+  elseif schedule_total and trainer.steps == nil then
+    trainer.steps = schedule_total   -- a resumed time-budgeted run replays its saved schedule
+  end
+
+  if dist.is_main() then
+    io.stderr:write(string.format("pretrain: %s (%s, %d parameters), objective %s, %s masking, %d training sequences%s\n",
+      arch, args.model, model:num_parameters(), args.objective, args.masking, train_meta.instances,
+      dist.size() > 1 and string.format(", %d ranks x %d sequences", dist.size(), shard_rows) or ""))
+  end
+  local summary = trainer:run()
+  local training_wall = bert.wall_time() - started
+  loader:close()
+
+  -- final held-out evaluation
+  model:evaluate()
+  local final = bert.no_grad(function() return evaluate(model) end)
+  final.tokens_per_s = summary.tokens_per_s
+  final.steps = summary.step
+  final.train_seconds = summary.train_seconds
+  final.wall_seconds = training_wall   -- steps, evaluations and saves: what --time-budget limits
+  final.objective = args.objective
+  final.model = args.model
+  final.parameters = model:num_parameters()
+  final.kind = "pretraining"
+  final.corpus = args.corpus
+  final.settings = {lr = lr, batch_size = args.batch_size, accum = args.accum, seq_len = args.seq_len,
+    warmup_steps = warmup_steps, weight_decay = args.weight_decay, seed = args.seed, masking = args.masking,
+    whole_word_mask = args.whole_word_mask == true, corpus = args.corpus, time_budget = args.time_budget}
+  final.ranks = dist.size()
+  final.distributed = summary.distributed   -- gradient all-reduce: wait after backward, overlap
+  if not dist.is_main() then return final end   -- rank 0 writes the summary
+  trainer:log({step = trainer.step, eval = final})
+  write_json(args.output .. "/summary.json", final)
+
+  assert(require("bert.plot").write_csv(args.output))
+  local plotted = not args.no_plot and require("bert.plot").runs({args.output})
+
+  if args.quiet then return final end
+  print(string.format("\nheld-out MLM accuracy %.4f (unigram baseline %.4f), perplexity %.1f%s",
+    final.mlm_accuracy, final.unigram_baseline_accuracy, final.perplexity,
+    final[args.objective .. "_accuracy"] and string.format(", %s accuracy %.4f", args.objective:upper(),
+      final[args.objective .. "_accuracy"]) or ""))
+  print(string.format("%d steps in %.0f s (%.0f s with evaluations and saves%s), %.0f tokens/s", final.steps,
+    final.train_seconds, training_wall, args.time_budget and string.format(", %.1f%% of the budget",
+    100 * training_wall / args.time_budget) or "", final.tokens_per_s))
+  print("run directory: " .. args.output)
+  print("  checkpoint:  " .. args.output .. "/checkpoint  (config.json, model.safetensors and the tokenizer files)")
+  print("  tokenizer:   " .. tok_dir)
+  print("  metrics:     " .. args.output .. "/metrics.jsonl (and .csv), " .. args.output .. "/summary.json")
+  if plotted then print("  plots:       " .. args.output .. "/loss.png, " .. args.output .. "/accuracy.png") end
+  return final
+end
+
+return M
