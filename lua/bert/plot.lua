@@ -142,6 +142,48 @@ function M.runs(dirs, opts)
   return made
 end
 
+--- A bar chart with error bars as a PNG: bars = {{label = "mlm, seed 1..3",
+-- mean = 0.41, sd = 0.02}, ...} (sd nil or 0: no bar drawn).  Returns true,
+-- or nil and a message (gnuplot missing, nothing to plot).
+function M.bars(png, title, ylabel, bars)
+  if type(bars) ~= "table" or #bars == 0 then return nil, "plot.bars: no bars for " .. tostring(png) end
+  local data = png .. ".dat"
+  local out = io.open(data, "wb")
+  if not out then return nil, "cannot write " .. data end
+  for i, b in ipairs(bars) do
+    if type(b.mean) ~= "number" then
+      out:close(); os.remove(data)
+      return nil, string.format("plot.bars: bar %d (%s) has no mean", i, tostring(b.label))
+    end
+    out:write(string.format("%d %.9g %.9g \"%s\"\n", i - 1, b.mean, b.sd or 0,
+      tostring(b.label):gsub("[\"\\]", "'")))
+  end
+  out:close()
+  local script = table.concat({
+    "set terminal png size " .. math.max(640, 120 * #bars) .. ",600",
+    "set output " .. gp_path(png),
+    "set title " .. gp_quote(title),
+    "set ylabel " .. gp_quote(ylabel),
+    "set grid ytics",
+    "set style fill solid 0.5 border -1",
+    "set boxwidth 0.6",
+    "set yrange [0:*]",   -- bars from zero: differences are not exaggerated
+    "set xtics rotate by -30",
+    "set xrange [-0.6:" .. (#bars - 0.4) .. "]",
+    "unset key",
+    "plot " .. gp_path(data) .. " using 1:2:3:xtic(4) with boxerrorbars lw 1.5",
+  }, "\n")
+  local gp = io.popen("gnuplot 2>&1", "w")
+  local ok = false
+  if gp then
+    gp:write(script, "\n")
+    ok = gp:close()
+  end
+  os.remove(data)
+  if not ok then return nil, "gnuplot failed or is missing (apt-get install gnuplot-nox)" end
+  return true
+end
+
 --- Writes DIR/metrics.csv from DIR/metrics.jsonl: one row per record,
 -- columns step, kind (train/eval) and every numeric field (held-out ones
 -- as eval_NAME), in sorted order; empty where a record lacks a field.

@@ -1,0 +1,50 @@
+-- An ablation as one command: the grid in experiments/ablations/NAME.lua
+-- (axes, fixed settings, seeds, a pretraining budget per cell, downstream
+-- tasks) is pretrained, evaluated (held-out MLM accuracy) and fine-tuned
+-- cell by cell, with the same fine-tuning settings for every cell; then
+-- DIR/results.json, DIR/results.md (mean ± sd over seeds) and DIR/plots/.
+-- A rerun skips finished cells and resumes a killed pretraining run from its
+-- checkpoint.  The engine is lua/bert/ablate.lua.
+--
+--   lua5.4 experiments/ablate.lua experiments/ablations/nsp.lua
+--   lua5.4 experiments/ablate.lua experiments/ablations/nsp.lua --budget-scale 0.05   # a quick look
+--   lua5.4 experiments/ablate.lua --summarize runs/ablate/nsp                         # table and plots again
+package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
+
+local cli = require("bert.cli")
+
+local parser = cli.parser("ablate.lua", "Run an ablation grid: pretrain, evaluate and fine-tune every cell over seeds.",
+  "Writes OUTPUT/grid.json, OUTPUT/pretrain/*/ (the runs), OUTPUT/cells/*/done.json (finished cells), " ..
+  "OUTPUT/results.json, OUTPUT/results.md and OUTPUT/plots/*.png. The shipped grids are experiments/ablations/*.lua; " ..
+  "each says its budget and what it cannot run yet.")
+parser:argument("grid", "An ablation file (experiments/ablations/NAME.lua)"):args("?")
+parser:option("--output", "Grid directory (default runs/ablate/NAME; NAME-quickX with --budget-scale)")
+parser:option("--budget-scale", "Scale every pretraining budget (at least 1 step) and the fine-tuning set sizes " ..
+  "(at least 64) by this factor: 0.05 for a quick end-to-end look", "1"):convert(cli.number("--budget-scale", 0))
+parser:option("--summarize", "Only rebuild DIR's results.json, results.md and plots from its finished cells")
+cli.add(parser, "threads")
+local args = parser:parse()
+
+cli.main("ablate.lua", function()
+  local bert = require("bert")
+  local ablate = require("bert.ablate")
+  if args.threads then bert.set_num_threads(args.threads) end
+  local results, dir
+  if args.summarize then
+    dir = args.summarize
+    results = ablate.summarize(dir)
+  else
+    if not args.grid then error("give an ablation file (experiments/ablations/NAME.lua) or --summarize DIR", 0) end
+    if not (args.budget_scale > 0) then error("option --budget-scale: expected a number > 0, got " .. args.budget_scale, 0) end
+    local grid = ablate.load(args.grid, {budget_scale = args.budget_scale})
+    dir = args.output or ("runs/ablate/" .. grid.name ..
+      (args.budget_scale ~= 1 and string.format("-quick%g", args.budget_scale) or ""))
+    results = ablate.run(grid, dir)
+  end
+  io.stdout:write(require("bert.fs").read_file(dir .. "/results.md") or "", "\n")
+  print("results: " .. dir .. "/results.json, " .. dir .. "/results.md")
+  if #results.plots > 0 then print("plots:   " .. table.concat(results.plots, ", ")) end
+  if results.plot_error then print("plots: " .. results.plot_error) end
+  if #results.missing > 0 then print(string.format("%d cells not finished: rerun to complete them", #results.missing)) end
+end)

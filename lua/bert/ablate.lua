@@ -1,0 +1,464 @@
+--- bert.ablate: a grid of pretraining runs, each fine-tuned on the same
+-- downstream tasks with the same settings, over several seeds; the engine
+-- behind experiments/ablate.lua.
+--
+--   local ablate = require("bert.ablate")
+--   local grid = ablate.load("experiments/ablations/nsp.lua", {budget_scale = 0.05})
+--   ablate.run(grid, "runs/ablate/nsp")        -- resumable: finished cells are skipped
+--   ablate.summarize("runs/ablate/nsp")        -- results.json, results.md, plots/
+--
+-- An ablation file returns a table:
+--   name, description     -- for the table's heading
+--   axes = {{name = "objective", values = {"mlm-nsp", "mlm", "mlm-sop"}}, ...}
+--       -- a name is a pretraining setting (bert.pretrain.settings: model,
+--       -- tokenizer, objective, masking, whole_word_mask, ...), or
+--       -- "finetune.X" for a fine-tuning setting (from_scratch, max_train,
+--       -- ...).  A value is that setting's value, or a table {label = "...",
+--       -- setting = value, ...} that sets several at once.
+--   fixed = {model = "tiny", corpus = "brown", ...}   -- every pretraining run
+--   seeds = {1, 2, 3}
+--   budget = {steps = 2000} or {tokens = 4e6}  -- per pretraining run (tokens:
+--       -- steps = tokens / (batch_size * accum * seq_len)), so cells get equal compute
+--   downstream = {{task = "spam", max_train = 1000, epochs = 3}, ...}
+--       -- bert.finetune.experiment settings; kind from the task for spam,
+--       -- brown-genre (classification), brown-pos (tagging), synthetic-qa (qa)
+--   finetune = {...}      -- settings shared by every downstream task
+--
+-- Layout of a grid directory:
+--   grid.json                   the resolved grid (a rerun must match it)
+--   pretrain/ID/                one pretraining run, shared by the cells that
+--                               differ only in fine-tuning settings
+--   cells/ID/done.json          a finished cell's metrics (the done-marker)
+--   cells/ID/TASK/              its fine-tuning runs
+--   results.json, results.md, plots/*.png
+local cjson = require("cjson")
+local bert = require("bert")
+local fs = require("bert.fs")
+local pretrain = require("bert.pretrain")
+
+local M = {}
+
+local TASK_KINDS = {spam = "classification", ["brown-genre"] = "classification", ["brown-pos"] = "tagging",
+                    ["synthetic-qa"] = "qa"}
+
+-- metrics kept from a pretraining summary and from a fine-tuning summary
+M.pretrain_metrics = {"mlm_accuracy", "perplexity", "nsp_accuracy", "sop_accuracy"}
+M.finetune_metrics = {"accuracy", "macro_f1", "entity_f1", "exact_match", "f1"}
+
+------------------------------------------------------------- helpers
+
+-- JSON with sorted keys, so that equal tables give equal text (grid.json is
+-- compared with the grid of a rerun).
+local function canonical(v)
+  if type(v) ~= "table" then return cjson.encode(v) end
+  if #v > 0 or next(v) == nil then
+    local parts = {}
+    for i, x in ipairs(v) do parts[i] = canonical(x) end
+    return "[" .. table.concat(parts, ",") .. "]"
+  end
+  local keys = {}
+  for k in pairs(v) do keys[#keys + 1] = tostring(k) end
+  table.sort(keys)
+  local parts = {}
+  for i, k in ipairs(keys) do parts[i] = cjson.encode(k) .. ":" .. canonical(v[k]) end
+  return "{" .. table.concat(parts, ",") .. "}"
+end
+M.canonical = canonical
+
+local function read_json(path)
+  local text = fs.read_file(path)
+  if not text then return nil end
+  local ok, v = pcall(cjson.decode, text)
+  return ok and v or nil
+end
+
+local function write_json(path, value)
+  local ok, err = fs.write_atomic(path, canonical(value) .. "\n")
+  if not ok then error("ablate: cannot write " .. path .. ": " .. tostring(err), 0) end
+end
+
+local function copy(t)
+  local out = {}
+  for k, v in pairs(t or {}) do out[k] = v end
+  return out
+end
+
+local function fmt_value(v)
+  if type(v) == "number" then return (string.format("%.6g", v)) end
+  return tostring(v)
+end
+
+-- A name safe as a directory: letters, digits and . _ - = kept.
+local function slug(s) return (s:gsub("[^%w%._%-=]", "_")) end
+
+local function mean_sd(xs)
+  local n = #xs
+  if n == 0 then return nil end
+  local s = 0
+  for _, x in ipairs(xs) do s = s + x end
+  local mean = s / n
+  if n == 1 then return mean, nil, 1 end
+  local ss = 0
+  for _, x in ipairs(xs) do ss = ss + (x - mean) ^ 2 end
+  return mean, math.sqrt(ss / (n - 1)), n   -- the sample standard deviation
+end
+M.mean_sd = mean_sd
+
+local function fmt_duration(s)
+  if s < 90 then return string.format("%.0f s", s) end
+  if s < 5400 then return string.format("%.1f min", s / 60) end
+  return string.format("%.1f h", s / 3600)
+end
+
+------------------------------------------------------------- loading
+
+-- One axis value as {label, pretrain = {...}, finetune = {...}}.
+local function axis_setting(file, axis, value, i)
+  local where = string.format("%s: axis '%s' value %d", file, axis.name, i)
+  local out = {pretrain = {}, finetune = {}}
+  local function put(name, v)
+    local ft = name:match("^finetune%.(.+)$")
+    if ft then out.finetune[ft] = v else out.pretrain[name] = v end
+  end
+  if type(value) == "table" then
+    if type(value.label) ~= "string" then error("ablate: " .. where .. ": a table value needs a label string", 0) end
+    out.label = value.label
+    for k, v in pairs(value) do if k ~= "label" then put(k, v) end end
+  elseif type(value) == "string" or type(value) == "number" or type(value) == "boolean" then
+    out.label = axis.name:gsub("^finetune%.", "") .. "=" .. fmt_value(value)
+    put(axis.name, value)
+  else
+    error("ablate: " .. where .. ": expected a string, number, boolean or table, got " .. type(value), 0)
+  end
+  return out
+end
+
+--- Reads an ablation file and resolves its grid: every cell's pretraining
+-- settings are checked through bert.pretrain.settings, so that an unknown
+-- setting or an objective that is not implemented stops the grid before
+-- anything runs.  opts.budget_scale scales the pretraining budget (quick
+-- runs: at least one step) and the fine-tuning set sizes (at least 64).
+function M.load(path, opts)
+  opts = opts or {}
+  local chunk, lerr = loadfile(path, "t", setmetatable({}, {__index = _G}))
+  if not chunk then error("ablate: cannot read " .. tostring(path) .. ": " .. tostring(lerr), 0) end
+  local ok, spec = pcall(chunk)
+  if not ok then error("ablate: " .. path .. ": " .. tostring(spec), 0) end
+  if type(spec) ~= "table" then error("ablate: " .. path .. " must return a table, got " .. type(spec), 0) end
+  local scale = opts.budget_scale or 1
+  if type(scale) ~= "number" or not (scale > 0) then
+    error("ablate: budget_scale must be a positive number, got " .. tostring(scale), 0)
+  end
+  local function need(cond, msg) if not cond then error("ablate: " .. path .. ": " .. msg, 0) end end
+  need(type(spec.axes) == "table" and #spec.axes >= 1, "'axes' must be a list of {name = ..., values = {...}}")
+  need(type(spec.seeds) == "table" and #spec.seeds >= 1, "'seeds' must be a non-empty list of integers")
+  for i, s in ipairs(spec.seeds) do need(math.type(s) == "integer" and s >= 0, "seed " .. i .. " is not an integer >= 0") end
+  need(type(spec.budget) == "table" and ((spec.budget.steps ~= nil) ~= (spec.budget.tokens ~= nil)),
+    "'budget' must be {steps = N} or {tokens = N}")
+  local fixed = spec.fixed or {}
+  need(type(fixed) == "table", "'fixed' must be a table of pretraining settings")
+  for _, k in ipairs({"steps", "time_budget", "output", "resume", "seed"}) do
+    need(fixed[k] == nil, "'fixed' may not set " .. k .. " (the grid sets it: budget, seeds, directories)")
+  end
+  local downstream = spec.downstream or {{task = "spam", max_train = 1000}}
+  need(type(downstream) == "table" and #downstream >= 1, "'downstream' must be a non-empty list of tasks")
+  for i, d in ipairs(downstream) do
+    need(type(d) == "table" and type(d.task) == "string", "downstream " .. i .. " needs a task name")
+    need(d.kind or TASK_KINDS[d.task], "downstream " .. i .. " (" .. d.task .. ") needs a kind " ..
+      "(classification, tagging or qa)")
+  end
+  for a, axis in ipairs(spec.axes) do
+    need(type(axis) == "table" and type(axis.name) == "string", "axis " .. a .. " needs a name")
+    need(type(axis.values) == "table" and #axis.values >= 1, "axis '" .. axis.name .. "' needs a list of values")
+    for _, k in ipairs({"steps", "time_budget", "output", "resume", "seed"}) do
+      need(axis.name ~= k, "axis '" .. k .. "' is set by the grid itself")
+    end
+  end
+
+  -- the combinations of axis values, first axis slowest
+  local combos = {{}}
+  for _, axis in ipairs(spec.axes) do
+    local next_combos = {}
+    for _, c in ipairs(combos) do
+      for i, v in ipairs(axis.values) do
+        local c2 = copy(c)
+        c2[#c2 + 1] = axis_setting(path, axis, v, i)
+        next_combos[#next_combos + 1] = c2
+      end
+    end
+    combos = next_combos
+  end
+
+  local grid = {name = spec.name or path:match("([^/]+)%.lua$") or path, description = spec.description,
+                file = path, budget_scale = scale, seeds = spec.seeds, axes = {}, cells = {}, pretrain_runs = {},
+                downstream = {}}
+  for _, axis in ipairs(spec.axes) do grid.axes[#grid.axes + 1] = axis.name end
+  for i, d in ipairs(downstream) do
+    local dd = copy(spec.finetune)
+    for k, v in pairs(d) do dd[k] = v end
+    dd.kind = d.kind or TASK_KINDS[d.task]
+    -- the name in metric names and directories: a built-in task's, or a task directory's last part
+    dd.name = d.name or d.task:gsub("/+$", ""):match("[^/]*$")
+    if dd.max_train and scale < 1 then dd.max_train = math.max(64, math.floor(dd.max_train * scale)) end
+    grid.downstream[i] = dd
+  end
+  local seen_runs = {}
+  for _, seed in ipairs(spec.seeds) do        -- seeds outermost: one full comparison comes first
+    for _, combo in ipairs(combos) do
+      local pre, ft, labels, pre_labels = copy(fixed), {}, {}, {}
+      for _, s in ipairs(combo) do
+        for k, v in pairs(s.pretrain) do pre[k] = v end
+        for k, v in pairs(s.finetune) do ft[k] = v end
+        labels[#labels + 1] = s.label
+        if next(s.pretrain) then pre_labels[#pre_labels + 1] = s.label end
+      end
+      local label = table.concat(labels, ", ")
+      local function checked(settings)   -- bad or planned settings stop the grid here, naming the cell
+        local okp, res = pcall(pretrain.settings, settings)
+        if not okp then
+          error(string.format("ablate: %s: cell %s: %s", path, label, (tostring(res):gsub("^pretrain%.settings: ", ""))), 0)
+        end
+        return res
+      end
+      -- the budget in steps, from tokens with this cell's batch shape
+      local base = checked(pre)
+      local steps = spec.budget.steps
+      if spec.budget.tokens then
+        steps = math.ceil(spec.budget.tokens / (base.batch_size * base.accum * base.seq_len))
+      end
+      steps = math.max(1, math.floor(steps * scale + 0.5))
+      pre.steps, pre.seed = steps, seed
+      if pre.save_every == nil then pre.save_every = math.max(1, math.min(200, math.ceil(steps / 5))) end
+      if pre.eval_every == nil then pre.eval_every = math.max(1, math.ceil(steps / 5)) end
+      pre.no_plot = true
+      checked(pre)
+      local pre_id = slug((#pre_labels > 0 and table.concat(pre_labels, ",") or "base") .. ",seed=" .. seed)
+      if not seen_runs[pre_id] then
+        seen_runs[pre_id] = true
+        grid.pretrain_runs[#grid.pretrain_runs + 1] = {id = pre_id, settings = pre}
+      end
+      grid.cells[#grid.cells + 1] = {id = slug(label .. ",seed=" .. seed), label = label, seed = seed,
+        pretrain_id = pre_id, pretrain_steps = steps, finetune = ft}
+    end
+  end
+  return grid
+end
+
+------------------------------------------------------------- running
+
+local function say(fmt, ...)
+  io.stdout:write(string.format(fmt, ...), "\n")
+  io.stdout:flush()
+end
+
+-- Runs (or resumes, or skips) one pretraining run; returns its summary.
+local function run_pretraining(dir, run)
+  local out = dir .. "/pretrain/" .. run.id
+  local done = read_json(out .. "/summary.json")
+  if done then return done, "done" end
+  local settings = copy(run.settings)
+  settings.quiet = true
+  if fs.exists(out .. "/args.json") and fs.exists(out .. "/checkpoint") then
+    say("  resuming the pretraining run %s from its checkpoint", run.id)
+    return pretrain.run(pretrain.settings({resume = out, quiet = true})), "resumed"
+  end
+  settings.output = out
+  return pretrain.run(pretrain.settings(settings)), "ran"
+end
+
+-- Fine-tunes a pretrained checkpoint on one downstream task (a killed
+-- fine-tuning run starts again: it is short next to pretraining).
+local function run_finetuning(cell_dir, ckpt, seed, task, overrides)
+  local experiment = require("bert.finetune.experiment")
+  local out = cell_dir .. "/" .. slug(task.name)
+  local done = read_json(out .. "/summary.json")
+  if done then return done end
+  local opts = {}
+  for k, v in pairs(task) do if k ~= "kind" and k ~= "name" then opts[k] = v end end
+  for k, v in pairs(overrides) do opts[k] = v end
+  opts.model, opts.output, opts.seed, opts.quiet, opts.no_plot = ckpt, out, seed, true, true
+  opts.fetch = function(what) os.execute("sh tools/fetch_data.sh " .. what) end
+  return experiment.run(task.kind, opts)
+end
+
+--- Runs every cell of a grid under dir, skipping finished cells (those
+-- with cells/ID/done.json), resuming a killed pretraining run from its
+-- checkpoint; then writes the summary (M.summarize).
+function M.run(grid, dir)
+  assert(bert.mkdir(dir .. "/cells"))
+  assert(bert.mkdir(dir .. "/pretrain"))
+  local saved = fs.read_file(dir .. "/grid.json")
+  local text = canonical(grid)
+  if saved and saved:gsub("%s+$", "") ~= text then
+    error("ablate: " .. dir .. " holds a grid with other settings (grid.json differs): " ..
+      "use another --output, or remove " .. dir, 0)
+  end
+  if not saved then write_json(dir .. "/grid.json", grid) end
+  local runs = {}
+  for _, r in ipairs(grid.pretrain_runs) do runs[r.id] = r end
+  local todo = 0
+  for _, cell in ipairs(grid.cells) do
+    if not fs.exists(dir .. "/cells/" .. cell.id .. "/done.json") then todo = todo + 1 end
+  end
+  say("ablate: %s: %d cells (%d finished), %d seeds, %d downstream task(s), output %s",
+    grid.name, #grid.cells, #grid.cells - todo, #grid.seeds, #grid.downstream, dir)
+  local started, ran = bert.wall_time(), 0
+  for i, cell in ipairs(grid.cells) do
+    local cell_dir = dir .. "/cells/" .. cell.id
+    if fs.exists(cell_dir .. "/done.json") then
+      say("[%d/%d] %s, seed %d: finished, skipped", i, #grid.cells, cell.label, cell.seed)
+    else
+      local t0 = bert.wall_time()
+      say("[%d/%d] %s, seed %d: pretraining %d steps", i, #grid.cells, cell.label, cell.seed, cell.pretrain_steps)
+      local pre = run_pretraining(dir, runs[cell.pretrain_id])
+      assert(bert.mkdir(cell_dir))
+      local result = {id = cell.id, label = cell.label, seed = cell.seed, pretrain_id = cell.pretrain_id,
+        parameters = pre.parameters, pretrain_tokens_per_s = pre.tokens_per_s, pretrain_steps = pre.steps,
+        pretrain_seconds = pre.train_seconds, metrics = {}}
+      for _, k in ipairs(M.pretrain_metrics) do
+        if type(pre[k]) == "number" then result.metrics[k] = pre[k] end
+      end
+      local ckpt = dir .. "/pretrain/" .. cell.pretrain_id .. "/checkpoint"
+      for _, task in ipairs(grid.downstream) do
+        local ft = run_finetuning(cell_dir, ckpt, cell.seed, task, cell.finetune)
+        for _, k in ipairs(M.finetune_metrics) do
+          if type(ft[k]) == "number" then result.metrics[task.name .. "_" .. k] = ft[k] end
+        end
+      end
+      result.seconds = bert.wall_time() - t0
+      write_json(cell_dir .. "/done.json", result)   -- the done-marker, written last
+      ran, todo = ran + 1, todo - 1
+      local per_cell = (bert.wall_time() - started) / ran
+      local parts = {}
+      for _, k in ipairs({"mlm_accuracy"}) do
+        if result.metrics[k] then parts[#parts + 1] = string.format("%s %.4f", k, result.metrics[k]) end
+      end
+      for _, task in ipairs(grid.downstream) do
+        local k = task.name .. "_accuracy"
+        if result.metrics[k] then parts[#parts + 1] = string.format("%s %.4f", k, result.metrics[k]) end
+      end
+      say("[%d/%d] done in %s: %s | grid ETA %s (%d cells left)", i, #grid.cells, fmt_duration(result.seconds),
+        table.concat(parts, ", "), fmt_duration(per_cell * todo), todo)
+    end
+  end
+  return M.summarize(dir)
+end
+
+------------------------------------------------------------- summary
+
+--- Rebuilds DIR/results.json, DIR/results.md and DIR/plots/ from the
+-- finished cells of DIR (unfinished ones are listed as missing).  Returns
+-- the results table.
+function M.summarize(dir)
+  local grid = read_json(dir .. "/grid.json")
+  if type(grid) ~= "table" or type(grid.cells) ~= "table" then
+    error("ablate: " .. dir .. "/grid.json is missing or unreadable: not an ablation directory", 0)
+  end
+  local rows, by_label, cells, missing, names, seen_name = {}, {}, {}, {}, {}, {}
+  for _, cell in ipairs(grid.cells) do
+    local done = read_json(dir .. "/cells/" .. cell.id .. "/done.json")
+    if done then
+      cells[#cells + 1] = done
+      local row = by_label[cell.label]
+      if not row then
+        row = {label = cell.label, seeds = {}, values = {}, parameters = done.parameters, tokens_per_s = {}}
+        by_label[cell.label] = row
+        rows[#rows + 1] = row
+      end
+      row.seeds[#row.seeds + 1] = cell.seed
+      row.tokens_per_s[#row.tokens_per_s + 1] = done.pretrain_tokens_per_s
+      for k, v in pairs(done.metrics) do
+        row.values[k] = row.values[k] or {}
+        table.insert(row.values[k], v)
+        if not seen_name[k] then seen_name[k] = true; names[#names + 1] = k end
+      end
+    else
+      missing[#missing + 1] = cell.id
+    end
+  end
+  -- pretraining metrics first, in their fixed order, then the downstream ones
+  local order = {}
+  for i, k in ipairs(M.pretrain_metrics) do order[k] = i end
+  table.sort(names, function(a, b)
+    local oa, ob = order[a] or 100, order[b] or 100
+    if oa ~= ob then return oa < ob end
+    return a < b
+  end)
+  local out_rows = {}
+  for _, row in ipairs(rows) do
+    local r = {label = row.label, seeds = row.seeds, parameters = row.parameters, metrics = {}}
+    r.tokens_per_s = mean_sd(row.tokens_per_s)
+    for _, k in ipairs(names) do
+      if row.values[k] then
+        local m, sd, n = mean_sd(row.values[k])
+        r.metrics[k] = {mean = m, sd = sd, n = n, values = row.values[k]}
+      end
+    end
+    out_rows[#out_rows + 1] = r
+  end
+  local results = {name = grid.name, description = grid.description, file = grid.file, budget_scale = grid.budget_scale,
+    axes = grid.axes, downstream = grid.downstream, rows = out_rows, cells = cells, missing = missing,
+    metric_names = names}
+  write_json(dir .. "/results.json", results)
+
+  -- the table: one row per cell, mean ± sd over seeds
+  local md = {string.format("# Ablation: %s\n", grid.name)}
+  if grid.description then md[#md + 1] = grid.description .. "\n" end
+  md[#md + 1] = string.format("Grid file `%s`, budget scale %g; %d of %d cells finished%s. Mean ± sample sd over seeds.\n",
+    grid.file, grid.budget_scale, #cells, #grid.cells,
+    #missing > 0 and (" (missing: " .. table.concat(missing, " ") .. ")") or "")
+  local head = {"cell", "seeds", "parameters", "pretraining tokens/s"}
+  for _, k in ipairs(names) do head[#head + 1] = k end
+  md[#md + 1] = "| " .. table.concat(head, " | ") .. " |"
+  local rule = {}
+  for i = 1, #head do rule[i] = i == 1 and "---" or "---:" end
+  md[#md + 1] = "|" .. table.concat(rule, "|") .. "|"
+  local function pm(m, sd, fmt)
+    if m == nil then return "" end
+    if sd == nil then return string.format(fmt, m) end
+    return string.format(fmt .. " ± " .. fmt, m, sd)
+  end
+  for _, r in ipairs(out_rows) do
+    local tps_m, tps_sd = mean_sd(by_label[r.label].tokens_per_s)
+    local params = r.parameters and string.format("%d", math.floor(r.parameters + 0.5)) or ""
+    local line = {r.label, tostring(#r.seeds), params, pm(tps_m, tps_sd, "%.0f")}
+    for _, k in ipairs(names) do
+      local m = r.metrics[k]
+      line[#line + 1] = m and pm(m.mean, m.sd, k == "perplexity" and "%.1f" or "%.4f") or ""
+    end
+    md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
+  end
+  local ok, err = fs.write_atomic(dir .. "/results.md", table.concat(md, "\n") .. "\n")
+  if not ok then error("ablate: cannot write " .. dir .. "/results.md: " .. tostring(err), 0) end
+
+  -- plots: the pretraining curves of every finished run, and one bar chart per metric
+  local plot = require("bert.plot")
+  assert(bert.mkdir(dir .. "/plots"))
+  local run_dirs, labels, seen_run = {}, {}, {}
+  for _, c in ipairs(cells) do
+    local d = dir .. "/pretrain/" .. c.pretrain_id
+    if not seen_run[d] and fs.exists(d .. "/metrics.jsonl") then
+      seen_run[d] = true
+      run_dirs[#run_dirs + 1] = d
+      labels[#labels + 1] = c.pretrain_id
+    end
+  end
+  local made, perr = {}, nil
+  if #run_dirs > 0 then
+    local files, e = plot.runs(run_dirs, {output = dir .. "/plots", labels = labels})
+    if files then for _, f in ipairs(files) do made[#made + 1] = f end else perr = e end
+  end
+  for _, k in ipairs(names) do
+    local bars = {}
+    for _, r in ipairs(out_rows) do
+      if r.metrics[k] then bars[#bars + 1] = {label = r.label, mean = r.metrics[k].mean, sd = r.metrics[k].sd} end
+    end
+    local png = dir .. "/plots/" .. slug(k) .. ".png"
+    local okb, e = plot.bars(png, grid.name .. ": " .. k .. " (mean ± sd over seeds)", k, bars)
+    if okb then made[#made + 1] = png else perr = perr or e end
+  end
+  results.plots, results.plot_error = made, perr
+  return results
+end
+
+return M

@@ -1,0 +1,185 @@
+-- experiments/ablate.lua end to end on a tiny grid (2 objectives x 2 seeds
+-- of 4 pretraining steps, a 1-epoch fine-tuning on a synthetic task): the
+-- table with mean ± sd, the plots, a rerun that skips finished cells and
+-- resumes a killed pretraining run, --summarize, and the refusal of an
+-- objective that is not implemented.
+local cjson = require("cjson")
+local ablate = require("bert.ablate")
+
+local function tmpdir()
+  local p = os.tmpname()
+  os.remove(p)
+  return p
+end
+local function read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+local function write(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+
+local root = tmpdir()
+os.execute("mkdir -p '" .. root .. "/task'")
+local words = {"the", "cat", "sat", "on", "a", "mat", "dog", "ran", "to", "big", "red", "house",
+               "river", "by", "old", "man", "saw", "bird", "fly", "over", "green", "hill"}
+local state = 11
+local function rnd(n) state = (state * 1103515245 + 12345) % 2147483648 return state % n + 1 end
+do   -- a corpus in BERT's plain format
+  local lines = {}
+  for _ = 1, 40 do
+    for _ = 1, 5 + rnd(6) do
+      local s = {}
+      for _ = 1, 4 + rnd(8) do s[#s + 1] = words[rnd(#words)] end
+      lines[#lines + 1] = table.concat(s, " ") .. " ."
+    end
+    lines[#lines + 1] = ""
+  end
+  write(root .. "/corpus.txt", table.concat(lines, "\n") .. "\n")
+end
+do   -- a classification task: does the text mention a bird?
+  for _, split in ipairs({"train", "dev", "test"}) do
+    local lines = {"sentence\tlabel"}
+    for _ = 1, 40 do
+      local s = {}
+      for _ = 1, 4 + rnd(6) do s[#s + 1] = words[rnd(#words)] end
+      lines[#lines + 1] = table.concat(s, " ") .. "\t" .. (table.concat(s, " "):find("bird") and "yes" or "no")
+    end
+    write(root .. "/task/" .. split .. ".tsv", table.concat(lines, "\n") .. "\n")
+  end
+end
+write(root .. "/config.json", cjson.encode({vocab_size = 100, hidden_size = 32, num_hidden_layers = 1,
+  num_attention_heads = 2, intermediate_size = 64, max_position_embeddings = 64}))
+
+local function grid_file(name, objectives)
+  local path = root .. "/" .. name .. ".lua"
+  write(path, string.format([[
+return {
+  name = %q,
+  axes = {{name = "objective", values = {%s}}},
+  fixed = {model = %q, corpus = %q, tokenizer = "wordpiece", vocab_size = 120, batch_size = 4, seq_len = 32,
+           log_every = 1, max_eval = 16, threads = 1},
+  seeds = {1, 2},
+  budget = {steps = 8},
+  downstream = {{task = %q, kind = "classification", epochs = 1, batch_size = 8, seq_len = 32}},
+}
+]], name, '"' .. table.concat(objectives, '", "') .. '"', root .. "/config.json", root .. "/corpus.txt",
+    root .. "/task/"))
+  return path
+end
+
+local function ablate_cmd(args, log)
+  return os.execute(string.format("lua5.4 experiments/ablate.lua %s >%s 2>%s.err", args, log, log))
+end
+
+describe("experiments/ablate.lua", function()
+  local out = root .. "/out"
+  local grid = grid_file("tiny", {"mlm-nsp", "mlm"})
+
+  it("runs a grid end to end: results.json, results.md with mean ± sd, plots", function()
+    assert.is_true(ablate_cmd(grid .. " --budget-scale 0.5 --output " .. out, root .. "/log1"),
+      read(root .. "/log1.err"))
+    local results = cjson.decode(read(out .. "/results.json"))
+    assert.equal(2, #results.rows)
+    assert.equal(4, #results.cells)
+    assert.same({}, results.missing)
+    for _, row in ipairs(results.rows) do
+      assert.same({1, 2}, row.seeds)
+      local m = row.metrics.mlm_accuracy
+      assert.equal(2, m.n)
+      assert.is_true(m.mean >= 0 and m.mean <= 1)
+      -- the mean and the sample sd are those of the two seeds' values
+      local a, b = m.values[1], m.values[2]
+      assert.near((a + b) / 2, m.mean, 1e-12)
+      assert.near(math.abs(a - b) / math.sqrt(2), m.sd, 1e-12)
+      assert.is_number(row.metrics["task_accuracy"].mean)
+      assert.is_true(row.parameters > 0)
+    end
+    assert.is_number(results.rows[1].metrics.nsp_accuracy.mean)   -- mlm-nsp reports NSP accuracy
+    assert.is_nil(results.rows[2].metrics.nsp_accuracy)
+    -- --budget-scale 0.5 halves the 8 steps
+    for _, c in ipairs(results.cells) do assert.equal(4, c.pretrain_steps) end
+    local md = read(out .. "/results.md")
+    assert.matches("| objective=mlm-nsp | 2 |", md, 1, true)
+    assert.matches("%d%.%d%d%d%d ± %d%.%d%d%d%d", md)
+    if os.execute("command -v gnuplot >/dev/null 2>&1") then
+      for _, png in ipairs({"loss.png", "mlm_accuracy.png", "task_accuracy.png"}) do
+        assert.truthy(read(out .. "/plots/" .. png), png)
+      end
+    end
+  end)
+
+  it("reruns without redoing finished cells, and resumes a killed cell from its checkpoint", function()
+    local results = cjson.decode(read(out .. "/results.json"))
+    local last = results.cells[4]
+    -- a kill during the last cell's pretraining: no done-marker, no summary, the checkpoint kept
+    os.remove(out .. "/cells/" .. last.id .. "/done.json")
+    os.remove(out .. "/pretrain/" .. last.pretrain_id .. "/summary.json")
+    local before = {}
+    for i = 1, 3 do
+      before[i] = read(out .. "/cells/" .. results.cells[i].id .. "/done.json")
+    end
+    local metrics_before = read(out .. "/pretrain/" .. results.cells[1].pretrain_id .. "/metrics.jsonl")
+    assert.is_true(ablate_cmd(grid .. " --budget-scale 0.5 --output " .. out, root .. "/log2"),
+      read(root .. "/log2.err"))
+    local log = read(root .. "/log2")
+    local skipped = select(2, log:gsub("finished, skipped", ""))
+    assert.equal(3, skipped)
+    assert.matches("resuming the pretraining run " .. last.pretrain_id, log, 1, true)
+    for i = 1, 3 do
+      assert.equal(before[i], read(out .. "/cells/" .. results.cells[i].id .. "/done.json"))
+    end
+    assert.equal(metrics_before, read(out .. "/pretrain/" .. results.cells[1].pretrain_id .. "/metrics.jsonl"))
+    local again = cjson.decode(read(out .. "/results.json"))
+    assert.equal(4, #again.cells)
+    -- the resumed run finished at the step it was killed at: the same number of steps
+    assert.equal(4, again.cells[4].pretrain_steps)
+  end)
+
+  it("refuses a rerun into the directory with other settings", function()
+    assert.is_falsy(ablate_cmd(grid .. " --budget-scale 0.25 --output " .. out, root .. "/log3"))
+    assert.matches("holds a grid with other settings", read(root .. "/log3.err"), 1, true)
+  end)
+
+  it("--summarize rebuilds the table and plots from the finished cells", function()
+    local md = read(out .. "/results.md")
+    os.remove(out .. "/results.md")
+    os.remove(out .. "/results.json")
+    assert.is_true(ablate_cmd("--summarize " .. out, root .. "/log4"), read(root .. "/log4.err"))
+    assert.equal(md, read(out .. "/results.md"))
+    assert.truthy(read(out .. "/results.json"))
+  end)
+
+  it("refuses an axis value that is not implemented, before running anything", function()
+    local bad = grid_file("planned", {"mlm", "clm"})
+    local dir = root .. "/bad"
+    assert.is_falsy(ablate_cmd(bad .. " --output " .. dir, root .. "/log5"))
+    local err = read(root .. "/log5.err")
+    assert.matches("cell objective=clm", err, 1, true)
+    assert.matches("'clm' is not implemented yet", err, 1, true)
+    assert.is_nil(read(dir .. "/grid.json"))
+    -- and a setting that does not exist
+    local typo = root .. "/typo.lua"
+    write(typo, 'return {axes = {{name = "objectiv", values = {"mlm"}}}, seeds = {1}, budget = {steps = 1}}')
+    local ok, e = pcall(ablate.load, typo)
+    assert.is_false(ok)
+    assert.matches("objectiv", e, 1, true)
+  end)
+
+  it("mean and sample standard deviation", function()
+    local m, sd, n = ablate.mean_sd({1, 2, 3, 4})
+    assert.equal(2.5, m)
+    assert.near(math.sqrt(5 / 3), sd, 1e-12)
+    assert.equal(4, n)
+    local m1, sd1 = ablate.mean_sd({0.7})
+    assert.equal(0.7, m1)
+    assert.is_nil(sd1)
+  end)
+
+  teardown(function() if not os.getenv('KEEP') then os.execute("rm -rf '" .. root .. "'") end end)
+end)
