@@ -51,6 +51,87 @@ uint64_t bd_mix64(uint64_t x) {
 
 /* ------------------------------------------------------------ masking */
 
+/* Sorts pos[0..cnt) ascending, repl[] along. */
+static void sort_positions(int32_t *pos, int32_t *repl, int cnt) {
+  for (int i = 1; i < cnt; i++) {
+    int32_t p = pos[i], v = repl[i];
+    int j = i - 1;
+    while (j >= 0 && pos[j] > p) { pos[j + 1] = pos[j]; repl[j + 1] = repl[j]; j--; }
+    pos[j + 1] = p;
+    repl[j + 1] = v;
+  }
+}
+
+/* A span length in units, at least 1: geometric(p) clipped at max
+** (SpanBERT), or n in 1..max with p(n) proportional to 1/n (ALBERT). */
+static int span_length(const bd_mask_cfg *c, bd_rng *r) {
+  int max = c->max_span > 0 ? c->max_span : 1;
+  if (c->mode == BD_MASK_SPAN) {
+    int len = 1;
+    while (len < max && bd_rng_uniform(r) >= c->span_p) len++;
+    return len;
+  }
+  double total = 0, u;
+  for (int k = 1; k <= max; k++) total += 1.0 / k;
+  u = bd_rng_uniform(r) * total;
+  for (int k = 1; k <= max; k++) {
+    u -= 1.0 / k;
+    if (u < 0) return k;
+  }
+  return max;
+}
+
+/* SPAN and NGRAM masking over the units (groups) gstart/glen[0..ng):
+** spans of adjacent unused units at random starts until the budget is met
+** (a span that would pass it is cut to fit), then single units in order
+** from a random start if random draws left it short.  used: ng ints. */
+static int mask_spans(const bd_mask_cfg *c, bd_rng *r, const int32_t *tokens, int n, int32_t *pos,
+                      int32_t *repl, const int32_t *gstart, const int32_t *glen, int32_t *used, int ng) {
+  int num = (int)nearbyint((double)n * c->masked_lm_prob);
+  if (num < 1) num = 1;
+  if (num > c->max_predictions) num = c->max_predictions;
+  int cnt = 0;
+  for (int g = 0; g < ng; g++) used[g] = 0;
+  for (int attempt = 0; attempt < 4 * ng + 16 && cnt < num && ng > 0; attempt++) {
+    int len = span_length(c, r);
+    int g0 = (int)bd_rng_randint(r, 0, ng - 1);
+    if (used[g0]) continue;
+    int g1 = g0, tok = glen[g0];   /* grow right over adjacent unused units */
+    if (cnt + tok > num) continue;
+    while (g1 + 1 < ng && g1 + 1 - g0 < len && !used[g1 + 1] && gstart[g1] + glen[g1] == gstart[g1 + 1] &&
+           cnt + tok + glen[g1 + 1] <= num) {
+      g1++;
+      tok += glen[g1];
+    }
+    double u = bd_rng_uniform(r);   /* one choice for the whole span */
+    int how = u < 0.8 ? 0 : (u < 0.9 ? 1 : 2);
+    for (int g = g0; g <= g1; g++) {
+      used[g] = 1;
+      for (int p = gstart[g]; p < gstart[g] + glen[g]; p++) {
+        pos[cnt] = p;
+        repl[cnt] = how == 0 ? c->mask_id : how == 1 ? tokens[p] : (int32_t)bd_rng_randint(r, 0, c->vocab_size - 1);
+        cnt++;
+      }
+    }
+  }
+  if (ng > 0 && cnt < num) {   /* short after the random draws (fragmented units): fill unit by unit */
+    int start = (int)bd_rng_randint(r, 0, ng - 1);
+    for (int k = 0; k < ng && cnt < num; k++) {
+      int g = (start + k) % ng;
+      if (used[g] || cnt + glen[g] > num) continue;
+      used[g] = 1;
+      for (int p = gstart[g]; p < gstart[g] + glen[g]; p++) {
+        double u = bd_rng_uniform(r);
+        pos[cnt] = p;
+        repl[cnt] = u < 0.8 ? c->mask_id : u < 0.9 ? tokens[p] : (int32_t)bd_rng_randint(r, 0, c->vocab_size - 1);
+        cnt++;
+      }
+    }
+  }
+  sort_positions(pos, repl, cnt);
+  return cnt;
+}
+
 int bd_mask(const bd_mask_cfg *c, bd_rng *r, const int32_t *tokens, int n,
             int32_t *pos, int32_t *repl, int32_t *scratch) {
   int32_t *gstart = scratch, *glen = scratch + n, *order = scratch + 2 * n;
@@ -70,6 +151,8 @@ int bd_mask(const bd_mask_cfg *c, bd_rng *r, const int32_t *tokens, int n,
       ng++;
     }
   }
+  if (c->mode == BD_MASK_SPAN || c->mode == BD_MASK_NGRAM)
+    return mask_spans(c, r, tokens, n, pos, repl, gstart, glen, order, ng);
   for (int i = ng - 1; i > 0; i--) {   /* Python's random.shuffle */
     int j = (int)bd_rng_randint(r, 0, i);
     int32_t tmp = order[i]; order[i] = order[j]; order[j] = tmp;

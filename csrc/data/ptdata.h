@@ -34,7 +34,19 @@ typedef struct {
   int whole_word;
   const uint8_t *special;   /* [vocab]: never masked ([CLS], [SEP], [PAD], [MASK]) */
   const uint8_t *cont;      /* [vocab]: continues the previous word (WWM), or NULL */
+  int mode;                 /* BD_MASK_TOKENS, BD_MASK_SPAN or BD_MASK_NGRAM */
+  int max_span;             /* SPAN: the longest span in units (SpanBERT: 10); NGRAM: n's maximum */
+  double span_p;            /* SPAN: the geometric distribution's p (SpanBERT: 0.2) */
 } bd_mask_cfg;
+
+/* Masking modes.  The units are words when whole_word is set (and cont
+** given), else tokens; a span never crosses a special token.
+** TOKENS: Google's, units chosen one by one at random.
+** SPAN:   SpanBERT's: a span's length in units is drawn from a geometric
+**         distribution (span_p) clipped at max_span, its start at random.
+** NGRAM:  ALBERT's: the length n in 1..max_span with p(n) proportional to 1/n.
+** In SPAN and NGRAM the 80/10/10 replacement is decided once per span. */
+enum { BD_MASK_TOKENS = 0, BD_MASK_SPAN = 1, BD_MASK_NGRAM = 2 };
 
 /* Google's create_masked_lm_predictions on tokens[0..n): fills pos[]
 ** (ascending) and repl[] (the id that goes into the input at pos: [MASK],

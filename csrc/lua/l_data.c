@@ -96,6 +96,20 @@ static void read_mask_cfg(lua_State *L, int t, bd_mask_cfg *m) {
   m->special = opt_flags(L, t, "special", m->vocab_size);
   if (!m->special) luaL_error(L, "option 'special' is required");
   m->cont = opt_flags(L, t, "continuation", m->vocab_size);
+  {
+    const char *mode = NULL;
+    lua_getfield(L, t, "mask_mode");
+    if (!lua_isnil(L, -1)) mode = luaL_checkstring(L, -1);
+    lua_pop(L, 1);
+    if (!mode || strcmp(mode, "tokens") == 0) m->mode = BD_MASK_TOKENS;
+    else if (strcmp(mode, "span") == 0) m->mode = BD_MASK_SPAN;
+    else if (strcmp(mode, "ngram") == 0) m->mode = BD_MASK_NGRAM;
+    else luaL_error(L, "option 'mask_mode' must be 'tokens', 'span' or 'ngram', got '%s'", mode);
+  }
+  m->max_span = (int)opt_int(L, t, "max_span", m->mode == BD_MASK_NGRAM ? 3 : 10);
+  if (m->max_span < 1 || m->max_span > 64) luaL_error(L, "option 'max_span' must be in 1..64, got %d", m->max_span);
+  m->span_p = opt_num(L, t, "span_p", 0.2);
+  if (!(m->span_p > 0 && m->span_p <= 1)) luaL_error(L, "option 'span_p' must be in (0, 1], got %g", m->span_p);
 }
 
 /* -------------------------------------------------------------- corpus */

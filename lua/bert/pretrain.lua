@@ -62,6 +62,16 @@ function M.parser()
     :choices({"static", "dynamic"})
   parser:flag("--whole-word-mask", "Mask whole words")
   parser:flag("--recompute", "Recompute each encoder layer's activations in backward (less memory, ~1/3 more compute)")
+  parser:flag("--span-mask", "SpanBERT's masking: spans of geometric length (p = 0.2, at most 10; in words " ..
+    "with --whole-word-mask, else tokens)")
+  parser:option("--ngram-mask", "ALBERT's n-gram masking: n-grams of 1..N with p(n) proportional to 1/n (ALBERT: 3)")
+    :convert(cli.integer("--ngram-mask", 1))
+  parser:flag("--phrase-mask", "ERNIE 1.0's phrase-level masking (not implemented yet: needs a chunker)")
+  parser:option("--mask-prob", "Share of the tokens masked (BERT: 0.15)", "0.15"):convert(function(v)
+    local p = tonumber(v)
+    if not p or not (p > 0 and p < 1) then return nil, "option --mask-prob: expected a number in (0, 1), got '" .. v .. "'" end
+    return p + 0.0
+  end)
   parser:option("--dupe-factor", "Copies with different masks (static masking)", "5"):convert(cli.integer("--dupe-factor", 1))
   cli.add(parser, "steps", "time_budget", "batch_size", "accum", "seq_len", "lr", "warmup", "weight_decay", "clip",
     "device", "threads", "seed", "eval_every",
@@ -69,6 +79,15 @@ function M.parser()
     "save_every", "log_every", "output", {default = "runs/pretrain"},
     "resume", "no_plot")
   return parser
+end
+
+--- Why these settings cannot run (a message), or nil: options that exist
+-- on the command line but are not implemented yet, and ones that exclude
+-- each other.
+function M.unsupported(args)
+  if args.phrase_mask then return "--phrase-mask is not implemented yet (ERNIE's phrase masking needs a chunker)" end
+  if args.span_mask and args.ngram_mask then return "--span-mask and --ngram-mask exclude each other: give one" end
+  return nil
 end
 
 --- A full settings table: the command line's defaults, then `overrides`
@@ -101,6 +120,8 @@ function M.settings(overrides)
   end
   local ok, args = M.parser():pparse(argv)
   if not ok then error("pretrain.settings: " .. tostring(args), 2) end
+  local unsupported = M.unsupported(args)
+  if unsupported then error("pretrain.settings: " .. unsupported, 2) end
   args.quiet = overrides.quiet
   return args
 end
@@ -134,6 +155,8 @@ function M.run(args)
     for k, v in pairs(saved) do args[k] = v end
     args.output = args.resume
   end
+  local unsupported = M.unsupported(args)
+  if unsupported then die(unsupported) end
   if not args.steps and not args.time_budget then args.steps = 1000 end
   assert(bert.mkdir(args.output))
   if not args.resume and dist.is_main() then
@@ -142,7 +165,8 @@ function M.run(args)
     local old = read_json(args.output .. "/args.json")
     local same = old ~= nil
     for _, k in ipairs({"corpus", "tokenizer", "vocab_size", "seq_len", "objective", "masking", "dupe_factor",
-                        "whole_word_mask", "seed"}) do
+                        "whole_word_mask", "seed",
+                        "span_mask", "ngram_mask", "mask_prob"}) do
       if old and old[k] ~= args[k] then same = false end
     end
     local stale = {"metrics.jsonl", "summary.json", "checkpoint", "checkpoint.old", "checkpoint.tmp", "best"}
@@ -208,6 +232,11 @@ function M.run(args)
       documents = docs, tokenizer = tok, output = dir, max_seq_length = args.seq_len,
       objective = args.objective, masking = masking, dupe_factor = dupe,
       whole_word_mask = args.whole_word_mask, seed = seed,
+      masked_lm_prob = args.mask_prob,
+      -- Google's 20 at 128 tokens and 0.15; more where the length and rate ask for more
+      max_predictions_per_seq = math.max(20, math.ceil(args.seq_len * args.mask_prob)),
+      mask_mode = args.span_mask and "span" or args.ngram_mask and "ngram" or "tokens",
+      max_span = args.ngram_mask,
     }
     io.stderr:write(string.format("pretrain: %s: %d instances in %.1f s\n", name, info.instances, bert.wall_time() - t0))
     return read_json(dir .. "/meta.json") or info
@@ -394,7 +423,8 @@ function M.run(args)
   final.corpus = args.corpus
   final.settings = {lr = lr, batch_size = args.batch_size, accum = args.accum, seq_len = args.seq_len,
     warmup_steps = warmup_steps, weight_decay = args.weight_decay, seed = args.seed, masking = args.masking,
-    whole_word_mask = args.whole_word_mask == true, corpus = args.corpus, time_budget = args.time_budget}
+    whole_word_mask = args.whole_word_mask == true, corpus = args.corpus, time_budget = args.time_budget,
+    mask_prob = args.mask_prob, span_mask = args.span_mask == true, ngram_mask = args.ngram_mask}
   final.ranks = dist.size()
   final.distributed = summary.distributed   -- gradient all-reduce: wait after backward, overlap
   if not dist.is_main() then return final end   -- rank 0 writes the summary

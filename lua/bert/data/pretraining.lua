@@ -5,7 +5,8 @@
 --     masking = "static" | "dynamic", max_seq_length = 128,
 --     max_predictions_per_seq = 20, masked_lm_prob = 0.15, short_seq_prob = 0.1,
 --     dupe_factor = 10 (static) / 1 (dynamic), whole_word_mask = false,
---     seed = 12345, instances_per_shard = 50000}
+--     mask_mode = "tokens" | "span" | "ngram", max_span = 10 (span) / 3 (ngram),
+--     span_p = 0.2, seed = 12345, instances_per_shard = 50000}
 --   --> {dir, instances, objective, masking, shards, tokens, predictions}
 --   local loader = assert(pretraining.Loader{dir = ..., batch_size = 8,
 --     seq_len = 128, masking = "dynamic" | "static", seed = 1, shuffle = true})
@@ -27,7 +28,11 @@
 -- Hugging Face's: 0 = IsNext, 1 = NotNext.  Masking is Google's
 -- create_masked_lm_predictions; "static" draws masks at creation
 -- (dupe_factor copies), "dynamic" draws them in the loader from
--- (seed, global sample index).  The C side is csrc/data/ (shard format in
+-- (seed, global sample index).  mask_mode "span" masks SpanBERT's spans
+-- (lengths in words with whole_word_mask, else tokens, geometric with p =
+-- span_p up to max_span), "ngram" ALBERT's n-grams (n in 1..max_span, p(n)
+-- proportional to 1/n); both at the same rate and never over special tokens
+-- (csrc/data/instances.c).  The C side is csrc/data/ (shard format in
 -- csrc/data/shard.c); dir/meta.json describes a shard set.
 local cjson = require("cjson")
 local core = require("bert.core")
@@ -137,6 +142,20 @@ local function open_instances(dir, meta)
   return inst
 end
 
+-- The masking mode options of create_shards and Loader, checked: mode,
+-- max_span, span_p (nil where not given).
+local MASK_MODES = {tokens = true, span = true, ngram = true}
+local function mask_mode_opts(fname, opts)
+  local mode = opts.mask_mode
+  if mode ~= nil and not MASK_MODES[mode] then
+    argerr(fname, "option 'mask_mode' must be 'tokens', 'span' or 'ngram', got " .. tostring(mode))
+  end
+  check_opt(fname, opts, "max_span", "number", function(v) return is_int(v) and v >= 1 and v <= 64 end,
+            "an integer in 1..64")
+  check_opt(fname, opts, "span_p", "number", function(v) return v > 0 and v <= 1 end, "in (0, 1]")
+  return mode, opts.max_span and math.tointeger(opts.max_span), opts.span_p
+end
+
 ------------------------------------------------------------- creation
 
 --- Tokenises the documents and writes shards + meta.json under opts.output.
@@ -168,6 +187,10 @@ function M.create_shards(opts)
   check_opt(F, opts, "seed", "number", is_int, "an integer")
   local max_len = math.tointeger(opts.max_seq_length or 128)
   local whole_word = opts.whole_word_mask and true or false
+  local mask_mode, max_span, span_p = mask_mode_opts(F, opts)
+  mask_mode = mask_mode or "tokens"
+  max_span = max_span or (mask_mode == "ngram" and 3 or 10)
+  span_p = span_p or 0.2
   local ids, V, special_ids, cont_ids = tokenizer_info(F, opts.tokenizer, whole_word)
   local cfg = {
     objective = objective, max_seq_length = max_len,
@@ -177,7 +200,7 @@ function M.create_shards(opts)
     vocab_size = V, mask_id = ids.mask, cls_id = ids.cls, sep_id = ids.sep,
     masked_lm_prob = opts.masked_lm_prob or 0.15,
     max_predictions_per_seq = math.tointeger(opts.max_predictions_per_seq or 20),
-    whole_word_mask = whole_word,
+    whole_word_mask = whole_word, mask_mode = mask_mode, max_span = max_span, span_p = span_p,
     special = flag_bytes(V, special_ids),
     continuation = whole_word and flag_bytes(V, cont_ids) or nil,
   }
@@ -233,6 +256,7 @@ function M.create_shards(opts)
     max_seq_length = max_len, vocab_size = V,
     masked_lm_prob = cfg.masked_lm_prob, max_predictions_per_seq = cfg.max_predictions_per_seq,
     whole_word_mask = whole_word, dupe_factor = cfg.dupe_factor,
+    mask_mode = mask_mode, max_span = max_span, span_p = span_p,
     short_seq_prob = cfg.short_seq_prob, seed = cfg.seed,
     special_ids = {cls = ids.cls, sep = ids.sep, mask = ids.mask, pad = ids.pad},
     never_masked_ids = special_ids,
@@ -311,8 +335,8 @@ local Loader = class("Loader")
 
 --- pretraining.Loader{dir, batch_size = 8, seq_len = max_seq_length,
 -- masking = meta's ("static" | "dynamic"), seed = 1, shuffle = true,
--- prefetch = 4, masked_lm_prob, max_predictions_per_seq, whole_word_mask
--- (dynamic masking; default the shard set's), shard_first = 0, shard_rows =
+-- prefetch = 4, masked_lm_prob, max_predictions_per_seq, whole_word_mask,
+-- mask_mode, max_span, span_p (dynamic masking; default the shard set's), shard_first = 0, shard_rows =
 -- batch_size (data parallelism: these rows of each global batch, the same
 -- samples and masks as in the whole batch)}.  Returns the loader, or
 -- nil, message when the files are missing or corrupt.
@@ -335,6 +359,7 @@ function M.Loader(opts)
   local inst, ierr = open_instances(opts.dir, meta)
   if not inst then return nil, ierr end
   local masking = opts.masking or meta.masking
+  local mask_mode, max_span, span_p = mask_mode_opts(F, opts)
   local whole_word = opts.whole_word_mask
   if whole_word == nil then whole_word = meta.whole_word_mask end
   if whole_word and not meta.continuation_ids then
@@ -365,6 +390,10 @@ function M.Loader(opts)
     masked_lm_prob = opts.masked_lm_prob or meta.masked_lm_prob,
     max_predictions_per_seq = math.tointeger(opts.max_predictions_per_seq or meta.max_predictions_per_seq),
     whole_word_mask = whole_word and true or false,
+    -- shard sets from before the masking modes hold none: Google's token masking
+    mask_mode = mask_mode or meta.mask_mode or "tokens",
+    max_span = max_span or (meta.max_span and math.tointeger(meta.max_span)) or nil,
+    span_p = span_p or meta.span_p,
     special = flag_bytes(V, meta.never_masked_ids),
     continuation = whole_word and flag_bytes(V, meta.continuation_ids) or nil,
   })
