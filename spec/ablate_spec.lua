@@ -171,6 +171,29 @@ describe("experiments/ablate.lua", function()
     assert.matches("objectiv", e, 1, true)
   end)
 
+  it("loads every shipped ablation file: settings valid, planned values listed, never in the grid", function()
+    local files = {}
+    for f in io.popen("ls experiments/ablations/*.lua"):lines() do files[#files + 1] = f end
+    assert.is_true(#files >= 6)
+    for _, f in ipairs(files) do
+      local g = ablate.load(f, {budget_scale = 0.05})
+      assert.is_true(#g.cells >= 1, f)
+      assert.is_true(#g.seeds >= 3, f .. ": at least 3 seeds")
+      for _, p in ipairs(g.planned) do
+        for _, c in ipairs(g.cells) do
+          for _, v in ipairs(p.values) do assert.is_nil(c.label:find(tostring(v), 1, true), f .. ": " .. c.label) end
+        end
+      end
+    end
+    -- a family without the objective's head is refused by name before anything runs
+    local bad = root .. "/head.lua"
+    write(bad, 'return {axes = {{name = "model", values = {"roberta-tiny"}}}, fixed = {objective = "mlm-nsp"}, ' ..
+      'seeds = {1}, budget = {steps = 1}}')
+    local ok, e = pcall(ablate.load, bad)
+    assert.is_false(ok)
+    assert.matches("the roberta family has no pretraining head (use --objective mlm)", e, 1, true)
+  end)
+
   it("mean and sample standard deviation", function()
     local m, sd, n = ablate.mean_sd({1, 2, 3, 4})
     assert.equal(2.5, m)

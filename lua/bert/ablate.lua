@@ -23,6 +23,10 @@
 --       -- bert.finetune.experiment settings; kind from the task for spam,
 --       -- brown-genre (classification), brown-pos (tagging), synthetic-qa (qa)
 --   finetune = {...}      -- settings shared by every downstream task
+--   planned = {{axis = "objective", values = {"clm"}, missing = "why"}, ...}
+--       -- values the ablation is meant to have that cannot run yet: listed
+--       -- at the start and in results.md, never run (a value that cannot run
+--       -- put in `axes` stops the grid with an error naming it)
 --
 -- Layout of a grid directory:
 --   grid.json                   the resolved grid (a rerun must match it)
@@ -139,6 +143,7 @@ end
 -- anything runs.  opts.budget_scale scales the pretraining budget (quick
 -- runs: at least one step) and the fine-tuning set sizes (at least 64).
 function M.load(path, opts)
+  if type(path) ~= "string" then error("ablate.load: argument #1 (path) expected a string, got " .. type(path), 2) end
   opts = opts or {}
   local chunk, lerr = loadfile(path, "t", setmetatable({}, {__index = _G}))
   if not chunk then error("ablate: cannot read " .. tostring(path) .. ": " .. tostring(lerr), 0) end
@@ -189,9 +194,15 @@ function M.load(path, opts)
     combos = next_combos
   end
 
+  local planned = spec.planned or {}
+  need(type(planned) == "table", "'planned' must be a list of {axis, values, missing}")
+  for i, p in ipairs(planned) do
+    need(type(p) == "table" and type(p.axis) == "string" and type(p.values) == "table" and type(p.missing) == "string",
+      "planned " .. i .. " must be {axis = NAME, values = {...}, missing = \"what is missing\"}")
+  end
   local grid = {name = spec.name or path:match("([^/]+)%.lua$") or path, description = spec.description,
                 file = path, budget_scale = scale, seeds = spec.seeds, axes = {}, cells = {}, pretrain_runs = {},
-                downstream = {}}
+                downstream = {}, planned = planned}
   for _, axis in ipairs(spec.axes) do grid.axes[#grid.axes + 1] = axis.name end
   for i, d in ipairs(downstream) do
     local dd = copy(spec.finetune)
@@ -212,6 +223,7 @@ function M.load(path, opts)
         labels[#labels + 1] = s.label
         if next(s.pretrain) then pre_labels[#pre_labels + 1] = s.label end
       end
+      if ft.max_train and scale < 1 then ft.max_train = math.max(64, math.floor(ft.max_train * scale)) end
       local label = table.concat(labels, ", ")
       local function checked(settings)   -- bad or planned settings stop the grid here, naming the cell
         local okp, res = pcall(pretrain.settings, settings)
@@ -302,6 +314,11 @@ function M.run(grid, dir)
   end
   say("ablate: %s: %d cells (%d finished), %d seeds, %d downstream task(s), output %s",
     grid.name, #grid.cells, #grid.cells - todo, #grid.seeds, #grid.downstream, dir)
+  for _, p in ipairs(grid.planned or {}) do
+    local vals = {}
+    for _, v in ipairs(p.values) do vals[#vals + 1] = fmt_value(v) end
+    say("  not run (not implemented yet): %s = %s: %s", p.axis, table.concat(vals, ", "), p.missing)
+  end
   local started, ran = bert.wall_time(), 0
   for i, cell in ipairs(grid.cells) do
     local cell_dir = dir .. "/cells/" .. cell.id
@@ -407,6 +424,11 @@ function M.summarize(dir)
   md[#md + 1] = string.format("Grid file `%s`, budget scale %g; %d of %d cells finished%s. Mean ± sample sd over seeds.\n",
     grid.file, grid.budget_scale, #cells, #grid.cells,
     #missing > 0 and (" (missing: " .. table.concat(missing, " ") .. ")") or "")
+  for _, p in ipairs(grid.planned or {}) do
+    local vals = {}
+    for _, v in ipairs(p.values) do vals[#vals + 1] = fmt_value(v) end
+    md[#md + 1] = string.format("Not run (not implemented yet): %s = %s: %s.\n", p.axis, table.concat(vals, ", "), p.missing)
+  end
   local head = {"cell", "seeds", "parameters", "pretraining tokens/s"}
   for _, k in ipairs(names) do head[#head + 1] = k end
   md[#md + 1] = "| " .. table.concat(head, " | ") .. " |"

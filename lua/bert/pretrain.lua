@@ -87,6 +87,15 @@ end
 function M.unsupported(args)
   if args.phrase_mask then return "--phrase-mask is not implemented yet (ERNIE's phrase masking needs a chunker)" end
   if args.span_mask and args.ngram_mask then return "--span-mask and --ngram-mask exclude each other: give one" end
+  -- the family must have the objective's head (RoBERTa, DeBERTa, ELECTRA, DistilBERT have no NSP/SOP head)
+  local resolved = args.model and bert.models.resolve(args.model)
+  if resolved and resolved.family and args.objective ~= "none" then
+    local ok, why = pcall(bert.models.architecture_for, resolved.family, "pretraining")
+    if not ok then
+      return string.format("--model %s with --objective %s: %s (use --objective mlm)", args.model,
+        args.objective == "nsp" and "mlm-nsp" or "mlm-sop", tostring(why))
+    end
+  end
   return nil
 end
 
