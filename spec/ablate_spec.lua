@@ -108,7 +108,7 @@ describe("experiments/ablate.lua", function()
     assert.matches("| objective=mlm-nsp | 2 |", md, 1, true)
     assert.matches("%d%.%d%d%d%d ± %d%.%d%d%d%d", md)
     if os.execute("command -v gnuplot >/dev/null 2>&1") then
-      for _, png in ipairs({"loss.png", "mlm_accuracy.png", "task_accuracy.png"}) do
+      for _, png in ipairs({"loss.png", "mlm_accuracy.png", "task_accuracy.png", "objective=mlm/loss.png"}) do
         assert.truthy(read(out .. "/plots/" .. png), png)
       end
     end

@@ -470,6 +470,23 @@ function M.summarize(dir)
     local files, e = plot.runs(run_dirs, {output = dir .. "/plots", labels = labels})
     if files then for _, f in ipairs(files) do made[#made + 1] = f end else perr = e end
   end
+  -- and per row (its seeds together), where the all-runs figure is crowded
+  for _, r in ipairs(out_rows) do
+    local rdirs, rlabels = {}, {}
+    for _, c in ipairs(cells) do
+      local d = dir .. "/pretrain/" .. c.pretrain_id
+      if c.label == r.label and fs.exists(d .. "/metrics.jsonl") then
+        rdirs[#rdirs + 1] = d
+        rlabels[#rlabels + 1] = "seed " .. c.seed
+      end
+    end
+    if #rdirs > 0 then
+      local sub = dir .. "/plots/" .. slug(r.label)
+      assert(bert.mkdir(sub))
+      local files, e = plot.runs(rdirs, {output = sub, labels = rlabels})
+      if files then for _, f in ipairs(files) do made[#made + 1] = f end else perr = perr or e end
+    end
+  end
   for _, k in ipairs(names) do
     local bars = {}
     for _, r in ipairs(out_rows) do
