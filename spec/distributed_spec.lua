@@ -281,7 +281,10 @@ describe("data-parallel training under mpirun -np 2", function()
   end)
 
   for _, case in ipairs({{"BertForSequenceClassification", 1}, {"BertForSequenceClassification", 2},
-                         {"BertForMaskedLM", 1}, {"BertForMaskedLM", 2}}) do
+                         {"BertForMaskedLM", 1}, {"BertForMaskedLM", 2},
+                         -- other families: ALBERT's one shared layer gets its gradient from
+                         -- every use before its bucket may go; RoBERTa's own positions and head
+                         {"AlbertForMaskedLM", 2}, {"RobertaForSequenceClassification", 1}}) do
     local arch, accum = case[1], case[2]
     mpi_it(string.format("Trainer (%s, accum %d): 2 ranks give one process's losses and weights", arch, accum),
       function()

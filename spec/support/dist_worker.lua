@@ -76,7 +76,7 @@ elseif mode == "train" then
     n = n + 1
     local ids, mask = bert.randint(0, 50, {B, T}, {seed = 100 + n}), bert.ones({B, T}, "int32")
     local batch = {input_ids = ids, attention_mask = mask}
-    if arch == "BertForSequenceClassification" then
+    if arch:find("ForSequenceClassification$") then
       batch.labels = bert.randint(0, 3, {B}, {seed = 900 + n})
     else   -- masked LM: a varying number of targets per row, so per-rank counts differ
       local keep = bert.randint(0, 10, {B, T}, {seed = 500 + n}):lt(2)
