@@ -135,3 +135,194 @@ describe("shard reader", function()
   end)
 end)
 -- }======================================================
+
+-- {====================================================== integer arithmetic
+
+describe("int32 arithmetic", function()
+  local five = bert.tensor({5}, "int32")
+
+  it("refuses a fractional, non-finite or huge alpha", function()
+    for _, alpha in ipairs({2.5, 0 / 0, 1 / 0, 1e300, -3e9}) do
+      local ok, err = pcall(function() return five:add(five, alpha) end)
+      assert.is_false(ok, tostring(alpha))
+      assert.matches("add: alpha .* must be an integer within int32 range", err)
+      ok, err = pcall(function() return five:clone():sub_(five, alpha) end)
+      assert.is_false(ok, tostring(alpha))
+      assert.matches("sub_: alpha", err)
+    end
+    assert.equal(20, five:add(five, 3):item())
+    assert.equal(-10, five:sub(five, 3):item())
+  end)
+
+  it("keeps a fractional alpha with float operands", function()
+    assert.equal(17.5, five:add(bert.tensor({5}), 2.5):item())
+    assert.equal(17.5, bert.tensor({5}):add(five, 2.5):item())
+  end)
+
+  it("refuses an integer to a negative integer power", function()
+    local ok, err = pcall(function() return bert.tensor({0}, "int32") ^ -1 end)
+    assert.is_false(ok)
+    assert.matches("negative integer power", err)
+    ok = pcall(function() return bert.tensor({2, 3}, "int32"):pow(bert.tensor({1, -2}, "int32")) end)
+    assert.is_false(ok)
+    assert.same({8, 1}, (bert.tensor({2, 1}, "int32") ^ 3):totable())
+    assert.equal(0.5, (bert.tensor({2}) ^ -1):item())
+  end)
+end)
+-- }======================================================
+
+-- {====================================================== non-finite values
+
+describe("NaN and Inf through the fused kernels", function()
+  local F = bert.F
+  local nan, inf = 0 / 0, 1 / 0
+  local function is_nan(x) return x ~= x end
+  local function finite(x) return x == x and x ~= inf and x ~= -inf end
+  local function randn(shape, seed) return bert.randn(shape, {seed = seed}) end
+  -- rows[i] of a [R, C] result: all NaN for poisoned rows, finite elsewhere
+  local function check_rows(t, bad)
+    local rows = t:totable()
+    for i, row in ipairs(rows) do
+      for _, x in ipairs(type(row) == "table" and row or {row}) do
+        if bad[i] then assert.is_true(is_nan(x) or not finite(x), ("row %d: %s"):format(i, tostring(x)))
+        else assert.is_true(finite(x), ("row %d should be finite, got %s"):format(i, tostring(x))) end
+      end
+    end
+  end
+
+  for _, v in ipairs({nan, inf, -inf}) do
+    local name = tostring(v)
+    it("softmax, log_softmax and cross_entropy with " .. name, function()
+      local x = randn({3, 5}, 1)
+      x:set(v, 2, 3)
+      -- -inf is an ordinary masked score: probability 0, the row stays finite
+      check_rows(x:softmax(2), {false, v ~= -inf, false})
+      local loss = F.cross_entropy(x, bert.tensor({1, 2, 3}, "int32"), {reduction = "none"})
+      local l = loss:totable()
+      assert.is_true(finite(l[1]) and finite(l[3]))
+      if v ~= -inf then assert.is_true(is_nan(l[2]) or l[2] == inf, tostring(l[2])) end
+    end)
+
+    it("attention with " .. name .. " in a query, a key and a value", function()
+      local q, k, vv = randn({1, 1, 4, 8}, 2), randn({1, 1, 4, 8}, 3), randn({1, 1, 4, 8}, 4)
+      q:set(v, 1, 1, 2, 1)
+      local out = F.attention(q, k, vv):view(4, 8)
+      check_rows(out, {false, true, false, false})
+      local k2 = k:clone()
+      k2:set(v, 1, 1, 3, 1)
+      -- a poisoned key reaches every query that scores it
+      local o2 = F.attention(randn({1, 1, 4, 8}, 5), k2, vv):view(4, 8)
+      for _, row in ipairs(o2:totable()) do
+        for _, x in ipairs(row) do if v == nan then assert.is_true(is_nan(x)) end end
+      end
+    end)
+
+    it("bias_gelu (erf and tanh), layer_norm and linear with " .. name, function()
+      local x = randn({3, 6}, 6)
+      x:set(v, 2, 4)
+      for _, mode in ipairs({"none", "tanh"}) do
+        local y = F.bias_gelu(x, bert.zeros(6), mode):totable()
+        local g = y[2][4]
+        if v == -inf then assert.is_true(g == 0 or is_nan(g), tostring(g))
+        elseif v == inf then assert.is_true(g == inf or is_nan(g), tostring(g))
+        else assert.is_true(is_nan(g)) end
+        assert.is_true(finite(y[1][1]) and finite(y[3][6]))
+      end
+      check_rows(F.layer_norm(x, bert.ones(6), bert.zeros(6), 1e-5), {false, true, false})
+      local lin = F.linear(x, randn({4, 6}, 7), bert.zeros(4))
+      check_rows(lin, {false, true, false})
+    end)
+
+    it("backward through attention and cross_entropy with " .. name, function()
+      local x = randn({2, 5}, 8)
+      x:set(v, 1, 2)
+      x:requires_grad(true)
+      F.cross_entropy(x, bert.tensor({1, 2}, "int32")):backward()
+      local g = x:grad():totable()
+      if v == -inf then assert.is_true(finite(g[1][1]), tostring(g[1][1]))
+      else assert.is_true(is_nan(g[1][1]) or not finite(g[1][1]), tostring(g[1][1])) end
+      local q = randn({1, 1, 3, 4}, 9)
+      q:set(v, 1, 1, 1, 1)
+      q:requires_grad(true)
+      F.attention(q, randn({1, 1, 3, 4}, 10), randn({1, 1, 3, 4}, 11)):sum():backward()
+      assert.is_true(is_nan(q:grad():get(1, 1, 1, 2)) or v == -inf)
+    end)
+  end
+end)
+-- }======================================================
+
+-- {====================================================== anomaly detection
+
+describe("non-finite losses and gradients in training", function()
+  -- A one-parameter "model": loss = sum(log(w * x)); x <= 0 makes it NaN
+  -- inside log, from finite inputs.
+  local function setup(opts)
+    local w = bert.tensor({1, 2})
+    w:requires_grad(true)
+    local model = {
+      named_parameters = function() return {{name = "head.w", param = w}} end,
+      training = function() end, evaluate = function() end,
+      forward = function(_, batch)
+        return {loss = opts.loss and opts.loss(w, batch.x) or (w * batch.x):log():sum()}
+      end,
+    }
+    function model.parameters() return {w} end
+    local xs = opts.xs
+    local k = 0
+    local t = bert.train.Trainer{model = model, optimizer = bert.optim.SGD({w}, {lr = 0.1}),
+      next_batch = function() k = k + 1; return {x = bert.tensor(xs[k] or {1, 1})} end,
+      steps = opts.steps or 4, progress = false, on_nonfinite = opts.on_nonfinite, clip = opts.clip}
+    return t, w
+  end
+
+  after_each(function() bert.set_detect_anomaly(false) end)
+
+  it("stops at a NaN loss by default, before the update, naming the step", function()
+    local t, w = setup{xs = {{1, 1}, {1, 1}, {-1, 1}}}
+    local ok, err = pcall(t.run, t)
+    assert.is_false(ok)
+    assert.matches("training stopped at step 3: the loss is %-?nan", err)
+    assert.matches("weights are unchanged", err, 1, true)
+    assert.equal(2, t.step)
+    local v = w:totable()
+    assert.is_true(v[1] == v[1] and v[2] == v[2], "weights stay finite")
+  end)
+
+  it("skips the update when asked, and goes on", function()
+    local t, w = setup{xs = {{1, 1}, {-1, 1}, {1, 1}}, on_nonfinite = "skip", steps = 3}
+    local summary = t:run()
+    assert.equal(3, summary.step)
+    local v = w:totable()
+    assert.is_true(v[1] == v[1] and v[2] == v[2])
+  end)
+
+  -- loss = sum(exp(w x)): exp(88) is finite, its gradient x exp(w x) is not
+  local function overflow(w, x) return (w * x):exp():sum() end
+
+  it("stops on a non-finite gradient with a finite loss, naming the parameter", function()
+    local t, w = setup{xs = {{88000, 0}}, loss = overflow, clip = 1.0}
+    w:requires_grad(false); w:set(1e-3, 1); w:set(0, 2); w:requires_grad(true)
+    local ok, err = pcall(t.run, t)
+    assert.is_false(ok)
+    assert.matches("training stopped at step 1: the gradient of head.w holds inf", err)
+    assert.equal(0, t.step)
+    assert.same({bert.tensor({1e-3}):item(), 0}, w:totable())
+  end)
+
+  it("names the op with bert.set_detect_anomaly(true)", function()
+    assert.is_false(bert.is_anomaly_enabled())
+    bert.set_detect_anomaly(true)
+    local t = setup{xs = {{1, 1}, {-1, 1}}}
+    local ok, err = pcall(t.run, t)
+    assert.is_false(ok)
+    assert.matches("training stopped at step 2: the loss is %-?nan; first op to go non%-finite: log gave %-?nan", err)
+    -- in backward: the parameter, and the op whose gradient went bad
+    local t2, w = setup{xs = {{88000, 0}}, loss = overflow}
+    w:requires_grad(false); w:set(1e-3, 1); w:requires_grad(true)
+    ok, err = pcall(t2.run, t2)
+    assert.is_false(ok)
+    assert.matches("training stopped at step 1: the gradient of head.w holds inf; first op: " ..
+                   "%a+ backward gave a non%-finite gradient %(inf", err)
+  end)
+end)
+-- }======================================================
