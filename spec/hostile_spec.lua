@@ -326,3 +326,168 @@ describe("non-finite losses and gradients in training", function()
   end)
 end)
 -- }======================================================
+
+-- {====================================================== data path
+
+describe("corpus validation", function()
+  local validate = require("bert.data.validate")
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() os.execute("rm -rf '" .. dir .. "'") end)
+  local function corpus(name, bytes) return writefile(dir .. "/" .. name, bytes) end
+
+  it("refuses binary, Latin-1, NUL, overlong-line, control-only, empty and one-document corpora", function()
+    local cases = {
+      {"/bin/ls", "^/bin/ls:1: NUL byte"},
+      {corpus("latin1.txt", "ok line\ncaf\233 au lait\n\nsecond\n"), "latin1.txt:2: invalid UTF%-8 %(byte 0xE9 at column 4%)"},
+      {corpus("nul.txt", "a\n\nb\0c\n"), "nul.txt:3: NUL byte at column 2"},
+      {corpus("long.txt", "a\n\n" .. string.rep("x", 70000) .. "\n"), "long.txt:3: line of 70000 bytes, over the limit of 65536"},
+      {corpus("ctl.txt", "\1\2\n\n\3\n"), "ctl.txt:1: a line of control characters only"},
+      {corpus("empty.txt", ""), "empty.txt: 0 documents, at least 2 needed"},
+      {corpus("blank.txt", "\n  \n\t\n"), "blank.txt: 0 documents"},
+      {corpus("one.txt", "one document\nof two lines\n"), "one.txt: 1 document, at least 2 needed"},
+      {corpus("surrogate.txt", "a\n\n\237\160\128\n"), "surrogate.txt:3: invalid UTF%-8"},
+      {corpus("overlong.txt", "a\n\n\192\175\n"), "overlong.txt:3: invalid UTF%-8"},
+    }
+    for _, c in ipairs(cases) do
+      local docs, err = validate.corpus(c[1])
+      assert.is_nil(docs, c[1])
+      assert.matches(c[2], err)
+    end
+  end)
+
+  it("repairs invalid UTF-8 when allowed, and reads a good corpus", function()
+    local path = corpus("latin1.txt", "caf\233 au lait\n\nsecond doc\n")
+    local docs = assert(validate.corpus(path, {allow_invalid_utf8 = true}))
+    assert.same({{"caf\239\191\189 au lait"}, {"second doc"}}, docs)
+    docs = assert(validate.corpus(corpus("ok.txt", "déjà vu\nline two\n\n\nthird\n")))
+    assert.same({{"déjà vu", "line two"}, {"third"}}, docs)
+  end)
+
+  it("pretrain.lua --corpus /bin/ls exits non-zero naming the file before creating the run directory", function()
+    local out = dir .. "/run"
+    local p = io.popen(string.format("lua5.4 experiments/pretrain.lua --corpus /bin/ls --output '%s' 2>&1; echo rc=$?", out))
+    local text = p:read("a")
+    p:close()
+    assert.matches("pretrain: /bin/ls:1: NUL byte", text, 1, true)
+    assert.matches("rc=1", text, 1, true)
+    assert.is_false(exists(out))
+    assert.is_false(exists(out .. "/args.json"))
+  end)
+end)
+
+describe("resume validates what it reads", function()
+  local dir, run, corpus_path
+  setup(function()
+    dir = tmpdir()
+    run = dir .. "/run"
+    local lines = {}
+    local words = {"the", "cat", "sat", "on", "a", "mat", "dog", "ran", "far", "red", "house", "by"}
+    for d = 1, 12 do
+      for s = 1, 6 do
+        local w = {}
+        for k = 1, 6 do w[k] = words[(d * 7 + s * 3 + k * 5) % #words + 1] end
+        lines[#lines + 1] = table.concat(w, " ") .. " ."
+      end
+      lines[#lines + 1] = ""
+    end
+    corpus_path = writefile(dir .. "/corpus.txt", table.concat(lines, "\n"))
+  end)
+  teardown(function() os.execute("rm -rf '" .. dir .. "'") end)
+
+  local function pretrain(extra)
+    local p = io.popen(string.format("lua5.4 experiments/pretrain.lua --corpus '%s' --output '%s' --model tiny " ..
+      "--vocab-size 60 --seq-len 16 --batch-size 4 --steps 2 --save-every 1 --no-plot %s 2>&1; echo rc=$?",
+      corpus_path, run, extra or ""))
+    local text = p:read("a")
+    p:close()
+    return text
+  end
+
+  it("refuses a corrupt eval shard, meta.json, args.json or metrics line, naming the file", function()
+    assert.matches("rc=0", pretrain(), 1, true)
+    -- a flipped byte in the held-out shard: found before training resumes
+    local shard = run .. "/data/eval/shard-00000.bin"
+    local f = assert(io.open(shard, "r+b"))
+    f:seek("set", 70)
+    local b = f:read(1)
+    f:seek("set", 70)
+    f:write(string.char((b:byte() + 1) % 256))
+    f:close()
+    local text = pretrain("--resume '" .. run .. "' --steps 4")
+    assert.matches(shard .. ": checksum mismatch", text, 1, true)
+    assert.matches("rc=1", text, 1, true)
+    assert.is_nil(text:find("step 3", 1, true))
+    -- --repair rebuilds the shards from the corpus and continues
+    text = pretrain("--resume '" .. run .. "' --repair")
+    assert.matches("--repair: rebuilding", text, 1, true)
+    assert.matches("rc=0", text, 1, true)
+    -- a corrupt line inside metrics.jsonl is refused, not silently dropped
+    local m = assert(io.open(run .. "/metrics.jsonl", "rb")):read("a")
+    writefile(run .. "/metrics.jsonl", "{garbage\n" .. m)
+    text = pretrain("--resume '" .. run .. "'")
+    assert.matches("metrics.jsonl:1: corrupt metrics line", text, 1, true)
+    assert.matches("rc=1", text, 1, true)
+    writefile(run .. "/metrics.jsonl", m)
+    writefile(run .. "/data/train/meta.json", "{")
+    text = pretrain("--resume '" .. run .. "'")
+    assert.matches(run .. "/data/train/meta.json: not a shard set description", text, 1, true)
+    writefile(run .. "/args.json", "{\"x")
+    text = pretrain("--resume '" .. run .. "'")
+    assert.matches(run .. "/args.json: corrupt run settings: invalid JSON", text, 1, true)
+    assert.matches("rc=1", text, 1, true)
+  end)
+end)
+
+describe("fine-tuning readers", function()
+  local readers = require("bert.finetune.readers")
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() os.execute("rm -rf '" .. dir .. "'") end)
+  local function file(name, bytes) return writefile(dir .. "/" .. name, bytes) end
+  local function fails(pattern, fn, ...)
+    local ok, err = pcall(fn, ...)
+    assert.is_false(ok, "accepted")
+    assert.matches(pattern, err)
+  end
+
+  it("refuses Latin-1 labels and texts, naming the line", function()
+    fails("data.tsv:3: invalid UTF%-8", readers.read_classification,
+          file("data.tsv", "text\tlabel\ngood\tpos\nbad\tn\233g\n"))
+    fails("x.conll:2: invalid UTF%-8", readers.read_conll, file("x.conll", "a O\ncaf\233 B-PER\n"))
+  end)
+
+  it("refuses a label 1e400 instead of a class named inf", function()
+    fails("d.jsonl:2: 'label' inf is not a finite number", readers.read_classification,
+          file("d.jsonl", '{"text": "a", "label": 1}\n{"text": "b", "label": 1e400}\n'))
+  end)
+
+  it("checks entity tags and the declared IOB scheme", function()
+    fails("t.conll:3: tag 'Q%-PER' is neither O nor", readers.read_conll,
+          file("t.conll", "John B-PER\nSmith I-PER\nsaid Q-PER\nhi O\n"))
+    fails("u.conll:1: tag 'B%-' is neither O nor", readers.read_conll, file("u.conll", "John B-\nx O\n"))
+    fails("v.iob2:2: tag 'I%-LOC' does not continue a B%-LOC", readers.read_conll,
+          file("v.iob2", "in O\nParis I-LOC\n"))
+    fails("w.conll:2: tag 'I%-LOC' does not continue", function(p) return readers.read_conll(p, {scheme = "iobes"}) end,
+          file("w.conll", "in O\nParis I-LOC\n"))
+    fails("e.conll:2: the sentence ends inside an entity", function(p) return readers.read_conll(p, {scheme = "iobes"}) end,
+          file("e.conll", "in O\nNew B-LOC\n"))
+    -- IOB1 (CoNLL-2003's files) and a POS tag set stay accepted
+    assert.equal(1, #readers.read_conll(file("ok.iob1", "in O\nParis I-LOC\nLyon B-LOC\n")))
+    assert.equal(1, #readers.read_conll(file("pos.conll", "the DT\ncat NN\n")))
+  end)
+
+  it("checks SQuAD types: lists are lists", function()
+    local ctx = '"context": "Paris is big."'
+    fails("q.json:1: question 'q1': 'answers' must be a list", readers.read_squad, file("q.json",
+      '{"data": [{"paragraphs": [{' .. ctx .. ', "qas": [{"id": "q1", "question": "What?", ' ..
+      '"answers": {"text": "Paris", "answer_start": 0}}]}]}]}'))
+    fails("r.json: not SQuAD JSON", readers.read_squad, file("r.json", '{"data": {"a": 1}}'))
+    fails("s.json: data%[1%].paragraphs%[1%]: 'qas' must be a list", readers.read_squad, file("s.json",
+      '{"data": [{"paragraphs": [{' .. ctx .. ', "qas": {"id": "q1"}}]}]}'))
+    fails("'is_impossible' must be true or false", readers.read_squad, file("t.json",
+      '{"data": [{"paragraphs": [{' .. ctx .. ', "qas": [{"id": "q1", "question": "W?", "answers": [], ' ..
+      '"is_impossible": "yes"}]}]}]}'))
+  end)
+end)
+-- }======================================================

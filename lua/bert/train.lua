@@ -13,6 +13,7 @@
 --     step_metrics = function(out, batch) return {mlm_accuracy = ...} end,
 --     get_state = function() return {...} end, set_state = function(s) end,  -- e.g. the loader position
 --     on_nonfinite = "stop" | "skip", max_skipped = 10,  -- a NaN/Inf loss or gradient (bert.anomaly)
+--     repair = false,                                   -- resume drops corrupt metrics lines
 --   }
 --   trainer:resume()          -- continues from output/checkpoint when there is one
 --   local summary = trainer:run()
@@ -171,10 +172,16 @@ function Trainer:resume(dir)
     local path = self.output .. "/metrics.jsonl"
     local log = read_file(path)
     if log then
-      local kept = {}
-      for line in log:gmatch("[^\n]+") do
+      local kept, n = {}, 0
+      for line, nl in log:gmatch("([^\n]*)()") do
+        n = n + 1
         local okl, rec = pcall(cjson.decode, line)
-        if okl and type(rec) == "table" and (rec.step or 0) <= self.step then kept[#kept + 1] = line end
+        if okl and type(rec) == "table" then
+          if (rec.step or 0) <= self.step then kept[#kept + 1] = line end
+        elseif line ~= "" and nl <= #log and not self.repair then
+          -- only the last line may be cut short (a write killed midway)
+          error(string.format("resume: %s:%d: corrupt metrics line (repair: drop it with --repair)", path, n), 2)
+        end
       end
       local wok, werr = write_file(path, #kept > 0 and (table.concat(kept, "\n") .. "\n") or "")
       if not wok then return nil, werr end
