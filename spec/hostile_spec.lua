@@ -133,6 +133,13 @@ describe("shard reader", function()
     assert.is_nil(inst)
     assert.matches(path .. ": corrupt instance 0", msg, 1, true)
   end)
+
+  it("refuses loader sizes outside int32 instead of wrapping them", function()
+    local inst = assert(core.data.read_shards({"fuzz/corpus/shard/nsp_static"}))
+    local ok, err = pcall(core.data.loader, inst, {batch_size = 2 ^ 32 + 2, seq_len = 16})
+    assert.is_false(ok)
+    assert.matches("option 'batch_size' = 4294967298 is outside the int32 range", err, 1, true)
+  end)
 end)
 -- }======================================================
 
