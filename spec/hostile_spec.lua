@@ -166,6 +166,13 @@ describe("int32 arithmetic", function()
     assert.equal(17.5, bert.tensor({5}):add(five, 2.5):item())
   end)
 
+  it("refuses an int32 arange past int32 instead of wrapping", function()
+    local ok, err = pcall(bert.arange, 0, 5e9, 1e9, "int32")
+    assert.is_false(ok)
+    assert.matches("arange: values up to 4e%+09 do not fit int32", err)
+    assert.same({0, 1e9, 2e9}, bert.arange(0, 3e9, 1e9, "int32"):totable())
+  end)
+
   it("refuses an integer to a negative integer power", function()
     local ok, err = pcall(function() return bert.tensor({0}, "int32") ^ -1 end)
     assert.is_false(ok)

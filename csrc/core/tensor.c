@@ -372,7 +372,9 @@ double bert_get_flat(const bert_tensor *t, int64_t i) {
 void bert_set_flat(bert_tensor *t, int64_t i, double v) {
   int64_t off = bert_flat_offset(t, i);
   if (t->dtype == BERT_F32) ((float *)t->storage->data)[off] = (float)v;
-  else ((int32_t *)t->storage->data)[off] = (int32_t)v;
+  else   /* saturating: a double outside int32 (or NaN) converted directly is undefined */
+    ((int32_t *)t->storage->data)[off] = v != v ? 0 : v >= 2147483647.0 ? INT32_MAX
+                                       : v <= -2147483648.0 ? INT32_MIN : (int32_t)v;
 }
 
 int bert_has_overlap(const bert_tensor *t) {
