@@ -94,7 +94,7 @@ test-asan: deps
 # fuzz-smoke runs each target for FUZZ_SMOKE_SECONDS from its seed corpus.
 FUZZ_CC      ?= clang
 FUZZ_BUILD   := build-fuzz
-FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_SAN     := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow
 FUZZ_CFLAGS  := -g -O1 -fno-omit-frame-pointer $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
                 -std=c11 -fPIC -fopenmp -fno-math-errno -D_GNU_SOURCE -DBERT_NO_VULKAN -DBERT_NO_GLSLC \
                 -Wno-pass-failed -I$(LUA_INCDIR) $(OPENBLAS_INC) -Icsrc

@@ -31,13 +31,10 @@ for t in "$@"; do
   if [ "$mode" = smoke ]; then
     limit="-max_total_time=$amount"
   else
-    # FUZZ_CONTRACTS=1 also checks the result contracts (FUZZ_STRICT), in
-    # fork mode, which keeps going past a finding and saves each input
-    limit="-runs=$amount"
-    if [ "${FUZZ_CONTRACTS:-0}" = 1 ]; then
-      export FUZZ_STRICT=1
-      limit="$limit -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1"
-    fi
+    # fork mode keeps going past a finding and saves each input;
+    # FUZZ_CONTRACTS=1 also checks the result contracts (FUZZ_STRICT)
+    limit="-runs=$amount -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1"
+    [ "${FUZZ_CONTRACTS:-0}" = 1 ] && export FUZZ_STRICT=1
   fi
   start=$(date +%s)
   # shellcheck disable=SC2086

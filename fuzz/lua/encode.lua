@@ -52,4 +52,11 @@ return function(data)
   end
   check(enc)
   for _, o in ipairs(enc.overflowing or {}) do check(o) end
+  -- a batch of one (threads, padding to the longest) agrees with encode
+  local batch = F.try(tok.encode_batch, tok, {pair and {text, pair} or text}, opts)
+  if batch and batch[1] then
+    local same = #batch[1].ids == #enc.ids
+    for i = 1, same and #enc.ids or 0 do same = same and batch[1].ids[i] == enc.ids[i] end
+    F.contract(same, "encode_batch gave %d ids where encode gave %d", #batch[1].ids, #enc.ids)
+  end
 end
