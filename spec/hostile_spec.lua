@@ -505,3 +505,37 @@ describe("fine-tuning readers", function()
   end)
 end)
 -- }======================================================
+
+describe("NaN and Inf on the Vulkan backend", function()
+  local info = bert.backend_info().vulkan
+  if not (info and info.available) then
+    it("skipped", function() pending("no Vulkan device: " .. tostring(info and info.reason)) end)
+    return
+  end
+  local F = bert.F
+  local nan = 0 / 0
+  local function nan_positions(t)
+    local out = {}
+    for i, row in ipairs(t:to("cpu"):totable()) do
+      for j, x in ipairs(type(row) == "table" and row or {row}) do out[#out + 1] = (x ~= x) and (i .. "," .. j) or nil end
+    end
+    return table.concat(out, " ")
+  end
+
+  it("puts NaN where the CPU does: softmax, cross_entropy, attention, bias_gelu, layer_norm", function()
+    local x = bert.randn({3, 5}, {seed = 1})
+    x:set(nan, 2, 3)
+    local xv = x:to("vulkan")
+    assert.equal(nan_positions(x:softmax(2)), nan_positions(xv:softmax(2)))
+    local labels = bert.tensor({1, 2, 3}, "int32")
+    assert.equal(nan_positions(F.cross_entropy(x, labels, {reduction = "none"})),
+                 nan_positions(F.cross_entropy(xv, labels:to("vulkan"), {reduction = "none"})))
+    assert.equal(nan_positions(F.bias_gelu(x, bert.zeros(5))), nan_positions(F.bias_gelu(xv, bert.zeros(5):to("vulkan"))))
+    assert.equal(nan_positions(F.layer_norm(x, bert.ones(5), bert.zeros(5), 1e-5)),
+                 nan_positions(F.layer_norm(xv, bert.ones(5):to("vulkan"), bert.zeros(5):to("vulkan"), 1e-5)))
+    local q, k, v = bert.randn({1, 1, 4, 8}, {seed = 2}), bert.randn({1, 1, 4, 8}, {seed = 3}), bert.randn({1, 1, 4, 8}, {seed = 4})
+    q:set(nan, 1, 1, 2, 1)
+    assert.equal(nan_positions(F.attention(q, k, v):view(4, 8)),
+                 nan_positions(F.attention(q:to("vulkan"), k:to("vulkan"), v:to("vulkan")):view(4, 8)))
+  end)
+end)
