@@ -13,7 +13,7 @@
 -- held-out split need two).  opts.allow_invalid_utf8 = true replaces each
 -- invalid byte with U+FFFD instead of refusing the file.
 --
--- Pure Lua (no bert.core).
+-- Files are read with bert.fs.
 local cjson = require("cjson.safe")
 local read_all = require("bert.fs").read_file
 
