@@ -65,6 +65,62 @@ local wp = assert(bert.tokenizer.train{kind = "wordpiece", iterator = coroutine.
 assert(wp:save(tmp .. "/wp"))
 seed("wordpiece_tokenizer_json", 2, 0, read(tmp .. "/wp/tokenizer.json"))
 
+-- SentencePiece .model: the fixture's first pieces only, and no
+-- precompiled normalisation map (most of its 270 KB), walking the protobuf
+local function varint(b, i)
+  local v, shift = 0, 0
+  repeat
+    local c = b:byte(i)
+    v = v | ((c & 0x7f) << shift)
+    shift, i = shift + 7, i + 1
+  until c < 0x80
+  return v, i
+end
+local function put_varint(v)
+  local out = {}
+  repeat
+    local c = v & 0x7f
+    v = v >> 7
+    out[#out + 1] = string.char(v > 0 and c | 0x80 or c)
+  until v == 0
+  return table.concat(out)
+end
+-- keep(field, count) -> keep this field?; nested[field] rewrites a message field
+local function rewrite(b, keep, nested)
+  local out, counts, i = {}, {}, 1
+  while i <= #b do
+    local start = i
+    local key
+    key, i = varint(b, i)
+    local field, wire = key >> 3, key & 7
+    local value_start = i
+    local payload
+    if wire == 0 then _, i = varint(b, i)
+    elseif wire == 1 then i = i + 8
+    elseif wire == 5 then i = i + 4
+    elseif wire == 2 then
+      local len
+      len, value_start = varint(b, i)
+      i = value_start + len
+      payload = b:sub(value_start, i - 1)
+    else error("unexpected wire type " .. wire) end
+    counts[field] = (counts[field] or 0) + 1
+    if keep(field, counts[field]) then
+      if payload and nested and nested[field] then
+        local inner = nested[field](payload)
+        out[#out + 1] = put_varint(key) .. put_varint(#inner) .. inner
+      else
+        out[#out + 1] = b:sub(start, i - 1)
+      end
+    end
+  end
+  return table.concat(out)
+end
+local spm = rewrite(read("spec/fixtures/tokenizer_unigram/albert_like.model"),
+  function(field, n) return field ~= 1 or n <= 150 end,
+  {[3] = function(p) return rewrite(p, function(field) return field ~= 2 end) end})
+seed("spm_model", 3, 0, spm)
+
 -- encode: byte 0 tokenizer, 1 flags, 2 max_length, 3 stride, 4 pair cut
 local E = "fuzz/corpus/encode/"
 write(E .. "plain", string.char(0, 0, 20, 0, 0) .. "Hello, world! Unaffable déjà-vu.")
