@@ -42,7 +42,7 @@ OBJS         += $(BUILD)/obj/gen/vk_shaders.o
 endif
 BUSTED       := $(LUA) /usr/bin/busted
 
-.PHONY: all deps test test-asan demo tour bench install uninstall clean
+.PHONY: all deps test test-asan fuzz fuzz-deps fuzz-smoke fuzz-campaign demo tour bench install uninstall clean
 
 all: $(MODULE)
 
@@ -80,14 +80,56 @@ test: deps
 	$(BUSTED) -o plainTerminal spec
 
 # AddressSanitizer + UBSan: a separate build tree; libasan must be preloaded
-# because the host (lua5.4) is not instrumented.
+# because the host (lua5.4) is not instrumented.  float-cast-overflow is not
+# part of gcc's -fsanitize=undefined: NaN or 1e300 converted to an integer.
 test-asan: deps
 	@$(MAKE) --no-print-directory all BUILD=build-asan \
-	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  LIBFLAG="-shared -fsanitize=address,undefined"
+	  CFLAGS="-O1 -g -fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer -fno-sanitize-recover=undefined,float-cast-overflow" \
+	  LIBFLAG="-shared -fsanitize=address,undefined,float-cast-overflow"
 	BERT_BUILD=build-asan ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 \
 	  LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	  $(BUSTED) -o plainTerminal spec
+
+# Fuzzing (docs/fuzzing.md): libFuzzer targets built with clang against
+# an instrumented copy of the whole C core in build-fuzz (no Vulkan).
+# fuzz-smoke runs each target for FUZZ_SMOKE_SECONDS from its seed corpus.
+FUZZ_CC      ?= clang
+FUZZ_BUILD   := build-fuzz
+FUZZ_SAN     := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined,float-cast-overflow
+FUZZ_CFLAGS  := -g -O1 -fno-omit-frame-pointer $(FUZZ_SAN) -fsanitize=fuzzer-no-link \
+                -std=c11 -fPIC -fopenmp -fno-math-errno -D_GNU_SOURCE -DBERT_NO_VULKAN -DBERT_NO_GLSLC \
+                -Wno-pass-failed -I$(LUA_INCDIR) $(OPENBLAS_INC) -Icsrc
+FUZZ_LIBS    := $(OPENBLAS_LIB) -lutf8proc -llua$(LUA_VERSION) -ldl -lm -fopenmp -rdynamic
+FUZZ_OBJS    := $(patsubst csrc/%.c,$(FUZZ_BUILD)/obj/%.o,$(SRCS))
+FUZZ_C_TARGETS   := safetensors shard
+FUZZ_LUA_TARGETS := tokenizer_files encode config
+FUZZ_TARGETS := $(FUZZ_C_TARGETS) $(FUZZ_LUA_TARGETS)
+FUZZ_BINS    := $(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_TARGETS))
+FUZZ_SMOKE_SECONDS ?= 15
+
+$(FUZZ_BUILD)/obj/%.o: csrc/%.c $(wildcard csrc/*.h csrc/*/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+
+$(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_C_TARGETS)): $(FUZZ_BUILD)/fuzz_%: fuzz/%.c $(FUZZ_OBJS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJS) $(FUZZ_LIBS) -o $@
+
+$(addprefix $(FUZZ_BUILD)/fuzz_,$(FUZZ_LUA_TARGETS)): $(FUZZ_BUILD)/fuzz_%: fuzz/lua_target.c fuzz/lua/%.lua $(FUZZ_OBJS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DFUZZ_SCRIPT='"fuzz/lua/$*.lua"' $< $(FUZZ_OBJS) $(FUZZ_LIBS) -o $@
+
+fuzz-deps:
+	@sh tools/deps.sh fuzz
+
+fuzz: fuzz-deps
+	@$(MAKE) --no-print-directory $(FUZZ_BINS)
+
+fuzz-smoke: fuzz
+	@sh fuzz/run.sh smoke $(FUZZ_SMOKE_SECONDS) $(FUZZ_TARGETS)
+
+# The longer campaign: FUZZ_RUNS executions per target, one target at a time.
+FUZZ_RUNS ?= 1000000
+fuzz-campaign: fuzz
+	@sh fuzz/run.sh campaign $(FUZZ_RUNS) $(FUZZ_TARGETS)
 
 # The main job: pretrain a small BERT on the Brown corpus (MLM + NSP),
 # evaluate it, then fine-tune it and the same model from scratch on spam
@@ -123,4 +165,4 @@ uninstall:
 	rm -rf $(DESTDIR)$(LIBDIR)/bert $(DESTDIR)$(LUADIR)/bert
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz

@@ -3,6 +3,7 @@
 # Runs as root, or through sudo when available.
 case "${1:-}" in -h|--help) cat <<'USAGE'
 usage: sh tools/deps.sh   (make deps)
+       sh tools/deps.sh fuzz   (make fuzz: clang, libFuzzer, sanitizers)
 Installs the missing Debian packages bert needs (through sudo when not root).
 USAGE
   exit 0 ;;
@@ -13,12 +14,14 @@ PKGS="lua5.4 liblua5.4-dev luarocks lua-busted lua-cjson lua-argparse
       libvulkan-dev glslc mesa-vulkan-drivers gnuplot-nox
       nodejs
       openmpi-bin libopenmpi-dev"
+# `tools/deps.sh fuzz` (make fuzz): clang with libFuzzer, its sanitizers and OpenMP
+[ "${1:-}" = fuzz ] && PKGS="clang libclang-rt-14-dev libomp-14-dev liblua5.4-dev libopenblas-dev libutf8proc-dev lua-cjson make"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
 # npm: Debian's package, unless a nodejs that bundles it (NodeSource) is there
-command -v npm >/dev/null 2>&1 || missing="$missing npm"
+[ "${1:-}" = fuzz ] || command -v npm >/dev/null 2>&1 || missing="$missing npm"
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 if [ -n "$missing" ]; then
@@ -27,6 +30,7 @@ if [ -n "$missing" ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends $missing
 fi
+[ "${1:-}" = fuzz ] && exit 0
 # ONNX Runtime for Node, into .deps/node: spec/onnx_spec.lua runs exported
 # models in it.  The CPU runtime ships in the package; its install script
 # only fetches GPU binaries from elsewhere, so it is skipped.

@@ -2,6 +2,7 @@
 ** Reverse-mode automatic differentiation: graph building, gradient
 ** accumulation and the backward pass (see autograd.h).
 */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,6 +252,80 @@ done:
   return rc;
 }
 
+/* {====================================================== anomaly detection */
+
+/* With anomaly detection on (bert.set_detect_anomaly(true)), backward checks
+** the gradient each node hands to its inputs and remembers the first op
+** whose backward produced a NaN or Inf; bert_nonfinite_origin() walks a
+** graph in forward order for the first op whose output went non-finite
+** from finite inputs.  Host tensors only (device tensors are skipped). */
+static int anomaly_on;
+static _Thread_local char anomaly_msg[400];
+
+void bert_set_detect_anomaly(int on) { anomaly_on = on != 0; }
+int bert_detect_anomaly(void) { return anomaly_on; }
+const char *bert_anomaly_report(void) { return anomaly_msg[0] ? anomaly_msg : NULL; }
+
+int64_t bert_first_nonfinite(const bert_tensor *t) {
+  if (t == NULL || t->storage == NULL || !bert_is_host(t) || t->dtype != BERT_F32) return -1;
+  int64_t n = bert_numel(t);
+  if (bert_is_contiguous(t)) {
+    const float *p = bert_f32(t);
+    for (int64_t i = 0; i < n; i++) if (!isfinite(p[i])) return i;
+    return -1;
+  }
+  for (int64_t i = 0; i < n; i++) if (!isfinite(bert_get_flat(t, i))) return i;
+  return -1;
+}
+
+static void note_backward_anomaly(const bert_node *node) {
+  if (anomaly_msg[0]) return;   /* the first one is the one to fix */
+  for (int j = 0; j < node->ninputs; j++) {
+    const bert_tensor *in = node->inputs[j];
+    if (in == NULL || in->grad == NULL) continue;
+    int64_t k = bert_first_nonfinite(in->grad);
+    if (k < 0) continue;
+    char b[160];
+    snprintf(anomaly_msg, sizeof anomaly_msg,
+             "%s backward gave a non-finite gradient (%g at flat index %lld) for its input %d %s",
+             node->name, bert_get_flat(in->grad, k), (long long)k, j + 1,
+             bert_shape_str(b, sizeof b, in->ndim, in->shape));
+    return;
+  }
+}
+
+static int topo_sort(bert_tensor *root, tlist *order, uint64_t stamp);
+static uint64_t backward_stamp;
+
+int bert_nonfinite_origin(bert_tensor *root, char *buf, size_t size) {
+  tlist order = {0};
+  if (topo_sort(root, &order, ++backward_stamp) != 0) return -1;
+  buf[0] = '\0';
+  for (size_t k = 0; k < order.n && !buf[0]; k++) {
+    bert_tensor *t = order.v[k];
+    int64_t at = bert_first_nonfinite(t);
+    if (at < 0) continue;
+    char b[160];
+    bert_node *node = t->grad_fn;
+    if (node == NULL) {
+      snprintf(buf, size, "a leaf tensor %s (a parameter or an input that requires grad) already holds %g",
+               bert_shape_str(b, sizeof b, t->ndim, t->shape), bert_get_flat(t, at));
+      break;
+    }
+    int bad_input = 0;
+    for (int j = 0; j < node->ninputs && !bad_input; j++)
+      bad_input = bert_first_nonfinite(node->inputs[j]) >= 0;
+    if (!bad_input)
+      snprintf(buf, size, "%s gave %g at flat index %lld of its output %s from finite inputs",
+               node->name, bert_get_flat(t, at), (long long)at,
+               bert_shape_str(b, sizeof b, t->ndim, t->shape));
+  }
+  for (size_t k = 0; k < order.n; k++) bert_tensor_release(order.v[k]);
+  free(order.v);
+  return 0;
+}
+/* }====================================================== */
+
 /* BERT_PROFILE=1 prints the time spent in each kind of node per backward. */
 typedef struct { const char *name; double seconds; int calls; } prof_entry;
 
@@ -273,8 +348,8 @@ int bert_backward(bert_tensor *root, const bert_tensor *grad) {
   prof_entry prof[64];
   int nprof = 0;
   if (profile < 0) profile = getenv("BERT_PROFILE") != NULL;
-  static uint64_t stamp;
   char b1[160], b2[160];
+  anomaly_msg[0] = '\0';
   if (root->graph_freed) {
     bert_set_error("the graph behind this tensor was already freed by an earlier backward "
                    "(run the forward pass again)");
@@ -313,7 +388,7 @@ int bert_backward(bert_tensor *root, const bert_tensor *grad) {
     }
   }
   tlist order = {0};
-  int rc = topo_sort(root, &order, ++stamp);
+  int rc = topo_sort(root, &order, ++backward_stamp);
   if (rc == 0 && root->grad_fn == NULL) {
     /* a leaf: backward just accumulates the seed */
     rc = bert_accumulate_grad(root, seed);
@@ -341,6 +416,7 @@ int bert_backward(bert_tensor *root, const bert_tensor *grad) {
       if (g == NULL) { rc = -1; break; }
       int brc = node->type->backward(node, t, g);
       if (profile) prof_add(prof, &nprof, node->name, omp_get_wtime() - t0);
+      if (anomaly_on && brc == 0) note_backward_anomaly(node);
       if (brc != 0) {
         if (strncmp(bert_last_error(), node->name, strlen(node->name)) != 0) {
           char msg[512];

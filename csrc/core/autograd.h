@@ -107,6 +107,18 @@ int bert_backward(bert_tensor *root, const bert_tensor *grad);
 typedef int (*bert_backward_hook)(void *ud, bert_tensor *const *order, size_t n, size_t k);
 void bert_set_backward_hook(bert_backward_hook fn, void *ud);
 
+/* ---- anomaly detection (NaN/Inf) ---- */
+void bert_set_detect_anomaly(int on);
+int bert_detect_anomaly(void);
+/* The first op of the last backward (this thread) whose gradient went
+** non-finite, as a message; NULL when none (or detection is off). */
+const char *bert_anomaly_report(void);
+/* Flat index of the first NaN/Inf of a host float tensor, or -1. */
+int64_t bert_first_nonfinite(const bert_tensor *t);
+/* Writes into buf the first op (forward order) of root's graph whose output
+** is non-finite while its inputs are finite; "" when none.  -1 on error. */
+int bert_nonfinite_origin(bert_tensor *root, char *buf, size_t size);
+
 /* Bumps the storage version: every in-place write calls this. */
 static inline void bert_bump_version(bert_tensor *t) { t->storage->version++; }
 

@@ -272,6 +272,11 @@ bert_tensor *bert_arange(double start, double stop, double step, bert_dtype dt) 
   if (count < 0) count = 0;
   if (count > 1e12) { bert_set_error("arange: %g elements is too many", count); return NULL; }
   int64_t n = (int64_t)count;
+  double last = start + (double)(n > 0 ? n - 1 : 0) * step;
+  if (dt == BERT_I32 && (fmax(fabs(start), fabs(last)) > 2147483647.0)) {
+    bert_set_error("arange: values up to %g do not fit int32", fabs(start) > fabs(last) ? start : last);
+    return NULL;
+  }
   bert_tensor *t = bert_tensor_empty(dt, 1, &n);
   if (t == NULL) return NULL;
   for (int64_t i = 0; i < n; i++) bert_set_flat(t, i, start + (double)i * step);

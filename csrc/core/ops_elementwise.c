@@ -7,6 +7,7 @@
 ** Type rules: float32 op anything -> float32; int32 op int32 -> int32,
 ** except true division (float32); comparisons give int32 0/1 masks.
 */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -107,6 +108,29 @@ static bert_tensor *finish(bert_tensor *out, int rc) {
   return out;
 }
 
+/* Integer arithmetic has no value for a fractional or non-finite alpha
+** (5 + 2.5 * 5 would silently give 15; NaN converted to an integer is
+** undefined behaviour) nor for a negative integer power (0 ^ -1); as in
+** torch, these are errors rather than a saturated guess. */
+static int check_int_args(bert_binop op, const bert_tensor *b, double alpha) {
+  if ((op == BERT_ADD || op == BERT_SUB) &&
+      !(alpha == floor(alpha) && fabs(alpha) <= (double)INT32_MAX)) {
+    bert_set_error("alpha %g must be an integer within int32 range for int32 tensors "
+                   "(convert them to float32 for a fractional alpha)", alpha);
+    return -1;
+  }
+  if (op == BERT_POW) {
+    int64_t n = bert_numel(b);
+    for (int64_t i = 0; i < n; i++)
+      if (bert_get_flat(b, i) < 0) {
+        bert_set_error("int32 to a negative integer power (exponent %g) is not an integer "
+                       "(convert to float32 first)", bert_get_flat(b, i));
+        return -1;
+      }
+  }
+  return 0;
+}
+
 bert_tensor *bert_binary(bert_binop op, const bert_tensor *a, const bert_tensor *b,
                          double alpha, bert_tensor *dst) {
   const bert_tensor *args[3] = {a, b, dst};
@@ -117,6 +141,7 @@ bert_tensor *bert_binary(bert_binop op, const bert_tensor *a, const bert_tensor 
   else if (op == BERT_DIV) to = BERT_F32;
   else to = (a->dtype == BERT_F32 || b->dtype == BERT_F32) ? BERT_F32 : BERT_I32;
   if (dst && !binop_cmp[op] && dst->dtype == BERT_F32) to = BERT_F32;  /* int into float in place */
+  if (to == BERT_I32 && !binop_cmp[op] && check_int_args(op, b, alpha) != 0) return NULL;
   bert_tensor *out = prepare_out(be, binop_names[op], dst, to, 2, args);
   if (out == NULL) return NULL;
   return finish(out, be->binary(op, a, b, alpha, out));

@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include "core/tensor.h"
+#include "core/checked.h"
 #include "core/autograd.h"
 #include "core/iter.h"
 #include "core/backend.h"
@@ -216,24 +217,40 @@ static int64_t checked_numel(int ndim, const int64_t *shape) {
     bert_set_error("%d dimensions requested, at most %d supported", ndim, BERT_MAX_DIMS);
     return -1;
   }
-  int64_t n = 1;
-  for (int i = 0; i < ndim; i++) {
+  for (int i = 0; i < ndim; i++)
     if (shape[i] < 0) {
       bert_set_error("size %lld of dimension %d is negative in shape %s",
                      (long long)shape[i], i + 1, bert_shape_str(buf, sizeof buf, ndim, shape));
       return -1;
     }
-    if (shape[i] > 0 && n > (INT64_C(1) << 40) / shape[i]) {
-      bert_set_error("shape %s is too large", bert_shape_str(buf, sizeof buf, ndim, shape));
-      return -1;
-    }
-    n *= shape[i];
+  int64_t n;
+  if (bert_shape_numel(ndim, shape, &n) != 0) {
+    bert_set_error("shape %s is too large (more than 2^40 elements, counting size-0 dimensions as 1)",
+                   bert_shape_str(buf, sizeof buf, ndim, shape));
+    return -1;
   }
   return n;
 }
 
+/* Does a view of this shape and strides at offset stay inside s?  Every
+** tensor header is made here, so get/set/select and the kernels may trust
+** shape, strides and offset. */
+static int view_in_bounds(const bert_storage *s, bert_dtype dt, int64_t offset, int ndim,
+                          const int64_t *shape, const int64_t *stride) {
+  int64_t lo = offset, hi = offset;
+  for (int i = 0; i < ndim; i++) {
+    if (shape[i] == 0) return 1;   /* no elements: nothing to reach */
+    int64_t reach;
+    if (bert_mul_i64(shape[i] - 1, stride[i], &reach) != 0) return 0;
+    if (bert_add_i64(reach < 0 ? lo : hi, reach, reach < 0 ? &lo : &hi) != 0) return 0;
+  }
+  int64_t esz = (int64_t)bert_dtype_size(dt);
+  return lo >= 0 && hi < (int64_t)(s->nbytes / (size_t)esz);
+}
+
 bert_tensor *bert_tensor_view_of(bert_storage *s, bert_dtype dt, int64_t offset,
                                  int ndim, const int64_t *shape, const int64_t *stride) {
+  if (checked_numel(ndim, shape) < 0) return NULL;
   bert_tensor *t = malloc(sizeof *t);
   if (t == NULL) { bert_set_error("out of memory"); return NULL; }
   memset(t, 0, sizeof *t);
@@ -246,6 +263,13 @@ bert_tensor *bert_tensor_view_of(bert_storage *s, bert_dtype dt, int64_t offset,
   for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
   if (stride) for (int i = 0; i < ndim; i++) t->stride[i] = stride[i];
   else set_contiguous_strides(t);
+  if (s && !view_in_bounds(s, dt, offset, ndim, t->shape, t->stride)) {
+    char b[160];
+    bert_set_error("a view of shape %s at offset %lld reaches outside its storage of %zu bytes",
+                   bert_shape_str(b, sizeof b, ndim, shape), (long long)offset, s->nbytes);
+    bert_tensor_release(t);
+    return NULL;
+  }
   return t;
 }
 
@@ -348,7 +372,9 @@ double bert_get_flat(const bert_tensor *t, int64_t i) {
 void bert_set_flat(bert_tensor *t, int64_t i, double v) {
   int64_t off = bert_flat_offset(t, i);
   if (t->dtype == BERT_F32) ((float *)t->storage->data)[off] = (float)v;
-  else ((int32_t *)t->storage->data)[off] = (int32_t)v;
+  else   /* saturating: a double outside int32 (or NaN) converted directly is undefined */
+    ((int32_t *)t->storage->data)[off] = v != v ? 0 : v >= 2147483647.0 ? INT32_MAX
+                                       : v <= -2147483648.0 ? INT32_MIN : (int32_t)v;
 }
 
 int bert_has_overlap(const bert_tensor *t) {
@@ -401,9 +427,15 @@ bert_tensor *bert_view(bert_tensor *t, int ndim, const int64_t *shape_in) {
     return NULL;
   }
   int infer = -1;
-  int64_t known = 1, numel = bert_numel(t);
+  int64_t known = 1, bound = 1, numel = bert_numel(t);
   for (int i = 0; i < ndim; i++) {
     shape[i] = shape_in[i];
+    /* bounded before any product is formed (zeros counted as 1) */
+    if (shape[i] > 0 && (bert_mul_i64(bound, shape[i], &bound) != 0 || bound > BERT_MAX_NUMEL)) {
+      bert_set_error("shape %s is too large (more than 2^40 elements, counting size-0 dimensions as 1)",
+                     bert_shape_str(b1, sizeof b1, ndim, shape_in));
+      return NULL;
+    }
     if (shape[i] == -1) {
       if (infer >= 0) { bert_set_error("only one dimension can be -1, got shape %s",
                                        bert_shape_str(b1, sizeof b1, ndim, shape_in)); return NULL; }

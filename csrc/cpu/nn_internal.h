@@ -4,6 +4,7 @@
 #ifndef BERT_NN_INTERNAL_H
 #define BERT_NN_INTERNAL_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -65,9 +66,12 @@ static inline void nn_dropout_row(uint64_t seed, uint64_t offset, uint64_t idx0,
 ** reduction x = n ln2 + r, |r| <= ln2 / 2, then a degree-7 Taylor polynomial;
 ** relative error within a few ulp.  Returns exactly 0 below -87.3 (so masked
 ** scores give zero probability, as expf's underflow does) and is only
-** meant for x <= 0 (softmax arguments). */
+** meant for x <= 0 (softmax arguments).  NaN gives NaN and +inf gives inf:
+** the clamp below maps NaN to a finite value (comparisons with NaN are
+** false), so the exponent arithmetic never converts NaN to an integer. */
 static inline float nn_expf(float x) {
-  float xc = x < -87.3f ? -87.3f : (x > 88.0f ? 88.0f : x);
+  float xc = x > -87.3f ? x : -87.3f;
+  xc = xc < 88.0f ? xc : 88.0f;
   float n = xc * 1.44269504088896341f;
   n = (n + 12582912.0f) - 12582912.0f;          /* round to nearest */
   float r = xc - n * 0.693145751953125f;        /* ln2 high part */
@@ -80,10 +84,12 @@ static inline float nn_expf(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  int32_t e = ((int32_t)n + 127) << 23;
+  uint32_t e = (uint32_t)((int32_t)n + 127) << 23;   /* n in [-126, 127] */
   float scale;
   memcpy(&scale, &e, sizeof scale);
   float y = p * scale;
+  y = x > 88.72f ? HUGE_VALF : y;
+  y = x != x ? x : y;
   return x < -87.3f ? 0.0f : y;
 }
 

@@ -74,7 +74,8 @@ static void reduce_range(void *ctx, int64_t lo, int64_t hi) {
     }
     if (is_arg) bert_i32(out)[o] = (int32_t)best;
     else if (to == BERT_F32) bert_f32(out)[o] = (float)result;
-    else bert_i32(out)[o] = (int32_t)(uint32_t)(int64_t)result;
+    else   /* wrapped to int32 as the elementwise ops do; fmod first: a sum may pass 2^63 */
+      bert_i32(out)[o] = (int32_t)(uint32_t)(int64_t)fmod(result, 4294967296.0);
     if (idx) bert_i32(idx)[o] = (int32_t)best;
   }
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/tensor.h"
+#include "core/checked.h"
 #include "data/ptdata.h"
 
 typedef struct {
@@ -165,6 +166,15 @@ bd_loader *bd_loader_new(bd_instances *data, const bd_loader_cfg *cfg) {
     bd_instances_free(data);
     return NULL;
   }
+  /* a slot holds 4 [B, T] int32 arrays and one [B]; scratch is [3 T] int32 */
+  size_t bt, slot_bytes, scratch_bytes;
+  if (bert_mul_size((size_t)B, (size_t)T, &bt) || bert_mul_size(bt, 4 * sizeof(int32_t), &slot_bytes) ||
+      __builtin_add_overflow(slot_bytes, (size_t)B * sizeof(int32_t), &slot_bytes) ||
+      bert_mul_size((size_t)T, 3 * sizeof(int32_t), &scratch_bytes)) {
+    bert_set_error("loader: batch_size %d x seq_len %d is too large", B, T);
+    bd_instances_free(data);
+    return NULL;
+  }
   bd_loader *l = calloc(1, sizeof *l);
   if (!l) { bd_instances_free(data); bert_set_error("out of memory"); return NULL; }
   l->data = data;
@@ -179,11 +189,11 @@ bd_loader *bd_loader_new(bd_instances *data, const bd_loader_cfg *cfg) {
   l->perm = malloc((size_t)data->n * sizeof(int64_t));
   l->pos = malloc((size_t)(cfg->mask.max_predictions + 1) * sizeof(int32_t));
   l->repl = malloc((size_t)(cfg->mask.max_predictions + 1) * sizeof(int32_t));
-  l->scratch = malloc((size_t)T * 3 * sizeof(int32_t) + 16);
+  l->scratch = malloc(scratch_bytes + 16);
   l->slots = calloc((size_t)l->nslots, sizeof(slot));
   int ok = l->special && l->cont && l->perm && l->pos && l->repl && l->scratch && l->slots;
   for (int i = 0; ok && i < l->nslots; i++) {
-    l->slots[i].buf = malloc(((size_t)4 * B * T + (size_t)B) * sizeof(int32_t));
+    l->slots[i].buf = malloc(slot_bytes);
     ok = l->slots[i].buf != NULL;
   }
   if (!ok) { bd_loader_free(l); bert_set_error("out of memory"); return NULL; }

@@ -115,6 +115,9 @@ int bd_shard_write(const bd_instances *s, int64_t first, int64_t count, const ch
 /* Reads a shard, validating everything, and appends it to dst (whose
 ** metadata must match when dst is not empty). */
 int bd_shard_read(bd_instances *dst, const char *path);
+/* The same over a file's bytes in memory (buf 4-byte aligned); path only
+** labels errors. */
+int bd_shard_parse(bd_instances *dst, const unsigned char *buf, size_t size, const char *path);
 
 /* ---- the loader ---- */
 typedef struct bd_loader bd_loader;

@@ -142,14 +142,24 @@ int bd_shard_read(bd_instances *dst, const char *path) {
     bert_set_error("%s: cannot determine the size", path);
     goto done;
   }
-  if (size < HEADER) {
-    bert_set_error("%s: truncated shard (%ld bytes, the header alone is %d)", path, size, HEADER);
-    goto done;
-  }
-  buf = malloc((size_t)size);
+  buf = malloc(size > 0 ? (size_t)size : 1);
   if (!buf) { bert_set_error("%s: out of memory (%ld bytes)", path, size); goto done; }
   if (fread(buf, 1, (size_t)size, fp) != (size_t)size) {
     bert_set_error("%s: read error", path);
+    goto done;
+  }
+  rc = bd_shard_parse(dst, buf, (size_t)size, path);
+done:
+  fclose(fp);
+  free(buf);
+  return rc;
+}
+
+/* buf must be 4-byte aligned (malloc'ed). */
+int bd_shard_parse(bd_instances *dst, const unsigned char *buf, size_t size, const char *path) {
+  int rc = -1;
+  if (size < HEADER) {
+    bert_set_error("%s: truncated shard (%zu bytes, the header alone is %d)", path, size, HEADER);
     goto done;
   }
   if (memcmp(buf, MAGIC, 8) != 0) { bert_set_error("%s: not a shard file (bad magic)", path); goto done; }
@@ -166,9 +176,9 @@ int bd_shard_read(bd_instances *dst, const char *path) {
     bert_set_error("%s: corrupt shard header (counts)", path);
     goto done;
   }
-  uint64_t expect = HEADER + 4 * (4 * n + T + 2 * P);
+  uint64_t expect = HEADER + 4 * (4 * n + T + 2 * P);   /* counts < 2^40: no overflow */
   if ((uint64_t)size != expect) {
-    bert_set_error("%s: %s shard (%ld bytes, the header says %llu)", path,
+    bert_set_error("%s: %s shard (%zu bytes, the header says %llu)", path,
                    (uint64_t)size < expect ? "truncated" : "oversized", size,
                    (unsigned long long)expect);
     goto done;
@@ -189,7 +199,7 @@ int bd_shard_read(bd_instances *dst, const char *path) {
   for (uint64_t i = 0; i < n; i++) {
     int lbad = objective == 0 ? lab[i] != -1 : (lab[i] != 0 && lab[i] != 1);
     if (len[i] < 2 || len[i] > maxlen || la[i] > len[i] || lbad || npred[i] > len[i] ||
-        (!(flags & 1) && npred[i] != 0)) {
+        (!(flags & 1) && npred[i] != 0) || len[i] > T - tsum || npred[i] > P - psum) {
       bert_set_error("%s: corrupt instance %llu", path, (unsigned long long)i);
       goto done;
     }
@@ -203,7 +213,6 @@ int bd_shard_read(bd_instances *dst, const char *path) {
     }
     tsum += len[i];
     psum += npred[i];
-    if (tsum > T || psum > P) break;
   }
   if (tsum != T || psum != P) { bert_set_error("%s: corrupt shard (counts)", path); goto done; }
   for (uint64_t i = 0; i < T; i++) {
@@ -231,7 +240,5 @@ int bd_shard_read(bd_instances *dst, const char *path) {
   }
   rc = 0;
 done:
-  fclose(fp);
-  free(buf);
   return rc;
 }

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "io/safetensors.h"
+#include "core/checked.h"
 
 /* The format is little-endian; so are the hosts we build for, which lets
 ** F32/I32 data be used in place. */
@@ -166,14 +167,17 @@ static int hdr_fail(const char *path, const char *fmt, ...) {
   return -1;
 }
 
-/* A name for messages: truncated, and with non-printing bytes escaped. */
+/* A name for messages: truncated to fit size (room is kept for "..." and
+** the NUL), with non-printing bytes escaped as \xNN. */
 static const char *printable(const char *s, char *buf, size_t size) {
-  size_t j = 0;
-  for (size_t i = 0; s[i] && j + 5 < size; i++) {
+  size_t j = 0, room = size - 4;
+  for (size_t i = 0; s[i]; i++) {
     unsigned char c = (unsigned char)s[i];
-    if (c < 0x20 || c == 0x7f) j += (size_t)snprintf(buf + j, size - j, "\\x%02x", c);
-    else buf[j++] = (char)c;
-    if (j + 5 >= size && s[i + 1]) { memcpy(buf + j, "...", 3); j += 3; break; }
+    size_t w = (c < 0x20 || c == 0x7f) ? 4 : 1;
+    if (j + w > room) { memcpy(buf + j, "...", 3); j += 3; break; }
+    if (w == 4) snprintf(buf + j, 5, "\\x%02x", c);
+    else buf[j] = (char)c;
+    j += w;
   }
   buf[j] = '\0';
   return buf;
@@ -517,6 +521,26 @@ static int parse_entry(jparser *p, bert_st_entry *e) {
   return 0;
 }
 
+static int cmp_str_ptr(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Duplicate metadata keys, found by sorting: a header of millions of keys
+** must not take quadratic time. */
+static int unique_meta_keys(const bert_st_header *h, const char *path) {
+  if (h->nmeta < 2) return 0;
+  char **keys = malloc(h->nmeta * sizeof *keys), kb[96];
+  if (keys == NULL) { bert_set_error("%s: out of memory reading the header", path); return -1; }
+  memcpy(keys, h->meta_keys, h->nmeta * sizeof *keys);
+  qsort(keys, h->nmeta, sizeof *keys, cmp_str_ptr);
+  int rc = 0;
+  for (size_t i = 1; i < h->nmeta && rc == 0; i++)
+    if (strcmp(keys[i - 1], keys[i]) == 0)
+      rc = hdr_fail(path, "\"__metadata__\" key '%s' appears twice", printable(keys[i], kb, sizeof kb));
+  free(keys);
+  return rc;
+}
+
 static int parse_metadata(jparser *p, bert_st_header *h) {
   skip_ws(p);
   if (p->pos < p->n && p->s[p->pos] == 'n') return skip_literal(p, "null");
@@ -541,12 +565,6 @@ static int parse_metadata(jparser *p, bert_st_header *h) {
       return -1;
     }
     if (parse_string(p, &v, NULL) != 0) { free(k); return -1; }
-    for (size_t i = 0; i < h->nmeta; i++)
-      if (strcmp(h->meta_keys[i], k) == 0) {
-        hdr_fail(p->path, "\"__metadata__\" key '%s' appears twice", printable(k, kb, sizeof kb));
-        free(k); free(v);
-        return -1;
-      }
     if (h->nmeta == cap) {
       size_t nc = cap ? cap * 2 : 8;
       char **nk = realloc(h->meta_keys, nc * sizeof *nk);
@@ -565,7 +583,7 @@ static int parse_metadata(jparser *p, bert_st_header *h) {
     h->nmeta++;
     int r = next_or_close(p, '}');
     if (r < 0) return -1;
-    if (r == 0) return 0;
+    if (r == 0) return unique_meta_keys(h, p->path);
   }
 }
 /* }====================================================== */
@@ -587,18 +605,12 @@ static int validate_entries(bert_st_header *h, uint64_t data_size, const char *p
   char nb[96], nb2[96], sb[160];
   for (size_t i = 0; i < h->n; i++) {
     bert_st_entry *e = &h->entries[i];
-    uint64_t numel = 1;
-    for (int d = 0; d < e->ndim; d++) {
-      uint64_t s = (uint64_t)e->shape[d];
-      if (s != 0 && numel > (uint64_t)INT64_MAX / s)
-        return hdr_fail(path, "tensor '%s': shape %s has more elements than fit in 64 bits",
-                        printable(e->name, nb, sizeof nb), bert_shape_str(sb, sizeof sb, e->ndim, e->shape));
-      numel *= s;
-    }
-    uint64_t esz = bert_st_dtype_size(e->dtype);
-    if (numel > (uint64_t)INT64_MAX / esz)
-      return hdr_fail(path, "tensor '%s': shape %s is too large in bytes",
+    int64_t count;
+    if (bert_shape_numel(e->ndim, e->shape, &count) != 0)
+      return hdr_fail(path, "tensor '%s': shape %s is too large (more than 2^40 elements, "
+                      "counting size-0 dimensions as 1)",
                       printable(e->name, nb, sizeof nb), bert_shape_str(sb, sizeof sb, e->ndim, e->shape));
+    uint64_t numel = (uint64_t)count, esz = bert_st_dtype_size(e->dtype);   /* product < 2^44 */
     if (e->begin > e->end)
       return hdr_fail(path, "tensor '%s': data_offsets [%llu, %llu] begin after they end",
                       printable(e->name, nb, sizeof nb), (unsigned long long)e->begin,

@@ -218,7 +218,37 @@ static int l_set_grad_enabled(lua_State *L) {
   return 0;
 }
 
+/* bert.set_detect_anomaly(flag): backward notes the first op whose
+** gradient goes NaN/Inf (bert.anomaly_report()); training stops there. */
+static int l_set_detect_anomaly(lua_State *L) {
+  luaL_checkany(L, 1);
+  bert_set_detect_anomaly(lua_toboolean(L, 1));
+  return 0;
+}
+
+static int l_is_anomaly_enabled(lua_State *L) {
+  lua_pushboolean(L, bert_detect_anomaly());
+  return 1;
+}
+
+static int l_anomaly_report(lua_State *L) {
+  const char *m = bert_anomaly_report();
+  if (m) lua_pushstring(L, m); else lua_pushnil(L);
+  return 1;
+}
+
+/* t:nonfinite_origin() -> the first op of t's graph to turn finite inputs
+** into NaN/Inf (a message), or nil. */
+static int m_nonfinite_origin(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  char buf[400];
+  if (bert_nonfinite_origin(t, buf, sizeof buf) != 0) return lbert_core_error(L, "nonfinite_origin");
+  if (buf[0]) lua_pushstring(L, buf); else lua_pushnil(L);
+  return 1;
+}
+
 static const luaL_Reg methods[] = {
+  {"nonfinite_origin", m_nonfinite_origin},
   {"requires_grad", m_requires_grad}, {"grad", m_grad}, {"set_grad", m_set_grad},
   {"zero_grad", m_zero_grad}, {"backward", m_backward}, {"detach", m_detach},
   {"is_leaf", m_is_leaf}, {"grad_fn", m_grad_fn},
@@ -230,6 +260,8 @@ static const luaL_Reg funcs[] = {
   {"set_grad_enabled", l_set_grad_enabled},
   {"recompute_attach", l_recompute_attach}, {"recompute_dispatcher", l_recompute_dispatcher},
   {"recompute_dead", l_recompute_dead},
+  {"set_detect_anomaly", l_set_detect_anomaly},
+  {"is_anomaly_enabled", l_is_anomaly_enabled}, {"anomaly_report", l_anomaly_report},
   {NULL, NULL}
 };
 

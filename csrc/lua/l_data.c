@@ -48,6 +48,14 @@ static lua_Integer opt_int(lua_State *L, int t, const char *key, lua_Integer def
   return v;
 }
 
+/* An option stored in a C int: out-of-range values are errors, not wraps. */
+static int32_t opt_i32(lua_State *L, int t, const char *key, lua_Integer def) {
+  lua_Integer v = opt_int(L, t, key, def);
+  if (v < INT32_MIN || v > INT32_MAX)
+    luaL_error(L, "option '%s' = %I is outside the int32 range", key, v);
+  return (int32_t)v;
+}
+
 static double opt_num(lua_State *L, int t, const char *key, double def) {
   lua_getfield(L, t, key);
   double v = def;
@@ -84,13 +92,13 @@ static const uint8_t *opt_flags(lua_State *L, int t, const char *key, int32_t vo
 }
 
 static void read_mask_cfg(lua_State *L, int t, bd_mask_cfg *m) {
-  m->vocab_size = (int32_t)opt_int(L, t, "vocab_size", 0);
+  m->vocab_size = opt_i32(L, t, "vocab_size", 0);
   if (m->vocab_size < 1) luaL_error(L, "option 'vocab_size' must be positive");
-  m->mask_id = (int32_t)opt_int(L, t, "mask_id", -1);
+  m->mask_id = opt_i32(L, t, "mask_id", -1);
   if (m->mask_id < 0 || m->mask_id >= m->vocab_size)
     luaL_error(L, "option 'mask_id' (%d) outside the vocabulary", (int)m->mask_id);
   m->masked_lm_prob = opt_num(L, t, "masked_lm_prob", 0.15);
-  m->max_predictions = (int)opt_int(L, t, "max_predictions_per_seq", 20);
+  m->max_predictions = opt_i32(L, t, "max_predictions_per_seq", 20);
   if (m->max_predictions < 1) luaL_error(L, "option 'max_predictions_per_seq' must be positive");
   m->whole_word = opt_bool(L, t, "whole_word_mask", 0);
   m->special = opt_flags(L, t, "special", m->vocab_size);
@@ -190,17 +198,17 @@ static int l_create(lua_State *L) {
   lua_getfield(L, 2, "objective");
   cfg.objective = parse_objective(L, luaL_optstring(L, -1, "nsp"));
   lua_pop(L, 1);
-  cfg.max_seq_length = (int)opt_int(L, 2, "max_seq_length", 128);
+  cfg.max_seq_length = opt_i32(L, 2, "max_seq_length", 128);
   if (cfg.max_seq_length < 5 || cfg.max_seq_length > (1 << 20))
     return luaL_error(L, "option 'max_seq_length' must be in 5 .. 2^20, got %d", cfg.max_seq_length);
   cfg.short_seq_prob = opt_num(L, 2, "short_seq_prob", 0.1);
-  cfg.dupe_factor = (int)opt_int(L, 2, "dupe_factor", 10);
+  cfg.dupe_factor = opt_i32(L, 2, "dupe_factor", 10);
   if (cfg.dupe_factor < 1) return luaL_error(L, "option 'dupe_factor' must be positive");
   cfg.static_masking = opt_bool(L, 2, "static_masking", 1);
   cfg.seed = (uint64_t)opt_int(L, 2, "seed", 12345);
   read_mask_cfg(L, 2, &cfg.mask);
-  cfg.cls_id = (int32_t)opt_int(L, 2, "cls_id", -1);
-  cfg.sep_id = (int32_t)opt_int(L, 2, "sep_id", -1);
+  cfg.cls_id = opt_i32(L, 2, "cls_id", -1);
+  cfg.sep_id = opt_i32(L, 2, "sep_id", -1);
   if (cfg.cls_id < 0 || cfg.cls_id >= cfg.mask.vocab_size || cfg.sep_id < 0 ||
       cfg.sep_id >= cfg.mask.vocab_size)
     return luaL_error(L, "options 'cls_id' and 'sep_id' must be ids of the vocabulary");
@@ -342,15 +350,15 @@ static int l_loader(lua_State *L) {
   luaL_checktype(L, 2, LUA_TTABLE);
   bd_loader_cfg cfg;
   memset(&cfg, 0, sizeof cfg);
-  cfg.batch_size = (int)opt_int(L, 2, "batch_size", 8);
-  cfg.seq_len = (int)opt_int(L, 2, "seq_len", 128);
-  cfg.prefetch = (int)opt_int(L, 2, "prefetch", 4);
+  cfg.batch_size = opt_i32(L, 2, "batch_size", 8);
+  cfg.seq_len = opt_i32(L, 2, "seq_len", 128);
+  cfg.prefetch = opt_i32(L, 2, "prefetch", 4);
   cfg.dynamic = opt_bool(L, 2, "dynamic", 0);
   cfg.shuffle = opt_bool(L, 2, "shuffle", 1);
   cfg.seed = (uint64_t)opt_int(L, 2, "seed", 1);
-  cfg.pad_id = (int32_t)opt_int(L, 2, "pad_id", 0);
-  cfg.shard_first = (int)opt_int(L, 2, "shard_first", 0);
-  cfg.shard_rows = (int)opt_int(L, 2, "shard_rows", 0);
+  cfg.pad_id = opt_i32(L, 2, "pad_id", 0);
+  cfg.shard_first = opt_i32(L, 2, "shard_first", 0);
+  cfg.shard_rows = opt_i32(L, 2, "shard_rows", 0);
   read_mask_cfg(L, 2, &cfg.mask);
   bd_instances *s = *ibox;
   if (cfg.seq_len < s->max_seq_length)

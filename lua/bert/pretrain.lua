@@ -78,6 +78,13 @@ function M.parser()
     "max_eval", {help = "Held-out sequences per evaluation (default: all)"},
     "save_every", "log_every", "output", {default = "runs/pretrain"},
     "resume", "no_plot")
+  parser:flag("--allow-invalid-utf8", "Replace invalid UTF-8 in the corpus with U+FFFD instead of refusing it")
+  parser:option("--max-line-bytes", "Longest corpus line accepted (one sentence per line)", "65536")
+    :convert(cli.integer("--max-line-bytes", 1))
+  parser:flag("--repair", "On --resume, rebuild damaged data shards instead of refusing them")
+  parser:flag("--detect-anomaly", "Stop at the first NaN/Inf naming the parameter and the op (slower)")
+  parser:option("--on-nonfinite", "At a NaN/Inf loss or gradient: stop, or skip the update", "stop")
+    :choices({"stop", "skip"})
   return parser
 end
 
@@ -142,12 +149,13 @@ function M.run(args)
   local function die(msg) error("pretrain: " .. msg, 0) end
   local fs = require("bert.fs")
   local exists = fs.exists
-  local function read_json(path)
-    local f = io.open(path, "rb")
-    if not f then return nil end
-    local text = f:read("a")
-    f:close()
-    return cjson.decode(text)
+  local validate = require("bert.data.validate")
+  -- nil when the file is missing; a damaged file stops the run, naming it
+  local function read_json(path, what)
+    if not exists(path) then return nil end
+    local value, err = validate.json_file(path, what)
+    if not value then die(err) end
+    return value
   end
   local function write_json(path, value)
     local f = assert(io.open(path .. ".tmp", "wb"))
@@ -159,14 +167,40 @@ function M.run(args)
   -- A resumed run takes its settings from the run directory, so that the
   -- data, model and schedule are those of the interrupted run.
   if args.resume then
-    local saved = read_json(args.resume .. "/args.json")
+    local saved = read_json(args.resume .. "/args.json", "run settings")
     if not saved then die("--resume: " .. args.resume .. "/args.json is missing; not a run directory") end
+    local control = {repair = args.repair or false, detect_anomaly = args.detect_anomaly or false}   -- this invocation's
     for k, v in pairs(saved) do args[k] = v end
+    for k, v in pairs(control) do args[k] = v end
     args.output = args.resume
   end
   local unsupported = M.unsupported(args)
   if unsupported then die(unsupported) end
   if not args.steps and not args.time_budget then args.steps = 1000 end
+
+  -- {============================================================ corpus
+  -- read and checked before anything is written to the run directory (rank 0
+  -- fetches; the other ranks read it once rank 0 is ready, below)
+  local corpus_path = args.corpus
+  if args.corpus == "brown" or args.corpus == "kjv" then
+    corpus_path = string.format("data/%s/%s.txt", args.corpus, args.corpus)
+    if not exists(corpus_path) and dist.is_main() then
+      io.stderr:write("pretrain: fetching the ", args.corpus, " corpus (tools/fetch_data.sh)\n")
+      if os.execute("sh tools/fetch_data.sh " .. args.corpus) ~= true or not exists(corpus_path) then
+        die("could not fetch " .. args.corpus)
+      end
+    end
+  end
+  local function read_corpus()
+    if not exists(corpus_path) then die("corpus file " .. corpus_path .. " not found") end
+    local docs, cerr = validate.corpus(corpus_path, {allow_invalid_utf8 = args.allow_invalid_utf8,
+                                                     max_line_bytes = args.max_line_bytes})
+    if not docs then die(cerr) end
+    return docs
+  end
+  local documents = dist.is_main() and read_corpus() or nil
+  -- }============================================================
+  if args.detect_anomaly then bert.set_detect_anomaly(true) end
   assert(bert.mkdir(args.output))
   if not args.resume and dist.is_main() then
     -- a fresh run in an old directory: keep the tokenizer and shards only if
@@ -187,23 +221,10 @@ function M.run(args)
   if args.threads then bert.set_num_threads(args.threads) end
   bert.manual_seed(args.seed)
   local pre = require("bert.data.pretraining")
-  local corpus = require("bert.data.corpus")
 
   -- {============================================================ data
   dist.wait_for_main()   -- rank 0 fetches, trains the tokenizer and writes the shards; the others then read them
-  local corpus_path = args.corpus
-  if args.corpus == "brown" or args.corpus == "kjv" then
-    corpus_path = string.format("data/%s/%s.txt", args.corpus, args.corpus)
-    if not exists(corpus_path) then
-      io.stderr:write("pretrain: fetching the ", args.corpus, " corpus (tools/fetch_data.sh)\n")
-      if os.execute("sh tools/fetch_data.sh " .. args.corpus) ~= true or not exists(corpus_path) then
-        die("could not fetch " .. args.corpus)
-      end
-    end
-  end
-  if not exists(corpus_path) then die("corpus file " .. corpus_path .. " not found") end
-  local documents, cerr = corpus.read(corpus_path)
-  if not documents then die(cerr) end
+  documents = documents or read_corpus()
   local train_docs, eval_docs = pre.split_documents(documents, {heldout = 0.05, seed = args.seed})
 
   -- tokenizer: trained on the training documents only, then saved with the run
@@ -211,7 +232,9 @@ function M.run(args)
   local tok
   if args.tokenizer == "wordpiece" or args.tokenizer == "bpe" or args.tokenizer == "unigram" then
     if exists(tok_dir .. "/tokenizer.json") then
-      tok = assert(bert.tokenizer.load(tok_dir .. "/tokenizer.json"))
+      local terr
+      tok, terr = bert.tokenizer.load(tok_dir .. "/tokenizer.json")
+      if not tok then die(tostring(terr)) end
     else
       -- the training documents only, never the held-out ones
       assert(bert.mkdir(tok_dir))
@@ -235,9 +258,16 @@ function M.run(args)
 
   local function shards(name, docs, masking, dupe, seed)
     local dir = args.output .. "/data/" .. name
-    if exists(dir .. "/meta.json") then return read_json(dir .. "/meta.json") end
+    if exists(dir .. "/meta.json") then
+      -- every shard is read and checked now, not when training reaches it
+      local ok, err = pre.read(dir)
+      if ok then return read_json(dir .. "/meta.json", "shard set description") end
+      if not args.repair then die(tostring(err) .. " (--repair rebuilds the data from the corpus)") end
+      io.stderr:write("pretrain: --repair: rebuilding ", dir, " (", tostring(err), ")\n")
+      os.execute(string.format("rm -rf '%s'", dir))
+    end
     local t0 = bert.wall_time()
-    local info = pre.create_shards{
+    local ok, info = pcall(pre.create_shards, {
       documents = docs, tokenizer = tok, output = dir, max_seq_length = args.seq_len,
       objective = args.objective, masking = masking, dupe_factor = dupe,
       whole_word_mask = args.whole_word_mask, seed = seed,
@@ -246,13 +276,15 @@ function M.run(args)
       max_predictions_per_seq = math.max(20, math.ceil(args.seq_len * args.mask_prob)),
       mask_mode = args.span_mask and "span" or args.ngram_mask and "ngram" or "tokens",
       max_span = args.ngram_mask,
-    }
+    })
+    if not ok then die(corpus_path .. ": " .. tostring(info)) end
     io.stderr:write(string.format("pretrain: %s: %d instances in %.1f s\n", name, info.instances, bert.wall_time() - t0))
     return read_json(dir .. "/meta.json") or info
   end
   local train_meta = shards("train", train_docs, args.masking, args.masking == "static" and args.dupe_factor or 1, args.seed)
   -- held-out data: one fixed masking, so every evaluation sees the same targets
   local eval_meta = shards("eval", eval_docs, "static", 1, args.seed + 1000)
+  if (eval_meta.instances or 0) < 1 then die(corpus_path .. ": the held-out documents give no sequences; use a larger corpus") end
   dist.main_ready()
   documents, train_docs, eval_docs = nil, nil, nil
   collectgarbage()
@@ -325,7 +357,7 @@ function M.run(args)
   local unigram_id = nil
   local function evaluate(m)
     if unigram_id == nil then unigram_id = pre.unigram_counts(args.output .. "/data/train"):argmax():item() end
-    local ev = assert(pre.Loader{dir = args.output .. "/data/eval", batch_size = args.batch_size,
+    local ev = assert(pre.Loader{dir = args.output .. "/data/eval", batch_size = math.min(args.batch_size, eval_meta.instances),
                                  seq_len = args.seq_len, masking = "static", seed = 0, shuffle = false})
     local nbatches = math.max(1, ev:batches_per_epoch())
     if args.max_eval then nbatches = math.min(nbatches, math.max(1, math.ceil(args.max_eval / args.batch_size))) end
@@ -369,6 +401,7 @@ function M.run(args)
     output = args.output, save_every = args.save_every, eval_every = args.eval_every, tokenizer = tok,
     log_every = args.log_every, evaluate = evaluate, step_metrics = batch_metrics,
     sharded_batches = true, fingerprint = args,
+    on_nonfinite = args.on_nonfinite, repair = args.repair,
     get_state = function() return {loader = loader:state(), schedule_total = schedule_total, warmup_steps = warmup_steps} end,
     set_state = function(s)
       loader:set_state(s.loader)

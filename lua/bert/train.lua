@@ -12,6 +12,8 @@
 --     tokenizer = tok,                                  -- saved into every checkpoint directory
 --     step_metrics = function(out, batch) return {mlm_accuracy = ...} end,
 --     get_state = function() return {...} end, set_state = function(s) end,  -- e.g. the loader position
+--     on_nonfinite = "stop" | "skip", max_skipped = 10,  -- a NaN/Inf loss or gradient (bert.anomaly)
+--     repair = false,                                   -- resume drops corrupt metrics lines
 --   }
 --   trainer:resume()          -- continues from output/checkpoint when there is one
 --   local summary = trainer:run()
@@ -33,6 +35,7 @@ local cjson = require("cjson")
 local fs = require("bert.fs")
 local class = require("bert.nn.class")
 local distributed = require("bert.distributed")
+local anomaly = require("bert.anomaly")
 
 local M = {}
 
@@ -169,10 +172,16 @@ function Trainer:resume(dir)
     local path = self.output .. "/metrics.jsonl"
     local log = read_file(path)
     if log then
-      local kept = {}
-      for line in log:gmatch("[^\n]+") do
+      local kept, n = {}, 0
+      for line, nl in log:gmatch("([^\n]*)()") do
+        n = n + 1
         local okl, rec = pcall(cjson.decode, line)
-        if okl and type(rec) == "table" and (rec.step or 0) <= self.step then kept[#kept + 1] = line end
+        if okl and type(rec) == "table" then
+          if (rec.step or 0) <= self.step then kept[#kept + 1] = line end
+        elseif line ~= "" and nl <= #log and not self.repair then
+          -- only the last line may be cut short (a write killed midway)
+          error(string.format("resume: %s:%d: corrupt metrics line (repair: drop it with --repair)", path, n), 2)
+        end
       end
       local wok, werr = write_file(path, #kept > 0 and (table.concat(kept, "\n") .. "\n") or "")
       if not wok then return nil, werr end
@@ -190,11 +199,14 @@ local function count_tokens(batch)
 end
 
 --- One optimizer step over `accum` micro-batches; returns the mean loss and
--- the merged step metrics.
+-- the merged step metrics.  A NaN/Inf loss or gradient norm stops training
+-- before the update (or, with on_nonfinite = "skip", drops the update and
+-- retries with the next batches): see bert.anomaly.
 function Trainer:train_step()
   local model, opt, dp = self.model, self.optimizer, self.dp
   model:training()
   if self.schedule then opt:set_lr(self.schedule(self.step)) end
+  ::retry::
   opt:zero_grad()
   local loss_sum, metrics, tokens = 0, {}, 0
   for i = 1, self.accum do
@@ -202,18 +214,27 @@ function Trainer:train_step()
     if dp then batch = dp:enter(batch) end
     local out = self.forward and self.forward(model, batch) or model:forward(batch)
     local loss = out.loss
+    local value = loss:item()
+    if not dp and not anomaly.finite(value) and anomaly.bad_loss(self, value, loss) then goto retry end
     if self.accum > 1 then loss = loss / self.accum end
     if dp then dp:backward(loss, i == self.accum) else loss:backward() end
-    loss_sum = loss_sum + out.loss:item()
+    if not dp and bert.is_anomaly_enabled() and bert.anomaly_report() then anomaly.bad_gradient(self, "not finite") end
+    loss_sum = loss_sum + value
     tokens = tokens + count_tokens(batch)
     if self.step_metrics then
       for k, v in pairs(self.step_metrics(out, batch)) do metrics[k] = (metrics[k] or 0) + v / self.accum end
     end
   end
   if dp then loss_sum, tokens = dp:finish_step(metrics, loss_sum, tokens) end
+  -- with data parallelism the checks see the all-reduced loss and gradients,
+  -- the same on every rank, so all ranks stop or skip together
+  if dp and not anomaly.finite(loss_sum) and anomaly.handle(self, "the loss is " .. tostring(loss_sum)) then
+    goto retry
+  end
+  local norm = self.clip and bert.optim.clip_grad_norm(opt, self.clip) or bert.optim.grad_norm(opt)
+  if not anomaly.finite(norm) and anomaly.bad_gradient(self, norm) then goto retry end
+  self.skipped = 0
   self.tokens = self.tokens + tokens
-  local norm
-  if self.clip then norm = bert.optim.clip_grad_norm(opt, self.clip) end
   opt:step()
   self.step = self.step + 1
   metrics.loss = loss_sum / self.accum

@@ -17,11 +17,24 @@ local function fail(path, line, fmt, ...)
 end
 M.fail = fail
 
+-- Labels and texts end up in config.json and reports: the file must be
+-- UTF-8 without NUL bytes (bert.data.validate names the line).
 local function open_text(path)
   local text, err = util.read_file(path)
   if not text then error(path .. ": cannot read (" .. tostring(err) .. ")", 0) end
   if text:sub(1, 3) == "\239\187\191" then text = text:sub(4) end   -- UTF-8 BOM
+  local ok, verr = require("bert.data.validate").text(text, path)
+  if not ok then error(verr, 0) end
   return text
+end
+
+-- A JSON array (cjson decodes arrays and objects alike to tables): keys
+-- 1..n and nothing else.
+local function is_list(v)
+  if type(v) ~= "table" then return false end
+  local n = 0
+  for _ in pairs(v) do n = n + 1 end
+  return n == #v
 end
 
 -- Lines with their numbers; a final line without "\n" counts, "\r" is dropped.
@@ -122,6 +135,9 @@ function M.read_classification(path, opts)
         if type(t) ~= "string" then fail(path, n, "missing 'text' (a string)") end
         if pair == util.null then pair = nil end
         if pair ~= nil and type(pair) ~= "string" then fail(path, n, "'text_pair' must be a string") end
+        if type(label) == "number" and (label ~= label or label == math.huge or label == -math.huge) then
+          fail(path, n, "'label' %s is not a finite number (a number too large for JSON's doubles?)", tostring(label))
+        end
         label = label_string(label)
         if type(label) ~= "string" then fail(path, n, "'label' must be a string or a number") end
         check_label(path, n, label, set, opts.labels)
@@ -189,19 +205,73 @@ end
 
 -- {============================================================ CoNLL
 
+-- Entity tags (a file with an "O" tag and B-/I-/E-/S- tags) must all be O
+-- or PREFIX-TYPE.  The scheme, from opts.scheme or the extension (.iob1,
+-- .iob2, .iobes; else only the tags' form is checked), fixes which
+-- sequences are well formed: IOB2 opens every entity with B-X; IOB1 uses
+-- B-X only right after an entity of type X; IOBES closes each with E-X
+-- or S-X.
+local SCHEMES = {iob1 = true, iob2 = true, iobes = true}
+
+local function check_entity_tags(path, sentences, scheme)
+  local has_o, has_prefix = false, false
+  for _, s in ipairs(sentences) do
+    for _, t in ipairs(s.tags) do
+      if t == "O" then has_o = true elseif t:match("^[BIES]%-") then has_prefix = true end
+    end
+  end
+  if not (has_o and has_prefix) and not scheme then return end
+  for _, s in ipairs(sentences) do
+    local prev, prev_type = "O", nil
+    for i, t in ipairs(s.tags) do
+      local line = s.lines[i]
+      local prefix, ty = t:match("^([BIES])%-(.+)$")
+      if t ~= "O" and not prefix then
+        fail(path, line, "tag '%s' is neither O nor B-/I-/E-/S- followed by a type (the file uses entity tags)", t)
+      end
+      if t == "O" then prefix = "O" end
+      local continues = (prev == "B" or prev == "I") and prev_type == ty
+      if scheme == "iob2" and prefix == "I" and not continues then
+        fail(path, line, "tag '%s' does not continue a B-%s or I-%s (IOB2 opens every entity with B-)", t, ty, ty)
+      elseif scheme == "iob1" and prefix == "B" and not ((prev == "B" or prev == "I") and prev_type == ty) then
+        fail(path, line, "tag '%s' does not follow an entity of type %s (IOB1 uses B- only between two)", t, ty)
+      elseif scheme == "iob1" and (prefix == "E" or prefix == "S") then
+        fail(path, line, "tag '%s': IOB1 has no E- or S- tags", t)
+      elseif scheme == "iob2" and (prefix == "E" or prefix == "S") then
+        fail(path, line, "tag '%s': IOB2 has no E- or S- tags", t)
+      elseif scheme == "iobes" then
+        if (prefix == "I" or prefix == "E") and not continues then
+          fail(path, line, "tag '%s' does not continue a B-%s or I-%s (IOBES)", t, ty, ty)
+        elseif (prefix == "B" or prefix == "S" or prefix == "O") and (prev == "B" or prev == "I") then
+          fail(path, line, "tag '%s' follows an entity left open (IOBES closes each with E- or S-)", t)
+        end
+      end
+      prev, prev_type = prefix, ty
+    end
+    if scheme == "iobes" and (prev == "B" or prev == "I") then
+      fail(path, s.lines[#s.lines], "the sentence ends inside an entity (IOBES closes each with E- or S-)")
+    end
+  end
+end
+
 --- Reads the CoNLL column format: one token per line, `word ... tag`
 -- (whitespace-separated columns, the word first and the tag last, or
 -- opts.column), a blank line between sentences, `-DOCSTART-` lines
--- skipped.  opts.labels: every tag must be in it.
+-- skipped.  opts.labels: every tag must be in it.  opts.scheme ("iob1",
+-- "iob2", "iobes"; default from the extension): see check_entity_tags.
 -- Returns a list of {words = {...}, tags = {...}, line = first line}.
 function M.read_conll(path, opts)
   opts = opts or {}
   local text = open_text(path)
   local set = label_lookup(opts.labels)
-  local out, words, tags, start = {}, {}, {}, nil
+  local scheme = opts.scheme or path:match("%.(iob[12])$") or path:match("%.(iobes)$")
+  if scheme ~= nil and not SCHEMES[scheme] then
+    error("read_conll: option 'scheme' must be 'iob1', 'iob2' or 'iobes', got " .. tostring(scheme), 2)
+  end
+  local out, words, tags, start, tag_lines = {}, {}, {}, nil, {}
   local function flush()
-    if #words > 0 then out[#out + 1] = {words = words, tags = tags, line = start, source = path} end
-    words, tags, start = {}, {}, nil
+    if #words > 0 then out[#out + 1] = {words = words, tags = tags, line = start, source = path, lines = tag_lines} end
+    words, tags, start, tag_lines = {}, {}, nil, {}
   end
   for n, line in lines(text) do
     if not line:match("%S") then
@@ -219,11 +289,14 @@ function M.read_conll(path, opts)
         start = start or n
         words[#words + 1] = cols[1]
         tags[#tags + 1] = tag
+        tag_lines[#tag_lines + 1] = n
       end
     end
   end
   flush()
   if #out == 0 then fail(path, nil, "no sentences") end
+  check_entity_tags(path, out, scheme)
+  for _, s in ipairs(out) do s.lines = nil end
   return out
 end
 
@@ -264,19 +337,27 @@ function M.read_squad(path)
     local at = tostring(err):match("character (%d+)")
     fail(path, at and util.line_of(text, tonumber(at)) or nil, "invalid JSON (%s)", tostring(err))
   end
-  if type(obj) ~= "table" or type(obj.data) ~= "table" then
+  if type(obj) ~= "table" or not is_list(obj.data) then
     fail(path, nil, "not SQuAD JSON: expected an object with a 'data' list")
   end
   local out, ids = {}, {}
   for a, article in ipairs(obj.data) do
-    if type(article) ~= "table" or type(article.paragraphs) ~= "table" then
+    if type(article) ~= "table" or not is_list(article.paragraphs) then
       fail(path, nil, "data[%d]: expected an object with a 'paragraphs' list", a)
     end
+    if article.title ~= nil and type(article.title) ~= "string" and article.title ~= util.null then
+      fail(path, nil, "data[%d]: 'title' must be a string", a)
+    end
     for p, para in ipairs(article.paragraphs) do
+      if type(para) ~= "table" then fail(path, nil, "data[%d].paragraphs[%d]: expected an object", a, p) end
       local context = para.context
       if type(context) ~= "string" then fail(path, nil, "data[%d].paragraphs[%d]: 'context' must be a string", a, p) end
+      if para.qas ~= nil and not is_list(para.qas) then
+        fail(path, nil, "data[%d].paragraphs[%d]: 'qas' must be a list", a, p)
+      end
       local pos, nchars = util.char_positions(context)
       for q, qa in ipairs(para.qas or {}) do
+        if type(qa) ~= "table" then fail(path, nil, "data[%d].paragraphs[%d].qas[%d]: expected an object", a, p, q) end
         local id = qa.id
         if type(id) ~= "string" and type(id) ~= "number" then
           fail(path, nil, "data[%d].paragraphs[%d].qas[%d]: missing 'id'", a, p, q)
@@ -288,9 +369,12 @@ function M.read_squad(path)
         if ids[id] then qfail("duplicate question id") end
         ids[id] = true
         if type(qa.question) ~= "string" then qfail("'question' must be a string") end
+        if qa.is_impossible ~= nil and type(qa.is_impossible) ~= "boolean" then
+          qfail("'is_impossible' must be true or false")
+        end
         local impossible = qa.is_impossible == true
         local answers = {}
-        if type(qa.answers) ~= "table" then qfail("'answers' must be a list") end
+        if not is_list(qa.answers) then qfail("'answers' must be a list") end
         for _, ans in ipairs(qa.answers) do
           if type(ans) ~= "table" or type(ans.text) ~= "string" then qfail("each answer needs a 'text' string") end
           local start = ans.answer_start
