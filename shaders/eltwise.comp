@@ -2,7 +2,9 @@
 #extension GL_GOOGLE_include_directive : require
 // Elementwise ops over up to 4 broadcast dims with arbitrary strides:
 // out[i] = a[i] op b[i] (binary), f(a[i]) (unary), alpha (fill), a[i] (copy).
-// flags: bit 0 a is int32, bit 1 b is int32, bit 2 out is int32.
+// flags: ELT_A_INT, ELT_B_INT, ELT_OUT_INT.  All-int32 operands compute in
+// int32 as the CPU does (wrapping; ialpha is alpha or the fill value);
+// NaN follows the CPU's C expressions.
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer O { uint o[]; };
 layout(std430, binding = 1) readonly buffer A { uint a[]; };
@@ -11,6 +13,7 @@ layout(push_constant) uniform P {
   uint base_o, base_a, base_b;
   uint n, op, flags;
   float alpha;
+  int ialpha;
   uint shape[4];
   int so[4], sa[4], sb[4];
 } p;
@@ -20,15 +23,55 @@ layout(push_constant) uniform P {
 
 float load(uint w, bool is_int) { return is_int ? float(int(w)) : uintBitsToFloat(w); }
 
+#define NAN uintBitsToFloat(0x7fc00000u)
+#define INF uintBitsToFloat(0x7f800000u)
+
+bool odd_int(float y) { return floor(y) == y && abs(y) < 16777216.0 && mod(y, 2.0) == 1.0; }
+bool neg_sign(float x) { return (floatBitsToUint(x) >> 31) != 0u; }
+
+// C99 powf, special values included (the CPU's powf; y == 2 is x * x there)
 float powf_(float x, float y) {
-  if (y == 0.0) return 1.0;
-  if (x < 0.0) {
-    if (floor(y) != y) return uintBitsToFloat(0x7fc00000u);
-    float r = pow(-x, y);
-    return mod(y, 2.0) == 1.0 ? -r : r;
+  if (y == 0.0 || x == 1.0) return 1.0;
+  if (isnan(x) || isnan(y)) return NAN;
+  if (y == 2.0) return x * x;
+  if (isinf(y)) {
+    float ax = abs(x);
+    if (ax == 1.0) return 1.0;
+    return (ax > 1.0) == (y > 0.0) ? INF : 0.0;
   }
-  if (x == 0.0) return y > 0.0 ? 0.0 : uintBitsToFloat(0x7f800000u);
+  bool odd = odd_int(y);
+  if (isinf(x)) {
+    if (!neg_sign(x)) return y > 0.0 ? INF : 0.0;
+    if (y > 0.0) return odd ? -INF : INF;
+    return odd ? -0.0 : 0.0;
+  }
+  if (x == 0.0) {
+    if (y > 0.0) return odd ? x : 0.0;
+    return odd && neg_sign(x) ? -INF : INF;
+  }
+  if (x < 0.0) {
+    if (floor(y) != y) return NAN;
+    float r = pow(-x, y);
+    return odd ? -r : r;
+  }
   return pow(x, y);
+}
+
+// int32 x^y as the CPU: pow in double, then truncated and saturated
+int ipow(int x, int y) {
+  if (y == 0 || x == 1) return 1;
+  if (x == 0) return y > 0 ? 0 : 2147483647;
+  if (y < 0) return x == -1 ? ((y & 1) != 0 ? -1 : 1) : 0;
+  float mag = pow(abs(float(x)), float(y));
+  bool neg = x < 0 && (y & 1) != 0;
+  if (mag >= 2147483648.0) return neg ? -2147483647 - 1 : 2147483647;
+  int r = 1, b = x, e = y;
+  for (int k = 0; k < 32 && e > 0; k++) {   // |r| < 2^31 here, and b * b is only formed when needed
+    if ((e & 1) != 0) r *= b;
+    e >>= 1;
+    if (e > 0) b *= b;
+  }
+  return r;
 }
 
 void main() {
@@ -44,8 +87,35 @@ void main() {
     ib += int(c) * p.sb[d];
   }
   if (p.op == ELT_COPY && ((p.flags & ELT_A_INT) != 0u) && ((p.flags & ELT_OUT_INT) != 0u)) { o[p.base_o + io] = a[p.base_a + ia]; return; }
-  float x = load(a[p.base_a + ia], (p.flags & 1u) != 0u);
-  float y = (p.op < ELT_UNARY || p.op >= ELT_UNARY_GRAD) ? load(b[p.base_b + ib], (p.flags & 2u) != 0u) : 0.0;
+  bool ai = (p.flags & ELT_A_INT) != 0u, bi = (p.flags & ELT_B_INT) != 0u, oi = (p.flags & ELT_OUT_INT) != 0u;
+  bool binary_op = p.op < ELT_UNARY;
+  if ((oi && ai && (bi || !binary_op)) || (p.op == ELT_FILL && oi) || (binary_op && ai && bi && p.op >= OP_EQ)) {
+    // integers stay integers: wrapping arithmetic, exact comparisons
+    int xi = int(a[p.base_a + ia]), yi = binary_op ? int(b[p.base_b + ib]) : 0, zi = 0;
+    switch (p.op) {
+      case OP_ADD: zi = xi + p.ialpha * yi; break;
+      case OP_SUB: zi = xi - p.ialpha * yi; break;
+      case OP_MUL: zi = xi * yi; break;
+      case OP_POW: zi = ipow(xi, yi); break;
+      case OP_MAXIMUM: zi = max(xi, yi); break;
+      case OP_MINIMUM: zi = min(xi, yi); break;
+      case OP_EQ: zi = xi == yi ? 1 : 0; break;
+      case OP_NE: zi = xi != yi ? 1 : 0; break;
+      case OP_LT: zi = xi < yi ? 1 : 0; break;
+      case OP_LE: zi = xi <= yi ? 1 : 0; break;
+      case OP_GT: zi = xi > yi ? 1 : 0; break;
+      case OP_GE: zi = xi >= yi ? 1 : 0; break;
+      case UN_NEG: zi = -xi; break;
+      case UN_ABS: zi = xi < 0 ? -xi : xi; break;
+      case UN_RELU: zi = xi > 0 ? xi : 0; break;
+      case ELT_FILL: zi = p.ialpha; break;
+      default: zi = xi; break;
+    }
+    o[p.base_o + io] = uint(zi);
+    return;
+  }
+  float x = load(a[p.base_a + ia], ai);
+  float y = (binary_op || p.op >= ELT_UNARY_GRAD) ? load(b[p.base_b + ib], bi) : 0.0;
   float z;
   switch (p.op) {
     case OP_ADD: z = x + p.alpha * y; break;
@@ -53,8 +123,8 @@ void main() {
     case OP_MUL: z = x * y; break;
     case OP_DIV: z = x / y; break;
     case OP_POW: z = powf_(x, y); break;
-    case OP_MAXIMUM: z = max(x, y); break;
-    case OP_MINIMUM: z = min(x, y); break;
+    case OP_MAXIMUM: z = (isnan(x) || x > y) ? x : y; break;
+    case OP_MINIMUM: z = (isnan(x) || x < y) ? x : y; break;
     case OP_EQ: z = x == y ? 1.0 : 0.0; break;
     case OP_NE: z = x != y ? 1.0 : 0.0; break;
     case OP_LT: z = x < y ? 1.0 : 0.0; break;
@@ -66,9 +136,9 @@ void main() {
     case UN_LOG: z = log(x); break;
     case UN_SQRT: z = sqrt(x); break;
     case UN_RSQRT: z = inversesqrt(x); break;
-    case UN_TANH: z = tanh(clamp(x, -15.0, 15.0)); break;
+    case UN_TANH: z = isnan(x) ? x : tanh(clamp(x, -15.0, 15.0)); break;
     case UN_SIGMOID: z = 1.0 / (1.0 + exp(-x)); break;
-    case UN_RELU: z = max(x, 0.0); break;
+    case UN_RELU: z = x > 0.0 ? x : 0.0; break;
     case UN_GELU: z = gelu_erf(x); break;
     case UN_GELU_TANH: z = gelu_tanh(x); break;
     case UN_ABS: z = abs(x); break;
@@ -90,7 +160,7 @@ void main() {
     default: z = x; break;   // ELT_COPY (with dtype conversion)
   }
   uint w;
-  if ((p.flags & 4u) != 0u) {
+  if (oi) {
     // float -> int32 truncates toward zero, saturating; NaN -> 0
     int v = z != z ? 0 : (z >= 2147483647.0 ? 2147483647 : (z <= -2147483648.0 ? -2147483647 - 1 : int(z)));
     w = uint(v);

@@ -238,8 +238,13 @@ static int v_embedding_backward(lua_State *L) {
 static int v_ce_backward(lua_State *L) {
   static const char *const reds[] = {"none", "mean", "sum", NULL};
   int red = luaL_checkoption(L, 4, "mean", reds);
-  return lbert_push_result(L, bert_vk_cross_entropy_backward(lbert_check_tensor(L, 1), lbert_check_tensor(L, 2),
-                                                             (int64_t)luaL_optinteger(L, 3, -100), red,
+  bert_tensor *labels = lbert_check_tensor(L, 2);
+  int64_t ignore = (int64_t)luaL_optinteger(L, 3, -100), count = 0;
+  bert_tensor *h = bert_is_vk(labels) ? bert_vk_download(labels) : (bert_tensor_retain(labels), labels);
+  if (h == NULL) return lbert_core_error(L, "vulkan.cross_entropy_backward");
+  for (int64_t i = 0; i < bert_numel(h); i++) count += (int64_t)bert_get_flat(h, i) != ignore;
+  bert_tensor_release(h);
+  return lbert_push_result(L, bert_vk_cross_entropy_backward(lbert_check_tensor(L, 1), labels, ignore, red, count,
                                                              lbert_check_tensor(L, 5)), "vulkan.cross_entropy_backward");
 }
 

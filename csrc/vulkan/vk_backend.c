@@ -170,24 +170,23 @@ static int embedding_backward(bert_tensor *w, const bert_tensor *ids_in, const b
 
 static bert_tensor *cross_entropy(const bert_tensor *logits, const bert_tensor *labels, int64_t ignore,
                                   bert_reduction red, int64_t count, bert_tensor **lse) {
-  (void)count;
   *lse = NULL;   /* backward recomputes the row statistics */
-  return bert_vk_cross_entropy((bert_tensor *)logits, (bert_tensor *)labels, ignore, (int)red);
+  return bert_vk_cross_entropy((bert_tensor *)logits, (bert_tensor *)labels, ignore, (int)red, count);
 }
 
 static bert_tensor *cross_entropy_backward(const bert_tensor *l, const bert_tensor *lab_in, const bert_tensor *lse,
                                            int64_t ignore, bert_reduction red, int64_t count,
                                            const bert_tensor *g_in) {
-  (void)lse; (void)count;
+  (void)lse;
   bert_tensor *lab = bert_is_vk(lab_in) ? bert_alias(lab_in) : bert_vk_upload(lab_in);
   bert_tensor *g = bert_is_vk(g_in) ? bert_alias(g_in) : bert_vk_upload(g_in), *dl = NULL;
   if (g && lab) {
     if (red != BERT_REDUCE_NONE) {
-      dl = bert_vk_cross_entropy_backward((bert_tensor *)l, lab, ignore, red, g);
+      dl = bert_vk_cross_entropy_backward((bert_tensor *)l, lab, ignore, red, count, g);
     } else {   /* per-row upstream gradients: the summed form with g = 1, scaled per row */
       bert_tensor *one = bert_vk_empty(BERT_F32, 0, NULL);
       bert_tensor *d1 = one && bert_vk_fill_(one, 1.0) == 0
-                      ? bert_vk_cross_entropy_backward((bert_tensor *)l, lab, ignore, BERT_REDUCE_SUM, one) : NULL;
+                      ? bert_vk_cross_entropy_backward((bert_tensor *)l, lab, ignore, BERT_REDUCE_SUM, count, one) : NULL;
       bert_tensor *gu = d1 ? bert_unsqueeze(g, g->ndim) : NULL;
       dl = gu ? bert_binary(BERT_MUL, d1, gu, 1, NULL) : NULL;
       bert_tensor_release(one); bert_tensor_release(d1); bert_tensor_release(gu);
