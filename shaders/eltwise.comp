@@ -143,6 +143,7 @@ void main() {
     case UN_GELU_TANH: z = gelu_tanh(x); break;
     case UN_ABS: z = abs(x); break;
     case UN_ERF: z = erf_approx(x); break;
+    case UN_SILU: z = x / (1.0 + exp(-x)); break;
     // UNB_*: the unary's backward, z = dy * f'(x) with x = a, dy = b
     case UNB_NEG: z = -y; break;
     case UNB_EXP: z = y * exp(x); break;
@@ -156,6 +157,7 @@ void main() {
     case UNB_GELU_TANH: z = y * gelu_tanh_grad(x); break;
     case UNB_ABS: z = x > 0.0 ? y : (x < 0.0 ? -y : 0.0); break;
     case UNB_ERF: z = y * 1.1283791670955126 * exp(-x * x); break;
+    case UNB_SILU: { float sg = 1.0 / (1.0 + exp(-x)); z = y * sg * (1.0 + x * (1.0 - sg)); break; }
     case ELT_FILL: z = p.alpha; break;
     default: z = x; break;   // ELT_COPY (with dtype conversion)
   }
