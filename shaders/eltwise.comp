@@ -135,7 +135,7 @@ void main() {
     case UN_EXP: z = exp(x); break;
     case UN_LOG: z = log(x); break;
     case UN_SQRT: z = sqrt(x); break;
-    case UN_RSQRT: z = inversesqrt(x); break;
+    case UN_RSQRT: z = 1.0 / sqrt(x); break;   // as the cpu: rsqrt(-0) is -inf
     case UN_TANH: z = isnan(x) ? x : tanh(clamp(x, -15.0, 15.0)); break;
     case UN_SIGMOID: z = 1.0 / (1.0 + exp(-x)); break;
     case UN_RELU: z = x > 0.0 ? x : 0.0; break;
@@ -149,8 +149,8 @@ void main() {
     case UNB_EXP: z = y * exp(x); break;
     case UNB_LOG: z = y / x; break;
     case UNB_SQRT: z = y * 0.5 / sqrt(x); break;
-    case UNB_RSQRT: z = y * -0.5 * inversesqrt(x) / x; break;
-    case UNB_TANH: { float th = tanh(clamp(x, -15.0, 15.0)); z = y * (1.0 - th * th); break; }
+    case UNB_RSQRT: { float r = 1.0 / sqrt(x); z = y * -0.5 * r * r * r; break; }
+    case UNB_TANH: { float th = isnan(x) ? x : tanh(clamp(x, -15.0, 15.0)); z = y * (1.0 - th * th); break; }
     case UNB_SIGMOID: { float sg = 1.0 / (1.0 + exp(-x)); z = y * sg * (1.0 - sg); break; }
     case UNB_RELU: z = x > 0.0 ? y : 0.0; break;
     case UNB_GELU: z = y * gelu_erf_grad(x); break;

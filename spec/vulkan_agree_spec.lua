@@ -79,6 +79,13 @@ describe("vulkan refuses what the cpu refuses", function()
     same_refusal(F.bias_gelu, bert.tensor(1.0), nil)
   end)
 
+  it("attention over more keys than one invocation may loop over: refused, not wrong", function()
+    local q, k = randn({1, 1, 1, 4}, 23), randn({1, 1, 40000, 4}, 24)
+    local e = err_of(function() return F.attention(vk(q), vk(k), vk(k)) end)
+    assert.truthy(e:find("attention: not supported on device vulkan (more than 32768 keys)", 1, true), e)
+    assert.equal(4, F.attention(q, k, k):numel())
+  end)
+
   it("attention with no keys", function()
     local q, k = randn({1, 1, 2, 4}, 5), bert.zeros({1, 1, 0, 4})
     same_refusal(F.attention, q, k, k)
@@ -114,6 +121,12 @@ describe("vulkan agrees with the cpu", function()
     F.layer_norm(x, gc, bt, 1e-5):mul(x):sum():backward()
     F.layer_norm(vk(x), gd, vk(bt), 1e-5):mul(vk(x)):sum():backward()
     same_values(gd:grad(), gc:grad(), 1e-4)
+  end)
+
+  it("matmul with K above 1M (the GEMM loop splits K)", function()
+    local K = 1100000
+    local a, b = randn({1, K}, 30), randn({K, 2}, 31)
+    same_values(vk(a):matmul(vk(b)), a:matmul(b), 1e-4)
   end)
 
   it("reads a non-contiguous bias as the cpu does", function()

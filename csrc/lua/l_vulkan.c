@@ -330,11 +330,14 @@ static const char *const meta_methods[] = {
 };
 /* nonzero's result size depends on the data: it is computed on the host */
 static const char *const reader_methods[] = {"item", "totable", "get", "__tostring", "nonzero", NULL};
+/* Functions whose C entry runs through the backend table: a device that
+** lacks the op refuses it there ("<op>: not supported on device vulkan"). */
 static const char *const device_methods[] = {
   "reshape", "contiguous", "clone", "copy_", "float", "int",
-  "fill_", "zero_", "sum", "mean", "max", "min", "softmax", "log_softmax",
+  "fill_", "zero_", "sum", "mean", "max", "min", "var", "softmax", "log_softmax",
   "matmul", "__add", "__sub", "__mul", "__div", "__pow", "__unm",
-  "argmax", "argmin", "index_select", "backward", "zero_grad", NULL
+  "argmax", "argmin", "index_select", "backward", "zero_grad",
+  "masked_fill", "masked_fill_", "gather", "scatter_add", "scatter_add_", "normal_", "uniform_", NULL
 };
 /* the elementwise ops of the list (core/op_list.h), plain and in place */
 static const char *const elementwise_methods[] = {
@@ -347,7 +350,7 @@ static const char *const elementwise_methods[] = {
 static const char *const device_F[] = {
   "linear", "layer_norm", "bias_gelu", "dropout", "embedding", "attention", "cross_entropy", NULL
 };
-static const char *const device_module[] = {"matmul", NULL};
+static const char *const device_module[] = {"matmul", "where", "cat", "stack", NULL};
 static const char *const device_kernels[] = {"adamw", "lamb", NULL};
 
 void lbert_open_vulkan(lua_State *L) {

@@ -11,15 +11,23 @@
 
 #include "core/autograd.h"
 #include "vulkan/vk.h"
+#include "vulkan/vk_opcodes.h"
 
 static int wants(const bert_tensor *t) { return t != NULL && t->requires_grad; }
 
 /* {====================================================== what the device runs */
 
+/* Attention walks all keys of a query row in one invocation: past this
+** many, lavapipe cuts the loop short (a silent wrong answer), so longer
+** key sequences are refused until the kernel splits them. */
+#define ATTN_MAX_KEYS ((int64_t)VK_MAX_LOOP)
+
 static int supports(bert_op op, int n, const bert_tensor *const *args, const char **why) {
   switch (op) {
     case BERT_OP_ATTENTION:
+    case BERT_OP_ATTENTION_BACKWARD:
       if (args[0]->ndim == 4 && args[0]->shape[3] > 256) { *why = "head_dim above 256"; return 0; }
+      if (args[1]->ndim == 4 && args[1]->shape[2] > ATTN_MAX_KEYS) { *why = "more than 32768 keys"; return 0; }
       return 1;
     default:
       return 1;
@@ -82,7 +90,8 @@ static bert_tensor *linear(const bert_tensor *x, const bert_tensor *w, const ber
 }
 
 static int linear_backward(bert_tensor *const in[3], const bert_tensor *x, const bert_tensor *w, const bert_tensor *g) {
-  int64_t outf = w->shape[0], inf = w->shape[1], R = inf > 0 ? bert_numel(x) / inf : bert_numel(g) / (outf ? outf : 1);
+  int64_t outf = w->shape[0], inf = w->shape[1], R = 1;
+  for (int d = 0; d < x->ndim - 1; d++) R *= x->shape[d];
   int64_t xs[2] = {R, inf}, gs[2] = {R, outf};
   bert_tensor *x2 = bert_view((bert_tensor *)x, 2, xs), *g2 = bert_view((bert_tensor *)g, 2, gs);
   int rc = x2 && g2 ? 0 : -1;

@@ -450,9 +450,13 @@ static void gemm_tiles(uint32_t spec[6], uint64_t M, uint64_t N, uint64_t batch)
   spec[1] = bm; spec[2] = bm; spec[3] = bk; spec[4] = tm; spec[5] = tm;
 }
 
-/* A GEMM whose operands do not fit one binding each: per batch, C is
-** tiled into Mc x Nc windows and K into Kc slices (accumulated with
-** beta = 1; bias and GELU on the last slice), each window small enough. */
+/* The deepest K one dispatch takes: the kernel loops K / BK (16) times. */
+#define GEMM_MAX_K ((int64_t)16 * VK_MAX_LOOP)
+
+/* A GEMM whose operands do not fit one binding each, or deeper than
+** GEMM_MAX_K: per batch, C is tiled into Mc x Nc windows and K into Kc
+** slices (accumulated with beta = 1; bias and GELU on the last slice), each
+** window small enough. */
 static int gemm_split(bert_tensor *c, const bert_tensor *a, const bert_tensor *b, const bert_tensor *bias,
                       uint32_t M, uint32_t N, uint32_t K, const int64_t sa[3], const int64_t sb[3],
                       uint32_t scb, uint32_t batch, float alpha, float beta, uint32_t flags) {
@@ -468,6 +472,7 @@ static int gemm_split(bert_tensor *c, const bert_tensor *a, const bert_tensor *b
       if (tB >= kB && Nc > 1) Nc = (Nc + 1) / 2; else if (Kc > 1) Kc = (Kc + 1) / 2; else break;
     } else break;
   }
+  if (Kc > GEMM_MAX_K) Kc = GEMM_MAX_K;
   if ((Mc - 1) * (int64_t)N + Nc > lim || (Mc - 1) * sa[0] + (Kc - 1) * sa[1] + 1 > lim ||
       (Kc - 1) * sb[0] + (Nc - 1) * sb[1] + 1 > lim) {
     bert_set_error("gemm: vulkan: cannot split a %u x %u x %u product into bindings of %lld bytes", M, N, K,
@@ -510,7 +515,8 @@ static int gemm_dispatch(bert_tensor *c, const bert_tensor *a, const bert_tensor
   gemm_push p = {M, N, K, (uint32_t)sa[0], (uint32_t)sa[1], (uint32_t)sb[0], (uint32_t)sb[1],
                  (uint32_t)sa[2], (uint32_t)sb[2], scb, alpha, beta, flags, N};
   vkx_bind bd[4] = {bind_of(c), bind_of(a), bind_of(b), bind_of(bias ? bias : c)};
-  if (!binds_fit(4, bd)) return gemm_split(c, a, b, bias, M, N, K, sa, sb, scb, batch, alpha, beta, flags);
+  if (!binds_fit(4, bd) || K > GEMM_MAX_K)
+    return gemm_split(c, a, b, bias, M, N, K, sa, sb, scb, batch, alpha, beta, flags);
   return vkx_dispatch("gemm", spec, 6, 4, bd, &p, sizeof p, (N + spec[2] - 1) / spec[2],
                       (M + spec[1] - 1) / spec[1], batch);
 }
@@ -694,8 +700,8 @@ bert_tensor *bert_vk_linear(bert_tensor *x_in, bert_tensor *w, bert_tensor *b) {
     return NULL;
   bert_tensor *x = bert_contiguous(x_in);
   if (x == NULL) return NULL;
-  int64_t in = w->shape[1], outf = w->shape[0];
-  int64_t R = bert_numel(x) / (in > 0 ? in : 1);
+  int64_t in = w->shape[1], outf = w->shape[0], R = 1;
+  for (int d = 0; d < x->ndim - 1; d++) R *= x->shape[d];   /* rows, also when in == 0 */
   int64_t s2d[2] = {R, in};
   bert_tensor *x2 = bert_view(x, 2, s2d), *y = NULL;
   bert_tensor_release(x);
@@ -804,7 +810,7 @@ bert_tensor *bert_vk_reduce(bert_redop op, const bert_tensor *t, int dim, int ke
     return idx;
   }
   if (op != BERT_SUM && op != BERT_MEAN && op != BERT_MAX && op != BERT_MIN) {
-    bert_set_error("%s: not implemented on vulkan (move the tensor to the cpu)", name);
+    bert_set_error("%s: not supported on device vulkan (move the tensor with t:to(\"cpu\"))", name);
     return NULL;
   }
   if (t->dtype == BERT_I32 && op == BERT_MEAN) {   /* a float result: the mean of the floats */
@@ -867,14 +873,10 @@ int bert_vk_sumsq_into(const bert_tensor *t, bert_tensor *out, int64_t slot) {
 }
 
 bert_tensor *bert_vk_softmax(const bert_tensor *t, int dim, int log) {
-  char b[160];
-  if (t->dtype != BERT_F32 || dim < 0 || dim >= t->ndim) {
-    bert_set_error("%s: vulkan: expects float32 and a valid dim, got %s", log ? "log_softmax" : "softmax", SHAPE(b, t));
-    return NULL;
-  }
-  int64_t outer, R, inner;
+  int64_t outer, R, inner;   /* dim checked by core/ops.c */
   bert_split_at_dim(t, dim, &outer, &R, &inner);
-  bert_tensor *x = bert_contiguous((bert_tensor *)t);
+  /* int32 input: in float32, as on the cpu */
+  bert_tensor *x = t->dtype == BERT_F32 ? bert_contiguous((bert_tensor *)t) : bert_vk_to_dtype(t, BERT_F32);
   if (x == NULL) return NULL;
   bert_tensor *out = bert_vk_empty(BERT_F32, t->ndim, t->shape);
   if (out && outer * inner * R > 0 && reduce_dispatch(out, x, NULL, R, inner, outer * inner, log ? RED_LOG_SOFTMAX : RED_SOFTMAX) != 0) {
