@@ -1527,17 +1527,13 @@ int bert_vk_index_add0(bert_tensor *z, const bert_tensor *index, const bert_tens
 
 /* {====================================================== optimizer */
 
-/* The checks both device optimizers make, and Adam's bias corrections. */
+
+/* Shapes, dtypes and hyperparameters are checked by core/optim.c; the
+** operands must also all be on the device, and Adam's bias corrections. */
 static int adam_args(const char *f, bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
                      const bert_adam_cfg *cfg, double *bc1, double *bc2) {
   if (need_vk(f, p, "the parameter") || need_vk(f, g, "the gradient") || need_vk(f, m, "exp_avg") ||
       need_vk(f, v, "exp_avg_sq")) return -1;
-  int64_t n = bert_numel(p);
-  if (!bert_is_contiguous(p) || !bert_is_contiguous(g) || !bert_is_contiguous(m) || !bert_is_contiguous(v) ||
-      bert_numel(g) != n || bert_numel(m) != n || bert_numel(v) != n || p->dtype != BERT_F32) {
-    bert_set_error("%s: expects contiguous float32 tensors of equal size", f);
-    return -1;
-  }
   *bc1 = *bc2 = 1.0;
   if (cfg->bias_correction) {
     *bc1 = 1.0 - pow(cfg->beta1, (double)cfg->step);
