@@ -2,10 +2,12 @@
 #extension GL_GOOGLE_include_directive : require
 // Elementwise ops over up to 4 broadcast dims with arbitrary strides:
 // out[i] = a[i] op b[i] (binary), f(a[i]) (unary), alpha (fill), a[i] (copy).
-// flags: ELT_A_INT, ELT_B_INT, ELT_OUT_INT.  All-int32 operands compute in
-// int32 as the CPU does (wrapping; ialpha is alpha or the fill value);
-// NaN follows the CPU's C expressions.
+// flags: ELT_A_INT, ELT_B_INT, ELT_OUT_INT (int32 values are converted to
+// float here; all-int32 ops run in eltwise_int.comp).  NaN follows the
+// CPU's C expressions.
 layout(local_size_x = 256) in;
+// the op as a specialization constant: each op's pipeline keeps only its case
+layout(constant_id = 0) const uint OP = 0u;
 layout(std430, binding = 0) buffer O { uint o[]; };
 layout(std430, binding = 1) readonly buffer A { uint a[]; };
 layout(std430, binding = 2) readonly buffer B { uint b[]; };
@@ -57,23 +59,6 @@ float powf_(float x, float y) {
   return pow(x, y);
 }
 
-// int32 x^y as the CPU: pow in double, then truncated and saturated
-int ipow(int x, int y) {
-  if (y == 0 || x == 1) return 1;
-  if (x == 0) return y > 0 ? 0 : 2147483647;
-  if (y < 0) return x == -1 ? ((y & 1) != 0 ? -1 : 1) : 0;
-  float mag = pow(abs(float(x)), float(y));
-  bool neg = x < 0 && (y & 1) != 0;
-  if (mag >= 2147483648.0) return neg ? -2147483647 - 1 : 2147483647;
-  int r = 1, b = x, e = y;
-  for (int k = 0; k < 32 && e > 0; k++) {   // |r| < 2^31 here, and b * b is only formed when needed
-    if ((e & 1) != 0) r *= b;
-    e >>= 1;
-    if (e > 0) b *= b;
-  }
-  return r;
-}
-
 void main() {
   uint i = group_linear() * 256u + gl_LocalInvocationID.x;
   if (i >= p.n) return;
@@ -86,38 +71,13 @@ void main() {
     ia += int(c) * p.sa[d];
     ib += int(c) * p.sb[d];
   }
-  if (p.op == ELT_COPY && ((p.flags & ELT_A_INT) != 0u) && ((p.flags & ELT_OUT_INT) != 0u)) { o[p.base_o + io] = a[p.base_a + ia]; return; }
+  if (OP == ELT_COPY && ((p.flags & ELT_A_INT) != 0u) && ((p.flags & ELT_OUT_INT) != 0u)) { o[p.base_o + io] = a[p.base_a + ia]; return; }
   bool ai = (p.flags & ELT_A_INT) != 0u, bi = (p.flags & ELT_B_INT) != 0u, oi = (p.flags & ELT_OUT_INT) != 0u;
-  bool binary_op = p.op < ELT_UNARY;
-  if ((oi && ai && (bi || !binary_op)) || (p.op == ELT_FILL && oi) || (binary_op && ai && bi && p.op >= OP_EQ)) {
-    // integers stay integers: wrapping arithmetic, exact comparisons
-    int xi = int(a[p.base_a + ia]), yi = binary_op ? int(b[p.base_b + ib]) : 0, zi = 0;
-    switch (p.op) {
-      case OP_ADD: zi = xi + p.ialpha * yi; break;
-      case OP_SUB: zi = xi - p.ialpha * yi; break;
-      case OP_MUL: zi = xi * yi; break;
-      case OP_POW: zi = ipow(xi, yi); break;
-      case OP_MAXIMUM: zi = max(xi, yi); break;
-      case OP_MINIMUM: zi = min(xi, yi); break;
-      case OP_EQ: zi = xi == yi ? 1 : 0; break;
-      case OP_NE: zi = xi != yi ? 1 : 0; break;
-      case OP_LT: zi = xi < yi ? 1 : 0; break;
-      case OP_LE: zi = xi <= yi ? 1 : 0; break;
-      case OP_GT: zi = xi > yi ? 1 : 0; break;
-      case OP_GE: zi = xi >= yi ? 1 : 0; break;
-      case UN_NEG: zi = -xi; break;
-      case UN_ABS: zi = xi < 0 ? -xi : xi; break;
-      case UN_RELU: zi = xi > 0 ? xi : 0; break;
-      case ELT_FILL: zi = p.ialpha; break;
-      default: zi = xi; break;
-    }
-    o[p.base_o + io] = uint(zi);
-    return;
-  }
+  bool binary_op = OP < ELT_UNARY;
   float x = load(a[p.base_a + ia], ai);
-  float y = (binary_op || p.op >= ELT_UNARY_GRAD) ? load(b[p.base_b + ib], bi) : 0.0;
+  float y = (binary_op || OP >= ELT_UNARY_GRAD) ? load(b[p.base_b + ib], bi) : 0.0;
   float z;
-  switch (p.op) {
+  switch (OP) {
     case OP_ADD: z = x + p.alpha * y; break;
     case OP_SUB: z = x - p.alpha * y; break;
     case OP_MUL: z = x * y; break;

@@ -233,7 +233,7 @@ static int64_t span4(const uint32_t *shape, const int32_t *st) {
 /* An elementwise dispatch too large for one binding: split along the
 ** outermost dim (recursing inward when one slice of it is still too
 ** large), each window bound on its own. */
-static int elt_split(const char *fname, elt_push p, vkx_alloc *al[3], const int64_t base[3]) {
+static int elt_split(const char *fname, const char *shader, elt_push p, vkx_alloc *al[3], const int64_t base[3]) {
   int32_t *st[3] = {p.so, p.sa, p.sb};
   int64_t sp[3], mx = 0, lim = (int64_t)max_bind() / 4;
   for (int k = 0; k < 3; k++) { sp[k] = span4(p.shape, st[k]); if (sp[k] > mx) mx = sp[k]; }
@@ -244,7 +244,7 @@ static int elt_split(const char *fname, elt_push p, vkx_alloc *al[3], const int6
     for (int k = 0; k < 3; k++) { bd[k].a = al[k]; bd[k].off = (size_t)base[k] * 4; bd[k].len = (size_t)sp[k] * 4; }
     uint32_t gx, gy;
     grid_1d(n, 256, &gx, &gy);
-    return vkx_dispatch("eltwise", NULL, 0, 3, bd, &p, sizeof p, gx, gy, 1);
+    return vkx_dispatch(shader, &p.op, 1, 3, bd, &p, sizeof p, gx, gy, 1);
   }
   int d = 0;
   while (d < 4 && p.shape[d] == 1) d++;
@@ -257,7 +257,7 @@ static int elt_split(const char *fname, elt_push p, vkx_alloc *al[3], const int6
     q.shape[d] = (uint32_t)(S - c0 < cs ? S - c0 : cs);
     int64_t b2[3];
     for (int k = 0; k < 3; k++) b2[k] = base[k] + c0 * st[k][d];
-    if (elt_split(fname, q, al, b2) != 0) return -1;
+    if (elt_split(fname, shader, q, al, b2) != 0) return -1;
   }
   return 0;
 }
@@ -304,15 +304,20 @@ static int elt_run(const char *fname, uint32_t op, bert_tensor *out, const bert_
             (out->dtype == BERT_I32 ? ELT_OUT_INT : 0u);
   p.alpha = (float)alpha;
   p.ialpha = alpha != alpha ? 0 : alpha >= 2147483647.0 ? INT32_MAX : alpha <= -2147483648.0 ? INT32_MIN : (int32_t)alpha;
+  /* int32 in, int32 out (or an int32 comparison): the integer kernel */
+  int ai = A->dtype == BERT_I32, bi = B->dtype == BERT_I32, oi = out->dtype == BERT_I32, binary = op < ELT_UNARY;
+  int ints = (oi && ai && (bi || !binary)) || (op == ELT_FILL && oi) ||
+             (binary && ai && bi && op >= (uint32_t)BERT_EQ && op <= (uint32_t)BERT_GE);
+  const char *shader = ints ? "eltwise_int" : "eltwise";
   vkx_bind bd[3] = {bind_of(out), bind_of(A), bind_of(B)};
   if (!binds_fit(3, bd)) {
     vkx_alloc *al[3] = {alloc_of(out), alloc_of(A), alloc_of(B)};
     int64_t base[3] = {out->offset, A->offset, B->offset};
-    return elt_split(fname, p, al, base);
+    return elt_split(fname, shader, p, al, base);
   }
   uint32_t gx, gy;
   grid_1d((uint64_t)n, 256, &gx, &gy);
-  return vkx_dispatch("eltwise", NULL, 0, 3, bd, &p, sizeof p, gx, gy, 1);
+  return vkx_dispatch(shader, &p.op, 1, 3, bd, &p, sizeof p, gx, gy, 1);   /* one pipeline per op */
 }
 
 int bert_vk_copy_(bert_tensor *dst, const bert_tensor *src) {
@@ -727,7 +732,9 @@ static int reduce_raw(vkx_bind *bd, int64_t R, int64_t inner, int64_t nout, uint
   red_push p = {(uint32_t)R, (uint32_t)inner, (uint32_t)nout, op, (uint32_t)want_idx, (float)denom, (uint32_t)ints};
   uint32_t gx, gy;
   grid_1d((uint64_t)nout, 1, &gx, &gy);
-  return vkx_dispatch("reduce", NULL, 0, 3, bd, &p, sizeof p, gx, gy, 1);
+  uint32_t spec[1] = {op};   /* reduce.comp: one pipeline per op */
+  return ints ? vkx_dispatch("reduce_int", NULL, 0, 3, bd, &p, sizeof p, gx, gy, 1)
+              : vkx_dispatch("reduce", spec, 1, 3, bd, &p, sizeof p, gx, gy, 1);
 }
 
 /* The most rows one workgroup reduces (256 invocations, VK_MAX_LOOP each). */
