@@ -2,15 +2,16 @@
 #extension GL_GOOGLE_include_directive : require
 // Fused log-softmax + NLL over rows of C logits, labels int32 (ignore_index skipped).
 // mode 0: per-row loss into loss[r] (one workgroup per row)
-// mode 1: reduce: out[0] = sum (or mean over counted rows) of loss[0..R) (one workgroup)
+// mode 1: reduce: out[0] = sum (or mean over the count rows not ignored) of loss[0..R) (one workgroup)
 // mode 2: backward: dlogits[r] = (softmax - onehot) * g[0] * (1 / count for mean)
+// count: the rows not ignored, counted by the host when it checked the labels.
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer O { float o[]; };
 layout(std430, binding = 1) readonly buffer X { float x[]; };
 layout(std430, binding = 2) readonly buffer L { int lab[]; };
 layout(std430, binding = 3) readonly buffer G { float g[]; };
 // r0: the first row of this dispatch's window of x and o (labels are bound whole, Rall rows)
-layout(push_constant) uniform P { uint bo, bx, bl, bg; uint R, C, mode, mean; int ignore; uint r0, Rall; } p;
+layout(push_constant) uniform P { uint bo, bx, bl, bg; uint R, C, mode, mean; int ignore; uint r0, Rall; float count; } p;
 #include "common.glsl"
 shared float red[256];
 
@@ -34,20 +35,13 @@ float max256(float v) {
   return r;
 }
 
-float count_rows() {
-  float c = 0.0;
-  for (uint r = gl_LocalInvocationID.x; r < p.Rall; r += 256u) c += lab[p.bl + r] != p.ignore ? 1.0 : 0.0;
-  return sum256(c);
-}
-
 void main() {
   uint t = gl_LocalInvocationID.x;
   if (p.mode == 1u) {
     float s = 0.0;
     for (uint r = t; r < p.R; r += 256u) s += x[p.bx + r];
     s = sum256(s);
-    float c = count_rows();
-    if (t == 0u) o[p.bo] = p.mean != 0u ? (c > 0.0 ? s / c : 0.0) : s;
+    if (t == 0u) o[p.bo] = p.mean != 0u ? (p.count > 0.0 ? s / p.count : 0.0) : s;
     return;
   }
   uint r = group_linear();
@@ -67,7 +61,7 @@ void main() {
     return;
   }
   float scale = g[p.bg];
-  if (p.mean != 0u) { float c = count_rows(); scale = c > 0.0 ? scale / c : 0.0; }
+  if (p.mean != 0u) scale = p.count > 0.0 ? scale / p.count : 0.0;
   for (uint j = t; j < p.C; j += 256u) {
     float d = skip ? 0.0 : (exp(x[row + j] - lse) - (int(j) == label ? 1.0 : 0.0)) * scale;
     o[p.bo + r * p.C + j] = d;

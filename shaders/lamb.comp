@@ -3,9 +3,11 @@
 // LAMB (optim.c's arithmetic) in three dispatches over one parameter tensor,
 // so that the trust ratio never leaves the device:
 //   mode 0: m, v updated; u = m*ibc1 / (sqrt(v)*isb2 + eps) + wd*p; per
-//           workgroup sums of p^2 and u^2 -> part[2(goff + group) + {0, 1}]
-//   mode 1: one workgroup adds the ngroups partial sums; the trust ratio
-//           |p| / |u| (1 unless adapt and both norms > 0) -> part[2 ngroups]
+//           workgroup the largest |p| and |u| and the sums of (p/max)^2 and
+//           (u/max)^2 -> part[4(goff + group) + {0, 1, 2, 3}]: scaled sums, so
+//           that squares of large values (|p| ~ 1e20) do not overflow float
+//   mode 1: one workgroup combines the ngroups partial norms; the trust ratio
+//           |p| / |u| (1 unless adapt and both norms > 0) -> part[4 ngroups]
 //   mode 2: p -= lr * trust * u, u recomputed from the unchanged p and new m, v
 layout(local_size_x = 256) in;
 layout(std430, binding = 0) buffer Pp { float pp[]; };
@@ -22,7 +24,7 @@ layout(push_constant) uniform P {
 shared float rp[256];
 shared float ru[256];
 
-void reduce2(uint t) {
+void sum2(uint t) {
   barrier();
   for (uint s = 128u; s > 0u; s >>= 1) {
     if (t < s) { rp[t] += rp[t + s]; ru[t] += ru[t + s]; }
@@ -30,17 +32,39 @@ void reduce2(uint t) {
   }
 }
 
+void max2(uint t) {
+  barrier();
+  for (uint s = 128u; s > 0u; s >>= 1) {
+    if (t < s) { rp[t] = max(rp[t], rp[t + s]); ru[t] = max(ru[t], ru[t + s]); }
+    barrier();
+  }
+}
+
+float sq(float x, float scale) { float r = scale > 0.0 ? x / scale : 0.0; return r * r; }
+
 void main() {
   uint t = gl_LocalInvocationID.x;
   if (p.mode == 1u) {
+    // the largest group maxima, then the groups' sums rescaled to them
+    float mp = 0.0, mu = 0.0;
+    for (uint k = t; k < p.ngroups; k += 256u) { mp = max(mp, part[p.bpart + 4u * k]); mu = max(mu, part[p.bpart + 4u * k + 2u]); }
+    rp[t] = mp;
+    ru[t] = mu;
+    max2(t);
+    mp = rp[0];
+    mu = ru[0];
+    barrier();
     float sp = 0.0, su = 0.0;
-    for (uint k = t; k < p.ngroups; k += 256u) { sp += part[p.bpart + 2u * k]; su += part[p.bpart + 2u * k + 1u]; }
+    for (uint k = t; k < p.ngroups; k += 256u) {
+      sp += part[p.bpart + 4u * k + 1u] * sq(part[p.bpart + 4u * k], mp);
+      su += part[p.bpart + 4u * k + 3u] * sq(part[p.bpart + 4u * k + 2u], mu);
+    }
     rp[t] = sp;
     ru[t] = su;
-    reduce2(t);
+    sum2(t);
     if (t == 0u) {
-      float pn = sqrt(rp[0]), un = sqrt(ru[0]);
-      part[p.bpart + 2u * p.ngroups] = p.adapt != 0u && pn > 0.0 && un > 0.0 ? pn / un : 1.0;
+      float pn = mp * sqrt(rp[0]), un = mu * sqrt(ru[0]);
+      part[p.bpart + 4u * p.ngroups] = p.adapt != 0u && pn > 0.0 && un > 0.0 ? pn / un : 1.0;
     }
     return;
   }
@@ -55,17 +79,25 @@ void main() {
       v[p.bv + i] = vi;
       float pi = pp[p.bp + i];
       float u = (mi * p.ibc1) / (sqrt(vi) * p.isb2 + p.eps) + p.wd * pi;
-      sp = pi * pi;
-      su = u * u;
+      sp = pi;
+      su = u;
     }
-    rp[t] = sp;
-    ru[t] = su;
-    reduce2(t);
-    if (t == 0u) { part[p.bpart + 2u * (p.goff + grp)] = rp[0]; part[p.bpart + 2u * (p.goff + grp) + 1u] = ru[0]; }
+    rp[t] = abs(sp);
+    ru[t] = abs(su);
+    max2(t);
+    float mp = rp[0], mu = ru[0];
+    barrier();
+    rp[t] = sq(sp, mp);
+    ru[t] = sq(su, mu);
+    sum2(t);
+    if (t == 0u) {
+      uint at = p.bpart + 4u * (p.goff + grp);
+      part[at] = mp; part[at + 1u] = rp[0]; part[at + 2u] = mu; part[at + 3u] = ru[0];
+    }
     return;
   }
   if (i >= p.n) return;
-  float trust = part[p.bpart + 2u * p.ngroups];
+  float trust = part[p.bpart + 4u * p.ngroups];
   float pi = pp[p.bp + i];
   float u = (m[p.bm + i] * p.ibc1) / (sqrt(v[p.bv + i]) * p.isb2 + p.eps) + p.wd * pi;
   pp[p.bp + i] = pi - (p.lr * trust) * u;

@@ -30,11 +30,15 @@ void main() {
   uint r = group_linear();
   if (r >= p.R) return;
   uint t = gl_LocalInvocationID.x, row = r * p.H;
+  // sums of x - x0 (the row's first value): float sums of shifted data do
+  // not cancel, and a constant row gives mean x0 and variance 0 exactly
+  float x0 = p.H > 0u ? val(row) : 0.0;
   float s = 0.0;
-  for (uint j = t; j < p.H; j += 256u) s += val(row + j);
-  float mu = sum256(s) / float(p.H);
+  for (uint j = t; j < p.H; j += 256u) s += val(row + j) - x0;
+  float md = sum256(s) / float(p.H);
+  float mu = x0 + md;
   float v = 0.0;
-  for (uint j = t; j < p.H; j += 256u) { float d = val(row + j) - mu; v += d * d; }
+  for (uint j = t; j < p.H; j += 256u) { float d = (val(row + j) - x0) - md; v += d * d; }
   float rs = inversesqrt(sum256(v) / float(p.H) + p.eps);
   for (uint j = t; j < p.H; j += 256u) {
     float o = (val(row + j) - mu) * rs;

@@ -66,6 +66,7 @@ void main() {
     uint c0 = p.off_lo + q;
     uint c1 = p.off_hi + (c0 < q ? 1u : 0u);
     uvec4 r = philox(c0, c1, p.seed_lo, p.seed_hi);
-    o[p.bo + i] = r[w] >= p.thr ? x[p.bx + i] * p.scale : 0.0;
+    // x * mask as on the cpu, so a dropped NaN stays NaN; p >= 1 (scale 0) writes zeros
+    o[p.bo + i] = p.scale == 0.0 ? 0.0 : x[p.bx + i] * (r[w] >= p.thr ? p.scale : 0.0);
   }
 }

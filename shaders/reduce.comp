@@ -1,16 +1,33 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// Reductions over the middle dim of a contiguous [outer, R, inner] view, one
-// workgroup per output: op 0 sum, 1 mean, 2 max, 3 min (with the index of
-// the first extremum), 6 sum of squares, 4 softmax, 5 log_softmax (writing [outer, R, inner]).
+// Reductions over the middle dim of a contiguous [outer, R, inner] float32
+// view, one workgroup per output (the RED_* ops of csrc/vulkan/vk_opcodes.h):
+// sum, mean, max, min (with the index of the first extremum; NaN wins, as
+// on the CPU), sum of squares, softmax and log_softmax (writing [outer, R,
+// inner]).  int32 input: reduce_int.comp.  The host splits R so that no
+// invocation loops more than VK_MAX_LOOP times.
 layout(local_size_x = 256) in;
+// the op as a specialization constant: each op's pipeline keeps only its path
+layout(constant_id = 0) const uint OP = 0u;
 layout(std430, binding = 0) buffer O { float o[]; };
 layout(std430, binding = 1) readonly buffer X { float x[]; };
 layout(std430, binding = 2) buffer I { int idx[]; };
-layout(push_constant) uniform P { uint base_o, base_x, base_i; uint R, inner, nout, op, want_idx; float denom; } p;
+layout(push_constant) uniform P { uint base_o, base_x, base_i; uint R, inner, nout, op, want_idx; float denom; uint int_mode; } p;
 #include "common.glsl"
+#include "vk_opcodes.h"
 shared float sv[256];
 shared int si[256];
+
+// Does (b, ib) beat (a, ia)?  ia < 0: a is no candidate yet.  NaN beats
+// numbers; among equals (NaN included) the lower index wins.
+bool better(float b, int ib, float a, int ia, bool want_max) {
+  if (ib < 0) return false;
+  if (ia < 0) return true;
+  bool bn = isnan(b), an = isnan(a);
+  if (bn || an) return bn && (!an || ib < ia);
+  if (b == a) return ib < ia;
+  return want_max ? b > a : b < a;
+}
 
 void main() {
   uint g = group_linear();
@@ -18,33 +35,33 @@ void main() {
   uint t = gl_LocalInvocationID.x;
   uint ob = g / p.inner, ii = g % p.inner;
   uint xb = p.base_x + ob * p.R * p.inner + ii;
-  bool ext = p.op == 2u || p.op == 3u || p.op == 4u || p.op == 5u;
-  float acc = p.op == 3u ? 1.0 / 0.0 : (ext ? -1.0 / 0.0 : 0.0);
+  bool ext = OP == RED_MAX || OP == RED_MIN || OP == RED_SOFTMAX || OP == RED_LOG_SOFTMAX;
+  bool want_max = OP != RED_MIN;
+  float acc = 0.0;
   int ai = -1;
-  for (uint r = t; r < p.R; r += 256u) {
-    float v = x[xb + r * p.inner];
-    if (p.op == 3u) { if (v < acc || ai < 0) { acc = v; ai = int(r); } }
-    else if (ext) { if (v > acc || ai < 0) { acc = v; ai = int(r); } }
-    else acc += p.op == 6u ? v * v : v;
+  if (ext) {
+    for (uint r = t; r < p.R; r += 256u) {
+      float v = x[xb + r * p.inner];
+      if (better(v, int(r), acc, ai, want_max)) { acc = v; ai = int(r); }
+    }
+  } else if (OP == RED_SUMSQ) {
+    for (uint r = t; r < p.R; r += 256u) { float v = x[xb + r * p.inner]; acc += v * v; }
+  } else {
+    for (uint r = t; r < p.R; r += 256u) acc += x[xb + r * p.inner];
   }
   sv[t] = acc; si[t] = ai;
   barrier();
   for (uint s = 128u; s > 0u; s >>= 1) {
     if (t < s) {
-      float a = sv[t], b = sv[t + s];
-      int ia = si[t], ib = si[t + s];
-      if (!ext) sv[t] = a + b;
-      else {
-        bool take = ib >= 0 && (ia < 0 || (p.op == 3u ? (b < a || (b == a && ib < ia)) : (b > a || (b == a && ib < ia))));
-        if (take) { sv[t] = b; si[t] = ib; }
-      }
+      if (!ext) sv[t] += sv[t + s];
+      else if (better(sv[t + s], si[t + s], sv[t], si[t], want_max)) { sv[t] = sv[t + s]; si[t] = si[t + s]; }
     }
     barrier();
   }
   float red = sv[0];
-  if (p.op < 4u || p.op == 6u) {
+  if (OP != RED_SOFTMAX && OP != RED_LOG_SOFTMAX) {
     if (t == 0u) {
-      o[p.base_o + g] = p.op == 1u ? red / p.denom : red;
+      o[p.base_o + g] = OP == RED_MEAN ? red / p.denom : red;
       if (p.want_idx != 0u) idx[p.base_i + g] = si[0];
     }
     return;
@@ -61,6 +78,6 @@ void main() {
   uint obase = p.base_o + ob * p.R * p.inner + ii;
   for (uint r = t; r < p.R; r += 256u) {
     float v = x[xb + r * p.inner] - m;
-    o[obase + r * p.inner] = p.op == 5u ? v - log(tot) : exp(v) / tot;
+    o[obase + r * p.inner] = OP == RED_LOG_SOFTMAX ? v - log(tot) : exp(v) / tot;
   }
 }

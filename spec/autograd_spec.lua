@@ -124,7 +124,7 @@ describe("gradient checks", function()
   end)
 
   it("unary math", function()
-    for _, name in ipairs({"neg", "exp", "tanh", "sigmoid", "relu", "gelu", "abs", "erf"}) do
+    for _, name in ipairs({"neg", "exp", "tanh", "sigmoid", "relu", "gelu", "abs", "erf", "silu"}) do
       check(function(a) return a[name](a) end, {randn({3, 4}, 21)})
     end
     check(function(a) return a:gelu("tanh") end, {randn({3, 4}, 22)})

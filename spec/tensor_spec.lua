@@ -272,6 +272,7 @@ describe("elementwise ops", function()
       neg = function(v) return -v end, exp = math.exp, tanh = math.tanh,
       sigmoid = function(v) return 1 / (1 + math.exp(-v)) end,
       relu = function(v) return math.max(v, 0) end, gelu = gelu, abs = math.abs, erf = N.erf,
+      silu = function(v) return v / (1 + math.exp(-v)) end,
     }
     for name, f in pairs(refs) do
       assert.tensor_near(N.map(xd, f).data, x[name](x), 2e-6)

@@ -114,7 +114,7 @@ describe("vulkan elementwise", function()
     close(d, a * b)
     close(vk(a):t() + vk(b):t(), a:t() + b:t())
   end)
-  for _, op in ipairs({"neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "abs", "erf"}) do
+  for _, op in ipairs({"neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "abs", "erf", "silu"}) do
     it(op, function()
       local a = randn({3, 17}, 40)
       if op == "log" or op == "sqrt" or op == "rsqrt" then a = a:abs() + 0.05 end
@@ -322,7 +322,7 @@ describe("vulkan autograd", function()
     check(function(a) return a * 3 - 1 end, {randn({5}, 12)})
   end)
   it("unary ops, softmax, log_softmax, sum and mean", function()
-    for _, op in ipairs({"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "abs", "erf", "neg"}) do
+    for _, op in ipairs({"exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "gelu", "abs", "erf", "neg", "silu"}) do
       check(function(a) return a[op](a) end, {randn({4, 9}, 20):abs() + 0.1})
     end
     check(function(a) return a:softmax(2) end, {randn({3, 11}, 21)})

@@ -245,20 +245,35 @@ static int reduce_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
   /* MAX / MIN: the gradient goes to the selected element */
   bert_tensor *idx = bert_node_saved(node, 0);
   if (idx == NULL) return -1;
-  bert_tensor *z = bert_backend_of(g)->empty(BERT_F32, in->ndim, in->shape);
+  const bert_backend *be = bert_backend_of(g);
+  int64_t kshape[BERT_MAX_DIMS], n = bert_numel(in), one = 1;
+  for (int d = 0; d < in->ndim; d++) kshape[d] = d == dim ? 1 : in->shape[d];
+  if (be->scatter_add_ == NULL) {
+    /* a device without scatter: g where the position along dim (or the
+    ** flat position) equals the saved index, 0 elsewhere */
+    int64_t pshape[BERT_MAX_DIMS];
+    for (int d = 0; d < in->ndim; d++) pshape[d] = dim < 0 ? in->shape[d] : d == dim ? in->shape[d] : 1;
+    bert_tensor *pos = bert_arange(0, dim < 0 ? (double)n : (double)R, 1, BERT_I32);
+    bert_tensor *pv = pos ? bert_view(pos, in->ndim, pshape) : NULL;
+    bert_tensor *pd = pv ? be->from_host(pv) : NULL;
+    bert_tensor *ik = dim < 0 ? bert_alias(idx) : bert_view(idx, in->ndim, kshape);
+    bert_tensor *gk = dim < 0 ? bert_alias(g) : bert_view(g, in->ndim, kshape);
+    bert_tensor *mask = pd && ik ? bert_binary(BERT_EQ, pd, ik, 1, NULL) : NULL;
+    bert_tensor *r = mask && gk ? bert_binary(BERT_MUL, mask, gk, 1, NULL) : NULL;
+    bert_tensor_release(pos); bert_tensor_release(pv); bert_tensor_release(pd);
+    bert_tensor_release(ik); bert_tensor_release(gk); bert_tensor_release(mask);
+    return give(node, 0, r);
+  }
+  bert_tensor *z = be->empty(BERT_F32, in->ndim, in->shape);
   if (z && bert_fill_(z, 0) != 0) { bert_tensor_release(z); return -1; }
   if (z == NULL) return -1;
   int rc;
   if (dim < 0) {
-    int64_t n = bert_numel(in);
     bert_tensor *flat = bert_view(z, 1, &n);
-    int64_t one = 1;
     bert_tensor *gi = bert_view(idx, 1, &one), *gv = bert_view(g, 1, &one);
     rc = (flat && gi && gv) ? bert_scatter_add_(flat, 0, gi, gv) : -1;
     bert_tensor_release(flat); bert_tensor_release(gi); bert_tensor_release(gv);
   } else {
-    int64_t kshape[BERT_MAX_DIMS];
-    for (int d = 0; d < in->ndim; d++) kshape[d] = d == dim ? 1 : in->shape[d];
     bert_tensor *gi = bert_view(idx, in->ndim, kshape), *gv = bert_view(g, in->ndim, kshape);
     rc = (gi && gv) ? bert_scatter_add_(z, dim, gi, gv) : -1;
     bert_tensor_release(gi); bert_tensor_release(gv);

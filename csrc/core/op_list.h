@@ -44,7 +44,8 @@
   X(GELU,      gelu,      0) \
   X(GELU_TANH, gelu_tanh, 0) \
   X(ABS,       abs,       1) \
-  X(ERF,       erf,       0)
+  X(ERF,       erf,       0) \
+  X(SILU,      silu,      0)
 
 /* Reductions over one dim (or all): X(ID, name). */
 #define BERT_REDUCE_OPS(X) \

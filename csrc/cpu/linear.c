@@ -63,7 +63,8 @@ int cpu_linear_backward(bert_tensor *const inputs[3], const bert_tensor *x, cons
                         const bert_tensor *gout) {
   bert_tensor *xin = inputs[0], *win = inputs[1], *bin = inputs[2];
   int64_t in = w->shape[1], outf = w->shape[0];
-  int64_t R = in > 0 ? bert_numel(x) / in : 0;
+  int64_t R = 1;   /* rows: x's leading dims (not numel / in, which is 0 / 0 when in == 0) */
+  for (int d = 0; d < x->ndim - 1; d++) R *= x->shape[d];
   const float *G = bert_f32(gout);
   /* results go straight into the gradient buffers (GEMM beta = 1 when a
   ** gradient is already there): no temporary, no extra accumulation pass */

@@ -129,6 +129,7 @@ static void unary_f32(void *vctx, int64_t n, char **ptr, const int64_t *st) {
     case BERT_GELU_TANH: LOOP(gelu_tanh(x));
     case BERT_ABS: LOOP(fabsf(x));
     case BERT_ERF: LOOP(erff(x));
+    case BERT_SILU: LOOP(x * sigmoidf(x));
     default: break;
   }
 #undef LOOP
@@ -184,6 +185,10 @@ static float unary_grad(bert_unop op, float x, float y, float dy) {
     }
     case BERT_ABS: return x > 0 ? dy : (x < 0 ? -dy : 0.0f);
     case BERT_ERF: return dy * 1.1283791670955126f * expf(-x * x);
+    case BERT_SILU: {   /* d/dx x*s(x) = s + x*s*(1 - s) */
+      float s = sigmoidf(x);
+      return dy * s * (1.0f + x * (1.0f - s));
+    }
     default: return 0.0f;
   }
 }

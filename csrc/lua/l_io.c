@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "lbert.h"
+#include "core/backend.h"
 #include "io/safetensors.h"
 
 /* {====================================================== helpers */
@@ -170,6 +171,7 @@ static int l_save_safetensors(lua_State *L) {
   bert_st_dtype *dts = lua_newuserdatauv(L, (n ? n : 1) * sizeof *dts, 0);                  /* 9 */
   const char **mkeys = lua_newuserdatauv(L, (nmeta ? nmeta : 1) * sizeof *mkeys, 0);        /* 10 */
   const char **mvals = lua_newuserdatauv(L, (nmeta ? nmeta : 1) * sizeof *mvals, 0);        /* 11 */
+  lua_newtable(L);   /* 12: host copies of device tensors (a checkpoint of a model on the GPU) */
 
   /* The strings and tensors stay referenced by the argument tables,
   ** which sit on the stack until the call returns. */
@@ -185,6 +187,13 @@ static int l_save_safetensors(lua_State *L) {
       luaL_error(L, "%s: argument #2: tensor '%s' has been freed", fname, name);
     if (strcmp(name, "__metadata__") == 0)
       luaL_error(L, "%s: argument #2: '__metadata__' is reserved and cannot name a tensor", fname);
+    if (!bert_is_host(t)) {   /* written from a host copy, kept alive in table 12 */
+      bert_tensor *h = t->storage->backend->to_host(t);
+      if (h == NULL) return lbert_core_error(L, fname);
+      lbert_push_tensor(L, h);
+      lua_rawseti(L, 12, (lua_Integer)i + 1);
+      t = h;
+    }
     bert_st_dtype dt = t->dtype == BERT_F32 ? BERT_ST_F32 : BERT_ST_I32;
     if (have_all && is_float_target(all) == (t->dtype == BERT_F32)) dt = all;
     if (lua_istable(L, 6)) {

@@ -11,7 +11,9 @@
 ** csrc/vk/); readers (item, totable, get, tostring) get a host copy in
 ** place of the argument; anything else raises an error naming the
 ** function.  Host tensors never reach this code, so the CPU paths pay one
-** comparison.
+** comparison.  Ops are not decided here: their C front-ends say whether the
+** device runs them (core/backend.h); this guard only keeps device tensors
+** out of C code that reads host memory directly (file I/O, data, t:set).
 */
 #include <string.h>
 
@@ -238,8 +240,13 @@ static int v_embedding_backward(lua_State *L) {
 static int v_ce_backward(lua_State *L) {
   static const char *const reds[] = {"none", "mean", "sum", NULL};
   int red = luaL_checkoption(L, 4, "mean", reds);
-  return lbert_push_result(L, bert_vk_cross_entropy_backward(lbert_check_tensor(L, 1), lbert_check_tensor(L, 2),
-                                                             (int64_t)luaL_optinteger(L, 3, -100), red,
+  bert_tensor *labels = lbert_check_tensor(L, 2);
+  int64_t ignore = (int64_t)luaL_optinteger(L, 3, -100), count = 0;
+  bert_tensor *h = bert_is_vk(labels) ? bert_vk_download(labels) : (bert_tensor_retain(labels), labels);
+  if (h == NULL) return lbert_core_error(L, "vulkan.cross_entropy_backward");
+  for (int64_t i = 0; i < bert_numel(h); i++) count += (int64_t)bert_get_flat(h, i) != ignore;
+  bert_tensor_release(h);
+  return lbert_push_result(L, bert_vk_cross_entropy_backward(lbert_check_tensor(L, 1), labels, ignore, red, count,
                                                              lbert_check_tensor(L, 5)), "vulkan.cross_entropy_backward");
 }
 
@@ -290,33 +297,6 @@ static int l_backend_info(lua_State *L) {
   return 1;
 }
 
-/* save_safetensors(path, tensors, ...) with device tensors in `tensors`:
-** a Lua wrapper passes a copy of the table with host copies of them to the
-** core's function (checkpoints of a model trained on the device).  It is
-** Lua so that the core's argument errors keep naming save_safetensors. */
-static int l_is_vk(lua_State *L) {
-  bert_tensor **box = (bert_tensor **)luaL_testudata(L, 1, BERT_TENSOR_MT);
-  lua_pushboolean(L, box && *box && (*box)->storage && bert_is_vk(*box));
-  return 1;
-}
-static int l_host_copy(lua_State *L) {
-  bert_tensor **box = (bert_tensor **)luaL_checkudata(L, 1, BERT_TENSOR_MT);
-  return lbert_push_result(L, bert_vk_download(*box), "save_safetensors");
-}
-static const char save_wrap[] =
-  "local save_safetensors, is_vk, host_copy = ...\n"
-  "return function(path, tensors, ...)\n"
-  "  if type(tensors) == 'table' then\n"
-  "    local copy, any = {}, false\n"
-  "    for k, v in pairs(tensors) do\n"
-  "      if is_vk(v) then copy[k] = host_copy(v); any = true else copy[k] = v end\n"
-  "    end\n"
-  "    if any then tensors = copy end\n"
-  "  end\n"
-  "  local r1, r2, r3 = save_safetensors(path, tensors, ...)\n"
-  "  return r1, r2, r3\n"
-  "end\n";
-
 static const char *const meta_methods[] = {
   "shape", "size", "stride", "dim", "numel", "dtype", "device", "is_contiguous", "free",
   "view", "transpose", "t", "permute", "narrow", "select", "squeeze", "unsqueeze", "expand",
@@ -325,11 +305,14 @@ static const char *const meta_methods[] = {
 };
 /* nonzero's result size depends on the data: it is computed on the host */
 static const char *const reader_methods[] = {"item", "totable", "get", "__tostring", "nonzero", NULL};
+/* Functions whose C entry runs through the backend table: a device that
+** lacks the op refuses it there ("<op>: not supported on device vulkan"). */
 static const char *const device_methods[] = {
   "reshape", "contiguous", "clone", "copy_", "float", "int",
-  "fill_", "zero_", "sum", "mean", "max", "min", "softmax", "log_softmax",
+  "fill_", "zero_", "sum", "mean", "max", "min", "var", "softmax", "log_softmax",
   "matmul", "__add", "__sub", "__mul", "__div", "__pow", "__unm",
-  "argmax", "argmin", "index_select", "backward", "zero_grad", NULL
+  "argmax", "argmin", "index_select", "backward", "zero_grad",
+  "masked_fill", "masked_fill_", "gather", "scatter_add", "scatter_add_", "normal_", "uniform_", NULL
 };
 /* the elementwise ops of the list (core/op_list.h), plain and in place */
 static const char *const elementwise_methods[] = {
@@ -342,7 +325,8 @@ static const char *const elementwise_methods[] = {
 static const char *const device_F[] = {
   "linear", "layer_norm", "bias_gelu", "dropout", "embedding", "attention", "cross_entropy", NULL
 };
-static const char *const device_module[] = {"matmul", NULL};
+/* save_safetensors writes device tensors from host copies (l_io.c) */
+static const char *const device_module[] = {"matmul", "where", "cat", "stack", "save_safetensors", NULL};
 static const char *const device_kernels[] = {"adamw", "lamb", NULL};
 
 void lbert_open_vulkan(lua_State *L) {
@@ -365,14 +349,6 @@ void lbert_open_vulkan(lua_State *L) {
   if (lua_tocfunction(L, -1) != l_backend_info) {
     lua_pushcclosure(L, l_backend_info, 1);
     lua_setfield(L, mod, "backend_info");
-  } else lua_pop(L, 1);
-  lua_getfield(L, mod, "save_safetensors");
-  if (lua_iscfunction(L, -1) && luaL_loadstring(L, save_wrap) == LUA_OK) {
-    lua_insert(L, -2);
-    lua_pushcfunction(L, l_is_vk);
-    lua_pushcfunction(L, l_host_copy);
-    lua_call(L, 3, 1);
-    lua_setfield(L, mod, "save_safetensors");
   } else lua_pop(L, 1);
   /* the guard's tables, from the registered functions */
   luaL_getmetatable(L, BERT_TENSOR_MT);

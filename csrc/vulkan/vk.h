@@ -47,8 +47,9 @@ bert_tensor *bert_vk_gemm(const bert_tensor *a, int ta, const bert_tensor *b, in
 bert_tensor *bert_vk_linear(bert_tensor *x, bert_tensor *w, bert_tensor *b);
 bert_tensor *bert_vk_bias_gelu(bert_tensor *x, bert_tensor *b, int tanh_mode);
 bert_tensor *bert_vk_embedding(bert_tensor *ids, bert_tensor *weight);
+/* count: the rows whose label is not ignore_index (the front-end counts them) */
 bert_tensor *bert_vk_cross_entropy(bert_tensor *logits, bert_tensor *labels,
-                                   int64_t ignore_index, int reduction);
+                                   int64_t ignore_index, int reduction, int64_t count);
 int bert_vk_adamw_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
                        const bert_adam_cfg *cfg);
 /* *trust_out (may be NULL): the trust ratio as a one-element device tensor */
@@ -65,7 +66,7 @@ bert_tensor *bert_vk_column_sums(bert_tensor *g);
 bert_tensor *bert_vk_dropout_mask(bert_tensor *x, double p, uint64_t seed, uint64_t offset);
 int bert_vk_embedding_backward(bert_tensor *dw, bert_tensor *ids, bert_tensor *dy);
 bert_tensor *bert_vk_cross_entropy_backward(bert_tensor *logits, bert_tensor *labels, int64_t ignore_index,
-                                            int reduction, bert_tensor *g);
+                                            int reduction, int64_t count, bert_tensor *g);
 bert_tensor *bert_vk_attention_ex(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
                                   const bert_attention_opts *o, bert_stream s, bert_tensor **lse_out);
 int bert_vk_attention_backward(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,

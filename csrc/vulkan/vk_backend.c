@@ -11,15 +11,23 @@
 
 #include "core/autograd.h"
 #include "vulkan/vk.h"
+#include "vulkan/vk_opcodes.h"
 
 static int wants(const bert_tensor *t) { return t != NULL && t->requires_grad; }
 
 /* {====================================================== what the device runs */
 
+/* Attention walks all keys of a query row in one invocation: past this
+** many, lavapipe cuts the loop short (a silent wrong answer), so longer
+** key sequences are refused until the kernel splits them. */
+#define ATTN_MAX_KEYS ((int64_t)VK_MAX_LOOP)
+
 static int supports(bert_op op, int n, const bert_tensor *const *args, const char **why) {
   switch (op) {
     case BERT_OP_ATTENTION:
+    case BERT_OP_ATTENTION_BACKWARD:
       if (args[0]->ndim == 4 && args[0]->shape[3] > 256) { *why = "head_dim above 256"; return 0; }
+      if (args[1]->ndim == 4 && args[1]->shape[2] > ATTN_MAX_KEYS) { *why = "more than 32768 keys"; return 0; }
       return 1;
     default:
       return 1;
@@ -82,7 +90,8 @@ static bert_tensor *linear(const bert_tensor *x, const bert_tensor *w, const ber
 }
 
 static int linear_backward(bert_tensor *const in[3], const bert_tensor *x, const bert_tensor *w, const bert_tensor *g) {
-  int64_t outf = w->shape[0], inf = w->shape[1], R = inf > 0 ? bert_numel(x) / inf : bert_numel(g) / (outf ? outf : 1);
+  int64_t outf = w->shape[0], inf = w->shape[1], R = 1;
+  for (int d = 0; d < x->ndim - 1; d++) R *= x->shape[d];
   int64_t xs[2] = {R, inf}, gs[2] = {R, outf};
   bert_tensor *x2 = bert_view((bert_tensor *)x, 2, xs), *g2 = bert_view((bert_tensor *)g, 2, gs);
   int rc = x2 && g2 ? 0 : -1;
@@ -170,24 +179,23 @@ static int embedding_backward(bert_tensor *w, const bert_tensor *ids_in, const b
 
 static bert_tensor *cross_entropy(const bert_tensor *logits, const bert_tensor *labels, int64_t ignore,
                                   bert_reduction red, int64_t count, bert_tensor **lse) {
-  (void)count;
   *lse = NULL;   /* backward recomputes the row statistics */
-  return bert_vk_cross_entropy((bert_tensor *)logits, (bert_tensor *)labels, ignore, (int)red);
+  return bert_vk_cross_entropy((bert_tensor *)logits, (bert_tensor *)labels, ignore, (int)red, count);
 }
 
 static bert_tensor *cross_entropy_backward(const bert_tensor *l, const bert_tensor *lab_in, const bert_tensor *lse,
                                            int64_t ignore, bert_reduction red, int64_t count,
                                            const bert_tensor *g_in) {
-  (void)lse; (void)count;
+  (void)lse;
   bert_tensor *lab = bert_is_vk(lab_in) ? bert_alias(lab_in) : bert_vk_upload(lab_in);
   bert_tensor *g = bert_is_vk(g_in) ? bert_alias(g_in) : bert_vk_upload(g_in), *dl = NULL;
   if (g && lab) {
     if (red != BERT_REDUCE_NONE) {
-      dl = bert_vk_cross_entropy_backward((bert_tensor *)l, lab, ignore, red, g);
+      dl = bert_vk_cross_entropy_backward((bert_tensor *)l, lab, ignore, red, count, g);
     } else {   /* per-row upstream gradients: the summed form with g = 1, scaled per row */
       bert_tensor *one = bert_vk_empty(BERT_F32, 0, NULL);
       bert_tensor *d1 = one && bert_vk_fill_(one, 1.0) == 0
-                      ? bert_vk_cross_entropy_backward((bert_tensor *)l, lab, ignore, BERT_REDUCE_SUM, one) : NULL;
+                      ? bert_vk_cross_entropy_backward((bert_tensor *)l, lab, ignore, BERT_REDUCE_SUM, count, one) : NULL;
       bert_tensor *gu = d1 ? bert_unsqueeze(g, g->ndim) : NULL;
       dl = gu ? bert_binary(BERT_MUL, d1, gu, 1, NULL) : NULL;
       bert_tensor_release(one); bert_tensor_release(d1); bert_tensor_release(gu);

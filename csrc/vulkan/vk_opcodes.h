@@ -32,4 +32,18 @@
 #define MISC_LATER_WIN  8u    /* gather: a later window of the table, other rows left alone */
 #define MISC_ACCUMULATE 16u   /* column sums: add into o (later row windows) */
 
+/* reduce.comp: the first four are bert_redop's order (sum, mean, max, min) */
+#define RED_SUM         0u
+#define RED_MEAN        1u
+#define RED_MAX         2u
+#define RED_MIN         3u
+#define RED_SOFTMAX     4u
+#define RED_LOG_SOFTMAX 5u
+#define RED_SUMSQ       6u
+
+/* No shader loop runs more than this many iterations per invocation: Mesa's
+** lavapipe stops a loop after 65,535, and long loops are slow on GPUs too.
+** Work beyond it is split into more dispatches or passes by the host. */
+#define VK_MAX_LOOP 32768u
+
 #endif

@@ -171,6 +171,7 @@ static int need_vk(const char *fname, const bert_tensor *t, const char *what) {
 typedef struct {
   uint32_t n, op, flags;
   float alpha;
+  int32_t ialpha;   /* alpha (or the fill value) for int32 operands, saturated */
   uint32_t shape[4];
   int32_t so[4], sa[4], sb[4];
 } elt_push;
@@ -232,7 +233,7 @@ static int64_t span4(const uint32_t *shape, const int32_t *st) {
 /* An elementwise dispatch too large for one binding: split along the
 ** outermost dim (recursing inward when one slice of it is still too
 ** large), each window bound on its own. */
-static int elt_split(const char *fname, elt_push p, vkx_alloc *al[3], const int64_t base[3]) {
+static int elt_split(const char *fname, const char *shader, elt_push p, vkx_alloc *al[3], const int64_t base[3]) {
   int32_t *st[3] = {p.so, p.sa, p.sb};
   int64_t sp[3], mx = 0, lim = (int64_t)max_bind() / 4;
   for (int k = 0; k < 3; k++) { sp[k] = span4(p.shape, st[k]); if (sp[k] > mx) mx = sp[k]; }
@@ -243,7 +244,7 @@ static int elt_split(const char *fname, elt_push p, vkx_alloc *al[3], const int6
     for (int k = 0; k < 3; k++) { bd[k].a = al[k]; bd[k].off = (size_t)base[k] * 4; bd[k].len = (size_t)sp[k] * 4; }
     uint32_t gx, gy;
     grid_1d(n, 256, &gx, &gy);
-    return vkx_dispatch("eltwise", NULL, 0, 3, bd, &p, sizeof p, gx, gy, 1);
+    return vkx_dispatch(shader, &p.op, 1, 3, bd, &p, sizeof p, gx, gy, 1);
   }
   int d = 0;
   while (d < 4 && p.shape[d] == 1) d++;
@@ -256,14 +257,14 @@ static int elt_split(const char *fname, elt_push p, vkx_alloc *al[3], const int6
     q.shape[d] = (uint32_t)(S - c0 < cs ? S - c0 : cs);
     int64_t b2[3];
     for (int k = 0; k < 3; k++) b2[k] = base[k] + c0 * st[k][d];
-    if (elt_split(fname, q, al, b2) != 0) return -1;
+    if (elt_split(fname, shader, q, al, b2) != 0) return -1;
   }
   return 0;
 }
 
 /* out = f(a, b) elementwise; b may be NULL (unary / copy / fill: a = out). */
 static int elt_run(const char *fname, uint32_t op, bert_tensor *out, const bert_tensor *a,
-                   const bert_tensor *b, float alpha) {
+                   const bert_tensor *b, double alpha) {
   char s1[160];
   int64_t st[3][BERT_MAX_DIMS];
   const bert_tensor *A = a ? a : out, *B = b ? b : A;
@@ -273,8 +274,23 @@ static int elt_run(const char *fname, uint32_t op, bert_tensor *out, const bert_
   elt_push p;
   int32_t os[3][4];
   if (collapse(out->ndim, out->shape, 3, st, p.shape, os) != 0) {
-    bert_set_error("%s: vulkan: %s has more than 4 non-mergeable dimensions", fname, SHAPE(s1, out));
-    return -1;
+    /* more than 4 dims that do not merge (a permuted 5-D view): one
+    ** dispatch per index of the outermost dim, each with a dim less */
+    if (out->ndim <= 4) {
+      bert_set_error("%s: vulkan: %s has more than 4 non-mergeable dimensions", fname, SHAPE(s1, out));
+      return -1;
+    }
+    for (int64_t i = 0; i < out->shape[0]; i++) {
+      const bert_tensor *ops[2] = {A, B};
+      bert_tensor *sub[3] = {bert_select(out, 0, i), NULL, NULL};
+      for (int k = 0; k < 2; k++)   /* operands of fewer dims broadcast over dim 0 */
+        sub[k + 1] = ops[k]->ndim < out->ndim ? bert_alias(ops[k])
+                   : bert_select((bert_tensor *)ops[k], 0, ops[k]->shape[0] == 1 ? 0 : i);
+      int rc = sub[0] && sub[1] && sub[2] ? elt_run(fname, op, sub[0], sub[1], b ? sub[2] : NULL, alpha) : -1;
+      for (int k = 0; k < 3; k++) bert_tensor_release(sub[k]);
+      if (rc != 0) return -1;
+    }
+    return 0;
   }
   memcpy(p.so, os[0], sizeof p.so);
   memcpy(p.sa, os[1], sizeof p.sa);
@@ -284,17 +300,24 @@ static int elt_run(const char *fname, uint32_t op, bert_tensor *out, const bert_
   if (n > (int64_t)UINT32_MAX) { bert_set_error("%s: vulkan: too many elements", fname); return -1; }
   p.n = (uint32_t)n;
   p.op = op;
-  p.flags = (A->dtype == BERT_I32 ? 1u : 0u) | (B->dtype == BERT_I32 ? 2u : 0u) | (out->dtype == BERT_I32 ? 4u : 0u);
-  p.alpha = alpha;
+  p.flags = (A->dtype == BERT_I32 ? ELT_A_INT : 0u) | (B->dtype == BERT_I32 ? ELT_B_INT : 0u) |
+            (out->dtype == BERT_I32 ? ELT_OUT_INT : 0u);
+  p.alpha = (float)alpha;
+  p.ialpha = alpha != alpha ? 0 : alpha >= 2147483647.0 ? INT32_MAX : alpha <= -2147483648.0 ? INT32_MIN : (int32_t)alpha;
+  /* int32 in, int32 out (or an int32 comparison): the integer kernel */
+  int ai = A->dtype == BERT_I32, bi = B->dtype == BERT_I32, oi = out->dtype == BERT_I32, binary = op < ELT_UNARY;
+  int ints = (oi && ai && (bi || !binary)) || (op == ELT_FILL && oi) ||
+             (binary && ai && bi && op >= (uint32_t)BERT_EQ && op <= (uint32_t)BERT_GE);
+  const char *shader = ints ? "eltwise_int" : "eltwise";
   vkx_bind bd[3] = {bind_of(out), bind_of(A), bind_of(B)};
   if (!binds_fit(3, bd)) {
     vkx_alloc *al[3] = {alloc_of(out), alloc_of(A), alloc_of(B)};
     int64_t base[3] = {out->offset, A->offset, B->offset};
-    return elt_split(fname, p, al, base);
+    return elt_split(fname, shader, p, al, base);
   }
   uint32_t gx, gy;
   grid_1d((uint64_t)n, 256, &gx, &gy);
-  return vkx_dispatch("eltwise", NULL, 0, 3, bd, &p, sizeof p, gx, gy, 1);
+  return vkx_dispatch(shader, &p.op, 1, 3, bd, &p, sizeof p, gx, gy, 1);   /* one pipeline per op */
 }
 
 int bert_vk_copy_(bert_tensor *dst, const bert_tensor *src) {
@@ -323,11 +346,8 @@ bert_tensor *bert_vk_to_dtype(const bert_tensor *t, bert_dtype dt) {
 }
 
 int bert_vk_fill_(bert_tensor *t, double value) {
-  return elt_run("fill_", ELT_FILL, t, t, NULL, (float)value);
+  return elt_run("fill_", ELT_FILL, t, t, NULL, value);
 }
-
-static const char *const bin_names[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
-                                        "eq", "ne", "lt", "le", "gt", "ge"};
 
 /* Operands for a device op: device tensors as they are, one-element host
 ** tensors uploaded (scalars), anything else on the host refused. */
@@ -369,39 +389,35 @@ static bert_tensor *prepare(const char *fname, bert_tensor *dst, bert_dtype dt, 
 
 bert_tensor *bert_vk_binary(bert_binop op, const bert_tensor *a_in, const bert_tensor *b_in,
                             double alpha, bert_tensor *dst) {
-  const char *fname = bin_names[op];
+  const char *fname = bert_binop_name(op);
   bert_dtype to;
-  if (op >= BERT_EQ) to = BERT_I32;
+  if (bert_binop_is_comparison(op)) to = BERT_I32;
   else if (op == BERT_DIV) to = BERT_F32;
   else to = (a_in->dtype == BERT_F32 || b_in->dtype == BERT_F32) ? BERT_F32 : BERT_I32;
-  if (dst && op < BERT_EQ && dst->dtype == BERT_F32) to = BERT_F32;
+  if (dst) to = dst->dtype;   /* the front-end prepared it (core/ops_elementwise.c) */
   bert_tensor *a = operand(fname, a_in, "the first operand"), *b = NULL, *out = NULL;
   if (a == NULL) return NULL;
   b = operand(fname, b_in, "the second operand");
   if (b == NULL) goto done;
   out = prepare(fname, dst, to, a, b);
-  if (out && elt_run(fname, (uint32_t)op, out, a, b, (float)alpha) != 0) { bert_tensor_release(out); out = NULL; }
+  if (out && elt_run(fname, (uint32_t)op, out, a, b, alpha) != 0) { bert_tensor_release(out); out = NULL; }
 done:
   bert_tensor_release(a);
   bert_tensor_release(b);
   return out;
 }
 
-static const char *const un_names[] = {"neg", "exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid",
-                                       "relu", "gelu", "gelu", "abs", "erf"};
-
 bert_tensor *bert_vk_unary(bert_unop op, const bert_tensor *a, bert_tensor *dst) {
-  const char *fname = un_names[op];
+  const char *fname = bert_unop_name(op);
   if (need_vk(fname, a, "the input")) return NULL;
-  int keeps_int = op == BERT_NEG || op == BERT_ABS || op == BERT_RELU;
-  bert_dtype to = (a->dtype == BERT_I32 && keeps_int) ? BERT_I32 : BERT_F32;
+  bert_dtype to = (a->dtype == BERT_I32 && bert_unop_keeps_int(op)) ? BERT_I32 : BERT_F32;
   bert_tensor *out = prepare(fname, dst, to, a, NULL);
   if (out && elt_run(fname, ELT_UNARY + (uint32_t)op, out, a, NULL, 0) != 0) { bert_tensor_release(out); out = NULL; }
   return out;
 }
 /* dy * f'(x) for the unary op (the autograd backward of bert_unary). */
 bert_tensor *bert_vk_unary_backward(bert_unop op, const bert_tensor *x_in, const bert_tensor *dy_in) {
-  const char *fname = un_names[op];
+  const char *fname = bert_unop_name(op);
   bert_tensor *x = operand(fname, x_in, "the input"), *dy = x ? operand(fname, dy_in, "the gradient") : NULL, *out = NULL;
   if (x && dy) {
     out = prepare(fname, NULL, BERT_F32, x, dy);
@@ -439,9 +455,13 @@ static void gemm_tiles(uint32_t spec[6], uint64_t M, uint64_t N, uint64_t batch)
   spec[1] = bm; spec[2] = bm; spec[3] = bk; spec[4] = tm; spec[5] = tm;
 }
 
-/* A GEMM whose operands do not fit one binding each: per batch, C is
-** tiled into Mc x Nc windows and K into Kc slices (accumulated with
-** beta = 1; bias and GELU on the last slice), each window small enough. */
+/* The deepest K one dispatch takes: the kernel loops K / BK (16) times. */
+#define GEMM_MAX_K ((int64_t)16 * VK_MAX_LOOP)
+
+/* A GEMM whose operands do not fit one binding each, or deeper than
+** GEMM_MAX_K: per batch, C is tiled into Mc x Nc windows and K into Kc
+** slices (accumulated with beta = 1; bias and GELU on the last slice), each
+** window small enough. */
 static int gemm_split(bert_tensor *c, const bert_tensor *a, const bert_tensor *b, const bert_tensor *bias,
                       uint32_t M, uint32_t N, uint32_t K, const int64_t sa[3], const int64_t sb[3],
                       uint32_t scb, uint32_t batch, float alpha, float beta, uint32_t flags) {
@@ -457,6 +477,7 @@ static int gemm_split(bert_tensor *c, const bert_tensor *a, const bert_tensor *b
       if (tB >= kB && Nc > 1) Nc = (Nc + 1) / 2; else if (Kc > 1) Kc = (Kc + 1) / 2; else break;
     } else break;
   }
+  if (Kc > GEMM_MAX_K) Kc = GEMM_MAX_K;
   if ((Mc - 1) * (int64_t)N + Nc > lim || (Mc - 1) * sa[0] + (Kc - 1) * sa[1] + 1 > lim ||
       (Kc - 1) * sb[0] + (Nc - 1) * sb[1] + 1 > lim) {
     bert_set_error("gemm: vulkan: cannot split a %u x %u x %u product into bindings of %lld bytes", M, N, K,
@@ -499,7 +520,8 @@ static int gemm_dispatch(bert_tensor *c, const bert_tensor *a, const bert_tensor
   gemm_push p = {M, N, K, (uint32_t)sa[0], (uint32_t)sa[1], (uint32_t)sb[0], (uint32_t)sb[1],
                  (uint32_t)sa[2], (uint32_t)sb[2], scb, alpha, beta, flags, N};
   vkx_bind bd[4] = {bind_of(c), bind_of(a), bind_of(b), bind_of(bias ? bias : c)};
-  if (!binds_fit(4, bd)) return gemm_split(c, a, b, bias, M, N, K, sa, sb, scb, batch, alpha, beta, flags);
+  if (!binds_fit(4, bd) || K > GEMM_MAX_K)
+    return gemm_split(c, a, b, bias, M, N, K, sa, sb, scb, batch, alpha, beta, flags);
   return vkx_dispatch("gemm", spec, 6, 4, bd, &p, sizeof p, (N + spec[2] - 1) / spec[2],
                       (M + spec[1] - 1) / spec[1], batch);
 }
@@ -683,8 +705,8 @@ bert_tensor *bert_vk_linear(bert_tensor *x_in, bert_tensor *w, bert_tensor *b) {
     return NULL;
   bert_tensor *x = bert_contiguous(x_in);
   if (x == NULL) return NULL;
-  int64_t in = w->shape[1], outf = w->shape[0];
-  int64_t R = bert_numel(x) / (in > 0 ? in : 1);
+  int64_t in = w->shape[1], outf = w->shape[0], R = 1;
+  for (int d = 0; d < x->ndim - 1; d++) R *= x->shape[d];   /* rows, also when in == 0 */
   int64_t s2d[2] = {R, in};
   bert_tensor *x2 = bert_view(x, 2, s2d), *y = NULL;
   bert_tensor_release(x);
@@ -703,55 +725,71 @@ bert_tensor *bert_vk_linear(bert_tensor *x_in, bert_tensor *w, bert_tensor *b) {
 
 /* {====================================================== reductions, softmax */
 
-typedef struct { uint32_t R, inner, nout, op, want_idx; float denom; } red_push;
+typedef struct { uint32_t R, inner, nout, op, want_idx; float denom; uint32_t int_mode; } red_push;
 
-static int reduce_raw(vkx_bind *bd, int64_t R, int64_t inner, int64_t nout, uint32_t op, int want_idx, double denom) {
-  red_push p = {(uint32_t)R, (uint32_t)inner, (uint32_t)nout, op, (uint32_t)want_idx, (float)denom};
+static int reduce_raw(vkx_bind *bd, int64_t R, int64_t inner, int64_t nout, uint32_t op, int want_idx, double denom,
+                      int ints) {
+  red_push p = {(uint32_t)R, (uint32_t)inner, (uint32_t)nout, op, (uint32_t)want_idx, (float)denom, (uint32_t)ints};
   uint32_t gx, gy;
   grid_1d((uint64_t)nout, 1, &gx, &gy);
-  return vkx_dispatch("reduce", NULL, 0, 3, bd, &p, sizeof p, gx, gy, 1);
+  uint32_t spec[1] = {op};   /* reduce.comp: one pipeline per op */
+  return ints ? vkx_dispatch("reduce_int", NULL, 0, 3, bd, &p, sizeof p, gx, gy, 1)
+              : vkx_dispatch("reduce", spec, 1, 3, bd, &p, sizeof p, gx, gy, 1);
 }
 
+/* The most rows one workgroup reduces (256 invocations, VK_MAX_LOOP each). */
+#define RED_MAX_ROWS ((int64_t)256 * VK_MAX_LOOP)
+
 /* x: contiguous [outer, R, inner]; out [outer, inner] (reductions) or like
-** x (softmax, ops 4 and 5).  Too large for one binding: split along outer
-** when one [R, inner] slice fits, else (sums, means, sums of squares,
-** max / min without indices) reduce R in slices into partials, then the
-** partials. */
+** x (softmax).  Too large for one binding, or R beyond RED_MAX_ROWS: split
+** along outer when one [R, inner] slice fits and R is short enough, else
+** (sums, means, sums of squares, max / min without indices) reduce R in
+** slices into partials, then the partials (again in slices if need be). */
 static int reduce_dispatch(bert_tensor *out, const bert_tensor *x, bert_tensor *idx, int64_t R,
                            int64_t inner, int64_t nout, uint32_t op) {
+  int ints = x->dtype == BERT_I32;
   vkx_bind bd[3] = {bind_of(out), bind_of(x), bind_of(idx ? idx : out)};
-  if (binds_fit(3, bd)) return reduce_raw(bd, R, inner, nout, op, idx != NULL, (double)R);
+  if (binds_fit(3, bd) && R <= RED_MAX_ROWS) return reduce_raw(bd, R, inner, nout, op, idx != NULL, (double)R, ints);
   int64_t lim = (int64_t)max_bind() / 4, outer = nout / (inner > 0 ? inner : 1), slice = R * inner;
-  int soft = op == 4u || op == 5u;
+  int soft = op == RED_SOFTMAX || op == RED_LOG_SOFTMAX;
   int64_t ostep = soft ? slice : inner;
-  if (slice <= lim) {
+  if (slice <= lim && R <= RED_MAX_ROWS) {
     int64_t oc = lim / slice;
     for (int64_t o0 = 0; o0 < outer; o0 += oc) {
       int64_t n = outer - o0 < oc ? outer - o0 : oc;
       vkx_bind w[3] = {bind_el(out, o0 * ostep, n * ostep), bind_el(x, o0 * slice, n * slice),
                        idx ? bind_el(idx, o0 * inner, n * inner) : bind_el(out, o0 * ostep, 1)};
-      if (reduce_raw(w, R, inner, n * inner, op, idx != NULL, (double)R) != 0) return -1;
+      if (reduce_raw(w, R, inner, n * inner, op, idx != NULL, (double)R, ints) != 0) return -1;
     }
     return 0;
   }
   if (soft || idx != NULL || inner > lim) {
-    bert_set_error("%s: vulkan: one slice of %lld x %lld elements exceeds the binding range and cannot be split",
-                   soft ? "softmax" : "reduction", (long long)R, (long long)inner);
+    bert_set_error("%s: vulkan: a reduction of %lld x %lld elements with indices (or a softmax) does not split "
+                   "into windows", soft ? "softmax" : "max", (long long)R, (long long)inner);
     return -1;
   }
-  int64_t rc = lim / inner, nch = (R + rc - 1) / rc, pn = nch * inner;
-  bert_tensor *P = bert_vk_empty(BERT_F32, 1, &pn);
+  int64_t rc = lim / inner;
+  if (rc > RED_MAX_ROWS) rc = RED_MAX_ROWS;
+  int64_t nch = (R + rc - 1) / rc, pn = nch * inner;
+  bert_tensor *P = bert_vk_empty(x->dtype, 1, &pn);
   if (P == NULL) return -1;
-  uint32_t part = op == 1u ? 0u : op, fin = op == 6u ? 0u : op;
+  uint32_t part = op == RED_MEAN ? RED_SUM : op, fin = op == RED_SUMSQ ? RED_SUM : op;
   int rc_ = 0;
   for (int64_t o = 0; o < outer && rc_ == 0; o++) {
     for (int64_t c = 0; c < nch && rc_ == 0; c++) {
       int64_t r0 = c * rc, n = R - r0 < rc ? R - r0 : rc;
       vkx_bind w[3] = {bind_el(P, c * inner, inner), bind_el(x, o * slice + r0 * inner, n * inner), bind_el(P, 0, 1)};
-      rc_ = reduce_raw(w, n, inner, inner, part, 0, (double)n);
+      rc_ = reduce_raw(w, n, inner, inner, part, 0, (double)n, ints);
     }
-    vkx_bind w[3] = {bind_el(out, o * inner, inner), bind_el(P, 0, pn), bind_el(P, 0, 1)};
-    if (rc_ == 0) rc_ = reduce_raw(w, nch, inner, inner, fin, 0, (double)R);
+    if (rc_ != 0) break;
+    /* the partials [nch, inner]: one more pass (itself split when long) */
+    bert_tensor *ov = bert_tensor_view_of(out->storage, out->dtype, out->offset + o * inner, 1, &inner, NULL);
+    rc_ = ov ? reduce_dispatch(ov, P, NULL, nch, inner, inner, fin == RED_MEAN ? RED_SUM : fin) : -1;
+    if (rc_ == 0 && fin == RED_MEAN) {   /* the mean of R rows, from their sum */
+      vkx_bind m[3] = {bind_of(ov), bind_of(ov), bind_of(ov)};
+      rc_ = reduce_raw(m, 1, inner, inner, RED_MEAN, 0, (double)R, ints);
+    }
+    bert_tensor_release(ov);
   }
   bert_tensor_release(P);
   return rc_;
@@ -779,10 +817,10 @@ bert_tensor *bert_vk_reduce(bert_redop op, const bert_tensor *t, int dim, int ke
     return idx;
   }
   if (op != BERT_SUM && op != BERT_MEAN && op != BERT_MAX && op != BERT_MIN) {
-    bert_set_error("%s: not implemented on vulkan (move the tensor to the cpu)", name);
+    bert_set_error("%s: not supported on device vulkan (move the tensor with t:to(\"cpu\"))", name);
     return NULL;
   }
-  if (t->dtype == BERT_I32) {   /* in float (exact below 2^24), back to int32 like the cpu */
+  if (t->dtype == BERT_I32 && op == BERT_MEAN) {   /* a float result: the mean of the floats */
     bert_tensor *f = bert_vk_to_dtype(t, BERT_F32), *idx = NULL;
     bert_tensor *r = f ? bert_vk_reduce(op, f, dim, keepdim, correction, indices ? &idx : NULL) : NULL;
     bert_tensor_release(f);
@@ -795,7 +833,7 @@ bert_tensor *bert_vk_reduce(bert_redop op, const bert_tensor *t, int dim, int ke
     if (indices) *indices = idx;
     return r;
   }
-  if (t->dtype != BERT_F32) { bert_set_error("%s: vulkan reductions take float32", name); return NULL; }
+
   if (dim >= t->ndim) { bert_set_error("%s: dimension %d out of range for %s", name, dim + 1, SHAPE(b, t)); return NULL; }
   int64_t outer, R, inner;
   bert_split_at_dim(t, dim, &outer, &R, &inner);
@@ -812,7 +850,7 @@ bert_tensor *bert_vk_reduce(bert_redop op, const bert_tensor *t, int dim, int ke
     }
   bert_tensor *x = bert_contiguous((bert_tensor *)t);
   if (x == NULL) return NULL;
-  bert_tensor *out = bert_vk_empty(BERT_F32, nd, shape);
+  bert_tensor *out = bert_vk_empty(t->dtype, nd, shape);   /* sum, max, min keep int32 */
   bert_tensor *idx = (indices && dim >= 0 && (op == BERT_MAX || op == BERT_MIN)) ? bert_vk_empty(BERT_I32, nd, shape) : NULL;
   int64_t nout = outer * inner;
   if (out == NULL || (indices && dim >= 0 && (op == BERT_MAX || op == BERT_MIN) && idx == NULL) ||
@@ -835,24 +873,20 @@ int bert_vk_sumsq_into(const bert_tensor *t, bert_tensor *out, int64_t slot) {
   bert_tensor *o = bert_tensor_view_of(out->storage, BERT_F32, out->offset + slot, 1, &one, NULL);
   int rc = o ? 0 : -1;
   if (o && bert_numel(x) == 0) rc = bert_vk_fill_(o, 0);
-  else if (o) rc = reduce_dispatch(o, x, NULL, bert_numel(x), 1, 1, 6u);
+  else if (o) rc = reduce_dispatch(o, x, NULL, bert_numel(x), 1, 1, RED_SUMSQ);
   bert_tensor_release(o);
   bert_tensor_release(x);
   return rc;
 }
 
 bert_tensor *bert_vk_softmax(const bert_tensor *t, int dim, int log) {
-  char b[160];
-  if (t->dtype != BERT_F32 || dim < 0 || dim >= t->ndim) {
-    bert_set_error("%s: vulkan: expects float32 and a valid dim, got %s", log ? "log_softmax" : "softmax", SHAPE(b, t));
-    return NULL;
-  }
-  int64_t outer, R, inner;
+  int64_t outer, R, inner;   /* dim checked by core/ops.c */
   bert_split_at_dim(t, dim, &outer, &R, &inner);
-  bert_tensor *x = bert_contiguous((bert_tensor *)t);
+  /* int32 input: in float32, as on the cpu */
+  bert_tensor *x = t->dtype == BERT_F32 ? bert_contiguous((bert_tensor *)t) : bert_vk_to_dtype(t, BERT_F32);
   if (x == NULL) return NULL;
   bert_tensor *out = bert_vk_empty(BERT_F32, t->ndim, t->shape);
-  if (out && outer * inner * R > 0 && reduce_dispatch(out, x, NULL, R, inner, outer * inner, log ? 5u : 4u) != 0) {
+  if (out && outer * inner * R > 0 && reduce_dispatch(out, x, NULL, R, inner, outer * inner, log ? RED_LOG_SOFTMAX : RED_SOFTMAX) != 0) {
     bert_tensor_release(out);
     out = NULL;
   }
@@ -950,6 +984,7 @@ int bert_vk_layer_norm_backward(bert_tensor *dy_in, bert_tensor *x_in, bert_tens
   }
   int64_t gshape[2] = {2, H}, rows = ln_window(f, R, H);
   if (rows < 0) return -1;
+  if (rows > (int64_t)VK_MAX_LOOP) rows = VK_MAX_LOOP;   /* dgamma / dbeta loop over the window's rows */
   bert_tensor *dy = bert_contiguous(dy_in), *x = bert_contiguous(x_in), *st = bert_contiguous(stats);
   bert_tensor *res = res_in ? bert_contiguous(res_in) : NULL, *gamma = gamma_in ? bert_contiguous(gamma_in) : NULL;
   bert_tensor *dx = bert_vk_empty(BERT_F32, x_in->ndim, x_in->shape), *dgb = bert_vk_empty(BERT_F32, 2, gshape);
@@ -1007,20 +1042,28 @@ static int misc_split(uint32_t mode, bert_tensor *o, const bert_tensor *x, const
     const bert_tensor *tab = gather ? x : o;
     int64_t V = tab->shape[0], rows = lim / N, nr = gather ? p->n / N : p->R;
     if (rows < 1 || nr * N > lim) goto cannot;
+    /* the scatter loops over the ids in each invocation: VK_MAX_LOOP at a time */
+    int64_t rstep = gather || nr <= (int64_t)VK_MAX_LOOP ? (nr > 0 ? nr : 1) : (int64_t)VK_MAX_LOOP;
     for (int64_t v0 = 0; v0 < V; v0 += rows) {
       int64_t nv = V - v0 < rows ? V - v0 : rows;
-      misc_push q = *p;
-      q.v0 = (uint32_t)v0;
-      q.vn = (uint32_t)nv;
-      if (gather && v0 > 0) q.flags |= MISC_LATER_WIN;
-      vkx_bind tw = bind_el(tab, v0 * N, nv * N);
-      vkx_bind bd[4] = {gather ? bind_of(o) : tw, gather ? tw : bind_of(x), tw, bind_of(ids)};
-      if (misc_raw(bd, &q, gather ? p->n : (uint64_t)N) != 0) return -1;
+      for (int64_t r0 = 0; r0 < (gather ? 1 : nr); r0 += rstep) {
+        int64_t nrr = gather ? nr : (nr - r0 < rstep ? nr - r0 : rstep);
+        misc_push q = *p;
+        q.v0 = (uint32_t)v0;
+        q.vn = (uint32_t)nv;
+        if (!gather) q.R = (uint32_t)nrr;
+        if (gather && v0 > 0) q.flags |= MISC_LATER_WIN;
+        vkx_bind tw = bind_el(tab, v0 * N, nv * N);
+        vkx_bind bd[4] = {gather ? bind_of(o) : tw, gather ? tw : bind_el(x, r0 * N, nrr * N), tw,
+                          gather ? bind_of(ids) : bind_el(ids, r0, nrr)};
+        if (misc_raw(bd, &q, gather ? p->n : (uint64_t)N) != 0) return -1;
+      }
     }
     return 0;
   }
-  if (mode == MISC_COLUMN_SUMS) {   /* column sums over R rows of x */
+  if (mode == MISC_COLUMN_SUMS) {   /* column sums over R rows of x, VK_MAX_LOOP rows at a time at most */
     int64_t R = p->R, rows = lim / N;
+    if (rows > (int64_t)VK_MAX_LOOP) rows = VK_MAX_LOOP;
     if (rows < 1) goto cannot;
     for (int64_t r0 = 0; r0 < R; r0 += rows) {
       int64_t nr = R - r0 < rows ? R - r0 : rows;
@@ -1063,7 +1106,8 @@ static int misc_dispatch(uint32_t mode, bert_tensor *o, const bert_tensor *x, co
   if (mode == MISC_EMBED_GATHER && p->vn == 0) p->vn = p->R;
   vkx_bind bd[4] = {bind_of(o), bind_of(x ? x : o), bind_of(b ? b : o), bind_of(ids ? ids : o)};
   if (nthreads == 0) return 0;
-  if (!binds_fit(4, bd)) return misc_split(mode, o, x, b, ids, p);
+  int long_loop = (mode == MISC_COLUMN_SUMS || mode == MISC_EMBED_SCATTER) && p->R > VK_MAX_LOOP;
+  if (!binds_fit(4, bd) || long_loop) return misc_split(mode, o, x, b, ids, p);
   return misc_raw(bd, p, nthreads);
 }
 
@@ -1171,7 +1215,7 @@ int bert_vk_embedding_backward(bert_tensor *dw, bert_tensor *ids_in, bert_tensor
   return rc;
 }
 
-typedef struct { uint32_t R, C, mode, mean; int32_t ignore; uint32_t r0, Rall; } ce_push;
+typedef struct { uint32_t R, C, mode, mean; int32_t ignore; uint32_t r0, Rall; float count; } ce_push;
 
 /* Modes 0 and 2 of the cross-entropy kernel over rows of logits (and of
 ** the output o: one value per row in mode 0, C in mode 2), in windows of
@@ -1203,7 +1247,7 @@ static int ce_rows(ce_push p, bert_tensor *o, const bert_tensor *x, const bert_t
 
 /* arguments checked by core/nn.c: labels in range or ignore_index */
 bert_tensor *bert_vk_cross_entropy(bert_tensor *logits, bert_tensor *labels, int64_t ignore_index,
-                                   int reduction) {
+                                   int reduction, int64_t count) {
   if (need_vk("cross_entropy", logits, "the logits")) return NULL;
   int64_t C = logits->shape[logits->ndim - 1];
   int64_t R = bert_numel(labels);
@@ -1213,7 +1257,7 @@ bert_tensor *bert_vk_cross_entropy(bert_tensor *logits, bert_tensor *labels, int
   rows = reduction == BERT_REDUCE_NONE ? bert_vk_empty(BERT_F32, labels->ndim, labels->shape)
                                        : bert_vk_empty(BERT_F32, 1, &R);
   if (rows == NULL) goto done;
-  ce_push p = {(uint32_t)R, (uint32_t)C, 0, 0, (int32_t)ignore_index, 0, (uint32_t)R};
+  ce_push p = {(uint32_t)R, (uint32_t)C, 0, 0, (int32_t)ignore_index, 0, (uint32_t)R, (float)count};
   if (ce_rows(p, rows, x, lab, lab) != 0) goto done;
   if (reduction == BERT_REDUCE_NONE) { out = rows; rows = NULL; goto done; }
   out = bert_vk_empty(BERT_F32, 0, NULL);
@@ -1231,11 +1275,12 @@ done:
 
 /* dlogits for a mean / sum loss with upstream gradient g (1-element device tensor). */
 bert_tensor *bert_vk_cross_entropy_backward(bert_tensor *logits, bert_tensor *labels, int64_t ignore_index,
-                                            int reduction, bert_tensor *g) {
+                                            int reduction, int64_t count, bert_tensor *g) {
   int64_t C = logits->shape[logits->ndim - 1], R = bert_numel(labels);
   bert_tensor *x = bert_contiguous(logits), *lab = bert_contiguous(labels);
   bert_tensor *dx = bert_vk_empty(BERT_F32, logits->ndim, logits->shape);
-  ce_push p = {(uint32_t)R, (uint32_t)C, 2, reduction == BERT_REDUCE_MEAN, (int32_t)ignore_index, 0, (uint32_t)R};
+  ce_push p = {(uint32_t)R, (uint32_t)C, 2, reduction == BERT_REDUCE_MEAN, (int32_t)ignore_index, 0, (uint32_t)R,
+               (float)count};
   if (x && lab && dx) {
     if (ce_rows(p, dx, x, lab, g) != 0) { bert_tensor_release(dx); dx = NULL; }
   } else { bert_tensor_release(dx); dx = NULL; }
@@ -1489,17 +1534,13 @@ int bert_vk_index_add0(bert_tensor *z, const bert_tensor *index, const bert_tens
 
 /* {====================================================== optimizer */
 
-/* The checks both device optimizers make, and Adam's bias corrections. */
+
+/* Shapes, dtypes and hyperparameters are checked by core/optim.c; the
+** operands must also all be on the device, and Adam's bias corrections. */
 static int adam_args(const char *f, bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
                      const bert_adam_cfg *cfg, double *bc1, double *bc2) {
   if (need_vk(f, p, "the parameter") || need_vk(f, g, "the gradient") || need_vk(f, m, "exp_avg") ||
       need_vk(f, v, "exp_avg_sq")) return -1;
-  int64_t n = bert_numel(p);
-  if (!bert_is_contiguous(p) || !bert_is_contiguous(g) || !bert_is_contiguous(m) || !bert_is_contiguous(v) ||
-      bert_numel(g) != n || bert_numel(m) != n || bert_numel(v) != n || p->dtype != BERT_F32) {
-    bert_set_error("%s: expects contiguous float32 tensors of equal size", f);
-    return -1;
-  }
   *bc1 = *bc2 = 1.0;
   if (cfg->bias_correction) {
     *bc1 = 1.0 - pow(cfg->beta1, (double)cfg->step);
@@ -1553,7 +1594,7 @@ int bert_vk_lamb_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert
   double bc1, bc2;
   if (adam_args(f, p, g, m, v, cfg, &bc1, &bc2) != 0) return -1;
   int64_t n = bert_numel(p);
-  int64_t chunk = (int64_t)(max_bind() / 4) / 256 * 256, ngroups = (n + 255) / 256, plen = 2 * ngroups + 1;
+  int64_t chunk = (int64_t)(max_bind() / 4) / 256 * 256, ngroups = (n + 255) / 256, plen = 4 * ngroups + 1;
   if (chunk > (int64_t)1 << 30) chunk = (int64_t)1 << 30;
   if (plen > chunk) { bert_set_error("lamb: vulkan: %lld elements are too many for one tensor", (long long)n); return -1; }
   bert_tensor *part = bert_vk_empty(BERT_F32, 1, &plen);
