@@ -11,13 +11,7 @@ local function tmpdir()
   os.remove(p)
   return p
 end
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = require("bert.fs").read_file   -- nil for a missing file
 local function write(path, text)
   local f = assert(io.open(path, "wb"))
   f:write(text)

@@ -15,13 +15,7 @@ local function tmpdir()
   return p
 end
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local read = require("bert.fs").read_file   -- nil for a missing file
 
 -- mpirun, with the flags this machine needs (loopback, 2 ranks on any core count, root in CI)
 local info = bert.backend_info().distributed
