@@ -24,5 +24,6 @@ return {
   budget = {tokens = 2000 * 32 * 128},
   downstream = {
     {task = "spam", max_train = 1000, epochs = 3, seq_len = 128, batch_size = 32},
+    {task = "brown-pos", max_train = 10000, epochs = 2, seq_len = 128, batch_size = 32},
   },
 }
