@@ -46,7 +46,16 @@ local TASK_KINDS = {spam = "classification", ["brown-genre"] = "classification",
                     ["synthetic-qa"] = "qa"}
 
 -- metrics kept from a pretraining summary and from a fine-tuning summary
-M.pretrain_metrics = {"mlm_accuracy", "perplexity", "nsp_accuracy", "sop_accuracy"}
+-- (every objective's held-out metrics, bert.objectives, in a fixed order)
+M.pretrain_metrics = {}
+do
+  local seen = {}
+  for _, objective in ipairs(require("bert.objectives").each_module()) do
+    for _, k in ipairs(objective.metrics or {}) do
+      if not seen[k] then seen[k] = true; M.pretrain_metrics[#M.pretrain_metrics + 1] = k end
+    end
+  end
+end
 M.finetune_metrics = {"accuracy", "macro_f1", "entity_f1", "exact_match", "f1"}
 
 ------------------------------------------------------------- helpers

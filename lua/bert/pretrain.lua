@@ -13,27 +13,14 @@ local cjson = require("cjson")
 local bert = require("bert")
 local cli = require("bert.cli")
 local dist = require("bert.distributed")
+local objectives = require("bert.objectives")
 
 local M = {}
 
--- Objectives by their names on the command line and in ablation files, to
--- the names the data pipeline and the metrics use (nsp_accuracy, ...).
-M.objectives = {["mlm-nsp"] = "nsp", ["mlm-sop"] = "sop", mlm = "none", nsp = "nsp", sop = "sop", none = "none"}
--- Objectives issue 13 asks for that are not written yet: refused by name
--- rather than run as something else.
-M.planned_objectives = {electra = true, clm = true, bilm = true, distill = true}
-
---- Converts an --objective value to its internal name (nsp, sop, none), or
--- nil and a message naming the option and the valid values.
-function M.objective(v)
-  local o = M.objectives[v]
-  if o then return o end
-  if M.planned_objectives[v] then
-    return nil, string.format("option --objective: '%s' is not implemented yet (implemented: mlm-nsp, mlm-sop, mlm)", v)
-  end
-  return nil, string.format("option --objective: '%s' is not one of mlm-nsp, mlm-sop, mlm (or nsp, sop, none)",
-    tostring(v))
-end
+--- Converts an --objective value to its internal name (nsp, sop, none,
+-- electra, ...: bert.objectives), or nil and a message naming the option
+-- and the valid values.
+M.objective = objectives.resolve
 
 --- The command line of experiments/pretrain.lua (an argparse parser); its
 -- defaults are those of every run: M.settings(overrides) fills them in.
@@ -58,6 +45,9 @@ function M.parser()
     :convert(cli.choice_or_path("--corpus", {"brown", "kjv"}, "corpus file"))
   parser:option("--objective", "mlm-nsp (BERT), mlm-sop (ALBERT) or mlm (RoBERTa, full sentences); " ..
     "the old names nsp, sop, none still work", "mlm-nsp"):convert(M.objective)
+  for _, objective in ipairs(objectives.each_module()) do
+    if objective.add_options then objective.add_options(parser) end
+  end
   parser:option("--masking", "static (pre-generated copies) or dynamic (fresh per batch)", "dynamic")
     :choices({"static", "dynamic"})
   parser:flag("--whole-word-mask", "Mask whole words")
@@ -94,15 +84,8 @@ end
 function M.unsupported(args)
   if args.phrase_mask then return "--phrase-mask is not implemented yet (ERNIE's phrase masking needs a chunker)" end
   if args.span_mask and args.ngram_mask then return "--span-mask and --ngram-mask exclude each other: give one" end
-  -- the family must have the objective's head (RoBERTa, DeBERTa, ELECTRA, DistilBERT have no NSP/SOP head)
-  local resolved = args.model and bert.models.resolve(args.model)
-  if resolved and resolved.family and args.objective ~= "none" then
-    local ok, why = pcall(bert.models.architecture_for, resolved.family, "pretraining")
-    if not ok then
-      return string.format("--model %s with --objective %s: %s (use --objective mlm)", args.model,
-        args.objective == "nsp" and "mlm-nsp" or "mlm-sop", tostring(why))
-    end
-  end
+  local objective = args.objective and objectives.get(args.objective)
+  if objective and objective.check then return objective.check(args) end
   return nil
 end
 
@@ -176,6 +159,7 @@ function M.run(args)
   end
   local unsupported = M.unsupported(args)
   if unsupported then die(unsupported) end
+  local objective = objectives.get(args.objective)
   if not args.steps and not args.time_budget then args.steps = 1000 end
 
   -- {============================================================ corpus
@@ -269,7 +253,7 @@ function M.run(args)
     local t0 = bert.wall_time()
     local ok, info = pcall(pre.create_shards, {
       documents = docs, tokenizer = tok, output = dir, max_seq_length = args.seq_len,
-      objective = args.objective, masking = masking, dupe_factor = dupe,
+      objective = objective.data(args), masking = masking, dupe_factor = dupe,
       whole_word_mask = args.whole_word_mask, seed = seed,
       masked_lm_prob = args.mask_prob,
       -- Google's 20 at 128 tokens and 0.15; more where the length and rate ask for more
@@ -302,12 +286,16 @@ function M.run(args)
   local resolved = bert.models.resolve(args.model)
   local family = resolved and resolved.family
     or (require("bert.models.config").read_json(args.model) or {}).model_type or "bert"
-  local head = args.objective == "none" and "masked_lm" or "pretraining"
-  if head == "masked_lm" and family == "deberta-v2" then head = "emd_pretraining" end   -- the paper's decoder
-  local ok_arch, arch = pcall(bert.models.architecture_for, family, head)
-  if not ok_arch then die(tostring(arch) .. " (use --objective mlm)") end
-  local overrides = {vocab_size = tok:vocab_size(), max_position_embeddings = math.max(512, args.seq_len)}
-  local ok_model, model = pcall(bert.model, arch, resolved and resolved.size or args.model, overrides)
+  local unigram_id = nil
+  local ctx = {
+    args = args, tokenizer = tok, family = family, size = resolved and resolved.size or args.model,
+    config_overrides = {vocab_size = tok:vocab_size(), max_position_embeddings = math.max(512, args.seq_len)},
+    unigram_id = function()
+      if unigram_id == nil then unigram_id = pre.unigram_counts(args.output .. "/data/train"):argmax():item() end
+      return unigram_id
+    end,
+  }
+  local ok_model, model, arch = pcall(objective.build, ctx)
   if not ok_model then die(tostring(model)) end
   if args.device == "vulkan" then
     if not model.to then die("--device vulkan: this build has no Vulkan support") end
@@ -340,58 +328,28 @@ function M.run(args)
   -- }============================================================
 
   -- {============================================================ evaluation
-  local prediction_head = args.objective == "none" and "logits" or "prediction_logits"
+  local function batch_metrics(out, batch) return objective.step_metrics(ctx, out, batch) end
 
-  local function batch_metrics(out, batch)
-    local m = {}
-    local logits = out[prediction_head]
-    if logits and out.masked_labels then
-      m.mlm_accuracy = bert.train.accuracy(logits, out.masked_labels)
-    end
-    if out.seq_relationship_logits and batch.next_sentence_label then
-      m[args.objective .. "_accuracy"] = bert.train.accuracy(out.seq_relationship_logits, batch.next_sentence_label)
-    end
-    return m
-  end
-
-  local unigram_id = nil
   local function evaluate(m)
-    if unigram_id == nil then unigram_id = pre.unigram_counts(args.output .. "/data/train"):argmax():item() end
     local ev = assert(pre.Loader{dir = args.output .. "/data/eval", batch_size = math.min(args.batch_size, eval_meta.instances),
                                  seq_len = args.seq_len, masking = "static", seed = 0, shuffle = false})
     local nbatches = math.max(1, ev:batches_per_epoch())
     if args.max_eval then nbatches = math.min(nbatches, math.max(1, math.ceil(args.max_eval / args.batch_size))) end
-    local right, total, nll, uni, pair_right, pairs_n = 0, 0, 0, 0, 0, 0
+    local sums = objective.eval_init(ctx)
     for b = 1, nbatches do
       local batch = ev:next()
-      if not dist.owns(b) then goto next_batch end   -- batches split over ranks, sums reduced below
-      local out = m:forward(batch)
-      local logits, targets = out[prediction_head], out.masked_labels
-      local n = targets:numel()
-      if n > 0 then
-        right = right + logits:argmax(-1):eq(targets):sum():item()
-        nll = nll + bert.F.cross_entropy(logits, targets, {reduction = "sum"}):item()
-        uni = uni + targets:eq(unigram_id):sum():item()
-        total = total + n
-      end
-      if out.seq_relationship_logits and batch.next_sentence_label then
-        pair_right = pair_right + out.seq_relationship_logits:argmax(-1):eq(batch.next_sentence_label):sum():item()
-        pairs_n = pairs_n + batch.next_sentence_label:numel()
-      end
-      ::next_batch::
+      -- batches split over ranks, sums reduced below
+      if dist.owns(b) then objective.eval_batch(ctx, m, batch, sums) end
     end
     ev:close()
-    right, total, nll, uni, pair_right, pairs_n =
-      table.unpack(dist.all_reduce_numbers({right, total, nll, uni, pair_right, pairs_n}))
-    local result = {
-      mlm_accuracy = right / math.max(total, 1),
-      unigram_baseline_accuracy = uni / math.max(total, 1),
-      perplexity = math.exp(nll / math.max(total, 1)),
-      mlm_loss = nll / math.max(total, 1),
-      masked_tokens = math.tointeger(total) or total,
-    }
-    if pairs_n > 0 then result[args.objective .. "_accuracy"] = pair_right / pairs_n end
-    return result
+    local keys = {}
+    for k in pairs(sums) do keys[#keys + 1] = k end
+    table.sort(keys)
+    local values = {}
+    for i, k in ipairs(keys) do values[i] = sums[k] end
+    values = dist.all_reduce_numbers(values)
+    for i, k in ipairs(keys) do sums[k] = values[i] end
+    return objective.eval_finish(ctx, sums)
   end
   -- }============================================================
 
@@ -444,7 +402,7 @@ function M.run(args)
 
   if dist.is_main() then
     io.stderr:write(string.format("pretrain: %s (%s, %d parameters), objective %s, %s masking, %d training sequences%s\n",
-      arch, args.model, model:num_parameters(), args.objective, args.masking, train_meta.instances,
+      arch or "model", args.model, model:num_parameters(), args.objective, args.masking, train_meta.instances,
       dist.size() > 1 and string.format(", %d ranks x %d sequences", dist.size(), shard_rows) or ""))
   end
   local summary = trainer:run()
@@ -477,10 +435,7 @@ function M.run(args)
   local plotted = not args.no_plot and require("bert.plot").runs({args.output})
 
   if args.quiet then return final end
-  print(string.format("\nheld-out MLM accuracy %.4f (unigram baseline %.4f), perplexity %.1f%s",
-    final.mlm_accuracy, final.unigram_baseline_accuracy, final.perplexity,
-    final[args.objective .. "_accuracy"] and string.format(", %s accuracy %.4f", args.objective:upper(),
-      final[args.objective .. "_accuracy"]) or ""))
+  print("\n" .. objective.describe(ctx, final))
   print(string.format("%d steps in %.0f s (%.0f s with evaluations and saves%s), %.0f tokens/s", final.steps,
     final.train_seconds, training_wall, args.time_budget and string.format(", %.1f%% of the budget",
     100 * training_wall / args.time_budget) or "", final.tokens_per_s))

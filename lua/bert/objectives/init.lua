@@ -1,0 +1,77 @@
+--- bert.objectives: the pretraining objectives by name.  bert.pretrain
+-- reads the corpus, makes the shards, runs the Trainer and writes the
+-- summary; everything that differs between objectives is in one module
+-- per objective here (lua/bert/objectives/NAME.lua).
+--
+-- An objective module is a table with:
+--   add_options(parser)        -- optional: its own command-line flags
+--                              -- (--generator-size, --teacher, ...)
+--   check(args)                -- optional: nil, or why these settings cannot run
+--   data(args)                 -- what the shard writer makes:
+--                              -- "nsp" | "sop" (sentence pairs with labels) or
+--                              -- "none" (full sentences packed to --seq-len)
+--   build(ctx)                 -- the module the Trainer trains: forward(batch)
+--                              -- returns a table with `loss`; save_pretrained,
+--                              -- state_dict/load_state_dict as any bert.nn.Module
+--                              -- (what it saves is what fine-tuning loads)
+--   step_metrics(ctx, out, batch)      -- training-batch metrics for the log
+--   eval_init(ctx)             -- held-out sums, every key set (all ranks alike)
+--   eval_batch(ctx, model, batch, sums) -- adds one held-out batch to sums
+--   eval_finish(ctx, sums)     -- held-out metrics (mlm_accuracy, perplexity, ...)
+--   metrics                    -- names of the metrics eval_finish returns, for
+--                              -- summaries and ablation tables
+-- ctx = {args = settings, tokenizer = tok, family = "bert", size = "tiny" or a
+-- config.json, config_overrides = {vocab_size, max_position_embeddings},
+-- unigram_id = function() -> most frequent training token id}.
+local M = {}
+
+-- command-line names (and the old ones) -> the internal name that run
+-- directories, summaries and metric names use
+M.names = {["mlm-nsp"] = "nsp", ["mlm-sop"] = "sop", mlm = "none", nsp = "nsp", sop = "sop", none = "none"}
+
+-- internal name -> module
+M.modules = {nsp = "bert.objectives.mlm", sop = "bert.objectives.mlm", none = "bert.objectives.mlm"}
+
+-- objectives issue 13 asks for that are not written yet: refused by name
+-- rather than run as something else
+M.planned = {electra = true, clm = true, bilm = true, distill = true}
+
+-- the command-line names in the order --help and messages list them (an
+-- objective module adds its name here and in M.names and M.modules)
+M.order = {"mlm-nsp", "mlm-sop", "mlm"}
+
+--- The internal name of an --objective value, or nil and a message naming
+-- the option and the valid values.
+function M.resolve(v)
+  local o = M.names[v]
+  if o then return o end
+  local valid = table.concat(M.order, ", ")
+  if M.planned[v] then
+    return nil, string.format("option --objective: '%s' is not implemented yet (implemented: %s)", v, valid)
+  end
+  return nil, string.format("option --objective: '%s' is not one of %s (or the old names nsp, sop, none)",
+    tostring(v), valid)
+end
+
+--- The module of an internal (or command-line) objective name.
+function M.get(name)
+  local internal = M.names[name] or name
+  local path = M.modules[internal]
+  if not path then error("objectives.get: unknown objective '" .. tostring(name) .. "'", 2) end
+  return require(path)
+end
+
+--- Every objective module once (for their command-line flags).
+function M.each_module()
+  local seen, list = {}, {}
+  local keys = {}
+  for k in pairs(M.modules) do keys[#keys + 1] = k end
+  table.sort(keys)
+  for _, k in ipairs(keys) do
+    local path = M.modules[k]
+    if not seen[path] then seen[path] = true; list[#list + 1] = require(path) end
+  end
+  return list
+end
+
+return M
