@@ -5,6 +5,7 @@
 ** backends' (cpu/linear.c ..., vulkan/vk_ops.c), reached through the
 ** backend table, so one node serves every device.
 */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/autograd.h"
@@ -435,15 +436,18 @@ bert_tensor *bert_cross_entropy(bert_tensor *l_in, bert_tensor *y_in, int64_t ig
 
 /* {====================================================== attention */
 
-/* opts.mask is saved (index 4) rather than kept as a pointer */
-typedef struct { bert_attention_opts opts; bert_stream stream; int has_mask; } attention_state;
+/* opts.mask and opts.cu_seqlens are saved (after lse) rather than kept as pointers */
+typedef struct { bert_attention_opts opts; bert_stream stream; int has_mask, has_cu; } attention_state;
 
-/* saved: 0 = q, 1 = k, 2 = v, 3 = lse, 4 = the mask when present */
+/* saved: 0 = q, 1 = k, 2 = v, 3 = lse, then the mask and the offsets when present */
 static int attention_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
   attention_state *st = node->state;
+  int at = 4;
   bert_tensor *q = bert_node_saved(node, 0), *k = bert_node_saved(node, 1), *v = bert_node_saved(node, 2);
-  bert_tensor *lse = bert_node_saved(node, 3), *mask = st->has_mask ? bert_node_saved(node, 4) : NULL;
-  if (!q || !k || !v || !lse || (st->has_mask && !mask)) return -1;
+  bert_tensor *lse = bert_node_saved(node, 3);
+  bert_tensor *mask = st->has_mask ? bert_node_saved(node, at++) : NULL;
+  bert_tensor *cu = st->has_cu ? bert_node_saved(node, at++) : NULL;
+  if (!q || !k || !v || !lse || (st->has_mask && !mask) || (st->has_cu && !cu)) return -1;
   const bert_tensor *ts[5] = {q, k, v, lse, g};
   const bert_backend *be = backward_backend("attention backward", 5, ts);
   if (be == NULL || bert_backend_check(be, BERT_OP_ATTENTION_BACKWARD, be->attention_backward != NULL,
@@ -451,6 +455,7 @@ static int attention_backward(bert_node *node, bert_tensor *out, bert_tensor *g)
     return -1;
   bert_attention_opts o = st->opts;
   o.mask = mask;
+  o.cu_seqlens = cu;
   bert_tensor *gc = bert_contiguous(g), *dq = NULL, *dk = NULL, *dv = NULL;
   int rc = gc ? be->attention_backward(q, k, v, &o, st->stream, out, lse, gc, &dq, &dk, &dv) : -1;
   bert_tensor_release(gc);
@@ -493,33 +498,113 @@ static int check_mask(const bert_tensor *m, const bert_tensor *q, int64_t B, int
   return 0;
 }
 
-bert_tensor *bert_attention(bert_tensor *q, bert_tensor *k, bert_tensor *v, const bert_attention_opts *o) {
-  char s1[160], s2[160], s3[160];
-  bert_tensor *in[4] = {q, k, v, o->mask};
-  const bert_backend *be;
-  if (!BERT_DISPATCH(be, ATTENTION, attention, "attention", 4, (const bert_tensor *const *)in)) return NULL;
-  if (check_qkv("query", q) || check_qkv("key", k) || check_qkv("value", v)) return NULL;
-  int64_t B = q->shape[0], A = q->shape[1], Tq = q->shape[2], Tk = k->shape[2];
-  for (int i = 0; i < 4; i++) {
-    int64_t want = i == 2 ? Tk : q->shape[i];
-    if (k->shape[i] != want || v->shape[i] != want) {
-      bert_set_error("attention: query %s, key %s and value %s must agree in batch, heads and "
-                     "head_dim, and key and value in length", SHAPE(s1, q), SHAPE(s2, k), SHAPE(s3, v));
-      return NULL;
+/* The offsets as a short list for errors: "{0, 3, 2, 9}" (the first 12). */
+static void offsets_str(char *buf, size_t size, const int32_t *c, int64_t n) {
+  size_t at = 0;
+  at += (size_t)snprintf(buf, size, "{");
+  for (int64_t i = 0; i < n && i < 12 && at < size; i++)
+    at += (size_t)snprintf(buf + at, size - at, "%s%d", i ? ", " : "", (int)c[i]);
+  if (at < size) snprintf(buf + at, size - at, "%s}", n > 12 ? ", ..." : "");
+}
+
+/* Packed sequences: q, k, v 3-D [total, A, d] alike; cu an int32 [B + 1]
+** of offsets from 0 to total, non-decreasing.  *max_len: the longest. */
+static int check_varlen(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v, const bert_tensor *cu,
+                        const bert_tensor *mask, int64_t *max_len) {
+  char s1[160], s2[160], s3[160], list[200];
+  const bert_tensor *t[3] = {q, k, v};
+  for (int i = 0; i < 3; i++) {
+    if (t[i]->dtype != BERT_F32 || t[i]->ndim != 3 || t[i]->shape[0] != q->shape[0] ||
+        t[i]->shape[1] != q->shape[1] || t[i]->shape[2] != q->shape[2]) {
+      bert_set_error("attention: with cu_seqlens, query, key and value must be float32 [total_tokens x heads x "
+                     "head_dim] of one shape, got query %s %s, key %s, value %s", SHAPE(s1, q),
+                     bert_dtype_name(q->dtype), SHAPE(s2, k), SHAPE(s3, v));
+      return -1;
     }
   }
-  if (Tk == 0 && Tq > 0) {
-    bert_set_error("attention: no keys (key %s)", SHAPE(s1, k));
-    return NULL;
+  if (mask) {
+    bert_set_error("attention: mask and cu_seqlens do not go together (packed sequences have no padding)");
+    return -1;
+  }
+  if (cu->dtype != BERT_I32 || cu->ndim != 1 || cu->shape[0] < 2) {
+    bert_set_error("attention: cu_seqlens must be an int32 [batch + 1] tensor of offsets (at least 2), got %s %s",
+                   SHAPE(s1, cu), bert_dtype_name(cu->dtype));
+    return -1;
+  }
+  bert_tensor *h = on_host(cu);
+  if (h == NULL) return -1;
+  bert_tensor *hc = bert_contiguous(h);
+  bert_tensor_release(h);
+  if (hc == NULL) return -1;
+  const int32_t *c = bert_i32(hc);
+  int64_t n = cu->shape[0], total = q->shape[0], longest = 0;
+  offsets_str(list, sizeof list, c, n);
+  int rc = -1;
+  if (c[0] != 0) {
+    bert_set_error("attention: cu_seqlens must start at 0, got %s", list);
+    goto done;
+  }
+  for (int64_t i = 1; i < n; i++) {
+    if (c[i] < c[i - 1]) {
+      bert_set_error("attention: cu_seqlens must be non-decreasing, got %d after %d (entries %lld and %lld of %s)",
+                     (int)c[i], (int)c[i - 1], (long long)i, (long long)i + 1, list);
+      goto done;
+    }
+    if (c[i] - c[i - 1] > longest) longest = c[i] - c[i - 1];
+  }
+  if (c[n - 1] != total) {
+    bert_set_error("attention: cu_seqlens must end at the %lld packed tokens of query %s, got %s",
+                   (long long)total, SHAPE(s1, q), list);
+    goto done;
+  }
+  *max_len = longest;
+  rc = 0;
+done:
+  bert_tensor_release(hc);
+  return rc;
+}
+
+bert_tensor *bert_attention(bert_tensor *q, bert_tensor *k, bert_tensor *v, const bert_attention_opts *o) {
+  char s1[160], s2[160], s3[160];
+  bert_tensor *in[5] = {q, k, v, o->mask, o->cu_seqlens};
+  const bert_backend *be;
+  if (!BERT_DISPATCH(be, ATTENTION, attention, "attention", 5, (const bert_tensor *const *)in)) return NULL;
+  int64_t B, A, Tq, Tk, max_len = 0;
+  if (o->cu_seqlens) {
+    if (check_varlen(q, k, v, o->cu_seqlens, o->mask, &max_len) != 0) return NULL;
+    B = o->cu_seqlens->shape[0] - 1;
+    A = q->shape[1];
+    Tq = Tk = max_len;
+  } else {
+    if (check_qkv("query", q) || check_qkv("key", k) || check_qkv("value", v)) return NULL;
+    B = q->shape[0]; A = q->shape[1]; Tq = q->shape[2]; Tk = k->shape[2];
+    for (int i = 0; i < 4; i++) {
+      int64_t want = i == 2 ? Tk : q->shape[i];
+      if (k->shape[i] != want || v->shape[i] != want) {
+        bert_set_error("attention: query %s, key %s and value %s must agree in batch, heads and "
+                       "head_dim, and key and value in length", SHAPE(s1, q), SHAPE(s2, k), SHAPE(s3, v));
+        return NULL;
+      }
+    }
+    if (Tk == 0 && Tq > 0) {
+      bert_set_error("attention: no keys (key %s)", SHAPE(s1, k));
+      return NULL;
+    }
+    if (o->mask && check_mask(o->mask, q, B, Tk) != 0) return NULL;
   }
   if (!(o->dropout_p >= 0 && o->dropout_p < 1)) {
     bert_set_error("attention: dropout must be in [0, 1), got %g", o->dropout_p);
     return NULL;
   }
-  if (o->mask && check_mask(o->mask, q, B, Tk) != 0) return NULL;
   bert_attention_opts oc = *o;
+  oc.causal = o->causal != 0;
+  oc.max_seqlen = max_len;
   oc.mask = o->mask ? bert_contiguous(o->mask) : NULL;
-  if (o->mask && oc.mask == NULL) return NULL;
+  oc.cu_seqlens = o->cu_seqlens ? bert_contiguous(o->cu_seqlens) : NULL;
+  if ((o->mask && oc.mask == NULL) || (o->cu_seqlens && oc.cu_seqlens == NULL)) {
+    bert_tensor_release(oc.mask);
+    return NULL;
+  }
   bert_stream s = {0, 0};
   if (o->training && o->dropout_p > 0) {
     uint64_t unused;
@@ -533,15 +618,18 @@ bert_tensor *bert_attention(bert_tensor *q, bert_tensor *k, bert_tensor *v, cons
     attention_state *st = node->state;
     st->opts = oc;
     st->opts.mask = NULL;
+    st->opts.cu_seqlens = NULL;
     st->stream = s;
     bert_node_save(node, q);
     bert_node_save(node, k);
     bert_node_save(node, v);
     bert_node_save(node, lse);
     if ((st->has_mask = oc.mask != NULL)) bert_node_save(node, oc.mask);
+    if ((st->has_cu = oc.cu_seqlens != NULL)) bert_node_save(node, oc.cu_seqlens);
   }
   bert_tensor_release(lse);
   bert_tensor_release(oc.mask);
+  bert_tensor_release(oc.cu_seqlens);
   return out;
 }
 

@@ -41,7 +41,15 @@ bert_tensor *bert_embedding(bert_tensor *ids, bert_tensor *weight);
 **   mask: NULL; a [B, Tk] keep mask (int32 or float, 1 keep, 0 pad) turned
 **   into the additive bias (1 - mask) * mask_value (HF: finfo.min, older
 **   HF / TF: -10000); or a float additive bias [B, 1, 1, Tk].
-**   dropout_p applies to the probabilities when training.
+**   causal: query i sees keys j <= i only (top-left aligned when Tq != Tk,
+**   as torch's is_causal); the key-padding mask still applies.
+**   cu_seqlens: packed sequences (FlashAttention's varlen): q, k, v
+**   [total, A, d] and an int32 [B + 1] of offsets 0 = o_0 <= ... <= o_B =
+**   total; sequence b (rows o_b .. o_{b+1} - 1) attends within itself.
+**   Result [total, A, d].  No mask with it.  max_seqlen is filled in by
+**   bert_attention (the longest sequence) for the backends.
+**   dropout_p applies to the probabilities when training (varlen: the
+**   draws of the padded op over the sequences padded to the longest).
 **   scale <= 0 selects 1 / sqrt(d).
 ** Result [B, A, Tq, d], contiguous. */
 typedef struct {
@@ -50,6 +58,9 @@ typedef struct {
   double dropout_p;
   int training;
   double scale;
+  int causal;
+  bert_tensor *cu_seqlens;
+  int64_t max_seqlen;
 } bert_attention_opts;
 bert_tensor *bert_attention(bert_tensor *q, bert_tensor *k, bert_tensor *v,
                             const bert_attention_opts *opts);

@@ -89,7 +89,7 @@
   X(EMBEDDING_BACKWARD,  embedding_backward,  3) \
   X(CROSS_ENTROPY,       cross_entropy,       2) \
   X(CROSS_ENTROPY_BACKWARD, cross_entropy_backward, 3) \
-  X(ATTENTION,           attention,           4) \
+  X(ATTENTION,           attention,           5) \
   X(ATTENTION_BACKWARD,  attention_backward,  7) \
   X(ATTENTION_REL,       attention_rel,       7) \
   X(ATTENTION_REL_BACKWARD, attention_rel_backward, 10) \

@@ -1,11 +1,13 @@
 /*
 ** Fused scaled-dot-product attention, flash-style (FlashAttention-2 on the
-** CPU).  Forward: per block of Br query rows, loop over key tiles of at
-** most Bc keys with an online softmax, accumulating the output in place;
+** CPU).  Forward: per block of BR query rows, loop over key tiles of at
+** most BC keys with an online softmax, accumulating the output in place;
 ** only the output and the per-row log-sum-exp are kept.  Backward: per
-** (batch, head), recompute P = exp(S - lse) tile by tile, then
-** dV += P^T dO, dP = dO V^T, dS = P * (dP - D) with D = rowsum(dO * O),
-** dQ += dS K * scale, dK += dS^T Q * scale.  No T x T matrix is stored.
+** (batch, head), recompute P = exp(S - lse) tile by tile, then dV, dP, dS,
+** dQ, dK as attention_tile.h says.  No T x T matrix is stored.  The tile
+** step itself (softmax update, P V, the backward's products) is
+** attention_tile.h's, shared with attention_rel.c; this file forms the
+** score tiles and decides which tiles exist.
 **
 ** Masks become an additive per-key bias [B, Tk].  Keys whose bias is
 ** <= -10000 ("dead") are skipped: key tiles are trimmed to their first and
@@ -13,6 +15,19 @@
 ** long as exp(score - 10000 - rowmax) underflows, as it does in HF's fp32
 ** softmax.  A batch row with no live key is processed in full, so its
 ** output equals HF's (uniform over keys with finfo.min).
+**
+** Causal (query i sees keys j <= i): key tiles wholly after a query block's
+** last row are never formed, and a tile crossing the diagonal is processed
+** in strips of STRIP rows, each only up to its own last row, so the work is
+** about half.  Rows before a batch row's first live key see only dead keys:
+** their blocks take the untrimmed tiles (as a row with no live key does).
+**
+** Packed sequences (o->cu_seqlens, FlashAttention's varlen): q, k, v, the
+** output and the gradients are [total, A, d]; sequence b is rows
+** cu[b] .. cu[b+1] - 1 and attends only within them.  The kernel sees it
+** as a batch whose item b starts at row cu[b] with its own length, so the
+** work is sum(len_b^2).  Dropout counters are those of the padded op with
+** T = the longest sequence.
 */
 #include <float.h>
 #include <math.h>
@@ -20,6 +35,7 @@
 #include <string.h>
 
 #include "core/parallel.h"
+#include "cpu/attention_tile.h"
 #include "cpu/cpu.h"
 #include "cpu/gemm.h"
 #include "cpu/nn_internal.h"
@@ -30,55 +46,92 @@
 #ifndef BC
 #define BC 256         /* keys per tile */
 #endif
+#define STRIP 32       /* query rows per strip where a tile crosses the causal diagonal */
 #define DEAD_BIAS (-10000.0f)
 
 typedef struct {
-  int64_t B, A, Tq, Tk, d;
+  int64_t B, A, Tq, Tk, d;       /* varlen: B sequences, Tq = Tk = the longest */
+  const int32_t *cu;             /* varlen: [B + 1] first rows of the sequences, else NULL */
+  int64_t total;                 /* varlen: rows in all */
   const float *q, *k, *v;
-  int64_t qs[3], ks[3], vs[3];   /* strides of batch, head, time; last dim stride 1 */
+  int64_t qs[3], ks[3], vs[3];   /* strides of batch, head, time (varlen: batch 0); last dim stride 1 */
   const float *bias;             /* [Bm, Tk] additive, or NULL */
   int64_t bias_bstride;          /* Tk, or 0 when the mask broadcasts over batch */
+  const int32_t *tile_lo, *tile_hi;   /* [B, ntiles]: live key range of each tile, or NULL (no mask) */
+  const int32_t *first_live;     /* causal with a mask: [B] first live key (Tk: none), else NULL */
   int64_t ntiles;
-  const int32_t *tile_lo, *tile_hi;   /* [B, ntiles]: live key range of each tile */
+  int causal;
   float scale;
-  double p;
-  uint32_t thr;
-  float keep_scale;
-  uint64_t seed, offset;
+  attn_dropout drop;
 } attn_ctx;
 
+/* ---- where rows live ---- */
+
+static inline int64_t seq_start(const attn_ctx *c, int64_t b) { return c->cu ? c->cu[b] : 0; }
+static inline int64_t seq_len_q(const attn_ctx *c, int64_t b) { return c->cu ? c->cu[b + 1] - c->cu[b] : c->Tq; }
+static inline int64_t seq_len_k(const attn_ctx *c, int64_t b) { return c->cu ? c->cu[b + 1] - c->cu[b] : c->Tk; }
+
+/* Row (b, a, i) of a contiguous result ([B, A, T, d] or, varlen, [total, A, d]),
+** counted in rows of d; consecutive i are row_step() rows apart. */
+static inline int64_t res_row(const attn_ctx *c, int64_t b, int64_t a, int64_t i, int64_t T) {
+  return c->cu ? (c->cu[b] + i) * c->A + a : (b * c->A + a) * T + i;
+}
+static inline int64_t row_step(const attn_ctx *c) { return c->cu ? c->A : 1; }
+/* The log-sum-exp of row (b, a, i): [B, A, Tq] or, varlen, [A, total]; consecutive i adjacent. */
+static inline int64_t lse_at(const attn_ctx *c, int64_t b, int64_t a, int64_t i) {
+  return c->cu ? a * c->total + c->cu[b] + i : (b * c->A + a) * c->Tq + i;
+}
+
 /* Layout of q/k/v for BLAS: last dim contiguous and rows at least d apart.
-** Returns a new reference to t itself or to a contiguous copy. */
+** Returns a new reference to t itself or to a contiguous copy.  4-D
+** [B, A, T, d] or 3-D [total, A, d] (time first). */
 static bert_tensor *blas_ready(const bert_tensor *t) {
-  int64_t d = t->shape[3];
-  int ok = (t->stride[3] == 1 || d == 1) && (t->shape[2] == 1 || t->stride[2] >= d);
+  int last = t->ndim - 1, td = t->ndim == 4 ? 2 : 0;
+  int64_t d = t->shape[last];
+  int ok = (t->stride[last] == 1 || d == 1) && (t->shape[td] == 1 || t->stride[td] >= d);
   if (ok) { bert_tensor_retain((bert_tensor *)t); return (bert_tensor *)t; }
   return bert_clone(t);
 }
 
 static void ctx_strides(const bert_tensor *t, int64_t s[3]) {
-  s[0] = t->stride[0];
+  int td = t->ndim == 4 ? 2 : 0;
+  s[0] = t->ndim == 4 ? t->stride[0] : 0;
   s[1] = t->stride[1];
-  s[2] = t->shape[2] == 1 ? t->shape[3] : t->stride[2];
+  s[2] = t->shape[td] == 1 ? t->shape[t->ndim - 1] : t->stride[td];
 }
 
 /* Per batch and key tile, the range [lo, hi) from the first to the last
-** live key; lo == hi when the whole tile is dead. */
+** live key; lo == hi when the whole tile is dead.  first[b]: the first live
+** key of batch row b (Tk when none), when first is not NULL. */
 static void tile_ranges(const float *bias, int64_t bstride, int64_t B, int64_t Tk,
-                        int64_t ntiles, int32_t *r) {
+                        int64_t ntiles, int32_t *r, int32_t *first) {
   for (int64_t b = 0; b < B; b++) {
-    const float *bb = bias ? bias + b * bstride : NULL;
-    int any = 0;
-    for (int64_t j = 0; bb && j < Tk && !any; j++) any = bb[j] > DEAD_BIAS;
+    const float *bb = bias + b * bstride;
+    int64_t f = 0;
+    while (f < Tk && !(bb[f] > DEAD_BIAS)) f++;
+    if (first) first[b] = (int32_t)f;
     for (int64_t t = 0; t < ntiles; t++) {
       int64_t j0 = t * BC, j1 = j0 + BC < Tk ? j0 + BC : Tk, lo = j0, hi = j1;
-      if (bb && any) {
+      if (f < Tk) {
         while (lo < j1 && !(bb[lo] > DEAD_BIAS)) lo++;
         while (hi > lo && !(bb[hi - 1] > DEAD_BIAS)) hi--;
       }
       r[b * ntiles + t] = (int32_t)lo;
       r[B * ntiles + b * ntiles + t] = (int32_t)hi;
     }
+  }
+}
+
+/* Keys [lo, hi) of tile t of batch row b for a block whose rows need the
+** untrimmed tiles (full) or not. */
+static inline void tile_range(const attn_ctx *c, int64_t b, int64_t t, int64_t tk, int full,
+                              int64_t *lo, int64_t *hi) {
+  if (c->tile_lo && !full) {
+    *lo = c->tile_lo[b * c->ntiles + t];
+    *hi = c->tile_hi[b * c->ntiles + t];
+  } else {
+    *lo = t * BC;
+    *hi = *lo + BC < tk ? *lo + BC : tk;
   }
 }
 
@@ -94,117 +147,92 @@ static void scores(const attn_ctx *c, const float *Q, const float *K, const floa
   }
 }
 
-/* Dropout multipliers of rows i0 .. i0 + br - 1, keys lo .. lo + n - 1 of head bh. */
-static void drop_block(const attn_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t lo,
-                       int64_t n, float *M) {
-  for (int64_t i = 0; i < br; i++) {
-    uint64_t idx = ((uint64_t)bh * (uint64_t)c->Tq + (uint64_t)(i0 + i)) * (uint64_t)c->Tk + (uint64_t)lo;
-    nn_dropout_row(c->seed, c->offset, idx, n, c->thr, c->keep_scale, M + i * BC);
-  }
+/* The pieces of query block [i0, i0 + br) x key tile [lo, hi) that are
+** formed: the whole block, or with the causal mask the tile cut at the
+** block's last row and, where it crosses the diagonal, the block's rows in
+** strips of STRIP, each over the keys up to its own last row.  piece_rows
+** trims *hi and gives the rows per piece (0: nothing to do); piece_keys
+** the keys of the piece whose rows end before row `end`. */
+static inline int64_t piece_rows(const attn_ctx *c, int64_t i0, int64_t br, int64_t lo, int64_t *hi) {
+  if (!c->causal) return *hi > lo ? br : 0;
+  if (*hi > i0 + br) *hi = i0 + br;
+  if (*hi <= lo) return 0;
+  return *hi - 1 > i0 ? STRIP : br;
 }
 
-static void forward_block(const attn_ctx *c, int64_t bh, int64_t i0, float *O, float *lse,
+static inline int64_t piece_keys(const attn_ctx *c, int64_t end, int64_t lo, int64_t hi) {
+  return (c->causal && hi > end ? end : hi) - lo;
+}
+
+/* S for rows i0 + r0 .. of one piece: scores, the causal mask where the
+** piece reaches past its first row, the dropout multipliers into M. */
+static void piece_scores(const attn_ctx *c, int64_t bh, const float *Q, const float *K, const float *bias,
+                         int64_t q0, int64_t rb, int64_t lo, int64_t n, float *S, float *M) {
+  scores(c, Q, K, bias, rb, lo, n, S);
+  if (c->causal && lo + n - 1 > q0) attn_tile_causal(S, BC, q0, rb, lo, n);
+  if (M) attn_tile_dropout(&c->drop, bh, q0, rb, lo, n, M, BC);
+}
+
+static void forward_block(const attn_ctx *c, int64_t b, int64_t a, int64_t i0, float *O, float *lse,
                           float *S, float *M, float *mrow, float *lrow) {
-  int64_t b = bh / c->A, a = bh % c->A, d = c->d;
-  int64_t br = i0 + BR <= c->Tq ? BR : c->Tq - i0;
-  const float *Q = c->q + b * c->qs[0] + a * c->qs[1] + i0 * c->qs[2];
-  const float *K = c->k + b * c->ks[0] + a * c->ks[1];
-  const float *V = c->v + b * c->vs[0] + a * c->vs[1];
+  int64_t d = c->d, bh = b * c->A + a, tq = seq_len_q(c, b), tk = seq_len_k(c, b), st = seq_start(c, b);
+  int64_t br = i0 + BR <= tq ? BR : tq - i0, ldo = row_step(c) * d;
+  const float *Q = c->q + b * c->qs[0] + a * c->qs[1] + (st + i0) * c->qs[2];
+  const float *K = c->k + b * c->ks[0] + a * c->ks[1] + st * c->ks[2];
+  const float *V = c->v + b * c->vs[0] + a * c->vs[1] + st * c->vs[2];
   const float *bias = c->bias ? c->bias + b * c->bias_bstride : NULL;
-  float *Ob = O + (bh * c->Tq + i0) * d;
-  memset(Ob, 0, (size_t)(br * d) * sizeof(float));
-  for (int64_t i = 0; i < br; i++) { mrow[i] = -INFINITY; lrow[i] = 0.0f; }
-  for (int64_t t = 0; t < c->ntiles; t++) {
-    int64_t lo = c->tile_lo[b * c->ntiles + t], hi = c->tile_hi[b * c->ntiles + t], n = hi - lo;
-    if (n <= 0) continue;
-    scores(c, Q, K, bias, br, lo, n, S);
-    if (c->p > 0) drop_block(c, bh, i0, br, lo, n, M);
-    for (int64_t i = 0; i < br; i++) {
-      float *s = S + i * BC;
-      float mx = s[0];
-      #pragma omp simd reduction(max:mx)
-      for (int64_t j = 1; j < n; j++) mx = s[j] > mx ? s[j] : mx;
-      float mnew = mx > mrow[i] ? mx : mrow[i];
-      float alpha = expf(mrow[i] - mnew), sum = 0.0f;
-      #pragma omp simd reduction(+:sum)
-      for (int64_t j = 0; j < n; j++) { float e = nn_expf(s[j] - mnew); s[j] = e; sum += e; }
-      lrow[i] = lrow[i] * alpha + sum;
-      mrow[i] = mnew;
-      if (alpha != 1.0f) {
-        float *o = Ob + i * d;
-        for (int64_t x = 0; x < d; x++) o[x] *= alpha;
-      }
-      if (c->p > 0) {
-        const float *m = M + i * BC;
-        for (int64_t j = 0; j < n; j++) s[j] *= m[j];
-      }
+  float *Ob = O + res_row(c, b, a, i0, c->Tq) * d;
+  int full = c->first_live && i0 < c->first_live[b];
+  attn_rows_start(Ob, ldo, br, d, mrow, lrow);
+  for (int64_t t = 0; t * BC < tk; t++) {
+    int64_t lo, hi;
+    tile_range(c, b, t, tk, full, &lo, &hi);
+    int64_t step = piece_rows(c, i0, br, lo, &hi);
+    for (int64_t r0 = 0; step && r0 < br; r0 += step) {
+      int64_t rb = br - r0 < step ? br - r0 : step, n = piece_keys(c, i0 + r0 + rb, lo, hi);
+      if (n <= 0) continue;
+      float *Sr = S + r0 * BC, *Mr = c->drop.on ? M + r0 * BC : NULL;
+      piece_scores(c, bh, Q + r0 * c->qs[2], K, bias, i0 + r0, rb, lo, n, Sr, Mr);
+      attn_tile_forward(Sr, BC, rb, n, Mr, V + lo * c->vs[2], c->vs[2], d, Ob + r0 * ldo, ldo,
+                        mrow + r0, lrow + r0);
     }
-    bert_sgemm(0, 0, br, d, n, 1.0f, S, BC, V + lo * c->vs[2], c->vs[2], 1.0f, Ob, d);
   }
-  for (int64_t i = 0; i < br; i++) {
-    float inv = 1.0f / lrow[i], *o = Ob + i * d;
-    for (int64_t x = 0; x < d; x++) o[x] *= inv;
-    lse[bh * c->Tq + i0 + i] = mrow[i] + logf(lrow[i]);
-  }
+  attn_rows_finish(Ob, ldo, br, d, mrow, lrow, lse + lse_at(c, b, a, i0), 1);
 }
 
-/* One (batch, head): dQ, dK, dV rows of that head (contiguous, zeroed). */
-static void backward_head(const attn_ctx *c, int64_t bh, const float *O, const float *dO,
+/* One (batch, head): dQ, dK, dV rows of that head (zeroed). */
+static void backward_head(const attn_ctx *c, int64_t b, int64_t a, const float *O, const float *dO,
                           const float *lse, float *dQ, float *dK, float *dV, float *S, float *M,
                           float *dP, float *Dv) {
-  int64_t b = bh / c->A, a = bh % c->A, d = c->d;
-  const float *K = c->k + b * c->ks[0] + a * c->ks[1];
-  const float *V = c->v + b * c->vs[0] + a * c->vs[1];
+  int64_t d = c->d, bh = b * c->A + a, tq = seq_len_q(c, b), tk = seq_len_k(c, b), st = seq_start(c, b);
+  int64_t ld = row_step(c) * d;
+  const float *Q0 = c->q + b * c->qs[0] + a * c->qs[1] + st * c->qs[2];
+  const float *K = c->k + b * c->ks[0] + a * c->ks[1] + st * c->ks[2];
+  const float *V = c->v + b * c->vs[0] + a * c->vs[1] + st * c->vs[2];
   const float *bias = c->bias ? c->bias + b * c->bias_bstride : NULL;
-  const float *Oh = O + bh * c->Tq * d, *dOh = dO + bh * c->Tq * d, *L = lse + bh * c->Tq;
-  float *dQh = dQ + bh * c->Tq * d, *dKh = dK + bh * c->Tk * d, *dVh = dV + bh * c->Tk * d;
-  for (int64_t i = 0; i < c->Tq; i++) {
-    float s = 0.0f;
-    #pragma omp simd reduction(+:s)
-    for (int64_t x = 0; x < d; x++) s += Oh[i * d + x] * dOh[i * d + x];
-    Dv[i] = s;
-  }
-  for (int64_t i0 = 0; i0 < c->Tq; i0 += BR) {
-    int64_t br = i0 + BR <= c->Tq ? BR : c->Tq - i0;
-    const float *Q = c->q + b * c->qs[0] + a * c->qs[1] + i0 * c->qs[2];
-    for (int64_t t = 0; t < c->ntiles; t++) {
-      int64_t lo = c->tile_lo[b * c->ntiles + t], hi = c->tile_hi[b * c->ntiles + t], n = hi - lo;
-      if (n <= 0) continue;
-      scores(c, Q, K, bias, br, lo, n, S);
-      for (int64_t i = 0; i < br; i++) {   /* S -> P */
-        float *s = S + i * BC, l = L[i0 + i];
-        #pragma omp simd
-        for (int64_t j = 0; j < n; j++) s[j] = nn_expf(s[j] - l);
+  int64_t qrow = res_row(c, b, a, 0, c->Tq), krow = res_row(c, b, a, 0, c->Tk);
+  const float *Oh = O + qrow * d, *dOh = dO + qrow * d, *L = lse + lse_at(c, b, a, 0);
+  float *dQh = dQ + qrow * d, *dKh = dK + krow * d, *dVh = dV + krow * d;
+  attn_rows_dot(Oh, ld, dOh, ld, tq, d, Dv);
+  for (int64_t i0 = 0; i0 < tq; i0 += BR) {
+    int64_t br = i0 + BR <= tq ? BR : tq - i0;
+    int full = c->first_live && i0 < c->first_live[b];
+    for (int64_t t = 0; t * BC < tk; t++) {
+      int64_t lo, hi;
+      tile_range(c, b, t, tk, full, &lo, &hi);
+      int64_t step = piece_rows(c, i0, br, lo, &hi);
+      for (int64_t r0 = 0; step && r0 < br; r0 += step) {
+        int64_t rb = br - r0 < step ? br - r0 : step, n = piece_keys(c, i0 + r0 + rb, lo, hi);
+        if (n <= 0) continue;
+        int64_t q0 = i0 + r0;
+        float *Sr = S + r0 * BC, *Mr = c->drop.on ? M + r0 * BC : NULL;
+        const float *Q = Q0 + q0 * c->qs[2];
+        piece_scores(c, bh, Q, K, bias, q0, rb, lo, n, Sr, Mr);
+        attn_bwd_rows rows = {Q, dOh + q0 * ld, L + q0, Dv + q0, dQh + q0 * ld, c->qs[2], ld, ld};
+        attn_bwd_keys keys = {K + lo * c->ks[2], V + lo * c->vs[2], dKh + lo * ld, dVh + lo * ld,
+                              c->ks[2], c->vs[2], ld};
+        attn_tile_backward(Sr, Mr, dP + r0 * BC, BC, rb, n, &rows, &keys, c->scale, d);
       }
-      /* dV += Pd^T dO, where Pd = P * dropout multipliers (kept in M) */
-      if (c->p > 0) {
-        drop_block(c, bh, i0, br, lo, n, M);
-        for (int64_t i = 0; i < br; i++) {
-          float *m = M + i * BC;
-          const float *s = S + i * BC;
-          for (int64_t j = 0; j < n; j++) { float keep = m[j]; m[j] = s[j] * keep; dP[i * BC + j] = keep; }
-        }
-        bert_sgemm(1, 0, n, d, br, 1.0f, M, BC, dOh + i0 * d, d, 1.0f, dVh + lo * d, d);
-      } else {
-        bert_sgemm(1, 0, n, d, br, 1.0f, S, BC, dOh + i0 * d, d, 1.0f, dVh + lo * d, d);
-      }
-      /* dPd = dO V^T; with dropout dP = dPd * multiplier (saved in dP above) */
-      if (c->p > 0) {
-        bert_sgemm(0, 1, br, n, d, 1.0f, dOh + i0 * d, d, V + lo * c->vs[2], c->vs[2], 0.0f, M, BC);
-        for (int64_t i = 0; i < br; i++) {
-          float *s = S + i * BC, *m = M + i * BC, *k = dP + i * BC, Di = Dv[i0 + i];
-          for (int64_t j = 0; j < n; j++) s[j] = s[j] * (m[j] * k[j] - Di);
-        }
-      } else {
-        bert_sgemm(0, 1, br, n, d, 1.0f, dOh + i0 * d, d, V + lo * c->vs[2], c->vs[2], 0.0f, dP, BC);
-        for (int64_t i = 0; i < br; i++) {
-          float *s = S + i * BC, *g = dP + i * BC, Di = Dv[i0 + i];
-          for (int64_t j = 0; j < n; j++) s[j] = s[j] * (g[j] - Di);
-        }
-      }
-      /* S now holds dS */
-      bert_sgemm(0, 0, br, d, n, c->scale, S, BC, K + lo * c->ks[2], c->ks[2], 1.0f, dQh + i0 * d, d);
-      bert_sgemm(1, 0, n, d, br, c->scale, S, BC, Q, c->qs[2], 1.0f, dKh + lo * d, d);
     }
   }
 }
@@ -212,17 +240,17 @@ static void backward_head(const attn_ctx *c, int64_t bh, const float *O, const f
 /* Threads run the tile GEMMs single-threaded (OpenBLAS would otherwise
 ** start its own pool inside ours). */
 
-/* Everything backward needs besides q, k, v: one malloc block (node->extra
-** is released with a single free()): this header, then lse [B*A*Tq],
-** bias [Bm*Tk] and the tile ranges [2*B*ntiles]. */
 /* The context of one call: q, k, v made BLAS-ready, the additive bias
 ** and the live key ranges of each tile (recomputed by backward, so that
-** nothing but the log-sum-exp is kept between the passes). */
+** nothing but the log-sum-exp is kept between the passes), and the
+** forward's work items: blocks of BR query rows, blk_first[b] the first
+** block of batch row b. */
 typedef struct {
   attn_ctx c;
   bert_tensor *q, *k, *v;
   float *bias;
   int32_t *ranges;
+  int64_t *blk_first;
 } attn_setup;
 
 static void setup_free(attn_setup *a) {
@@ -231,6 +259,7 @@ static void setup_free(attn_setup *a) {
   bert_tensor_release(a->v);
   free(a->bias);
   free(a->ranges);
+  free(a->blk_first);
 }
 
 /* bias = (1 - mask) * mask_value for keep masks, the mask itself otherwise. */
@@ -244,42 +273,55 @@ static void mask_fill(const bert_attention_opts *o, int64_t n, float *bias) {
   }
 }
 
+/* Arguments checked by the front-end (core/nn.c): 4-D q, k, v, or 3-D
+** [total, A, d] with o->cu_seqlens a contiguous int32 [B + 1] on the host
+** (no mask then) and o->max_seqlen its longest sequence. */
 static int setup(attn_setup *a, const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
                  const bert_attention_opts *o, bert_stream s) {
   memset(a, 0, sizeof *a);
-  int64_t B = q->shape[0], A = q->shape[1], Tq = q->shape[2], d = q->shape[3], Tk = k->shape[2];
+  attn_ctx *c = &a->c;
+  int varlen = o->cu_seqlens != NULL;
+  if (varlen) {
+    c->cu = bert_i32(o->cu_seqlens);
+    c->B = o->cu_seqlens->shape[0] - 1;
+    c->A = q->shape[1];
+    c->Tq = c->Tk = o->max_seqlen;
+    c->d = q->shape[2];
+    c->total = q->shape[0];
+  } else {
+    c->B = q->shape[0]; c->A = q->shape[1]; c->Tq = q->shape[2]; c->d = q->shape[3]; c->Tk = k->shape[2];
+  }
+  int64_t B = c->B, Tk = c->Tk, d = c->d;
   int64_t Bm = o->mask ? o->mask->shape[0] : 0, ntiles = (Tk + BC - 1) / BC;
   a->q = blas_ready(q);
   a->k = blas_ready(k);
   a->v = blas_ready(v);
   a->bias = o->mask ? malloc((size_t)(Bm * Tk + 1) * sizeof(float)) : NULL;
-  a->ranges = malloc((size_t)(2 * B * ntiles + 1) * sizeof(int32_t));
-  if (!a->q || !a->k || !a->v || (o->mask && !a->bias) || !a->ranges) {
-    if ((o->mask && !a->bias) || !a->ranges) bert_set_error("attention: out of memory");
+  a->ranges = o->mask ? malloc((size_t)(2 * B * ntiles + B + 1) * sizeof(int32_t)) : NULL;
+  a->blk_first = malloc((size_t)(B + 1) * sizeof(int64_t));
+  if (!a->q || !a->k || !a->v || (o->mask && (!a->bias || !a->ranges)) || !a->blk_first) {
+    if ((o->mask && (!a->bias || !a->ranges)) || !a->blk_first) bert_set_error("attention: out of memory");
     setup_free(a);
     return -1;
   }
-  attn_ctx *c = &a->c;
-  c->B = B; c->A = A; c->Tq = Tq; c->Tk = Tk; c->d = d;
   c->q = bert_f32(a->q); c->k = bert_f32(a->k); c->v = bert_f32(a->v);
   ctx_strides(a->q, c->qs); ctx_strides(a->k, c->ks); ctx_strides(a->v, c->vs);
   c->scale = o->scale > 0 ? (float)o->scale : (float)(1.0 / sqrt((double)(d > 0 ? d : 1)));
+  c->causal = o->causal != 0;
+  c->ntiles = ntiles;
   if (o->mask) {
     mask_fill(o, Bm * Tk, a->bias);
     c->bias_bstride = Bm == 1 ? 0 : Tk;
+    c->bias = a->bias;
+    int32_t *first = c->causal ? a->ranges + 2 * B * ntiles : NULL;
+    tile_ranges(a->bias, c->bias_bstride, B, Tk, ntiles, a->ranges, first);
+    c->tile_lo = a->ranges;
+    c->tile_hi = a->ranges + B * ntiles;
+    c->first_live = first;
   }
-  c->bias = a->bias;
-  c->ntiles = ntiles;
-  tile_ranges(a->bias, c->bias_bstride, B, Tk, ntiles, a->ranges);
-  c->tile_lo = a->ranges;
-  c->tile_hi = a->ranges + B * ntiles;
-  c->p = o->training ? o->dropout_p : 0.0;
-  if (c->p > 0) {
-    c->seed = s.seed;
-    c->offset = s.offset;
-    c->thr = nn_keep_threshold(c->p);
-    c->keep_scale = (float)(1.0 / (1.0 - c->p));
-  }
+  a->blk_first[0] = 0;
+  for (int64_t b = 0; b < B; b++) a->blk_first[b + 1] = a->blk_first[b] + (seq_len_q(c, b) + BR - 1) / BR;
+  attn_dropout_init(&c->drop, o->training ? o->dropout_p : 0.0, s, c->Tq, c->Tk);
   return 0;
 }
 
@@ -295,24 +337,43 @@ static void backward_heads(void *p, int64_t lo, int64_t hi) {
   const backward_job *j = p;
   float *S = j->scratch + (size_t)bert_parallel_thread() * j->per;
   for (int64_t bh = lo; bh < hi; bh++)
-    backward_head(j->c, bh, j->O, j->dO, j->LSE, j->DQ, j->DK, j->DV, S, S + BR * BC,
-                  S + 2 * BR * BC, S + 3 * BR * BC);
+    backward_head(j->c, bh / j->c->A, bh % j->c->A, j->O, j->dO, j->LSE, j->DQ, j->DK, j->DV, S,
+                  S + BR * BC, S + 2 * BR * BC, S + 3 * BR * BC);
 }
 
-/* The forward's share: blocks of BR query rows of one (batch, head). */
+/* The forward's share: blocks of BR query rows; item it is block
+** it / A (counted over all batch rows) of head it % A. */
 typedef struct {
   const attn_ctx *c;
   float *O, *LSE, *scratch;
   size_t per;
-  int64_t nqb;
+  const int64_t *blk_first;
 } forward_job;
 
 static void forward_blocks(void *p, int64_t lo, int64_t hi) {
   const forward_job *j = p;
+  const attn_ctx *c = j->c;
   float *S = j->scratch + (size_t)bert_parallel_thread() * j->per;
-  for (int64_t it = lo; it < hi; it++)
-    forward_block(j->c, it / j->nqb, (it % j->nqb) * BR, j->O, j->LSE, S, S + BR * BC,
-                  S + 2 * BR * BC, S + 2 * BR * BC + BR);
+  int64_t b = 0;
+  for (int64_t it = lo; it < hi; it++) {
+    int64_t g = it / c->A, a = it % c->A;
+    if (g < j->blk_first[b] || g >= j->blk_first[b + 1]) {   /* the batch row holding block g */
+      int64_t l = 0, h = c->B;
+      while (h - l > 1) { int64_t m = (l + h) / 2; if (j->blk_first[m] <= g) l = m; else h = m; }
+      b = l;
+      while (j->blk_first[b + 1] <= g) b++;   /* skip empty sequences */
+    }
+    forward_block(c, b, a, (g - j->blk_first[b]) * BR, j->O, j->LSE, S, S + BR * BC, S + 2 * BR * BC,
+                  S + 2 * BR * BC + BR);
+  }
+}
+
+/* Result shapes: [B, A, T, d], or [total, A, d] with cu_seqlens. */
+static bert_tensor *result_like(const attn_ctx *c, int64_t T, int zeroed) {
+  int64_t s4[4] = {c->B, c->A, T, c->d}, s3[3] = {c->total, c->A, c->d};
+  int nd = c->cu ? 3 : 4;
+  const int64_t *shape = c->cu ? s3 : s4;
+  return zeroed ? bert_tensor_new(BERT_F32, nd, shape) : bert_tensor_empty(BERT_F32, nd, shape);
 }
 
 int cpu_attention_backward(const bert_tensor *q_in, const bert_tensor *k_in, const bert_tensor *v_in,
@@ -322,10 +383,7 @@ int cpu_attention_backward(const bert_tensor *q_in, const bert_tensor *k_in, con
   attn_setup a;
   if (setup(&a, q_in, k_in, v_in, o, s) != 0) return -1;
   attn_ctx c = a.c;
-  int64_t qshape[4] = {c.B, c.A, c.Tq, c.d}, kshape[4] = {c.B, c.A, c.Tk, c.d};
-  bert_tensor *dq = bert_tensor_new(BERT_F32, 4, qshape);
-  bert_tensor *dk = bert_tensor_new(BERT_F32, 4, kshape);
-  bert_tensor *dv = bert_tensor_new(BERT_F32, 4, kshape);
+  bert_tensor *dq = result_like(&c, c.Tq, 1), *dk = result_like(&c, c.Tk, 1), *dv = result_like(&c, c.Tk, 1);
   bert_tensor *oc = bert_contiguous((bert_tensor *)out);
   int rc = -1;
   if (!dq || !dk || !dv || !oc) goto done;
@@ -356,18 +414,16 @@ bert_tensor *cpu_attention(const bert_tensor *q_in, const bert_tensor *k_in, con
   attn_setup a;
   if (setup(&a, q_in, k_in, v_in, o, s) != 0) return NULL;
   attn_ctx *c = &a.c;
-  int64_t B = c->B, A = c->A, Tq = c->Tq, d = c->d, nl = B * A * Tq;
-  int64_t shape[4] = {B, A, Tq, d};
-  bert_tensor *out = bert_tensor_empty(BERT_F32, 4, shape), *lse = bert_tensor_empty(BERT_F32, 1, &nl);
+  int64_t nl = c->cu ? c->A * c->total : c->B * c->A * c->Tq;
+  bert_tensor *out = result_like(c, c->Tq, 0), *lse = bert_tensor_empty(BERT_F32, 1, &nl);
   float *scratch = NULL;
   if (out == NULL || lse == NULL) goto fail;
-  int64_t nqb = (Tq + BR - 1) / BR, items = B * A * nqb;
+  int64_t items = a.blk_first[c->B] * c->A;
   int nt = bert_parallel_width();
   size_t per = (size_t)2 * BR * BC + 2 * BR;
   scratch = malloc((size_t)nt * per * sizeof(float));
   if (scratch == NULL) { bert_set_error("attention: out of memory"); goto fail; }
-  float *O = bert_f32(out), *LSE = bert_f32(lse);
-  forward_job job = {c, O, LSE, scratch, per, nqb};
+  forward_job job = {c, bert_f32(out), bert_f32(lse), scratch, per, a.blk_first};
   bert_parallel_for(items, 1, forward_blocks, &job);
   free(scratch);
   setup_free(&a);

@@ -82,22 +82,27 @@ static int l_embedding(lua_State *L) {
   return lbert_push_result(L, bert_embedding(ids, w), "embedding");
 }
 
-/* F.attention(q, k, v[, {mask=, mask_value=, dropout=, training=, scale=}]) */
+/* F.attention(q, k, v[, {mask=, mask_value=, causal=, cu_seqlens=, dropout=, training=, scale=}]) */
 static int l_attention(lua_State *L) {
   bert_tensor *q = lbert_check_tensor(L, 1), *k = lbert_check_tensor(L, 2);
   bert_tensor *v = lbert_check_tensor(L, 3);
   check_opts(L, 4, "attention");
   bert_attention_opts o;
   memset(&o, 0, sizeof o);
-  if (opt_field(L, 4, "mask") != LUA_TNIL) {
-    o.mask = lbert_test_tensor(L, -1);
-    if (o.mask == NULL)
-      return luaL_error(L, "attention: option 'mask' must be a tensor, got %s", luaL_typename(L, -1));
+  bert_tensor **targets[2] = {&o.mask, &o.cu_seqlens};
+  const char *names[2] = {"mask", "cu_seqlens"};
+  for (int i = 0; i < 2; i++) {
+    if (opt_field(L, 4, names[i]) != LUA_TNIL) {
+      *targets[i] = lbert_test_tensor(L, -1);
+      if (*targets[i] == NULL)
+        return luaL_error(L, "attention: option '%s' must be a tensor, got %s", names[i], luaL_typename(L, -1));
+    }
+    lua_pop(L, 1);   /* the options table keeps it alive */
   }
-  lua_pop(L, 1);   /* the options table keeps the mask alive */
   o.mask_value = opt_number(L, 4, "attention", "mask_value", -FLT_MAX);
   o.dropout_p = opt_number(L, 4, "attention", "dropout", 0.0);
   o.training = opt_bool(L, 4, "training", 1);
+  o.causal = opt_bool(L, 4, "causal", 0);
   o.scale = opt_number(L, 4, "attention", "scale", 0.0);
   if (o.scale < 0) return luaL_error(L, "attention: scale must be positive, got %g", o.scale);
   return lbert_push_result(L, bert_attention(q, k, v, &o), "attention");

@@ -1374,6 +1374,10 @@ bert_tensor *bert_vk_attention_ex(const bert_tensor *q_in, const bert_tensor *k_
                                   const bert_attention_opts *o, bert_stream s, bert_tensor **lse_out) {
   const char *f = "attention";
   const bert_tensor *m = o->mask;
+  if (o->causal || o->cu_seqlens) {
+    bert_set_error("attention: not supported on device vulkan (causal or cu_seqlens; move the tensors with t:to(\"cpu\"))");
+    return NULL;
+  }
   int64_t B = q_in->shape[0], A = q_in->shape[1], Tq = q_in->shape[2], d = q_in->shape[3], Tk = k_in->shape[2];
   /* unit stride in the last dim */
   bert_tensor *q = q_in->stride[3] == 1 ? bert_alias(q_in) : bert_contiguous((bert_tensor *)q_in);
@@ -1428,6 +1432,10 @@ int bert_vk_attention_backward(const bert_tensor *q_in, const bert_tensor *k_in,
                                const bert_attention_opts *opts, bert_stream s, const bert_tensor *out,
                                const bert_tensor *lse, const bert_tensor *dout,
                                bert_tensor **dq_out, bert_tensor **dk_out, bert_tensor **dv_out) {
+  if (opts->causal || opts->cu_seqlens) {
+    bert_set_error("attention backward: not supported on device vulkan (causal or cu_seqlens)");
+    return -1;
+  }
   /* q as the forward bound it; k and v with one set of strides */
   bert_tensor *q = q_in->stride[3] == 1 ? bert_alias(q_in) : bert_contiguous((bert_tensor *)q_in);
   int same = k_in->stride[3] == 1 && v_in->stride[3] == 1;
