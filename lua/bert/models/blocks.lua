@@ -193,6 +193,7 @@ function SelfAttention:__init(a, opts)
   local H, std = a.hidden_size, a.initializer_range
   self.heads, self.head_dim = a.num_attention_heads, H // a.num_attention_heads
   self.attention_dropout = a.attention_probs_dropout_prob
+  self.causal = a.is_decoder == true   -- HF's config key: query i sees keys j <= i (a left-to-right LM)
   self.names = opts.names or {"query", "key", "value"}
   for _, n in ipairs(self.names) do self:add_parameter(n .. ".weight", {H, H}, {normal = std}) end
   for _, n in ipairs(self.names) do self:add_parameter(n .. ".bias", {H}, "zeros") end
@@ -237,8 +238,30 @@ function SelfAttention:qkv(x, query_states)
   return heads(q), heads(k), heads(v)
 end
 
+-- TEMPORARY (until the fused causal kernel of issue 13/18 is merged): an
+-- F.attention that ignores `causal` is detected once and replaced by the
+-- masked scores materialised [B, A, T, T]; remove once the kernel is on main.
+local causal_op_ok
+local function causal_attention(q, k, v, o)
+  if causal_op_ok == nil then
+    local z, ones = bert.zeros({1, 1, 2, 1}), bert.tensor({1, 2}):view(1, 1, 2, 1)
+    causal_op_ok = F.attention(z, z, ones, {causal = true}):totable()[1][1][1][1] == 1
+  end
+  if causal_op_ok then return F.attention(q, k, v, o) end
+  local B, A, T, Tk = q:size(1), q:size(2), q:size(3), k:size(3)
+  local hide = bert.arange(T):view(T, 1):lt(bert.arange(Tk):view(1, Tk)):view(1, 1, T, Tk):expand(B, A, T, Tk)
+  if o.mask then hide = hide + o.mask:eq(0):view(B, 1, 1, Tk):expand(B, A, T, Tk) end
+  if q:device() ~= "cpu" then hide = hide:to(q:device()) end
+  local scores = q:matmul(k:transpose(3, 4)) * (1 / math.sqrt(q:size(4)))
+  local p = scores:masked_fill(hide:gt(0), -1e30):softmax(-1)
+  if o.training and (o.dropout or 0) > 0 then p = F.dropout(p, o.dropout, true) end
+  return p:matmul(v)
+end
+
 function SelfAttention:attend(q, k, v, mask)
-  return F.attention(q, k, v, {mask = mask, dropout = self.attention_dropout, training = self.is_training})
+  local o = {mask = mask, causal = self.causal, dropout = self.attention_dropout, training = self.is_training}
+  if self.causal then return causal_attention(q, k, v, o) end
+  return F.attention(q, k, v, o)
 end
 
 --- x [B, T, H], mask [B, T] (1 keep, 0 pad) -> context [B, T, H]
@@ -366,6 +389,23 @@ end
 
 -- {============================================================ backbone
 
+--- x [B, T, H] -> [B, H]: each row's last real token (mask [B, T], 1 keep,
+-- 0 pad; without a mask the last position).  A left-to-right model has read
+-- the whole sequence only there, so it is what its classifier reads (GPT's
+-- choice; the first token would have seen nothing but itself).
+function M.last_token(x, mask)
+  local B, T, H = x:size(1), x:size(2), x:size(3)
+  local rows
+  if mask then
+    rows = mask:ne(0):int():sum(2) - 1 + bert.arange(B) * T   -- flat index of each row's last real token
+    rows = bert.where(rows:lt(bert.arange(B) * T), bert.arange(B) * T, rows)   -- an all-pad row: its first
+  else
+    rows = bert.arange(B) * T + (T - 1)
+  end
+  if x:device() ~= "cpu" and rows:device() == "cpu" then rows = rows:to(x:device()) end
+  return x:reshape(B * T, H):index_select(1, rows)
+end
+
 local Backbone = class("Backbone", Module)
 M.Backbone = Backbone
 
@@ -416,9 +456,13 @@ function Backbone:forward(inputs)
   if r.project then x = r.project(x) end
   x = r.encoder(x, mask)
   local out = {last_hidden_state = x}
+  -- the token a sequence-level head reads: the first ([CLS]), or the last
+  -- real one in a causal model (config is_decoder, see M.last_token)
+  local summary_token = a.is_decoder and M.last_token(x, mask) or x:select(2, 1)
+  if a.is_decoder then out.sequence_summary = summary_token end
   if r.pooler then
     local dense = r.pooler.m.dense or r.pooler
-    out.pooler_output = dense(x:select(2, 1)):tanh()
+    out.pooler_output = dense(summary_token):tanh()
   end
   return out, ids, mask
 end
