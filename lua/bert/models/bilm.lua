@@ -79,6 +79,24 @@ local function permute_rows(x, flat)
 end
 F.permute_rows = permute_rows
 
+-- [a ; b] along the last dimension.  The Vulkan backend has no cat: there
+-- the two halves are placed by bias-less linear maps with [I ; 0] and [0 ; I]
+-- (exact: each output is one input times 1 plus zeros).
+local placements = {}
+local function concat_last(a, b)
+  if a:device() == "cpu" then return bert.cat({a, b}, a:dim()) end
+  local H = a:size(a:dim())
+  local key = a:device() .. H
+  if not placements[key] then
+    local eye = bert.eye(H)
+    local zero = bert.zeros({H, H})
+    placements[key] = {bert.cat({eye, zero}, 1):to(a:device()), bert.cat({zero, eye}, 1):to(a:device())}
+  end
+  local p = placements[key]
+  return bert.F.linear(a, p[1]) + bert.F.linear(b, p[2])
+end
+F.concat_last = concat_last
+
 -- {============================================================ the backbone
 
 local Backbone = class("BiLMBackbone", nn.Module)
@@ -124,9 +142,9 @@ function Backbone:forward(inputs)
   local bwd_reversed = m.backward_encoder(m.embeddings(rids, rtt, mask), mask)
   local bwd = permute_rows(bwd_reversed, rev)
   return {
-    last_hidden_state = bert.cat({fwd, bwd}, 3),
+    last_hidden_state = concat_last(fwd, bwd),
     forward_hidden = fwd, backward_hidden = bwd, backward_reversed = bwd_reversed, reversal = rev,
-    sequence_summary = bert.cat({blocks.last_token(fwd, mask), bwd:select(2, 1)}, 2),
+    sequence_summary = concat_last(blocks.last_token(fwd, mask), bwd:select(2, 1)),
   }, ids, mask
 end
 

@@ -251,9 +251,9 @@ local function causal_attention(q, k, v, o)
   local B, A, T, Tk = q:size(1), q:size(2), q:size(3), k:size(3)
   local hide = bert.arange(T):view(T, 1):lt(bert.arange(Tk):view(1, Tk)):view(1, 1, T, Tk):expand(B, A, T, Tk)
   if o.mask then hide = hide + o.mask:eq(0):view(B, 1, 1, Tk):expand(B, A, T, Tk) end
-  if q:device() ~= "cpu" then hide = hide:to(q:device()) end
-  local scores = q:matmul(k:transpose(3, 4)) * (1 / math.sqrt(q:size(4)))
-  local p = scores:masked_fill(hide:gt(0), -1e30):softmax(-1)
+  local bias = hide:gt(0):float() * -1e9
+  if q:device() ~= "cpu" then bias = bias:contiguous():to(q:device()) end
+  local p = (q:matmul(k:transpose(3, 4)) * (1 / math.sqrt(q:size(4))) + bias):softmax(-1)
   if o.training and (o.dropout or 0) > 0 then p = F.dropout(p, o.dropout, true) end
   return p:matmul(v)
 end
