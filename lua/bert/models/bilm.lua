@@ -114,6 +114,8 @@ function Backbone:__init(a)
 end
 
 function Backbone:has_pooler() return false end
+-- no packed (varlen) path: the reversal works on the padded [B, T] grid
+function Backbone:set_varlen() return self, false end
 function Backbone:set_max_length(n) self.max_length = n end
 
 --- forward{input_ids, token_type_ids?, attention_mask?} ->
