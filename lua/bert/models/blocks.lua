@@ -238,30 +238,9 @@ function SelfAttention:qkv(x, query_states)
   return heads(q), heads(k), heads(v)
 end
 
--- TEMPORARY (until the fused causal kernel of issue 13/18 is merged): an
--- F.attention that ignores `causal` is detected once and replaced by the
--- masked scores materialised [B, A, T, T]; remove once the kernel is on main.
-local causal_op_ok
-local function causal_attention(q, k, v, o)
-  if causal_op_ok == nil then
-    local z, ones = bert.zeros({1, 1, 2, 1}), bert.tensor({1, 2}):view(1, 1, 2, 1)
-    causal_op_ok = F.attention(z, z, ones, {causal = true}):totable()[1][1][1][1] == 1
-  end
-  if causal_op_ok then return F.attention(q, k, v, o) end
-  local B, A, T, Tk = q:size(1), q:size(2), q:size(3), k:size(3)
-  local hide = bert.arange(T):view(T, 1):lt(bert.arange(Tk):view(1, Tk)):view(1, 1, T, Tk):expand(B, A, T, Tk)
-  if o.mask then hide = hide + o.mask:eq(0):view(B, 1, 1, Tk):expand(B, A, T, Tk) end
-  local bias = hide:gt(0):float() * -1e9
-  if q:device() ~= "cpu" then bias = bias:contiguous():to(q:device()) end
-  local p = (q:matmul(k:transpose(3, 4)) * (1 / math.sqrt(q:size(4))) + bias):softmax(-1)
-  if o.training and (o.dropout or 0) > 0 then p = F.dropout(p, o.dropout, true) end
-  return p:matmul(v)
-end
-
 function SelfAttention:attend(q, k, v, mask)
-  local o = {mask = mask, causal = self.causal, dropout = self.attention_dropout, training = self.is_training}
-  if self.causal then return causal_attention(q, k, v, o) end
-  return F.attention(q, k, v, o)
+  return F.attention(q, k, v, {mask = mask, causal = self.causal, dropout = self.attention_dropout,
+                               training = self.is_training})
 end
 
 --- x [B, T, H], mask [B, T] (1 keep, 0 pad) -> context [B, T, H]
