@@ -479,6 +479,15 @@ describe("experiments/pretrain.lua --objective clm | bilm", function()
     ok, err = pcall(pretrain.settings, {objective = "bilm", model = "roberta-tiny"})
     assert.is_false(ok)
     assert.matches("--model roberta-tiny with --objective bilm", err, 1, true)
+    -- a device whose attention kernel cannot run causal is refused before anything runs
+    if vulkan() and not causal_op("vulkan") then
+      for _, objective in ipairs({"clm", "bilm"}) do
+        ok, err = pcall(pretrain.settings, {objective = objective, device = "vulkan"})
+        assert.is_false(ok)
+        assert.matches("--objective " .. objective .. " on --device vulkan: the causal attention kernel is not there yet",
+          err, 1, true)
+      end
+    end
     assert.equal("clm", pretrain.settings({objective = "clm", model = "roberta-tiny"}).objective)
     assert.equal("bilm", pretrain.settings({objective = "bilm", model = "tiny"}).objective)
   end)

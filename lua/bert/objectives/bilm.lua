@@ -31,6 +31,8 @@ local function bilm_size(args, ctx)
 end
 
 function M.check(args)
+  local causal = clm.causal_unsupported(args)
+  if causal then return causal end
   local resolved = args.model and bert.models.resolve(args.model)
   if resolved and resolved.family and resolved.family ~= "bert" and resolved.family ~= "bilm" then
     return string.format("--model %s with --objective bilm: the two-stack model is built from BERT's sizes " ..

@@ -23,8 +23,23 @@ local function family_of(args)
   return resolved and resolved.family
 end
 
+--- nil, or why the fused attention cannot run causal on --device (asked
+-- once of the op itself: Vulkan takes the flag only once its kernel does).
+function M.causal_unsupported(args)
+  if args.device ~= "vulkan" then return nil end
+  local info = bert.backend_info().vulkan
+  if not (info and info.available) then return nil end   -- pretrain says why there is no device
+  local z = bert.zeros({1, 1, 2, 1}):to("vulkan")
+  local ok, err = pcall(bert.F.attention, z, z, z, {causal = true})
+  if ok then return nil end
+  return string.format("--objective %s on --device vulkan: the causal attention kernel is not there yet (%s)",
+    args.objective, tostring(err))
+end
+
 --- Only families with a left-to-right head (BERT, RoBERTa) can run it.
 function M.check(args)
+  local causal = M.causal_unsupported(args)
+  if causal then return causal end
   local family = family_of(args)
   if family then
     local ok, why = pcall(bert.models.architecture_for, family, "causal_lm")
