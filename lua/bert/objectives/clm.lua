@@ -41,6 +41,9 @@ function M.check(args)
   local causal = M.causal_unsupported(args)
   if causal then return causal end
   local family = family_of(args)
+  if family == "bilm" then
+    return string.format("--model %s with --objective clm: a bilm model is two LMs; use --objective bilm", args.model)
+  end
   if family then
     local ok, why = pcall(bert.models.architecture_for, family, "causal_lm")
     if not ok then
