@@ -393,6 +393,16 @@ describe("optim: one pass over every parameter (adamw_multi, lamb_multi)", funct
     for k = 1, #ref do assert.is_true(same_bits(st[k].v, sd.tensors["exp_avg_sq." .. ref[k].name])) end
   end)
 
+  it("steps beside an empty parameter", function()
+    local hyper = {lr = 0.01, eps = 1e-6, weight_decay = 0.01}
+    local function list() return {{name = "empty.weight", param = bert.zeros({0, 3})},
+                                  {name = "w.weight", param = bert.randn({5}, {seed = 31})}} end
+    local ref, fast = list(), list()
+    per_parameter_run("AdamW", ref, hyper, 2)
+    one_call_run("AdamW", fast, hyper, 2)
+    assert.is_true(same_bits(ref[2].param, fast[2].param))
+  end)
+
   it("refuses arguments that do not fit, naming the kernel, list and element", function()
     local p, g, m, v = bert.zeros({4}), bert.zeros({4}), bert.zeros({4}), bert.zeros({4})
     assert.error_matches(function() K.adamw_multi({p}, {g, g}, {m}, {v}, {0}, {1}, 0.1, 0.9, 0.999, 1e-8, true) end,

@@ -230,8 +230,10 @@ local function new_states(buffers, list)
   local states, off = {}, 0
   for i, e in ipairs(list) do
     local st = {step = 0}
-    if e.param:device() == "cpu" then
-      local n = e.param:numel()
+    local n = e.param:numel()
+    if e.param:device() == "cpu" and n == 0 then
+      for _, b in ipairs(buffers) do st[b] = core.zeros(e.param:shape()) end
+    elseif e.param:device() == "cpu" then
       for _, b in ipairs(buffers) do st[b] = arenas[b]:narrow(1, off + 1, n):view(e.param:shape()) end
       off = off + n
     else
