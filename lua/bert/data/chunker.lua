@@ -18,6 +18,9 @@
 -- corpus with the joined units (greedily, left to right), so a second pass
 -- finds phrases of three and four words.  Phrases never hold a word
 -- without a letter or digit (punctuation) and never cross a sentence.
+-- The threshold 10 (word2phrase uses 100 on much larger corpora) was
+-- chosen on Brown: 5,153 phrases covering 20% of the words, names and
+-- frequent chunks alike; at 100 only 2.6% of the words, mostly names.
 --
 -- Everything is in token ids: a word is a first piece and its
 -- continuation pieces (word_continuation), a phrase the ids of its words,
@@ -191,6 +194,29 @@ function M.from_list(list)
   local t = new_phrases(out)
   t:handle()   -- checks the ids now
   return t
+end
+
+--- A run's phrase table at path: loaded when the file exists, else learned
+-- from opts.documents with opts.tokenizer (and opts's learning options)
+-- and saved there atomically, so that a resumed run and every shard set
+-- of the run use the same phrases; with opts.repair a damaged file is
+-- learned again (the same documents give the same table).  Returns the
+-- table and a line saying what was done, or nil and a message naming the
+-- file.
+function M.ensure(path, opts)
+  local why
+  if fs.exists(path) then
+    local t, err = M.load(path, {vocab_size = opts.tokenizer:vocab_size()})
+    if t then return t, string.format("loaded %d phrases from %s", t:count(), path) end
+    if not opts.repair then return nil, err end
+    why = err
+  end
+  local t0 = core.wall_time()
+  local t = M.learn(opts)
+  local ok, err = t:save(path)
+  if not ok then return nil, "chunker.ensure: cannot write " .. path .. ": " .. tostring(err) end
+  return t, string.format("%slearned %d phrases in %.1f s (%.1f%% of the training words inside one), saved as %s",
+    why and ("repaired (" .. why .. "): ") or "", t:count(), core.wall_time() - t0, 100 * t.info.coverage, path)
 end
 
 ------------------------------------------------------------- learning
