@@ -201,6 +201,53 @@ describe("experiments/ablate.lua", function()
     assert.is_nil(sd1)
   end)
 
+  it("fine-tunes on synthetic QA as a downstream task: exact match and F1 per cell", function()
+    -- the synthetic-qa task's files, made by its generator from the spec's corpus (not Brown)
+    local gen = require("bert.finetune.synthetic_qa")
+    local docs, sentences = {}, {}
+    for line in io.lines(root .. "/corpus.txt") do
+      if line == "" then
+        if #sentences > 0 then docs[#docs + 1] = {id = "d" .. #docs, sentences = sentences} end
+        sentences = {}
+      else
+        local ws = {}
+        for w in line:gmatch("%S+") do ws[#ws + 1] = w end
+        sentences[#sentences + 1] = ws
+      end
+    end
+    local set = gen.generate(docs, {seed = 3})
+    gen.write(root .. "/qadata/synthetic_qa", set)
+    local path = root .. "/qa.lua"
+    write(path, string.format([[
+return {
+  name = "qa",
+  axes = {{name = "objective", values = {"mlm"}}},
+  fixed = {model = %q, corpus = %q, tokenizer = "wordpiece", vocab_size = 120, batch_size = 4, seq_len = 32,
+           max_eval = 16, threads = 1},
+  seeds = {1, 2},
+  budget = {steps = 2},
+  downstream = {{task = "synthetic-qa", data_dir = %q, max_train = 1000, epochs = 1, batch_size = 8, seq_len = 64}},
+}
+]], root .. "/config.json", root .. "/corpus.txt", root .. "/qadata"))
+    local dir = root .. "/qa-out"
+    assert.is_true(ablate_cmd(path .. " --budget-scale 0.05 --output " .. dir, root .. "/log7"), read(root .. "/log7.err"))
+    local results = cjson.decode(read(dir .. "/results.json"))
+    assert.same({}, results.missing)
+    local row = results.rows[1]
+    for _, k in ipairs({"synthetic-qa_exact_match", "synthetic-qa_f1"}) do
+      assert.equal(2, row.metrics[k].n, k)
+      for _, v in ipairs(row.metrics[k].values) do assert.is_true(v >= 0 and v <= 1, k) end
+    end
+    -- the fine-tuning set scaled as the grid says (1000 x 0.05, at least 64) or all there is
+    assert.is_true(#set.train > 20)
+    for _, seed in ipairs({1, 2}) do
+      local sm = cjson.decode(read(dir .. "/cells/objective=mlm_seed=" .. seed .. "/synthetic-qa/summary.json"))
+      assert.equal(math.min(64, #set.train), sm.n_train)
+      assert.equal("synthetic-qa", sm.task)
+    end
+    assert.matches("| synthetic-qa_exact_match | synthetic-qa_f1 |", read(dir .. "/results.md"), 1, true)
+  end)
+
   it("draws a learning curve for a numeric axis, from the finished cells (some missing)", function()
     -- the pretrain-vs-scratch shape: a fine-tuning axis of labelled values and one of set sizes;
     -- the cells' results are written by hand, so the means and sds are known

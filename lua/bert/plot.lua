@@ -151,11 +151,13 @@ function M.bars(png, title, ylabel, bars)
   local data = png .. ".dat"
   local out = io.open(data, "wb")
   if not out then return nil, "cannot write " .. data end
+  local top = 0
   for i, b in ipairs(bars) do
     if type(b.mean) ~= "number" then
       out:close(); os.remove(data)
       return nil, string.format("plot.bars: bar %d (%s) has no mean", i, tostring(b.label))
     end
+    top = math.max(top, b.mean + (b.sd or 0))
     out:write(string.format("%d %.9g %.9g \"%s\"\n", i - 1, b.mean, b.sd or 0,
       tostring(b.label):gsub("[\"\\]", "'")))
   end
@@ -168,7 +170,8 @@ function M.bars(png, title, ylabel, bars)
     "set grid ytics",
     "set style fill solid 0.5 border -1",
     "set boxwidth 0.6",
-    "set yrange [0:*]",   -- bars from zero: differences are not exaggerated
+    -- bars from zero: differences are not exaggerated (all zero: a range gnuplot need not invent)
+    top > 0 and "set yrange [0:*]" or "set yrange [0:1]",
     "set xtics rotate by -30",
     "set xrange [-0.6:" .. (#bars - 0.4) .. "]",
     "unset key",
