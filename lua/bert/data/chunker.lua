@@ -276,22 +276,24 @@ function M.learn(opts)
     end
     return u
   end
-  local sentences = {}
+  local sentences, word_unit = {}, {}
   local function add_sentence(ids)
     local s, i, n = {}, 1, #ids
     while i <= n do
       local j = i
       while j < n and cont[ids[j + 1]] do j = j + 1 end
-      local piece = table.concat(ids, " ", i, j)
-      local w = word_index[piece]
+      -- most words are one piece: their id is the key (no string made), else "id id ..."
+      local key = i == j and ids[i] or table.concat(ids, " ", i, j)
+      local w = word_index[key]
       if not w then
         w = #word_ids + 1
-        word_index[piece] = w
+        word_index[key] = w
         local list, ok = {}, false
         for k = i, j do list[#list + 1] = ids[k]; ok = ok or piece_has_text(ids[k]) end
         word_ids[w], word_ok[w] = list, ok
+        word_unit[w] = unit_of_words({w})
       end
-      s[#s + 1] = unit_of_words({w})
+      s[#s + 1] = word_unit[w]
       i = j + 1
     end
     if #s > 1 then sentences[#sentences + 1] = s end
