@@ -191,6 +191,20 @@ describe("experiments/ablate.lua", function()
     assert.matches("the roberta family has no pretraining head (use --objective mlm)", e, 1, true)
   end)
 
+  it("takes the masking modes as settings, and refuses two at once naming the cell", function()
+    local path = root .. "/masking.lua"
+    write(path, 'return {axes = {{name = "masking_mode", values = {{label = "tokens"}, {label = "phrases", phrase_mask = true}, ' ..
+      '{label = "spans", span_mask = true}}}}, fixed = {model = "tiny"}, seeds = {1}, budget = {steps = 1}}')
+    local g = ablate.load(path)
+    assert.equal(3, #g.cells)
+    assert.is_true(g.pretrain_runs[2].settings.phrase_mask)
+    write(path, 'return {axes = {{name = "phrase_mask", values = {true}}}, fixed = {ngram_mask = 3}, seeds = {1}, ' ..
+      'budget = {steps = 1}}')
+    local ok, e = pcall(ablate.load, path)
+    assert.is_false(ok)
+    assert.matches("cell phrase_mask=true: --ngram-mask and --phrase-mask exclude each other", e, 1, true)
+  end)
+
   it("mean and sample standard deviation", function()
     local m, sd, n = ablate.mean_sd({1, 2, 3, 4})
     assert.equal(2.5, m)
