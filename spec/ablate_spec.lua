@@ -191,6 +191,20 @@ describe("experiments/ablate.lua", function()
     assert.matches("the roberta family has no pretraining head (use --objective mlm)", e, 1, true)
   end)
 
+  it("takes the masking modes as settings, and refuses two at once naming the cell", function()
+    local path = root .. "/masking.lua"
+    write(path, 'return {axes = {{name = "masking_mode", values = {{label = "tokens"}, {label = "phrases", phrase_mask = true}, ' ..
+      '{label = "spans", span_mask = true}}}}, fixed = {model = "tiny"}, seeds = {1}, budget = {steps = 1}}')
+    local g = ablate.load(path)
+    assert.equal(3, #g.cells)
+    assert.is_true(g.pretrain_runs[2].settings.phrase_mask)
+    write(path, 'return {axes = {{name = "phrase_mask", values = {true}}}, fixed = {ngram_mask = 3}, seeds = {1}, ' ..
+      'budget = {steps = 1}}')
+    local ok, e = pcall(ablate.load, path)
+    assert.is_false(ok)
+    assert.matches("cell phrase_mask=true: --ngram-mask and --phrase-mask exclude each other", e, 1, true)
+  end)
+
   it("mean and sample standard deviation", function()
     local m, sd, n = ablate.mean_sd({1, 2, 3, 4})
     assert.equal(2.5, m)
@@ -199,6 +213,133 @@ describe("experiments/ablate.lua", function()
     local m1, sd1 = ablate.mean_sd({0.7})
     assert.equal(0.7, m1)
     assert.is_nil(sd1)
+  end)
+
+  it("fine-tunes on synthetic QA as a downstream task: exact match and F1 per cell", function()
+    -- the synthetic-qa task's files, made by its generator from the spec's corpus (not Brown)
+    local gen = require("bert.finetune.synthetic_qa")
+    local docs, sentences = {}, {}
+    for line in io.lines(root .. "/corpus.txt") do
+      if line == "" then
+        if #sentences > 0 then docs[#docs + 1] = {id = "d" .. #docs, sentences = sentences} end
+        sentences = {}
+      else
+        local ws = {}
+        for w in line:gmatch("%S+") do ws[#ws + 1] = w end
+        sentences[#sentences + 1] = ws
+      end
+    end
+    local set = gen.generate(docs, {seed = 3})
+    gen.write(root .. "/qadata/synthetic_qa", set)
+    local path = root .. "/qa.lua"
+    write(path, string.format([[
+return {
+  name = "qa",
+  axes = {{name = "objective", values = {"mlm"}}},
+  fixed = {model = %q, corpus = %q, tokenizer = "wordpiece", vocab_size = 120, batch_size = 4, seq_len = 32,
+           max_eval = 16, threads = 1},
+  seeds = {1, 2},
+  budget = {steps = 2},
+  downstream = {{task = "synthetic-qa", data_dir = %q, max_train = 1000, epochs = 1, batch_size = 8, seq_len = 64}},
+}
+]], root .. "/config.json", root .. "/corpus.txt", root .. "/qadata"))
+    local dir = root .. "/qa-out"
+    assert.is_true(ablate_cmd(path .. " --budget-scale 0.05 --output " .. dir, root .. "/log7"), read(root .. "/log7.err"))
+    local results = cjson.decode(read(dir .. "/results.json"))
+    assert.same({}, results.missing)
+    local row = results.rows[1]
+    for _, k in ipairs({"synthetic-qa_exact_match", "synthetic-qa_f1"}) do
+      assert.equal(2, row.metrics[k].n, k)
+      for _, v in ipairs(row.metrics[k].values) do assert.is_true(v >= 0 and v <= 1, k) end
+    end
+    -- the fine-tuning set scaled as the grid says (1000 x 0.05, at least 64) or all there is
+    assert.is_true(#set.train > 20)
+    for _, seed in ipairs({1, 2}) do
+      local sm = cjson.decode(read(dir .. "/cells/objective=mlm_seed=" .. seed .. "/synthetic-qa/summary.json"))
+      assert.equal(math.min(64, #set.train), sm.n_train)
+      assert.equal("synthetic-qa", sm.task)
+    end
+    assert.matches("| synthetic-qa_exact_match | synthetic-qa_f1 |", read(dir .. "/results.md"), 1, true)
+  end)
+
+  it("draws a learning curve for a numeric axis, from the finished cells (some missing)", function()
+    -- the pretrain-vs-scratch shape: a fine-tuning axis of labelled values and one of set sizes;
+    -- the cells' results are written by hand, so the means and sds are known
+    local path = root .. "/curve.lua"
+    write(path, string.format([[
+return {
+  name = "curve",
+  axes = {
+    {name = "finetune.from_scratch", values = {{label = "pretrained", ["finetune.from_scratch"] = false},
+                                               {label = "scratch", ["finetune.from_scratch"] = true}}},
+    {name = "finetune.max_train", values = {100, 300, 1000}},
+  },
+  fixed = {model = %q, corpus = %q, tokenizer = "wordpiece", vocab_size = 120, batch_size = 4, seq_len = 32},
+  seeds = {1, 2, 3},
+  budget = {steps = 8},
+  downstream = {{task = %q, kind = "classification", epochs = 1}},
+}
+]], root .. "/config.json", root .. "/corpus.txt", root .. "/task/"))
+    local g = ablate.load(path)
+    assert.equal(18, #g.cells)
+    assert.equal(3, #g.pretrain_runs)   -- one pretraining run per seed, shared by its cells
+    local dir = root .. "/curve-out"
+    os.execute("mkdir -p '" .. dir .. "/cells'")
+    write(dir .. "/grid.json", ablate.canonical(g))
+    local function acc(cell) -- accuracy rises with the set size, pretrained above scratch, a spread over seeds
+      local n = cell.finetune.max_train
+      return (cell.finetune.from_scratch and 0.4 or 0.6) + 0.1 * math.log(n, 10) + 0.01 * cell.seed
+    end
+    local skipped
+    for i, cell in ipairs(g.cells) do
+      if cell.label == "scratch, max_train=1000" and cell.seed == 3 then
+        skipped = cell.id   -- an unfinished cell: no done.json
+      else
+        os.execute("mkdir -p '" .. dir .. "/cells/" .. cell.id .. "'")
+        write(dir .. "/cells/" .. cell.id .. "/done.json", cjson.encode({id = cell.id, label = cell.label, seed = cell.seed,
+          pretrain_id = cell.pretrain_id, parameters = 1000, pretrain_tokens_per_s = 500 + i,
+          metrics = {mlm_accuracy = 0.2, task_accuracy = acc(cell)}}))
+      end
+    end
+    assert.is_true(ablate_cmd("--summarize " .. dir, root .. "/log6"), read(root .. "/log6.err"))
+    local results = cjson.decode(read(dir .. "/results.json"))
+    assert.same({skipped}, results.missing)
+    assert.equal(6, #results.rows)
+    -- one curve: the fine-tuning metric against max_train (MLM accuracy does not depend on it)
+    assert.equal(1, #results.curves)
+    local curve = results.curves[1]
+    assert.equal("finetune.max_train", curve.axis)
+    assert.equal("task_accuracy", curve.metric)
+    assert.is_true(curve.logx)
+    -- the data file: a block per initialisation, x ascending, mean, sample sd and n over seeds
+    local blocks = {}
+    for block in (read(dir .. "/plots/curve-finetune.max_train-task_accuracy.dat") .. "\n\n"):gmatch("(.-)\n\n\n?") do
+      if block:find("%S") then blocks[#blocks + 1] = block end
+    end
+    assert.equal(2, #blocks)
+    local expect = {{"pretrained", 0.6, 3}, {"scratch", 0.4, 3}}
+    for b, block in ipairs(blocks) do
+      local lines = {}
+      for l in block:gmatch("[^\n]+") do lines[#lines + 1] = l end
+      assert.equal("# line: " .. expect[b][1], lines[1])
+      assert.equal(4, #lines)
+      for j, n in ipairs({100, 300, 1000}) do
+        local x, mean, sd, count = lines[j + 1]:match("^(%S+) (%S+) (%S+) (%S+)$")
+        local seeds = (b == 2 and n == 1000) and 2 or 3
+        assert.equal(n, tonumber(x))
+        assert.equal(seeds, tonumber(count))
+        assert.near(expect[b][2] + 0.1 * math.log(n, 10) + 0.01 * (seeds == 3 and 2 or 1.5), tonumber(mean), 1e-7)
+        assert.near(seeds == 3 and 0.01 or math.sqrt(0.5) * 0.01, tonumber(sd), 1e-7)
+      end
+    end
+    if os.execute("command -v gnuplot >/dev/null 2>&1") then
+      local png = read(dir .. "/plots/curve-finetune.max_train-task_accuracy.png")
+      assert.equal("\137PNG", png and png:sub(1, 4))
+    end
+    -- a categorical axis draws no curve
+    assert.same({}, ablate.learning_curves({axes = {"objective"}, cells = {{label = "objective=mlm", finetune = {},
+      pretrain_id = "p"}}, pretrain_runs = {{id = "p", settings = {objective = "mlm"}}}},
+      {{label = "objective=mlm", metrics = {x = {mean = 1, n = 1}}}}, {"x"}))
   end)
 
   teardown(function() if not os.getenv('KEEP') then os.execute("rm -rf '" .. root .. "'") end end)

@@ -1,4 +1,5 @@
--- bert.plot: run metrics as CSV and as overlaid PNG curves (gnuplot).
+-- bert.plot: run metrics as CSV and as overlaid PNG curves (gnuplot), and
+-- learning curves with error bars.
 local bert = require("bert")
 local plot = require("bert.plot")
 
@@ -46,6 +47,34 @@ describe("bert.plot", function()
       assert.equal("\137PNG", f:read(4))
       f:close()
     end
+  end)
+
+  it("draws a learning curve: the data file holds each line's points by x, mean, sd and n", function()
+    local png = b .. "/curve.png"
+    local ok, err = plot.curves(png, "spam accuracy", "examples", "accuracy", {
+      {label = "pretrained", points = {{x = 1000, mean = 0.9, sd = 0.01, n = 3}, {x = 100, mean = 0.7, sd = 0.05, n = 3}}},
+      {label = "scratch", points = {{x = 100, mean = 0.5, n = 1}, {x = 1000, mean = 0.8, sd = 0.02, n = 2}}},
+    }, {logx = true})
+    local f = assert(io.open(b .. "/curve.dat", "rb"))
+    assert.equal("# line: pretrained\n100 0.7 0.05 3\n1000 0.9 0.01 3\n\n\n" ..
+                 "# line: scratch\n100 0.5 0 1\n1000 0.8 0.02 2\n", f:read("a"))
+    f:close()
+    if os.execute("command -v gnuplot >/dev/null 2>&1") ~= true then
+      assert.is_nil(ok)
+      assert.matches("gnuplot", err, 1, true)
+      return
+    end
+    assert.is_true(ok, err)
+    f = assert(io.open(png, "rb"))
+    assert.equal("\137PNG", f:read(4))
+    f:close()
+    -- a log scale needs x > 0; a line needs points
+    local bad, berr = plot.curves(b .. "/bad.png", "t", "x", "y", {{label = "a", points = {{x = 0, mean = 1}}}}, {logx = true})
+    assert.is_nil(bad)
+    assert.matches("line 1 (a) point 1 needs a number x > 0", berr, 1, true)
+    bad, berr = plot.curves(b .. "/bad.png", "t", "x", "y", {{label = "a", points = {}}})
+    assert.is_nil(bad)
+    assert.matches("line 1 (a) has no points", berr, 1, true)
   end)
 
   it("names the file and line of a malformed record", function()

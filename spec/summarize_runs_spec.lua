@@ -1,4 +1,5 @@
--- tools/summarize_runs.lua: groups runs that differ only in their seed.
+-- tools/summarize_runs.lua: groups runs that differ only in their seed,
+-- fine-tuning and pretraining runs alike.
 local cjson = require("cjson")
 
 describe("tools/summarize_runs.lua", function()
@@ -55,5 +56,42 @@ describe("tools/summarize_runs.lua", function()
     assert.matches("nsp_accuracy 70%.00", out)
     assert.matches("perplexity 120%.5", out)
     assert.not_matches("no readable", out)
+  end)
+
+  it("groups pretraining runs over seeds: every objective's metric, tokens/s, the settings that differ", function()
+    local function pt_run(name, seed, mask_prob, fields)
+      local dir = root .. "/" .. name
+      os.execute("mkdir -p '" .. dir .. "'")
+      local sm = {kind = "pretraining", model = "tiny", objective = "sop", corpus = "brown", steps = 100,
+        settings = {lr = 1e-3, seed = seed, mask_prob = mask_prob, masking = "dynamic"}}
+      for k, v in pairs(fields) do sm[k] = v end
+      local f = assert(io.open(dir .. "/summary.json", "w"))
+      f:write(cjson.encode(sm))
+      f:close()
+      return "'" .. dir .. "'"
+    end
+    local dirs = {
+      pt_run("s1", 1, 0.15, {mlm_accuracy = 0.30, perplexity = 100, sop_accuracy = 0.60, tokens_per_s = 1000}),
+      pt_run("s2", 2, 0.15, {mlm_accuracy = 0.32, perplexity = 110, sop_accuracy = 0.70, tokens_per_s = 1200}),
+      pt_run("h1", 1, 0.3, {mlm_accuracy = 0.20, perplexity = 200, sop_accuracy = 0.55, tokens_per_s = 900}),
+      -- an objective without MLM accuracy (no mlm_accuracy field) is still a pretraining run
+      pt_run("c1", 1, 0.15, {objective = "clm", perplexity = 50, tokens_per_s = 2000}),
+    }
+    local p = io.popen("lua5.4 tools/summarize_runs.lua " .. table.concat(dirs, " ") .. " 2>&1")
+    local out = p:read("a")
+    p:close()
+    assert.not_matches("no readable", out)
+    local two = out:match("\n(tiny%s+sop%s+100%s+2 [^\n]*)")
+    assert.is_truthy(two, out)
+    assert.matches("mlm_accuracy 31%.00 ± 1%.41", two)           -- mean and sample sd over the 2 seeds
+    assert.matches("perplexity 105%.0 ± 7%.1", two)
+    assert.matches("sop_accuracy 65%.00 ± 7%.07", two)
+    assert.matches("tokens/s 1100 ± 141", two)
+    assert.matches("; mask_prob=0%.15$", two)                     -- the setting that differs, not lr or masking
+    assert.not_matches("lr=", out)
+    local one = out:match("\n(tiny%s+sop%s+100%s+1 [^\n]*)")
+    assert.matches("mlm_accuracy 20%.00 ± 0%.00", one)
+    assert.matches("; mask_prob=0%.3$", one)
+    assert.matches("\ntiny%s+clm%s+100%s+1%s+perplexity 50%.0 ± 0%.0, tokens/s 2000", out)
   end)
 end)

@@ -1,12 +1,16 @@
 -- Summarises run directories: one line per group of runs that differ only
 -- in their seed, with the mean and spread of their metrics.  Fine-tuning
 -- runs show the dev metric (the best checkpoint's) and the test metrics;
--- pretraining runs (experiments/pretrain.lua) the held-out MLM accuracy,
--- the sentence-pair accuracy and the perplexity.
+-- pretraining runs (summary.json with kind "pretraining", from
+-- experiments/pretrain.lua or an ablation's pretrain/ID/) every objective's
+-- held-out metrics (MLM accuracy, perplexity, NSP/SOP accuracy, ...), the
+-- unigram baseline and the training tokens/s, with the settings that differ
+-- between the groups.
 --
 --   lua5.4 tools/summarize_runs.lua runs/ft/spam-* runs/pretrain-*
 --
--- A fine-tuning group's key is the model, the initialisation (pretrained /
+-- A pretraining group's key is the model, the objective, the corpus and
+-- the settings other than the seed.  A fine-tuning group's key is the model, the initialisation (pretrained /
 -- scratch), the number of training examples and the settings other than
 -- the seed; the line with the best mean dev metric per model,
 -- initialisation and training size is marked "*" (pick hyperparameters on
@@ -61,8 +65,8 @@ for _, dir in ipairs(args.runs) do
     local init = sm.from_scratch and "scratch" or "pretrained"
     add(table.concat({"ft", sm.task or "?", sm.model or "?", init, tostring(sm.n_train), settings_key(sm.settings)}, " | "),
       sm, {task = sm.task, model = sm.model, init = init, kind = sm.kind, settings = sm.settings or {}, n_train = sm.n_train})
-  elseif text and ok and type(sm) == "table" and sm.mlm_accuracy then
-    add(table.concat({"pt", sm.model or "?", sm.objective or "?", settings_key(sm.settings)}, " | "),
+  elseif text and ok and type(sm) == "table" and (sm.kind == "pretraining" or (sm.mlm_accuracy and not sm.test)) then
+    add(table.concat({"pt", sm.model or "?", sm.objective or "?", tostring(sm.corpus), settings_key(sm.settings)}, " | "),
       sm, {kind = "pretraining", model = sm.model, objective = sm.objective, settings = sm.settings or {}})
   else
     io.stderr:write("summarize_runs: ", dir, ": no readable summary.json (unfinished run?), skipped\n")
@@ -109,25 +113,66 @@ if any_ft then
 end
 
 -- {------------------------------------------------ pretraining runs
-local any_pt = false
+-- every objective's held-out metrics (bert.objectives), the unigram
+-- baseline, then the training speed; a column of the settings that differ
+-- between the groups, so that lines with the same model and objective can
+-- be told apart
+local pt_metrics, seen_metric = {}, {}
+do
+  local names = {}
+  for _, m in ipairs(require("bert.objectives").each_module()) do
+    for _, k in ipairs(m.metrics or {}) do names[#names + 1] = k end
+  end
+  for _, k in ipairs(names) do
+    if not seen_metric[k] then seen_metric[k] = true; pt_metrics[#pt_metrics + 1] = k end
+  end
+  table.insert(pt_metrics, 2, "unigram_baseline_accuracy")
+end
+local function is_fraction(k) return k:find("accuracy$") or k:find("f1$") or k:find("exact_match$") end
+
+local pt_groups = {}
 for _, key in ipairs(order) do
-  local g = groups[key]
-  if g.kind == "pretraining" then
-    if not any_pt then
-      if any_ft then print("") end
-      print(string.format("%-10s %-9s %-8s %-6s %-5s %s", "model", "objective", "lr", "steps", "seeds",
-        "held-out, % (mean ± sd); perplexity"))
-      any_pt = true
+  if groups[key].kind == "pretraining" then pt_groups[#pt_groups + 1] = groups[key] end
+end
+local varying = {}   -- settings keys whose values differ between pretraining groups
+do
+  local values, keys = {}, {}
+  for _, g in ipairs(pt_groups) do
+    for k, v in pairs(g.settings) do
+      if k ~= "seed" and type(v) ~= "table" then
+        if values[k] == nil then values[k] = {}; keys[#keys + 1] = k end
+        values[k][tostring(v)] = true
+      end
     end
+  end
+  for _, k in ipairs(keys) do
+    local n, missing = 0, false
+    for _ in pairs(values[k]) do n = n + 1 end
+    for _, g in ipairs(pt_groups) do if g.settings[k] == nil then missing = true end end
+    if n > 1 or (missing and #pt_groups > 1) then varying[#varying + 1] = k end
+  end
+  table.sort(varying)
+end
+if #pt_groups > 0 then
+  if any_ft then print("") end
+  print(string.format("%-10s %-9s %-6s %-5s %s", "model", "objective", "steps", "seeds",
+    "held-out (mean ± sd; fractions in %), training tokens/s" .. (#varying > 0 and "; settings" or "")))
+  for _, g in ipairs(pt_groups) do
     local parts = {}
-    for _, m in ipairs({"mlm_accuracy", "unigram_baseline_accuracy", (g.objective or "nsp") .. "_accuracy"}) do
+    for _, m in ipairs(pt_metrics) do
       local mean, sd = mean_sd(g.runs, function(r) return r[m] end)
-      if mean then parts[#parts + 1] = string.format("%s %.2f ± %.2f", m, 100 * mean, 100 * sd) end
+      if mean then
+        if is_fraction(m) then parts[#parts + 1] = string.format("%s %.2f ± %.2f", m, 100 * mean, 100 * sd)
+        else parts[#parts + 1] = string.format("%s %.1f ± %.1f", m, mean, sd) end
+      end
     end
-    local ppl, ppl_sd = mean_sd(g.runs, function(r) return r.perplexity end)
-    if ppl then parts[#parts + 1] = string.format("perplexity %.1f ± %.1f", ppl, ppl_sd) end
+    local tps, tps_sd = mean_sd(g.runs, function(r) return r.tokens_per_s end)
+    if tps then parts[#parts + 1] = string.format("tokens/s %.0f ± %.0f", tps, tps_sd) end
+    local set = {}
+    for _, k in ipairs(varying) do set[#set + 1] = k .. "=" .. tostring(g.settings[k]) end
     local steps = mean_sd(g.runs, function(r) return r.steps end)
-    print(string.format("%-10s %-9s %-8s %-6s %-5d %s", tostring(g.model), tostring(g.objective),
-      tostring(g.settings.lr), steps and string.format("%.0f", steps) or "?", #g.runs, table.concat(parts, ", ")))
+    print(string.format("%-10s %-9s %-6s %-5d %s%s", tostring(g.model), tostring(g.objective),
+      steps and string.format("%.0f", steps) or "?", #g.runs, table.concat(parts, ", "),
+      #set > 0 and ("; " .. table.concat(set, " ")) or ""))
   end
 end

@@ -132,16 +132,70 @@ static int mask_spans(const bd_mask_cfg *c, bd_rng *r, const int32_t *tokens, in
   return cnt;
 }
 
+/* PHRASE: merges the word units gstart/glen[0..ng) in place, left to
+** right: at each word the longest run of two or more adjacent words whose
+** tokens form a phrase of the table becomes one unit (the running hash
+** grows a word at a time).  Returns the new unit count. */
+static int merge_phrases(const bd_phrases *ph, const int32_t *tokens, int32_t *gstart, int32_t *glen, int ng) {
+  int out = 0;
+  for (int g = 0; g < ng;) {
+    int best = g, len = glen[g];
+    uint64_t h = bd_phrase_hash_add(bd_phrase_hash_start(), tokens + gstart[g], glen[g]);
+    for (int j = g + 1; j < ng && gstart[j - 1] + glen[j - 1] == gstart[j]; j++) {
+      len += glen[j];
+      if (len > BD_PHRASE_MAX_TOKENS) break;
+      h = bd_phrase_hash_add(h, tokens + gstart[j], glen[j]);
+      if (bd_phrases_lookup(ph, tokens + gstart[g], len, h) >= 0) best = j;
+    }
+    int32_t start = gstart[g], stop = gstart[best] + glen[best];
+    gstart[out] = start;   /* out <= g: nothing still to be read is overwritten */
+    glen[out] = stop - start;
+    out++;
+    g = best + 1;
+  }
+  return out;
+}
+
+/* PHRASE masking over the units: shuffled, taken whole while they fit in
+** the budget (as Google's whole-word masking), the 80/10/10 replacement
+** decided once per unit. */
+static int mask_units(const bd_mask_cfg *c, bd_rng *r, const int32_t *tokens, int n, int32_t *pos,
+                      int32_t *repl, const int32_t *gstart, const int32_t *glen, int32_t *order, int ng) {
+  for (int g = 0; g < ng; g++) order[g] = g;
+  for (int i = ng - 1; i > 0; i--) {
+    int j = (int)bd_rng_randint(r, 0, i);
+    int32_t tmp = order[i]; order[i] = order[j]; order[j] = tmp;
+  }
+  int num = (int)nearbyint((double)n * c->masked_lm_prob);
+  if (num < 1) num = 1;
+  if (num > c->max_predictions) num = c->max_predictions;
+  int cnt = 0;
+  for (int k = 0; k < ng && cnt < num; k++) {
+    int g = order[k];
+    if (cnt + glen[g] > num) continue;
+    double u = bd_rng_uniform(r);
+    int how = u < 0.8 ? 0 : (u < 0.9 ? 1 : 2);
+    for (int p = gstart[g]; p < gstart[g] + glen[g]; p++) {
+      pos[cnt] = p;
+      repl[cnt] = how == 0 ? c->mask_id : how == 1 ? tokens[p] : (int32_t)bd_rng_randint(r, 0, c->vocab_size - 1);
+      cnt++;
+    }
+  }
+  sort_positions(pos, repl, cnt);
+  return cnt;
+}
+
 int bd_mask(const bd_mask_cfg *c, bd_rng *r, const int32_t *tokens, int n,
             int32_t *pos, int32_t *repl, int32_t *scratch) {
   int32_t *gstart = scratch, *glen = scratch + n, *order = scratch + 2 * n;
   int ng = 0;
-  /* candidate groups: single tokens, or whole words when a continuation
-  ** piece directly follows a candidate (never across [SEP]) */
+  /* candidate groups: single tokens, or whole words (with whole_word, and
+  ** always for PHRASE) when a continuation piece directly follows a
+  ** candidate (never across [SEP]) */
   for (int i = 0; i < n; i++) {
     int32_t t = tokens[i];
     if (t < 0 || t >= c->vocab_size || c->special[t]) continue;
-    if (c->whole_word && c->cont && c->cont[t] && ng > 0 &&
+    if ((c->whole_word || c->mode == BD_MASK_PHRASE) && c->cont && c->cont[t] && ng > 0 &&
         gstart[ng - 1] + glen[ng - 1] == i) {
       glen[ng - 1]++;
     } else {
@@ -153,6 +207,10 @@ int bd_mask(const bd_mask_cfg *c, bd_rng *r, const int32_t *tokens, int n,
   }
   if (c->mode == BD_MASK_SPAN || c->mode == BD_MASK_NGRAM)
     return mask_spans(c, r, tokens, n, pos, repl, gstart, glen, order, ng);
+  if (c->mode == BD_MASK_PHRASE) {
+    if (c->phrases) ng = merge_phrases(c->phrases, tokens, gstart, glen, ng);
+    return mask_units(c, r, tokens, n, pos, repl, gstart, glen, order, ng);
+  }
   for (int i = ng - 1; i > 0; i--) {   /* Python's random.shuffle */
     int j = (int)bd_rng_randint(r, 0, i);
     int32_t tmp = order[i]; order[i] = order[j]; order[j] = tmp;

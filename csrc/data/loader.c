@@ -29,6 +29,7 @@ struct bd_loader {
   bd_instances *data;
   bd_loader_cfg cfg;
   uint8_t *special, *cont;
+  bd_phrases *phrases;     /* PHRASE masking: a copy of the table, or NULL */
   int64_t nbatches;          /* per epoch */
   /* ring */
   slot *slots;
@@ -201,6 +202,11 @@ bd_loader *bd_loader_new(bd_instances *data, const bd_loader_cfg *cfg) {
   if (cfg->mask.cont) memcpy(l->cont, cfg->mask.cont, V);
   l->cfg.mask.special = l->special;
   l->cfg.mask.cont = cfg->mask.cont ? l->cont : NULL;
+  if (cfg->mask.phrases) {   /* the loader's own copy, as the flag tables */
+    l->phrases = bd_phrases_copy(cfg->mask.phrases);
+    if (!l->phrases) { bd_loader_free(l); return NULL; }
+  }
+  l->cfg.mask.phrases = l->phrases;
   pthread_mutex_init(&l->mu, NULL);
   pthread_cond_init(&l->not_full, NULL);
   pthread_cond_init(&l->not_empty, NULL);
@@ -220,6 +226,7 @@ void bd_loader_free(bd_loader *l) {
   if (l->slots)
     for (int i = 0; i < l->nslots; i++) free(l->slots[i].buf);
   free(l->slots); free(l->special); free(l->cont); free(l->perm);
+  bd_phrases_free(l->phrases);
   free(l->pos); free(l->repl); free(l->scratch);
   bd_instances_free(l->data);
   free(l);

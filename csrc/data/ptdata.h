@@ -25,6 +25,28 @@ double bd_rng_uniform(bd_rng *r);                    /* [0, 1), 53 bits */
 int64_t bd_rng_randint(bd_rng *r, int64_t lo, int64_t hi);   /* inclusive */
 uint64_t bd_mix64(uint64_t x);                       /* splitmix64 finaliser */
 
+/* ---- phrase tables (phrases.c) ---- */
+/* A set of token-id sequences (whole-word phrases), found by hash. */
+typedef struct bd_phrases bd_phrases;
+#define BD_PHRASE_MAX_TOKENS 64
+
+/* Copies n phrases, phrase k = tokens[off[k] .. off[k+1]) (off[0] = 0); a
+** phrase of 0 or more than BD_PHRASE_MAX_TOKENS tokens, a negative id or a
+** repeated phrase is an error naming it (1-based). */
+bd_phrases *bd_phrases_new(const int32_t *tokens, const int64_t *off, int64_t n);
+bd_phrases *bd_phrases_copy(const bd_phrases *p);
+void bd_phrases_free(bd_phrases *p);
+int64_t bd_phrases_count(const bd_phrases *p);
+int32_t bd_phrases_max_id(const bd_phrases *p);      /* -1 when empty */
+uint64_t bd_phrases_checksum(const bd_phrases *p);   /* of the phrases in order */
+const int32_t *bd_phrases_get(const bd_phrases *p, int64_t i, int *len);   /* 0-based */
+/* The phrase index of ids[0..len), or -1.  The running hash lets a caller
+** grow a candidate: running = bd_phrase_hash_add(bd_phrase_hash_start(), ids, len). */
+uint64_t bd_phrase_hash_start(void);
+uint64_t bd_phrase_hash_add(uint64_t h, const int32_t *ids, int n);
+int64_t bd_phrases_lookup(const bd_phrases *p, const int32_t *ids, int len, uint64_t running);
+int64_t bd_phrases_find(const bd_phrases *p, const int32_t *ids, int len);
+
 /* ---- masking ---- */
 typedef struct {
   int32_t vocab_size;
@@ -37,6 +59,7 @@ typedef struct {
   int mode;                 /* BD_MASK_TOKENS, BD_MASK_SPAN or BD_MASK_NGRAM */
   int max_span;             /* SPAN: the longest span in units (SpanBERT: 10); NGRAM: n's maximum */
   double span_p;            /* SPAN: the geometric distribution's p (SpanBERT: 0.2) */
+  const bd_phrases *phrases;   /* PHRASE: the table (needs cont for the word boundaries) */
 } bd_mask_cfg;
 
 /* Masking modes.  The units are words when whole_word is set (and cont
@@ -45,8 +68,12 @@ typedef struct {
 ** SPAN:   SpanBERT's: a span's length in units is drawn from a geometric
 **         distribution (span_p) clipped at max_span, its start at random.
 ** NGRAM:  ALBERT's: the length n in 1..max_span with p(n) proportional to 1/n.
-** In SPAN and NGRAM the 80/10/10 replacement is decided once per span. */
-enum { BD_MASK_TOKENS = 0, BD_MASK_SPAN = 1, BD_MASK_NGRAM = 2 };
+** PHRASE: ERNIE 1.0's: the units are whole words, and a run of adjacent
+**         words that forms a phrase of the table (the longest from the
+**         left) is one unit; units are chosen one by one at random.
+** In SPAN, NGRAM and PHRASE the 80/10/10 replacement is decided once per
+** span or unit. */
+enum { BD_MASK_TOKENS = 0, BD_MASK_SPAN = 1, BD_MASK_NGRAM = 2, BD_MASK_PHRASE = 3 };
 
 /* Google's create_masked_lm_predictions on tokens[0..n): fills pos[]
 ** (ascending) and repl[] (the id that goes into the input at pos: [MASK],

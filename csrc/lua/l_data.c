@@ -8,6 +8,8 @@
 **              s:unigram_counts(special_bytes)
 **   data.loader(instances, opts) -> Loader (takes the instances)
 **   Loader: l:next(), l:position(), l:seek(epoch, batch), l:batches_per_epoch(), l:close()
+**   data.phrases({{ids}, ...}) -> Phrases (a phrase table for mask_mode 'phrase')
+**   Phrases: p:count(), p:get(i) -> ids, p:max_id(), p:checksum() -> 16 hex digits
 */
 #include <errno.h>
 #include <string.h>
@@ -20,6 +22,7 @@
 #define CORPUS_MT "bert.data.Corpus"
 #define INST_MT "bert.data.Instances"
 #define LOADER_MT "bert.data.Loader"
+#define PHRASES_MT "bert.data.Phrases"
 
 static void *check_box(lua_State *L, int arg, const char *mt, const char *what) {
   void **box = luaL_checkudata(L, arg, mt);
@@ -112,7 +115,18 @@ static void read_mask_cfg(lua_State *L, int t, bd_mask_cfg *m) {
     if (!mode || strcmp(mode, "tokens") == 0) m->mode = BD_MASK_TOKENS;
     else if (strcmp(mode, "span") == 0) m->mode = BD_MASK_SPAN;
     else if (strcmp(mode, "ngram") == 0) m->mode = BD_MASK_NGRAM;
-    else luaL_error(L, "option 'mask_mode' must be 'tokens', 'span' or 'ngram', got '%s'", mode);
+    else if (strcmp(mode, "phrase") == 0) m->mode = BD_MASK_PHRASE;
+    else luaL_error(L, "option 'mask_mode' must be 'tokens', 'span', 'ngram' or 'phrase', got '%s'", mode);
+  }
+  lua_getfield(L, t, "phrases");   /* kept alive by the options table */
+  m->phrases = lua_isnil(L, -1) ? NULL : check_box(L, -1, PHRASES_MT, "phrase table");
+  lua_pop(L, 1);
+  if (m->mode == BD_MASK_PHRASE) {
+    if (!m->phrases) luaL_error(L, "option 'phrases' (a phrase table) is required with mask_mode 'phrase'");
+    if (!m->cont) luaL_error(L, "option 'continuation' (the word boundaries) is required with mask_mode 'phrase'");
+    if (bd_phrases_max_id(m->phrases) >= m->vocab_size)
+      luaL_error(L, "option 'phrases': id %d outside the vocabulary (%d)", (int)bd_phrases_max_id(m->phrases),
+                 (int)m->vocab_size);
   }
   m->max_span = (int)opt_int(L, t, "max_span", m->mode == BD_MASK_NGRAM ? 3 : 10);
   if (m->max_span < 1 || m->max_span > 64) luaL_error(L, "option 'max_span' must be in 1..64, got %d", m->max_span);
@@ -342,6 +356,79 @@ static int s_gc(lua_State *L) {
   return 0;
 }
 
+/* ------------------------------------------------------------- phrases */
+
+/* data.phrases({{id, ...}, ...}): a table of phrases (lists of ids). */
+static int l_phrases(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_Integer n = luaL_len(L, 1);
+  if (n < 0 || n > INT32_MAX) return luaL_error(L, "phrases: %I phrases is too many", n);
+  int64_t *off = lua_newuserdatauv(L, (size_t)(n + 1) * sizeof(int64_t), 0);
+  off[0] = 0;
+  for (lua_Integer k = 1; k <= n; k++) {
+    if (lua_rawgeti(L, 1, k) != LUA_TTABLE)
+      return luaL_error(L, "phrases: phrase %I expected a table of ids, got %s", k, luaL_typename(L, -1));
+    lua_Integer len = luaL_len(L, -1);
+    if (len < 1 || len > BD_PHRASE_MAX_TOKENS)
+      return luaL_error(L, "phrases: phrase %I has %I tokens (1..%d allowed)", k, len, BD_PHRASE_MAX_TOKENS);
+    off[k] = off[k - 1] + len;
+    lua_pop(L, 1);
+  }
+  int32_t *tok = lua_newuserdatauv(L, (size_t)(off[n] + 1) * sizeof(int32_t), 0);
+  for (lua_Integer k = 1; k <= n; k++) {
+    lua_rawgeti(L, 1, k);
+    for (int64_t i = 0; i < off[k] - off[k - 1]; i++) {
+      lua_rawgeti(L, -1, (lua_Integer)i + 1);
+      int ok;
+      lua_Integer v = lua_tointegerx(L, -1, &ok);
+      if (!ok || v < 0 || v > INT32_MAX)
+        return luaL_error(L, "phrases: phrase %I: id %d is not a valid token id", k, (int)i + 1);
+      tok[off[k - 1] + i] = (int32_t)v;
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+  }
+  void **box = new_box(L, PHRASES_MT);
+  *box = bd_phrases_new(tok, off, n);
+  if (!*box) return lbert_core_error(L, "phrases");
+  return 1;
+}
+
+static int ph_count(lua_State *L) {
+  lua_pushinteger(L, bd_phrases_count(check_box(L, 1, PHRASES_MT, "phrase table")));
+  return 1;
+}
+
+static int ph_max_id(lua_State *L) {
+  lua_pushinteger(L, bd_phrases_max_id(check_box(L, 1, PHRASES_MT, "phrase table")));
+  return 1;
+}
+
+static int ph_checksum(lua_State *L) {
+  char hex[17];
+  snprintf(hex, sizeof hex, "%016llx",
+           (unsigned long long)bd_phrases_checksum(check_box(L, 1, PHRASES_MT, "phrase table")));
+  lua_pushstring(L, hex);
+  return 1;
+}
+
+static int ph_get(lua_State *L) {
+  bd_phrases *p = check_box(L, 1, PHRASES_MT, "phrase table");
+  lua_Integer i = luaL_checkinteger(L, 2);
+  luaL_argcheck(L, i >= 1 && i <= bd_phrases_count(p), 2, "phrase index out of range");
+  int len;
+  const int32_t *ids = bd_phrases_get(p, i - 1, &len);
+  push_ints(L, ids, len);
+  return 1;
+}
+
+static int ph_gc(lua_State *L) {
+  void **box = luaL_checkudata(L, 1, PHRASES_MT);
+  bd_phrases_free(*box);
+  *box = NULL;
+  return 0;
+}
+
 /* -------------------------------------------------------------- loader */
 
 static int l_loader(lua_State *L) {
@@ -440,9 +527,12 @@ static const luaL_Reg loader_m[] = {
   {"next", ld_next}, {"position", ld_position}, {"seek", ld_seek},
   {"batches_per_epoch", ld_batches}, {"close", ld_gc}, {"__gc", ld_gc}, {"__close", ld_gc},
   {NULL, NULL}};
+static const luaL_Reg phrases_m[] = {
+  {"count", ph_count}, {"max_id", ph_max_id}, {"checksum", ph_checksum}, {"get", ph_get},
+  {"__gc", ph_gc}, {NULL, NULL}};
 static const luaL_Reg funcs[] = {
   {"corpus", l_corpus}, {"create", l_create}, {"read_shards", l_read_shards},
-  {"loader", l_loader}, {NULL, NULL}};
+  {"loader", l_loader}, {"phrases", l_phrases}, {NULL, NULL}};
 
 static void new_class(lua_State *L, const char *name, const luaL_Reg *m) {
   luaL_newmetatable(L, name);
@@ -456,6 +546,7 @@ void lbert_open_data(lua_State *L) {
   new_class(L, CORPUS_MT, corpus_m);
   new_class(L, INST_MT, inst_m);
   new_class(L, LOADER_MT, loader_m);
+  new_class(L, PHRASES_MT, phrases_m);
   luaL_newlib(L, funcs);
   lua_setfield(L, -2, "data");
 }

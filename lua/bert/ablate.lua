@@ -34,7 +34,8 @@
 --                               differ only in fine-tuning settings
 --   cells/ID/done.json          a finished cell's metrics (the done-marker)
 --   cells/ID/TASK/              its fine-tuning runs
---   results.json, results.md, plots/*.png
+--   results.json, results.md, plots/*.png (bars per metric; curve-AXIS-METRIC.png
+--   and .dat, a learning curve per numeric axis)
 local cjson = require("cjson")
 local bert = require("bert")
 local fs = require("bert.fs")
@@ -372,6 +373,71 @@ end
 
 ------------------------------------------------------------- summary
 
+-- The value of axis `name` in a cell: the setting the cell ran with (the
+-- fine-tuning one for "finetune.X", scaled by --budget-scale as run), or nil.
+local function cell_setting(grid, cell, name)
+  local ft = name:match("^finetune%.(.+)$")
+  if ft then return (cell.finetune or {})[ft] end
+  for _, r in ipairs(grid.pretrain_runs or {}) do
+    if r.id == cell.pretrain_id then return r.settings[name] end
+  end
+end
+
+--- The learning curves of a summary: for every axis whose values are
+-- numbers (given as plain values, so that a cell's label holds NAME=VALUE),
+-- and every metric that can depend on it (the downstream ones for a
+-- fine-tuning axis), one line per combination of the other axes' values:
+-- {axis, metric, logx, lines = {{label, points = {{x, mean, sd, n}}}}}.
+-- rows: the summary's rows (label, metrics[k] = {mean, sd, n}).
+function M.learning_curves(grid, rows, metric_names)
+  local first_cell = {}
+  for _, c in ipairs(grid.cells) do first_cell[c.label] = first_cell[c.label] or c end
+  local pretrain_metric = {}
+  for _, k in ipairs(M.pretrain_metrics) do pretrain_metric[k] = true end
+  local curves = {}
+  for _, axis in ipairs(grid.axes) do
+    local short = axis:gsub("^finetune%.", "")
+    local xs, distinct, ok = {}, {}, #rows > 0
+    for _, r in ipairs(rows) do
+      local x = first_cell[r.label] and cell_setting(grid, first_cell[r.label], axis)
+      -- the other axes' labels: the label's parts less this axis' NAME=VALUE
+      local rest, found = {}, false
+      for part in (r.label .. ", "):gmatch("(.-), ") do
+        if not found and part:sub(1, #short + 1) == short .. "=" then found = true else rest[#rest + 1] = part end
+      end
+      if type(x) ~= "number" or not found then ok = false; break end
+      xs[r.label] = {x = x, line = #rest > 0 and table.concat(rest, ", ") or axis}
+      distinct[x] = true
+    end
+    local ndistinct = 0
+    for _ in pairs(distinct) do ndistinct = ndistinct + 1 end
+    if ok and ndistinct >= 2 then
+      local lo, hi = math.huge, -math.huge
+      for _, v in pairs(xs) do lo, hi = math.min(lo, v.x), math.max(hi, v.x) end
+      local logx = lo > 0 and hi / lo >= 8
+      for _, k in ipairs(metric_names) do
+        if not (axis:find("^finetune%.") and pretrain_metric[k]) then
+          local lines, by_line = {}, {}
+          for _, r in ipairs(rows) do
+            local m = r.metrics[k]
+            if m then
+              local key = xs[r.label].line
+              if not by_line[key] then
+                by_line[key] = {label = key, points = {}}
+                lines[#lines + 1] = by_line[key]
+              end
+              table.insert(by_line[key].points, {x = xs[r.label].x, mean = m.mean, sd = m.sd, n = m.n})
+            end
+          end
+          for _, line in ipairs(lines) do table.sort(line.points, function(a, b) return a.x < b.x end) end
+          if #lines > 0 then curves[#curves + 1] = {axis = axis, metric = k, logx = logx, lines = lines} end
+        end
+      end
+    end
+  end
+  return curves
+end
+
 --- Rebuilds DIR/results.json, DIR/results.md and DIR/plots/ from the
 -- finished cells of DIR (unfinished ones are listed as missing).  Returns
 -- the results table.
@@ -505,7 +571,19 @@ function M.summarize(dir)
     local okb, e = plot.bars(png, grid.name .. ": " .. k .. " (mean ± sd over seeds)", k, bars)
     if okb then made[#made + 1] = png else perr = perr or e end
   end
+  -- learning curves: one figure per numeric axis and metric
+  for _, curve in ipairs(M.learning_curves(grid, out_rows, names)) do
+    local png = dir .. "/plots/curve-" .. slug(curve.axis) .. "-" .. slug(curve.metric) .. ".png"
+    local xlabel = curve.axis == "finetune.max_train" and "fine-tuning examples (finetune.max_train)" or curve.axis
+    local okc, e = plot.curves(png, string.format("%s: %s against %s (mean ± sd over seeds)", grid.name, curve.metric,
+      curve.axis), xlabel, curve.metric, curve.lines, {logx = curve.logx})
+    curve.png, curve.data = png, png:gsub("%.png$", "") .. ".dat"
+    if okc then made[#made + 1] = png else perr = perr or e end
+    results.curves = results.curves or {}
+    results.curves[#results.curves + 1] = curve
+  end
   results.plots, results.plot_error = made, perr
+  if results.curves then write_json(dir .. "/results.json", results) end   -- with the curves' points
   return results
 end
 

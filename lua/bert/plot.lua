@@ -5,6 +5,7 @@
 --   local plot = require("bert.plot")
 --   plot.runs({"runs/a", "runs/b"}, {output = "runs/cmp"})   -- loss.png, accuracy.png
 --   plot.write_csv("runs/a")                                  -- runs/a/metrics.csv
+--   plot.bars(png, title, ylabel, bars); plot.curves(png, title, xlabel, ylabel, lines, {logx = true})
 --
 -- Training metrics are lines, held-out metrics (records with `eval`) are
 -- lines with points, and baselines (fields named *baseline*) are horizontal
@@ -150,11 +151,13 @@ function M.bars(png, title, ylabel, bars)
   local data = png .. ".dat"
   local out = io.open(data, "wb")
   if not out then return nil, "cannot write " .. data end
+  local top = 0
   for i, b in ipairs(bars) do
     if type(b.mean) ~= "number" then
       out:close(); os.remove(data)
       return nil, string.format("plot.bars: bar %d (%s) has no mean", i, tostring(b.label))
     end
+    top = math.max(top, b.mean + (b.sd or 0))
     out:write(string.format("%d %.9g %.9g \"%s\"\n", i - 1, b.mean, b.sd or 0,
       tostring(b.label):gsub("[\"\\]", "'")))
   end
@@ -167,7 +170,8 @@ function M.bars(png, title, ylabel, bars)
     "set grid ytics",
     "set style fill solid 0.5 border -1",
     "set boxwidth 0.6",
-    "set yrange [0:*]",   -- bars from zero: differences are not exaggerated
+    -- bars from zero: differences are not exaggerated (all zero: a range gnuplot need not invent)
+    top > 0 and "set yrange [0:*]" or "set yrange [0:1]",
     "set xtics rotate by -30",
     "set xrange [-0.6:" .. (#bars - 0.4) .. "]",
     "unset key",
@@ -181,6 +185,73 @@ function M.bars(png, title, ylabel, bars)
   end
   os.remove(data)
   if not ok then return nil, "gnuplot failed or is missing (apt-get install gnuplot-nox)" end
+  return true
+end
+
+--- A learning curve as a PNG and the data behind it: lines = {{label =
+-- "pretrained", points = {{x = 100, mean = 0.81, sd = 0.02, n = 3}, ...}},
+-- ...}, each line's points sorted by x, drawn as means with sd error bars
+-- (sd nil: none).  opts.logx draws x on a log scale (every x must be > 0).
+-- The data file (png with .dat for .png) stays beside the plot: one block
+-- per line, "# line: LABEL", then "x mean sd n" rows.  Returns true, or nil
+-- and a message (the data file is written even when gnuplot is missing).
+function M.curves(png, title, xlabel, ylabel, lines, opts)
+  opts = opts or {}
+  if type(lines) ~= "table" or #lines == 0 then return nil, "plot.curves: no lines for " .. tostring(png) end
+  local data = png:gsub("%.png$", "") .. ".dat"
+  local blocks = {}
+  for i, line in ipairs(lines) do
+    if type(line.points) ~= "table" or #line.points == 0 then
+      return nil, string.format("plot.curves: line %d (%s) has no points", i, tostring(line.label))
+    end
+    local pts = {}
+    for j, p in ipairs(line.points) do
+      if type(p.x) ~= "number" or type(p.mean) ~= "number" or (opts.logx and not (p.x > 0)) then
+        return nil, string.format("plot.curves: line %d (%s) point %d needs a number x%s and mean", i,
+          tostring(line.label), j, opts.logx and " > 0 (log scale)" or "")
+      end
+      pts[j] = p
+    end
+    table.sort(pts, function(a, b) return a.x < b.x end)
+    local rows = {"# line: " .. tostring(line.label):gsub("[\r\n]", " ")}
+    for _, p in ipairs(pts) do
+      rows[#rows + 1] = string.format("%.9g %.9g %.9g %d", p.x, p.mean, p.sd or 0, p.n or 1)
+    end
+    blocks[i] = table.concat(rows, "\n")
+  end
+  local ok, werr = require("bert.fs").write_atomic(data, table.concat(blocks, "\n\n\n") .. "\n")
+  if not ok then return nil, werr end
+  local lo, hi = math.huge, -math.huge
+  for _, line in ipairs(lines) do
+    for _, p in ipairs(line.points) do lo, hi = math.min(lo, p.x), math.max(hi, p.x) end
+  end
+  -- room beside the end points, so that their error bars are not on the frame
+  local xrange = opts.logx and string.format("set xrange [%.9g:%.9g]", lo / 1.25, hi * 1.25)
+    or string.format("set xrange [%.9g:%.9g]", lo - 0.05 * (hi - lo + 1), hi + 0.05 * (hi - lo + 1))
+  local plots = {}
+  for i, line in ipairs(lines) do
+    plots[i] = string.format("%s index %d using 1:2:3 with yerrorlines lw 2 pt 7 ps 0.8 title %s", gp_path(data), i - 1,
+      gp_quote(line.label))
+  end
+  local script = table.concat({
+    "set terminal png size 1000,600",
+    "set output " .. gp_path(png),
+    "set title " .. gp_quote(title),
+    "set xlabel " .. gp_quote(xlabel),
+    "set ylabel " .. gp_quote(ylabel),
+    "set grid",
+    "set key below",
+    opts.logx and "set logscale x" or "unset logscale x",
+    xrange,
+    "plot " .. table.concat(plots, ", \\\n  "),
+  }, "\n")
+  local gp = io.popen("gnuplot 2>&1", "w")
+  local drawn = false
+  if gp then
+    gp:write(script, "\n")
+    drawn = gp:close()
+  end
+  if not drawn then return nil, "gnuplot failed or is missing (apt-get install gnuplot-nox)" end
   return true
 end
 

@@ -56,7 +56,8 @@ function M.parser()
     "with --whole-word-mask, else tokens)")
   parser:option("--ngram-mask", "ALBERT's n-gram masking: n-grams of 1..N with p(n) proportional to 1/n (ALBERT: 3)")
     :convert(cli.integer("--ngram-mask", 1))
-  parser:flag("--phrase-mask", "ERNIE 1.0's phrase-level masking (not implemented yet: needs a chunker)")
+  parser:flag("--phrase-mask", "ERNIE 1.0's phrase-level masking: whole phrases (learned from the training " ..
+    "documents by a statistical chunker, saved as OUTPUT/data/phrases.txt) and whole words")
   parser:option("--mask-prob", "Share of the tokens masked (BERT: 0.15)", "0.15"):convert(function(v)
     local p = tonumber(v)
     if not p or not (p > 0 and p < 1) then return nil, "option --mask-prob: expected a number in (0, 1), got '" .. v .. "'" end
@@ -82,8 +83,11 @@ end
 -- on the command line but are not implemented yet, and ones that exclude
 -- each other.
 function M.unsupported(args)
-  if args.phrase_mask then return "--phrase-mask is not implemented yet (ERNIE's phrase masking needs a chunker)" end
-  if args.span_mask and args.ngram_mask then return "--span-mask and --ngram-mask exclude each other: give one" end
+  local modes = {}
+  for _, flag in ipairs({"span_mask", "ngram_mask", "phrase_mask"}) do
+    if args[flag] then modes[#modes + 1] = "--" .. flag:gsub("_", "-") end
+  end
+  if #modes > 1 then return table.concat(modes, " and ") .. " exclude each other: give one" end
   local objective = args.objective and objectives.get(args.objective)
   if objective and objective.check then return objective.check(args) end
   return nil
@@ -193,7 +197,7 @@ function M.run(args)
     local same = old ~= nil
     for _, k in ipairs({"corpus", "tokenizer", "vocab_size", "seq_len", "objective", "masking", "dupe_factor",
                         "whole_word_mask", "seed",
-                        "span_mask", "ngram_mask", "mask_prob"}) do
+                        "span_mask", "ngram_mask", "phrase_mask", "mask_prob"}) do
       if old and old[k] ~= args[k] then same = false end
     end
     local stale = {"metrics.jsonl", "summary.json", "checkpoint", "checkpoint.old", "checkpoint.tmp", "best"}
@@ -240,6 +244,17 @@ function M.run(args)
     if not tok then die("cannot load tokenizer " .. args.tokenizer) end
   end
 
+  -- ERNIE's phrases: learned from the training documents once, kept with the data
+  local phrases
+  if args.phrase_mask then
+    local how
+    assert(bert.mkdir(args.output .. "/data"))
+    phrases, how = require("bert.data.chunker").ensure(args.output .. "/data/phrases.txt",
+      {documents = train_docs, tokenizer = tok, repair = args.repair})
+    if not phrases then die(tostring(how) .. " (--repair learns it again from the corpus)") end
+    io.stderr:write("pretrain: phrases: ", how, "\n")
+  end
+
   local function shards(name, docs, masking, dupe, seed)
     local dir = args.output .. "/data/" .. name
     if exists(dir .. "/meta.json") then
@@ -258,8 +273,8 @@ function M.run(args)
       masked_lm_prob = args.mask_prob,
       -- Google's 20 at 128 tokens and 0.15; more where the length and rate ask for more
       max_predictions_per_seq = math.max(20, math.ceil(args.seq_len * args.mask_prob)),
-      mask_mode = args.span_mask and "span" or args.ngram_mask and "ngram" or "tokens",
-      max_span = args.ngram_mask,
+      mask_mode = args.span_mask and "span" or args.ngram_mask and "ngram" or args.phrase_mask and "phrase" or "tokens",
+      max_span = args.ngram_mask, phrases = phrases,
     })
     if not ok then die(corpus_path .. ": " .. tostring(info)) end
     io.stderr:write(string.format("pretrain: %s: %d instances in %.1f s\n", name, info.instances, bert.wall_time() - t0))
@@ -424,7 +439,8 @@ function M.run(args)
   final.settings = {lr = lr, batch_size = args.batch_size, accum = args.accum, seq_len = args.seq_len,
     warmup_steps = warmup_steps, weight_decay = args.weight_decay, seed = args.seed, masking = args.masking,
     whole_word_mask = args.whole_word_mask == true, corpus = args.corpus, time_budget = args.time_budget,
-    mask_prob = args.mask_prob, span_mask = args.span_mask == true, ngram_mask = args.ngram_mask}
+    mask_prob = args.mask_prob, span_mask = args.span_mask == true, ngram_mask = args.ngram_mask,
+    phrase_mask = args.phrase_mask == true}
   final.ranks = dist.size()
   final.distributed = summary.distributed   -- gradient all-reduce: wait after backward, overlap
   if not dist.is_main() then return final end   -- rank 0 writes the summary

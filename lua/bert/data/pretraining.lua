@@ -5,8 +5,9 @@
 --     masking = "static" | "dynamic", max_seq_length = 128,
 --     max_predictions_per_seq = 20, masked_lm_prob = 0.15, short_seq_prob = 0.1,
 --     dupe_factor = 10 (static) / 1 (dynamic), whole_word_mask = false,
---     mask_mode = "tokens" | "span" | "ngram", max_span = 10 (span) / 3 (ngram),
---     span_p = 0.2, seed = 12345, instances_per_shard = 50000}
+--     mask_mode = "tokens" | "span" | "ngram" | "phrase", max_span = 10 (span) / 3 (ngram),
+--     span_p = 0.2, phrases = (phrase: a bert.data.chunker table), seed = 12345,
+--     instances_per_shard = 50000}
 --   --> {dir, instances, objective, masking, shards, tokens, predictions}
 --   local loader = assert(pretraining.Loader{dir = ..., batch_size = 8,
 --     seq_len = 128, masking = "dynamic" | "static", seed = 1, shuffle = true})
@@ -31,11 +32,14 @@
 -- (seed, global sample index).  mask_mode "span" masks SpanBERT's spans
 -- (lengths in words with whole_word_mask, else tokens, geometric with p =
 -- span_p up to max_span), "ngram" ALBERT's n-grams (n in 1..max_span, p(n)
--- proportional to 1/n); both at the same rate and never over special tokens
--- (csrc/data/instances.c).  The C side is csrc/data/ (shard format in
+-- proportional to 1/n); "phrase" ERNIE 1.0's phrases (whole words, and a
+-- run of words that forms a phrase of opts.phrases as one unit; the table
+-- is saved in the shard set as phrases.txt, for the dynamic loader); all
+-- at the same rate and never over special tokens (csrc/data/instances.c).  The C side is csrc/data/ (shard format in
 -- csrc/data/shard.c); dir/meta.json describes a shard set.
 local cjson = require("cjson")
 local core = require("bert.core")
+local chunker = require("bert.data.chunker")
 local fs = require("bert.fs")
 local class = require("bert.nn.class")
 local C = core.data
@@ -90,21 +94,10 @@ local function tokenizer_info(fname, tok, whole_word)
   ids.pad = ids.pad or 0
   local V = tok:vocab_size()
   for _, id in pairs(ids) do if id >= V then V = id + 1 end end
-  local vocab = tok:get_vocab()
-  local bpe = tok:token_to_id("[CLS]") == nil
   local special_ids = {ids.cls, ids.sep, ids.mask, ids.pad}
-  local cont_ids = {}
-  if whole_word then
-    for t, id in pairs(vocab) do
-      if id < V then
-        local c
-        if bpe then c = t:sub(1, 2) ~= "\196\160" and not t:match("^<.*>$")
-        else c = t:sub(1, 2) == "##" end
-        if c then cont_ids[#cont_ids + 1] = id end
-      end
-    end
-    table.sort(cont_ids)
-  end
+  -- word boundaries (whole-word and phrase masking): WordPiece's ##x, or
+  -- the pieces that do not start a word for byte-level BPE and SentencePiece
+  local cont_ids = whole_word and chunker.word_continuation(tok, V) or {}
   return ids, V, special_ids, cont_ids
 end
 
@@ -144,11 +137,14 @@ end
 
 -- The masking mode options of create_shards and Loader, checked: mode,
 -- max_span, span_p (nil where not given).
-local MASK_MODES = {tokens = true, span = true, ngram = true}
+local MASK_MODES = {tokens = true, span = true, ngram = true, phrase = true}
 local function mask_mode_opts(fname, opts)
   local mode = opts.mask_mode
   if mode ~= nil and not MASK_MODES[mode] then
-    argerr(fname, "option 'mask_mode' must be 'tokens', 'span' or 'ngram', got " .. tostring(mode))
+    argerr(fname, "option 'mask_mode' must be 'tokens', 'span', 'ngram' or 'phrase', got " .. tostring(mode))
+  end
+  if opts.phrases ~= nil and not chunker.is_phrases(opts.phrases) then
+    argerr(fname, "option 'phrases' expected a phrase table (bert.data.chunker), got " .. type(opts.phrases))
   end
   check_opt(fname, opts, "max_span", "number", function(v) return is_int(v) and v >= 1 and v <= 64 end,
             "an integer in 1..64")
@@ -191,7 +187,11 @@ function M.create_shards(opts)
   mask_mode = mask_mode or "tokens"
   max_span = max_span or (mask_mode == "ngram" and 3 or 10)
   span_p = span_p or 0.2
-  local ids, V, special_ids, cont_ids = tokenizer_info(F, opts.tokenizer, whole_word)
+  local phrase = mask_mode == "phrase"
+  if phrase and not opts.phrases then
+    argerr(F, "mask_mode 'phrase' needs option 'phrases' (a table from bert.data.chunker.learn or load)")
+  end
+  local ids, V, special_ids, cont_ids = tokenizer_info(F, opts.tokenizer, whole_word or phrase)
   local cfg = {
     objective = objective, max_seq_length = max_len,
     short_seq_prob = opts.short_seq_prob or 0.1,
@@ -202,7 +202,8 @@ function M.create_shards(opts)
     max_predictions_per_seq = math.tointeger(opts.max_predictions_per_seq or 20),
     whole_word_mask = whole_word, mask_mode = mask_mode, max_span = max_span, span_p = span_p,
     special = flag_bytes(V, special_ids),
-    continuation = whole_word and flag_bytes(V, cont_ids) or nil,
+    continuation = (whole_word or phrase) and flag_bytes(V, cont_ids) or nil,
+    phrases = phrase and opts.phrases:handle() or nil,
   }
   -- tokenise, a few thousand sentences at a time
   local corpus = C.corpus()
@@ -240,6 +241,12 @@ function M.create_shards(opts)
   local dir = opts.output:gsub("/+$", "")
   local ok, err = core.mkdir(dir)
   if not ok then return nil, err end
+  local phrases_meta
+  if phrase then   -- the shard set carries its phrase table: the dynamic loader masks with it
+    local pok, perr = opts.phrases:save(dir .. "/phrases.txt")
+    if not pok then return nil, perr end
+    phrases_meta = {file = "phrases.txt", count = opts.phrases:count(), checksum = opts.phrases:checksum()}
+  end
   local per = math.tointeger(opts.instances_per_shard or 50000)
   local shards = {}
   local first = 1
@@ -260,7 +267,8 @@ function M.create_shards(opts)
     short_seq_prob = cfg.short_seq_prob, seed = cfg.seed,
     special_ids = {cls = ids.cls, sep = ids.sep, mask = ids.mask, pad = ids.pad},
     never_masked_ids = special_ids,
-    continuation_ids = whole_word and cont_ids or nil,
+    continuation_ids = (whole_word or phrase) and cont_ids or nil,
+    phrases = phrases_meta,
     instances = st.instances, tokens = st.tokens, predictions = st.predictions,
     documents = cstats.documents, sentences = cstats.sentences, corpus_tokens = cstats.tokens,
     label_counts = objective ~= "none" and {st.label0, st.label1} or nil,
@@ -336,7 +344,8 @@ local Loader = class("Loader")
 --- pretraining.Loader{dir, batch_size = 8, seq_len = max_seq_length,
 -- masking = meta's ("static" | "dynamic"), seed = 1, shuffle = true,
 -- prefetch = 4, masked_lm_prob, max_predictions_per_seq, whole_word_mask,
--- mask_mode, max_span, span_p (dynamic masking; default the shard set's), shard_first = 0, shard_rows =
+-- mask_mode, max_span, span_p, phrases (dynamic masking; default the shard set's, its
+-- phrases.txt for mode "phrase"), shard_first = 0, shard_rows =
 -- batch_size (data parallelism: these rows of each global batch, the same
 -- samples and masks as in the whole batch)}.  Returns the loader, or
 -- nil, message when the files are missing or corrupt.
@@ -366,6 +375,28 @@ function M.Loader(opts)
     argerr(F, "whole_word_mask needs shards created with whole_word_mask = true")
   end
   local V = meta.vocab_size
+  -- shard sets from before the masking modes hold none: Google's token masking
+  mask_mode = mask_mode or meta.mask_mode or "tokens"
+  local phrases = opts.phrases
+  if mask_mode == "phrase" and masking == "static" then
+    mask_mode, phrases = "tokens", nil   -- the masks are in the shards: no table needed
+  elseif mask_mode == "phrase" then
+    if not meta.continuation_ids then
+      argerr(F, "mask_mode 'phrase' needs shards created with word boundaries (mask_mode 'phrase' or whole_word_mask)")
+    end
+    if not phrases then
+      if type(meta.phrases) ~= "table" or type(meta.phrases.file) ~= "string" then
+        argerr(F, "mask_mode 'phrase' needs option 'phrases' (these shards were created without a phrase table)")
+      end
+      local path = opts.dir .. "/" .. meta.phrases.file
+      local perr
+      phrases, perr = chunker.load(path, {vocab_size = math.tointeger(V)})
+      if not phrases then return nil, perr end
+      if phrases:count() ~= meta.phrases.count or phrases:checksum() ~= meta.phrases.checksum then
+        return nil, path .. ": not the phrase table the shards were made with (meta.json has another count or checksum)"
+      end
+    end
+  end
   local seq_len = math.tointeger(opts.seq_len or meta.max_seq_length)
   if seq_len < meta.max_seq_length then
     argerr(F, string.format("seq_len %d is shorter than the shards' max_seq_length %d",
@@ -390,12 +421,12 @@ function M.Loader(opts)
     masked_lm_prob = opts.masked_lm_prob or meta.masked_lm_prob,
     max_predictions_per_seq = math.tointeger(opts.max_predictions_per_seq or meta.max_predictions_per_seq),
     whole_word_mask = whole_word and true or false,
-    -- shard sets from before the masking modes hold none: Google's token masking
-    mask_mode = mask_mode or meta.mask_mode or "tokens",
+    mask_mode = mask_mode,
     max_span = max_span or (meta.max_span and math.tointeger(meta.max_span)) or nil,
     span_p = span_p or meta.span_p,
     special = flag_bytes(V, meta.never_masked_ids),
-    continuation = whole_word and flag_bytes(V, meta.continuation_ids) or nil,
+    continuation = (whole_word or phrases) and flag_bytes(V, meta.continuation_ids) or nil,
+    phrases = phrases and phrases:handle() or nil,
   })
   if not ok then argerr(F, (tostring(c):gsub("^[^:]*:%d+: ", ""))) end
   return setmetatable({c = c, seed = seed, batch_size = batch, instances = meta.instances,
