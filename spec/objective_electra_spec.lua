@@ -30,6 +30,7 @@ local function tiny_pair(family, opts)
       or {vocab_size = 40, hidden_size = 32, num_hidden_layers = 2, num_attention_heads = 2, intermediate_size = 64,
           max_position_embeddings = 32, position_buckets = 8},
   }
+  bert.manual_seed(1)   -- the same initial weights every time
   local pair = electra.build(ctx)
   pair:evaluate()   -- no dropout: forward passes are repeatable under one seed
   return pair
@@ -222,6 +223,30 @@ describe("bert.objectives.electra", function()
       os.execute("rm -rf '" .. dir .. "'")
     end)
   end
+
+  it("runs on Vulkan as on the CPU: losses, samples and gradients", function()
+    local info = bert.backend_info().vulkan
+    if not (info and info.available) then
+      pending("skipped: " .. tostring(info and info.reason or "no Vulkan"))
+      return
+    end
+    local cpu_pair, vk_pair = tiny_pair("electra"), tiny_pair("electra")
+    vk_pair:to("vulkan")
+    local function run(pair)
+      pair:zero_grad()
+      bert.manual_seed(9)
+      local out = pair:forward(tiny_batch())   -- batches stay on the CPU, as the loader's
+      out.loss:backward()
+      return out, pair.flat_grad:to("cpu")
+    end
+    local a, ga = run(cpu_pair)
+    local b, gb = run(vk_pair)
+    assert.same(a.samples:totable(), b.samples:to("cpu"):totable())
+    assert.same(a.rtd_labels:totable(), b.rtd_labels:to("cpu"):totable())
+    assert.near(a.generator_loss:item(), b.generator_loss:to("cpu"):item(), 1e-4)
+    assert.near(a.discriminator_loss:item(), b.discriminator_loss:to("cpu"):item(), 1e-5)
+    assert.tensor_near(ga, gb, 1e-3)
+  end)
 
   it("refuses a family without a discriminator, naming the ones with one", function()
     local lib = require("bert.pretrain")

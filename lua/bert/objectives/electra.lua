@@ -149,9 +149,12 @@ end
 -- generator's samples: original = input_ids with the masked positions
 -- restored from labels; corrupted = original with the samples put at the
 -- masked positions; label 1 exactly where corrupted differs from original.
--- positions: flat 0-based indices [M]; samples: token ids [M].
+-- positions: flat 0-based indices [M]; samples: token ids [M].  CPU tensors out.
 function M.corrupt(input_ids, labels, positions, samples)
   local B, T = input_ids:size(1), input_ids:size(2)
+  -- token ids are few and small: on the CPU, whatever device the models run on (as the batches are)
+  local function here(t) return t:device() ~= "cpu" and t:to("cpu") or t end
+  input_ids, labels, positions, samples = here(input_ids), here(labels), here(positions), here(samples)
   local original = bert.where(labels:ne(-100), labels, input_ids)
   local flat = original:reshape(B * T)
   local corrupted = flat
@@ -168,7 +171,8 @@ end
 -- generator (so runs are deterministic under --seed and resume exactly).
 function M.sample(logits)
   return bert.no_grad(function()
-    local u = bert.rand(logits:shape()):maximum(1e-20)
+    local u = bert.rand(logits:shape()):maximum(1e-20)   -- drawn on the CPU: the same stream on every device
+    if logits:device() ~= "cpu" then u = u:to(logits:device()) end
     return (logits:detach() - (-u:log()):log()):argmax(-1)
   end)
 end
