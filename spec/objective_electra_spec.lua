@@ -81,6 +81,31 @@ describe("bert.objectives.electra", function()
     end
   end)
 
+  it("masks the generator's input as ELECTRA: [MASK] at 85% of the masked positions, else the original", function()
+    local rows = 1000
+    local ids = bert.full({rows, 12}, 7):int()          -- BERT's 80/10/10 would have put 7s and random ids here
+    local labels = bert.full({rows, 12}, -100):int()
+    for i = 1, rows do labels:set(20 + i % 5, i, 2); labels:set(30, i, 9) end
+    bert.manual_seed(2)
+    local out = electra.electra_mask(ids, labels, 3)
+    bert.manual_seed(2)
+    assert.same(out:totable(), electra.electra_mask(ids, labels, 3):totable())
+    local masks, kept = 0, 0
+    for i, row in ipairs(out:totable()) do
+      for j, v in ipairs(row) do
+        if j == 2 or j == 9 then
+          local original = j == 2 and 20 + i % 5 or 30
+          assert.is_true(v == 3 or v == original, "a masked position holds " .. v)
+          if v == 3 then masks = masks + 1 else kept = kept + 1 end
+        else
+          assert.equal(7, v)   -- an unmasked position is untouched
+        end
+      end
+    end
+    local n, sd = 2 * rows, math.sqrt(2 * rows * 0.85 * 0.15)
+    assert.is_true(math.abs(masks - 0.85 * n) < 5 * sd, masks .. " of " .. n .. " masked")
+  end)
+
   it("shares the embedding tensors, and both losses train them", function()
     local pair = tiny_pair("electra")
     local gen_emb = pair.m.generator.base.roles.embeddings

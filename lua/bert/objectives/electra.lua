@@ -107,12 +107,15 @@ M.Pair = Pair
 
 local TABLES = {"word_embeddings", "position_embeddings", "token_type_embeddings"}
 
---- Pair(generator, discriminator, {sharing = "shared" | "gdes", disc_weight = 50, tokenizer = tok}):
--- both models built and flattened; the pair shares (or, under gdes,
--- disentangles) their embedding tables and flattens all of it once.
+--- Pair(generator, discriminator, {sharing = "shared" | "gdes", disc_weight = 50, tokenizer = tok,
+-- mask_id = id}): both models built and flattened; the pair shares (or,
+-- under gdes, disentangles) their embedding tables and flattens all of it
+-- once.  With mask_id the generator's input is masked as ELECTRA's code
+-- does it (M.electra_mask); without, the batch's input_ids are used as they are.
 function Pair:__init(generator, discriminator, opts)
   Module.__init(self)
   self.sharing, self.disc_weight, self.tokenizer = opts.sharing, opts.disc_weight, opts.tokenizer
+  self.mask_id = opts.mask_id
   -- the discriminator first: a shared tensor is named (and decayed) as the discriminator's
   self:add_module("discriminator", discriminator)
   self:add_module("generator", generator)
@@ -166,6 +169,17 @@ function M.corrupt(input_ids, labels, positions, samples)
   return corrupted, corrupted:ne(original):int(), original
 end
 
+--- ELECTRA's masking of the generator's input: each masked position
+-- (labels ~= -100) becomes mask_id with probability p (0.85), else keeps its
+-- original token; never a random token (BERT's 80/10/10, which the shard
+-- writer applies, is undone here).  Positions and originals come from labels.
+function M.electra_mask(input_ids, labels, mask_id, p)
+  local masked = labels:ne(-100)
+  local original = bert.where(masked, labels, input_ids)
+  local to_mask = masked * bert.rand(labels:shape()):lt(p or 0.85):int()
+  return bert.where(to_mask, bert.full(labels:shape(), mask_id):int(), original)
+end
+
 --- One sample per row of logits [M, V] from softmax(logits): the Gumbel-max
 -- trick, argmax(logits + G) with G = -log(-log(U)), U from bert's seeded
 -- generator (so runs are deterministic under --seed and resume exactly).
@@ -183,7 +197,9 @@ end
 -- generator_loss, discriminator_loss, logits (the generator's [M, V]),
 -- masked_labels, rtd_logits [B, T], rtd_labels [B, T] (-100 on padding).
 function Pair:forward(batch)
-  local gen_out = self.m.generator:forward({input_ids = batch.input_ids, token_type_ids = batch.token_type_ids,
+  local gen_ids = batch.input_ids
+  if self.mask_id then gen_ids = M.electra_mask(batch.input_ids, batch.labels, self.mask_id) end
+  local gen_out = self.m.generator:forward({input_ids = gen_ids, token_type_ids = batch.token_type_ids,
     attention_mask = batch.attention_mask, labels = batch.labels})
   local samples = M.sample(gen_out.logits)
   local corrupted, rtd_labels = M.corrupt(batch.input_ids, batch.labels, gen_out.masked_positions, samples)
@@ -292,7 +308,14 @@ function M.build(ctx)
   local gen
   ok, gen = pcall(bert.model, gen_arch, M.generator_config(disc.config, s.generator_size, s.generator_layers))
   if not ok then error("the generator: " .. tostring(gen), 0) end
-  local pair = Pair(gen, disc, {sharing = s.sharing, disc_weight = s.disc_weight, tokenizer = ctx.tokenizer})
+  local mask_id
+  if ctx.tokenizer then
+    local mask_token = require("bert.model_dir").special_tokens(ctx.tokenizer).mask_token
+    mask_id = mask_token and ctx.tokenizer:token_to_id(mask_token)
+    if not mask_id then error("--objective electra: the tokenizer has no mask token", 0) end
+  end
+  local pair = Pair(gen, disc, {sharing = s.sharing, disc_weight = s.disc_weight, tokenizer = ctx.tokenizer,
+                                mask_id = mask_id})
   ctx.electra = s
   return pair, string.format("%s + generator %s (hidden %d, %d layers, %s embeddings, λ %g)", disc_arch, gen_arch,
     gen.config.hidden_size, gen.config.num_hidden_layers, s.sharing, s.disc_weight)
