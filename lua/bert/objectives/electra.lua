@@ -132,9 +132,10 @@ function Pair:__init(generator, discriminator, opts)
       if self.sharing == "shared" then
         g.p.weight = d.p.weight
       else
-        -- the discriminator's own table becomes E_Δ; its forward reads stopgrad(E_G) + E_Δ
+        -- the discriminator's own table becomes E_Δ; its forward reads stopgrad(E_G) + E_Δ, row by
+        -- row (the rows of the sum are the sums of the rows: no [V x E] temporary per step)
         self.gdes[#self.gdes + 1] = {name = name, gen = g, disc = d}
-        d.forward = function(emb, ids) return F.embedding(ids, g.p.weight:detach() + emb.p.weight) end
+        d.forward = function(emb, ids) return F.embedding(ids, g.p.weight:detach()) + F.embedding(ids, emb.p.weight) end
       end
     end
   end
