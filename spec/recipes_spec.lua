@@ -127,6 +127,17 @@ describe("pretrain --recipe", function()
     -- the optimizer state the checkpoint holds is LAMB's
     local state = require("bert").optim.load_state(out .. "/checkpoint/optimizer.safetensors")
     assert.equal("LAMB", state.kind)
-    os.execute(string.format("rm -rf '%s' '%s.err' '%s'", out, out, corpus))
+    -- DeBERTa-v3's: a Unigram vocabulary, replaced-token detection with GDES
+    local v3 = tmpdir()
+    assert.is_true(os.execute(string.format("OMP_WAIT_POLICY=passive lua5.4 experiments/pretrain.lua --recipe deberta-v3 " ..
+      "--corpus %s --vocab-size 150 --batch-size 4 --seq-len 32 --steps 2 --threads 1 --no-plot " ..
+      "--output %s >/dev/null 2>%s.err", corpus, v3, v3)), io.open(v3 .. ".err"):read("a"))
+    local s3 = cjson.decode(io.open(v3 .. "/summary.json"):read("a"))
+    assert.equal("electra", s3.objective)
+    assert.equal("deberta-v3-tiny", s3.model)
+    assert.is_number(s3.rtd_accuracy)
+    assert.truthy(io.open(v3 .. "/checkpoint/gdes_deltas.safetensors"))
+    assert.truthy(io.open(v3 .. "/checkpoint/generator/config.json"))
+    os.execute(string.format("rm -rf '%s' '%s.err' '%s' '%s.err' '%s'", out, out, v3, v3, corpus))
   end)
 end)

@@ -311,9 +311,9 @@ function M.build(ctx)
   if not ok then error("the generator: " .. tostring(gen), 0) end
   local mask_id
   if ctx.tokenizer then
-    local mask_token = require("bert.model_dir").special_tokens(ctx.tokenizer).mask_token
-    mask_id = mask_token and ctx.tokenizer:token_to_id(mask_token)
-    if not mask_id then error("--objective electra: the tokenizer has no mask token", 0) end
+    -- the mask token as the shard writer finds it (bert.data.pretraining)
+    mask_id = ctx.tokenizer:token_to_id("[MASK]") or ctx.tokenizer:token_to_id("<mask>")
+    if not mask_id then error("--objective electra: the tokenizer has neither [MASK] nor <mask>", 0) end
   end
   local pair = Pair(gen, disc, {sharing = s.sharing, disc_weight = s.disc_weight, tokenizer = ctx.tokenizer,
                                 mask_id = mask_id})
