@@ -160,6 +160,27 @@ describe("bert.objectives.electra", function()
     local gen_from_gen, delta_from_gen = grads("generator_loss")
     assert.is_true(gen_from_gen:abs():sum():item() > 0)
     assert.equal(0, delta_from_gen:abs():sum():item())
+    -- the gradient reaching E_Δ is the discriminator loss's derivative: central differences on rows the batch reads
+    local _, analytic = grads("discriminator_loss")
+    local function disc_loss()
+      bert.manual_seed(9)
+      return pair:forward(tiny_batch()).discriminator_loss:item()
+    end
+    for _, at in ipairs({{8, 1}, {10, 5}, {31, 32}}) do   -- (token id + 1, column): ids 7, 9, 30
+      local row, col = at[1], at[2]
+      local old = delta:get(row, col)
+      local h = 1e-2
+      bert.no_grad(function() delta:set(old + h, row, col) end)
+      local up = disc_loss()
+      bert.no_grad(function() delta:set(old - h, row, col) end)
+      local down = disc_loss()
+      bert.no_grad(function() delta:set(old, row, col) end)
+      local numeric = (up - down) / (2 * h)
+      local a = analytic:get(row, col)
+      assert.is_true(math.abs(a) > 1e-5, "no gradient at " .. row .. ", " .. col)
+      assert.is_true(math.abs(numeric - a) <= 0.05 * math.abs(a) + 1e-4,
+        string.format("E_Δ[%d, %d]: numeric %.6g, analytic %.6g", row, col, numeric, a))
+    end
     -- --embedding-sharing shared on the same family: one table again
     local shared = tiny_pair("deberta-v2", {sharing = "shared"})
     assert.is_true(rawequal(shared.m.generator.base.roles.embeddings.m.word_embeddings.p.weight,
