@@ -12,7 +12,7 @@ local pretrain = require("bert.pretrain")
 local dist = require("bert.distributed")
 dist.init()   -- under mpirun: data-parallel, rank 0 prints and writes (docs/distributed.md)
 
-local args = pretrain.parser():parse()
+local args = pretrain.parse(arg)   -- with --recipe applied
 local ok, err = xpcall(pretrain.run, function(e)
   if type(e) == "string" and e:find("^pretrain: ") then return e end   -- a reported problem: no traceback
   return debug.traceback(tostring(e), 2)

@@ -14,6 +14,7 @@ local bert = require("bert")
 local cli = require("bert.cli")
 local dist = require("bert.distributed")
 local objectives = require("bert.objectives")
+local recipes = require("bert.recipes")
 
 local M = {}
 
@@ -27,7 +28,9 @@ M.objective = objectives.resolve
 function M.parser()
   local parser = cli.parser("pretrain.lua", "Pretrain a BERT model with MLM and NSP/SOP.",
     "Writes OUTPUT/metrics.jsonl (and .csv), OUTPUT/summary.json (held-out metrics, fractions), " ..
-    "OUTPUT/checkpoint/ (a self-contained model directory), OUTPUT/tokenizer/ and the plots.")
+    "OUTPUT/checkpoint/ (a self-contained model directory), OUTPUT/tokenizer/ and the plots.\n\n" .. recipes.help())
+  parser:option("--recipe", "A family's pretraining recipe as its paper ran it: " .. table.concat(recipes.order, ", ") ..
+    " (the settings are listed below; flags given explicitly override them)"):choices(recipes.order)
   cli.add(parser, "model", {help = "FAMILY-SIZE (albert-tiny, roberta-base, deberta-base...), a size " ..
     "(tiny, mini, small, medium, base, large: BERT) or a config.json",
     convert = function(v)   -- any family's size through the registry, else a config.json
@@ -43,7 +46,8 @@ function M.parser()
   parser:option("--vocab-size", "Vocabulary size when training a tokenizer", "8000"):convert(cli.integer("--vocab-size", 10))
   parser:option("--corpus", "brown, kjv, or a file in BERT's plain format", "brown")
     :convert(cli.choice_or_path("--corpus", {"brown", "kjv"}, "corpus file"))
-  parser:option("--objective", "mlm-nsp (BERT), mlm-sop (ALBERT) or mlm (RoBERTa, full sentences); " ..
+  parser:option("--objective", "mlm-nsp (BERT), mlm-sop (ALBERT), mlm (RoBERTa, full sentences) or electra " ..
+    "(replaced-token detection: ELECTRA, DeBERTa-v3); " ..
     "the old names nsp, sop, none still work", "mlm-nsp"):convert(M.objective)
   for _, objective in ipairs(objectives.each_module()) do
     if objective.add_options then objective.add_options(parser) end
@@ -69,6 +73,13 @@ function M.parser()
     "max_eval", {help = "Held-out sequences per evaluation (default: all)"},
     "save_every", "log_every", "output", {default = "runs/pretrain"},
     "resume", "no_plot")
+  parser:option("--optimizer", "adamw or lamb (ALBERT's)", "adamw"):choices({"adamw", "lamb"})
+  parser:option("--beta2", "The optimizer's beta2 (RoBERTa: 0.98)", "0.999"):convert(function(v)
+    local b = tonumber(v)
+    if not b or not (b >= 0 and b < 1) then return nil, "option --beta2: expected a number in [0, 1), got '" .. v .. "'" end
+    return b + 0.0
+  end)
+  parser:option("--eps", "The optimizer's epsilon", "1e-6"):convert(cli.number("--eps", 0))
   parser:flag("--allow-invalid-utf8", "Replace invalid UTF-8 in the corpus with U+FFFD instead of refusing it")
   parser:option("--max-line-bytes", "Longest corpus line accepted (one sentence per line)", "65536")
     :convert(cli.integer("--max-line-bytes", 1))
@@ -91,6 +102,31 @@ function M.unsupported(args)
   local objective = args.objective and objectives.get(args.objective)
   if objective and objective.check then return objective.check(args) end
   return nil
+end
+
+--- Parses argv (a list of strings) with --recipe applied: the recipe's
+-- flags go before the user's, so that every flag given explicitly wins
+-- (bert.recipes).  Returns args (args.recipe_settings says what the recipe
+-- set), or nil and a message.
+function M.parse_argv(argv)
+  local ok, args = M.parser():pparse(argv)
+  if not ok or not args.recipe then return ok and args or nil, not ok and args or nil end
+  local full, line = recipes.argv(args.recipe, argv, {has_objective = function(n) return objectives.names[n] ~= nil end})
+  if not full then return nil, line end
+  ok, args = M.parser():pparse(full)
+  if not ok then return nil, args end
+  args.recipe_settings = line
+  return args
+end
+
+--- The command line of experiments/pretrain.lua (default: the global arg), parsed with its recipe.
+function M.parse(argv)
+  argv = argv or arg
+  local list = {}
+  for i = 1, #argv do list[i] = argv[i] end
+  local args, err = M.parse_argv(list)
+  if not args then M.parser():error(err) end
+  return args
 end
 
 --- A full settings table: the command line's defaults, then `overrides`
@@ -121,8 +157,8 @@ function M.settings(overrides)
       argv[#argv + 1] = math.type(v) == "float" and string.format("%.17g", v) or tostring(v)
     end
   end
-  local ok, args = M.parser():pparse(argv)
-  if not ok then error("pretrain.settings: " .. tostring(args), 2) end
+  local args, perr = M.parse_argv(argv)
+  if not args then error("pretrain.settings: " .. tostring(perr), 2) end
   local unsupported = M.unsupported(args)
   if unsupported then error("pretrain.settings: " .. unsupported, 2) end
   args.quiet = overrides.quiet
@@ -163,6 +199,7 @@ function M.run(args)
   end
   local unsupported = M.unsupported(args)
   if unsupported then die(unsupported) end
+  if args.recipe_settings and not args.resume and dist.is_main() then io.stderr:write("pretrain: ", args.recipe_settings, "\n") end
   local objective = objectives.get(args.objective)
   if not args.steps and not args.time_budget then args.steps = 1000 end
 
@@ -324,7 +361,9 @@ function M.run(args)
     io.stderr:write(string.format("pretrain: peak learning rate %g%s\n", lr,
       args.lr and "" or string.format(" (the default for hidden size %d; --lr to change)", model.config.hidden_size)))
   end
-  local opt = bert.optim.AdamW(model, {lr = lr, weight_decay = args.weight_decay, eps = 1e-6})
+  -- (runs written before --optimizer/--beta2/--eps existed resume with what they used)
+  local opt = (args.optimizer == "lamb" and bert.optim.LAMB or bert.optim.AdamW)(model,
+    {lr = lr, weight_decay = args.weight_decay, eps = args.eps or 1e-6, betas = {0.9, args.beta2 or 0.999}})
 
   -- With a time budget the schedule's length is estimated from the first
   -- steps, then re-estimated after every step from the wall time per step so
@@ -440,7 +479,8 @@ function M.run(args)
     warmup_steps = warmup_steps, weight_decay = args.weight_decay, seed = args.seed, masking = args.masking,
     whole_word_mask = args.whole_word_mask == true, corpus = args.corpus, time_budget = args.time_budget,
     mask_prob = args.mask_prob, span_mask = args.span_mask == true, ngram_mask = args.ngram_mask,
-    phrase_mask = args.phrase_mask == true}
+    phrase_mask = args.phrase_mask == true,
+    optimizer = args.optimizer or "adamw", beta2 = args.beta2 or 0.999, eps = args.eps or 1e-6, recipe = args.recipe}
   final.ranks = dist.size()
   final.distributed = summary.distributed   -- gradient all-reduce: wait after backward, overlap
   if not dist.is_main() then return final end   -- rank 0 writes the summary

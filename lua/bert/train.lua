@@ -157,7 +157,8 @@ function Trainer:resume(dir)
   end
   local weights, werr = bert.load_safetensors(dir .. "/model.safetensors")
   if not weights then error("resume: " .. tostring(werr), 2) end
-  local loaded, lerr = pcall(self.model.load_state_dict, self.model, weights)
+  -- checkpoint_dir: a composite model (ELECTRA's generator + discriminator) reads its other files from there
+  local loaded, lerr = pcall(self.model.load_state_dict, self.model, weights, {checkpoint_dir = dir})
   if not loaded then error("resume: " .. tostring(lerr), 2) end
   local sd, serr = bert.optim.load_state(dir .. "/optimizer.safetensors")
   if not sd then error("resume: " .. tostring(serr), 2) end

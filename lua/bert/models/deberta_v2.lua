@@ -271,6 +271,10 @@ end
 F.heads = {
   mlm = {bias = "cls.predictions.bias", dense = "cls.predictions.transform.dense",
          norm = "cls.predictions.transform.LayerNorm", decoder = "cls.predictions.decoder.weight"},
+  -- DeBERTa-v3's replaced-token-detection discriminator (bert.objectives.electra): ELECTRA's head and
+  -- names; Hugging Face has no class for it, so its checkpoints load there as DebertaV2Model or a
+  -- fine-tuning class with these two weights unused
+  discriminator = {dense = "discriminator_predictions.dense", prediction = "discriminator_predictions.dense_prediction"},
   classifier = {source = "first", out = "classifier",
                 pre = {path = "pooler.dense", act = function(a) return a.pooler_hidden_act end, dropout_before = true}},
   multiple_choice = {source = "first", out = "classifier",
@@ -301,6 +305,7 @@ F.classes = {emd_pretraining = EnhancedMaskDecoder}
 
 F.architectures = {
   DebertaV2Model = "base", DebertaV2ForMaskedLM = "masked_lm", DebertaV2ForPreTraining = "emd_pretraining",
+  DebertaV2ForReplacedTokenDetection = "replaced_token_detection",
   DebertaV2ForSequenceClassification = "sequence_classification",
   DebertaV2ForTokenClassification = "token_classification",
   DebertaV2ForQuestionAnswering = "question_answering", DebertaV2ForMultipleChoice = "multiple_choice",

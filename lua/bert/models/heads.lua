@@ -336,8 +336,11 @@ function ReplacedTokenDetection:forward(inputs)
   if inputs.labels then
     local labels = check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids)
     if mask then labels = labels:masked_fill(mask:eq(0), -100) end
-    -- sigmoid cross-entropy as a two-way softmax over (0, logit)
-    local pair = bert.cat({bert.zeros({B * T, 1}), logits:reshape(B * T, 1)}, 2)
+    -- sigmoid cross-entropy as a two-way softmax over (0, logit); the pair is a
+    -- broadcast product rather than a cat, so that it runs on every device
+    local columns = bert.tensor({{0, 1}})
+    if logits:device() ~= "cpu" then columns = columns:to(logits:device()) end
+    local pair = logits:reshape(B * T, 1) * columns
     out.loss = F.cross_entropy(pair, labels:reshape(B * T))
   end
   return out
