@@ -102,6 +102,117 @@ end
 M.check_ids = check_ids
 -- }============================================================
 
+-- {============================================================ packing (varlen)
+-- A padded batch [B, T] run without its padding: the real tokens of every
+-- sequence packed one after the other into [N, ...] rows (N = the count of
+-- real tokens), every position-wise op run on those rows, attention over
+-- each sequence's own range of rows (FasterTransformer's "remove padding",
+-- FlashAttention's varlen).  The packing below says where each row came
+-- from; it travels through the layers in place of the attention mask.
+
+local Packing = {}
+Packing.__index = Packing
+M.Packing = Packing
+
+--- M.packing(mask, B, T) -> a packing of a [B, T] batch, or nil and the
+-- reason it cannot be packed.  mask: int32 [B, T] (nonzero keep) or nil
+-- (every token real).  Each row must start with a real token (its first
+-- token is the one classification heads read); padding may sit anywhere
+-- after it, and the rows' tokens keep their order.
+-- Fields: B, T, total (N), lengths {B}, rows (int32 [N]: flat index b*T+j
+-- of each packed row), columns (int32 [N]: j, its position in the padded
+-- row), first (int32 [B]: the packed row of each sequence's first token),
+-- offsets (int32 [B + 1]: 0, len1, len1+len2, ..., N: the attention's cu_seqlens).
+function M.packing(mask, B, T)
+  local rows, columns, lengths, offsets, first = {}, {}, {}, {0}, {}
+  local m = mask and mask:totable()
+  local n = 0
+  for b = 1, B do
+    local row, len = m and m[b], 0
+    if row and row[1] == 0 then
+      return nil, string.format("row %d of attention_mask starts with padding", b)
+    end
+    first[b] = n
+    for j = 1, T do
+      if not row or row[j] ~= 0 then
+        n, len = n + 1, len + 1
+        rows[n], columns[n] = (b - 1) * T + j - 1, j - 1
+      end
+    end
+    lengths[b], offsets[b + 1] = len, n
+  end
+  if n == 0 then return nil, "the batch has no tokens" end
+  return setmetatable({B = B, T = T, total = n, lengths = lengths,
+    rows = bert.tensor(rows, "int32"), columns = bert.tensor(columns, "int32"),
+    first = bert.tensor(first, "int32"), offsets = bert.tensor(offsets, "int32")}, Packing)
+end
+
+local function trailing(t, from)
+  local s = t:shape()
+  return table.move(s, from, #s, 1, {})
+end
+
+--- packing:pack(t): t [B, T, ...] -> its real rows [N, ...].
+function Packing:pack(t)
+  local rest = trailing(t, 3)
+  return t:reshape(self.B * self.T, table.unpack(rest)):index_select(1, self.rows)
+end
+
+--- packing:row_index() -> int32 [B * T]: the packed row of each padded
+-- position (flat b*T+j), N (one past the last row) at the padding.
+function Packing:row_index()
+  if not self.row_of then
+    local index = {}
+    for i = 1, self.B * self.T do index[i] = self.total end
+    for i, r in ipairs(self.rows:totable()) do index[r + 1] = i - 1 end
+    self.row_of = bert.tensor(index, "int32")
+  end
+  return self.row_of
+end
+
+--- packing:unpack(t[, fill]): packed rows [N, ...] -> [B, T, ...] with
+-- `fill` (default 0) at the padding.  Differentiable (an index_select over
+-- the rows plus one filler row).
+function Packing:unpack(t, fill)
+  local rest = trailing(t, 2)
+  local filler = bert.zeros({1, table.unpack(rest)})
+  if fill and fill ~= 0 then filler:fill_(fill) end
+  if t:device() ~= "cpu" then filler = filler:to(t:device()) end
+  return bert.cat({t, filler}, 1):index_select(1, self:row_index()):view(self.B, self.T, table.unpack(rest))
+end
+
+--- packing:first_rows(t): the packed rows [N, ...] of each sequence's first token -> [B, ...].
+function Packing:first_rows(t) return t:index_select(1, self.first) end
+
+-- Whether F.attention takes cu_seqlens (the varlen kernel), probed once.
+local varlen_op
+local function has_varlen_op()
+  if varlen_op == nil then
+    local one = bert.zeros({1, 1, 1})
+    varlen_op = pcall(F.attention, one, one, one, {cu_seqlens = bert.tensor({0, 1}, "int32")})
+  end
+  return varlen_op
+end
+
+--- Attention over each sequence's own rows: q, k, v [N, A, d] (views
+-- fine) -> [N, A, d].  opts: dropout, training, as F.attention.  Without
+-- the varlen kernel: the padded kernel once per sequence on its rows.
+function M.varlen_attention(q, k, v, packing, opts)
+  if has_varlen_op() then
+    return F.attention(q, k, v, {cu_seqlens = packing.offsets, dropout = opts.dropout, training = opts.training})
+  end
+  local parts = {}
+  local offsets = packing.offsets:totable()
+  for b = 1, packing.B do
+    local start, len = offsets[b], offsets[b + 1] - offsets[b]
+    local function heads(t) return t:narrow(1, start + 1, len):transpose(1, 2):unsqueeze(1) end
+    local ctx = F.attention(heads(q), heads(k), heads(v), opts)    -- [1, A, len, d]
+    parts[b] = ctx:squeeze(1):transpose(1, 2)
+  end
+  return bert.cat(parts, 1)
+end
+-- }============================================================
+
 -- {============================================================ embeddings
 
 --- RoBERTa's position ids: padding_idx + 1 + the count of non-pad tokens up
@@ -156,6 +267,7 @@ function Embeddings:__init(a, opts)
 end
 
 function Embeddings:forward(ids, token_type_ids, mask)
+  if getmetatable(mask) == Packing then return self:forward_packed(ids, token_type_ids, mask) end
   local m = self.m
   local x = m.word_embeddings(ids)
   if m.token_type_embeddings then
@@ -170,6 +282,23 @@ function Embeddings:forward(ids, token_type_ids, mask)
   x = m.LayerNorm(x)
   if self.mask_output and mask then x = x * mask:float():unsqueeze(3) end
   return self.dropout(x)
+end
+
+--- The embeddings of the packed rows only [N, H]: each token with its own
+-- position (its column in the padded row, as the padded path) and type.
+function Embeddings:forward_packed(ids, token_type_ids, packing)
+  local m = self.m
+  local x = m.word_embeddings(packing:pack(ids))
+  if m.token_type_embeddings then
+    x = x + m.token_type_embeddings(token_type_ids and packing:pack(token_type_ids) or bert.zeros({packing.total}, "int32"))
+  end
+  if self.positions == "absolute" then
+    x = x + m.position_embeddings(packing.columns)
+  elseif self.positions == "roberta" then
+    x = x + m.position_embeddings(packing:pack(M.roberta_positions(ids, self.pad)))
+  end
+  if m.embed_proj then x = m.embed_proj(x) end
+  return self.dropout(m.LayerNorm(x))
 end
 -- }============================================================
 
@@ -241,12 +370,30 @@ function SelfAttention:attend(q, k, v, mask)
   return F.attention(q, k, v, {mask = mask, dropout = self.attention_dropout, training = self.is_training})
 end
 
---- x [B, T, H], mask [B, T] (1 keep, 0 pad) -> context [B, T, H]
+--- x [B, T, H], mask [B, T] (1 keep, 0 pad) -> context [B, T, H];
+-- or packed: x [N, H] and mask a packing (M.packing) -> context [N, H].
 function SelfAttention:forward(x, mask, extra, query_states)
+  if getmetatable(mask) == Packing then return self:forward_packed(x, mask) end
   local B, T, H = x:size(1), x:size(2), x:size(3)
   local q, k, v = self:qkv(x, query_states)
   local ctx = self:attend(q, k, v, mask, extra)
   return ctx:transpose(2, 3):reshape(B, T, H)
+end
+
+function SelfAttention:forward_packed(x, packing)
+  local N, H = x:size(1), x:size(2)
+  local A, d = self.heads, self.head_dim
+  local q, k, v
+  if self.qkv_weight then
+    local qkv = F.linear(x, self.qkv_weight, self.qkv_bias)   -- [N, 3H]
+    q, k, v = qkv:narrow(2, 1, H), qkv:narrow(2, H + 1, H), qkv:narrow(2, 2 * H + 1, H)
+  else
+    q, k, v = self:project(self.names[1], x), self:project(self.names[2], x), self:project(self.names[3], x)
+  end
+  local function heads(t) return t:view(N, A, d) end
+  local ctx = M.varlen_attention(heads(q), heads(k), heads(v), packing,
+    {dropout = self.attention_dropout, training = self.is_training})
+  return ctx:reshape(N, H)
 end
 -- }============================================================
 
@@ -373,12 +520,16 @@ M.Backbone = Backbone
 -- {name, module, role} in checkpoint order, role one of "embeddings",
 -- "project" (a Linear between embeddings and encoder: ELECTRA),
 -- "encoder", "pooler" (a Linear or a container with dense; tanh applied).
--- opts.token_types: whether token_type_ids are read.
+-- opts.token_types: whether token_type_ids are read; opts.varlen = false:
+-- the family cannot run packed (DeBERTa's relative attention needs the
+-- padded [B, T] grid), so set_varlen leaves it padded.
 function Backbone:__init(a, parts, opts)
   Module.__init(self)
   self.arch = a
   self.roles = {}
   self.token_types = (opts or {}).token_types
+  self.varlen_supported = (opts or {}).varlen ~= false
+  self.varlen = false
   for _, part in ipairs(parts) do
     if part[2] then
       self:add_module(part[1], part[2])
@@ -389,8 +540,19 @@ end
 
 function Backbone:has_pooler() return self.roles.pooler ~= nil end
 
---- forward{input_ids, token_type_ids?, attention_mask?} ->
--- {last_hidden_state [B, T, H], pooler_output [B, H] (when there is a pooler)}, ids, mask
+--- backbone:set_varlen(flag) -> backbone, whether it will pack: with
+-- flag, forward packs the real tokens of a padded batch (M.packing) and
+-- never computes the padding; a call's inputs.varlen overrides it.
+function Backbone:set_varlen(flag)
+  self.varlen = flag ~= false
+  return self, self.varlen and self.varlen_supported
+end
+
+--- forward{input_ids, token_type_ids?, attention_mask?, varlen?} ->
+-- {last_hidden_state [B, T, H], pooler_output [B, H] (when there is a pooler)}, ids, mask.
+-- Packed (set_varlen, or inputs.varlen = true; the family supports it and
+-- every row starts with a real token): last_hidden_state is [N, H], the
+-- real tokens' rows, and out.packing (M.packing) says where they came from.
 function Backbone:forward(inputs)
   local name = (self.class_name or getmetatable(self).__name) .. ":forward"
   if type(inputs) ~= "table" or inputs.input_ids == nil then
@@ -411,14 +573,18 @@ function Backbone:forward(inputs)
     tt = inputs.token_type_ids and check_ids(name, inputs.token_type_ids, "token_type_ids", ids)
   end
   local mask = inputs.attention_mask and check_ids(name, inputs.attention_mask, "attention_mask", ids)
+  local packing
+  local want = inputs.varlen
+  if want == nil then want = self.varlen end
+  if want and self.varlen_supported then packing = M.packing(mask, ids:size(1), T) end
   local r = self.roles
-  local x = r.embeddings(ids, tt, mask)
+  local x = r.embeddings(ids, tt, packing or mask)
   if r.project then x = r.project(x) end
-  x = r.encoder(x, mask)
-  local out = {last_hidden_state = x}
+  x = r.encoder(x, packing or mask)
+  local out = {last_hidden_state = x, packing = packing}
   if r.pooler then
     local dense = r.pooler.m.dense or r.pooler
-    out.pooler_output = dense(x:select(2, 1)):tanh()
+    out.pooler_output = dense(packing and packing:first_rows(x) or x:select(2, 1)):tanh()
   end
   return out, ids, mask
 end
