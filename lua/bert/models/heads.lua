@@ -75,8 +75,11 @@ M.masked_lm = masked_lm
 
 -- Labels at padding are ignored (-100), in the padded path as in the packed one.
 local function ignore_padding(labels, mask)
-  if mask then return labels:masked_fill(mask:eq(0), -100) end
-  return labels
+  if not mask then return labels end
+  local device = labels:device()
+  if device == "cpu" then return labels:masked_fill(mask:to("cpu"):eq(0), -100) end
+  -- int32 masked_fill runs on the host: a [B, T] round trip
+  return labels:to("cpu"):masked_fill(mask:to("cpu"):eq(0), -100):to(device)
 end
 
 --- The value of start / end logits at padding (QA): far below any real
