@@ -176,6 +176,126 @@ describe("the packed (varlen) path", function()
     end
   end
 
+  it("bert multiple_choice: the choices packed as sequences equal the padded path", function()
+    local model = build("bert", "multiple_choice")
+    local flat = batch(0)
+    local C = 2
+    local inputs = {}
+    for _, k in ipairs({"input_ids", "attention_mask", "token_type_ids"}) do
+      inputs[k] = flat[k]:view(B // C, C, T)
+    end
+    inputs.labels = bert.tensor({1, 0}, "int32")
+    model:zero_grad()
+    model:set_varlen(false)
+    local padded = model:forward(inputs)
+    padded.loss:backward()
+    local want = grads(model)
+    model:zero_grad()
+    model:set_varlen(true)
+    local packed = model:forward(inputs)
+    packed.loss:backward()
+    assert.is_true(max_abs(padded.logits - packed.logits) <= 1e-5)
+    assert.is_true(math.abs(padded.loss:item() - packed.loss:item()) <= 1e-5)
+    for _, np in ipairs(model:named_parameters()) do
+      if want[np.name] then assert.is_true(max_abs(np.param:grad() - want[np.name]) <= 1e-5, np.name) end
+    end
+  end)
+
+  it("packs a batch without an attention mask (every token real)", function()
+    local model = build("bert", "token_classification", {num_labels = 3})
+    local inputs = batch(0, {T, T, T, T})
+    inputs.attention_mask = nil
+    inputs.labels = token_labels({T, T, T, T}, 3, 2)
+    local padded = model:forward(inputs)
+    model:set_varlen(true)
+    local packed = model:forward(inputs)
+    assert.equal(B * T, packed.packing.total)
+    assert.is_true(max_abs(padded.logits:reshape(B * T, 3) - packed.logits) <= 1e-5)
+    assert.is_true(math.abs(padded.loss:item() - packed.loss:item()) <= 1e-5)
+  end)
+
+  it("runs padded where it cannot pack: a row that starts with padding, and DeBERTa", function()
+    local model = build("bert", "sequence_classification", {num_labels = 3})
+    model:set_varlen(true)
+    local inputs = batch(0)
+    local m = inputs.attention_mask:totable()
+    m[3][1] = 0
+    inputs.attention_mask = bert.tensor(m, "int32")
+    local out = model:forward(inputs)
+    assert.is_nil(out.packing)
+    assert.same({B, 3}, out.logits:shape())
+    assert.is_nil(blocks.packing(inputs.attention_mask, B, T))
+    -- a call's varlen overrides the model's setting
+    assert.truthy(model:forward({input_ids = batch(0).input_ids, attention_mask = batch(0).attention_mask}).packing)
+    assert.is_nil(model:forward({input_ids = batch(0).input_ids, attention_mask = batch(0).attention_mask,
+      varlen = false}).packing)
+
+    bert.manual_seed(3)
+    local deberta = bert.model("DebertaV2ForSequenceClassification", "tiny", {vocab_size = V, num_labels = 3})
+    deberta:evaluate()
+    local want = deberta:forward(batch(0)).logits
+    local _, packs = deberta:set_varlen(true)
+    assert.is_false(packs)
+    local got = deberta:forward(batch(0))
+    assert.is_nil(got.packing)
+    assert.equal(0, max_abs(got.logits - want))
+  end)
+
+  it("gives the same gradients with activation recomputation, and trains with dropout", function()
+    local model = build("bert", "token_classification", {num_labels = 3})
+    local inputs = inputs_for(model, "token_classification")
+    model:set_varlen(true)
+    model:forward(inputs).loss:backward()
+    local want = grads(model)
+    model:zero_grad()
+    model:set_recompute(true)
+    model:forward(inputs).loss:backward()
+    for _, np in ipairs(model:named_parameters()) do
+      if want[np.name] then assert.is_true(max_abs(np.param:grad() - want[np.name]) <= 1e-6, np.name) end
+    end
+    model:set_recompute(false)
+    model:training()
+    local out = model:forward(inputs)
+    out.loss:backward()
+    assert.truthy(out.loss:item() == out.loss:item())
+    assert.same({31, 3}, out.logits:shape())
+  end)
+
+  it("attends within each sequence: the varlen attention equals the padded kernel run on each sequence alone", function()
+    local A, d = 3, 4
+    local lengths = {1, 7, 3, 8}
+    local mask = {}
+    for b, n in ipairs(lengths) do
+      mask[b] = {}
+      for j = 1, 8 do mask[b][j] = j <= n and 1 or 0 end
+    end
+    local p = blocks.packing(bert.tensor(mask, "int32"), 4, 8)
+    local N = p.total
+    local function leaf(seed)
+      local t = bert.randn({N, A, d}, {seed = seed})
+      t:requires_grad(true)
+      return t
+    end
+    local q, k, v = leaf(1), leaf(2), leaf(3)
+    local gy = bert.randn({N, A, d}, {seed = 4})
+    local got = blocks.varlen_attention(q, k, v, p, {})
+    got:backward(gy)
+    local gq, gk, gv = q:grad():clone(), k:grad():clone(), v:grad():clone()
+    q:set_grad(nil); k:set_grad(nil); v:set_grad(nil)
+    -- the reference: each sequence's rows through the 4-D kernel on their own
+    local parts, offsets = {}, p.offsets:totable()
+    for b = 1, #lengths do
+      local function heads(t) return t:narrow(1, offsets[b] + 1, lengths[b]):transpose(1, 2):unsqueeze(1) end
+      parts[b] = bert.F.attention(heads(q), heads(k), heads(v)):squeeze(1):transpose(1, 2)
+    end
+    local want = bert.cat(parts, 1)
+    want:backward(gy)
+    assert.is_true(max_abs(got - want) <= 1e-5)
+    assert.is_true(max_abs(gq - q:grad()) <= 1e-5)
+    assert.is_true(max_abs(gk - k:grad()) <= 1e-5)
+    assert.is_true(max_abs(gv - v:grad()) <= 1e-5)
+  end)
+
   it("packs the real tokens in order, with their columns, first rows and cu_seqlens offsets", function()
     local mask = bert.tensor({{1, 1, 0, 0}, {1, 0, 1, 1}, {1, 1, 1, 1}}, "int32")
     local p = blocks.packing(mask, 3, 4)
@@ -186,4 +306,42 @@ describe("the packed (varlen) path", function()
     assert.same({0, 2, 5}, p.first:totable())
     assert.same({0, 2, 5, 9}, p.offsets:totable())
   end)
+end)
+
+local info = bert.backend_info().vulkan
+describe("the packed path on vulkan (lavapipe here)", function()
+  if not info.available then
+    pending("skipped: " .. tostring(info.reason))
+    return
+  end
+  for _, family in ipairs({"bert", "distilbert"}) do
+    for _, kind in ipairs({"sequence_classification", "token_classification", "question_answering", "masked_lm"}) do
+      it(family .. " " .. kind .. ": packed on the device equals padded on the cpu", function()
+        local model = build(family, kind, {num_labels = 3})
+        local inputs = inputs_for(model, kind)
+        local padded = model:forward(inputs)
+        padded.loss:backward()
+        local want = grads(model)
+        model:zero_grad()
+        model:to("vulkan")
+        model:set_varlen(true)
+        local packed = model:forward(inputs)
+        assert.truthy(packed.packing)
+        packed.loss:backward()
+        assert.is_true(math.abs(padded.loss:item() - packed.loss:to("cpu"):item()) <= 1e-5)
+        for _, key in ipairs({"logits", "start_logits", "end_logits"}) do
+          if padded[key] then
+            local a, b = comparable(padded[key], packed[key]:to("cpu"), packed.packing, inputs.attention_mask)
+            assert.is_true(max_abs(a - b) <= 1e-5, key)
+          end
+        end
+        for _, np in ipairs(model:named_parameters()) do
+          if want[np.name] then
+            local d = max_abs(np.param:grad():to("cpu") - want[np.name])
+            assert.is_true(d <= 1e-5 * (1 + max_abs(want[np.name])), np.name .. " " .. d)
+          end
+        end
+      end)
+    end
+  end
 end)

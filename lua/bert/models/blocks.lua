@@ -122,7 +122,8 @@ M.Packing = Packing
 -- Fields: B, T, total (N), lengths {B}, rows (int32 [N]: flat index b*T+j
 -- of each packed row), columns (int32 [N]: j, its position in the padded
 -- row), first (int32 [B]: the packed row of each sequence's first token),
--- offsets (int32 [B + 1]: 0, len1, len1+len2, ..., N: the attention's cu_seqlens).
+-- offsets (int32 [B + 1]: 0, len1, len1+len2, ..., N: the attention's
+-- cu_seqlens), mask (the one given).
 function M.packing(mask, B, T)
   local rows, columns, lengths, offsets, first = {}, {}, {}, {0}, {}
   local m = mask and mask:totable()
@@ -144,7 +145,7 @@ function M.packing(mask, B, T)
   if n == 0 then return nil, "the batch has no tokens" end
   return setmetatable({B = B, T = T, total = n, lengths = lengths,
     rows = bert.tensor(rows, "int32"), columns = bert.tensor(columns, "int32"),
-    first = bert.tensor(first, "int32"), offsets = bert.tensor(offsets, "int32")}, Packing)
+    first = bert.tensor(first, "int32"), offsets = bert.tensor(offsets, "int32"), mask = mask}, Packing)
 end
 
 local function trailing(t, from)
@@ -159,57 +160,70 @@ function Packing:pack(t)
 end
 
 --- packing:row_index() -> int32 [B * T]: the packed row of each padded
--- position (flat b*T+j), N (one past the last row) at the padding.
+-- position (flat b*T+j); 0 at the padding (callers mask those out).
 function Packing:row_index()
   if not self.row_of then
     local index = {}
-    for i = 1, self.B * self.T do index[i] = self.total end
+    for i = 1, self.B * self.T do index[i] = 0 end
     for i, r in ipairs(self.rows:totable()) do index[r + 1] = i - 1 end
     self.row_of = bert.tensor(index, "int32")
   end
   return self.row_of
 end
 
+-- The mask as float32 [B, T] on a device (1 real, 0 padding), made once per device.
+function Packing:keep_on(device)
+  self.keep = self.keep or {}
+  if not self.keep[device] then
+    local keep = bert.zeros({self.B, self.T})
+    if self.mask then keep = self.mask:to("cpu"):float() else keep:fill_(1) end
+    self.keep[device] = device == "cpu" and keep or keep:to(device)
+  end
+  return self.keep[device]
+end
+
 --- packing:unpack(t[, fill]): packed rows [N, ...] -> [B, T, ...] with
--- `fill` (default 0) at the padding.  Differentiable (an index_select over
--- the rows plus one filler row).
+-- `fill` (default 0) at the padding.  Differentiable: an index_select of
+-- the rows, then the padding replaced (t * keep + fill * (1 - keep)).
 function Packing:unpack(t, fill)
   local rest = trailing(t, 2)
-  local filler = bert.zeros({1, table.unpack(rest)})
-  if fill and fill ~= 0 then filler:fill_(fill) end
-  if t:device() ~= "cpu" then filler = filler:to(t:device()) end
-  return bert.cat({t, filler}, 1):index_select(1, self:row_index()):view(self.B, self.T, table.unpack(rest))
+  local x = t:index_select(1, self:row_index()):view(self.B, self.T, table.unpack(rest))
+  local keep = self:keep_on(t:device())
+  for _ = 1, #rest do keep = keep:unsqueeze(keep:dim() + 1) end
+  x = x * keep
+  if fill and fill ~= 0 then x = x + (1 - keep) * fill end
+  return x
 end
 
 --- packing:first_rows(t): the packed rows [N, ...] of each sequence's first token -> [B, ...].
 function Packing:first_rows(t) return t:index_select(1, self.first) end
 
--- Whether F.attention takes cu_seqlens (the varlen kernel), probed once.
-local varlen_op
-local function has_varlen_op()
-  if varlen_op == nil then
+-- Whether F.attention takes cu_seqlens on a device (the varlen kernel), probed once per device.
+local varlen_op = {}
+local function has_varlen_op(device)
+  if varlen_op[device] == nil then
     local one = bert.zeros({1, 1, 1})
-    varlen_op = pcall(F.attention, one, one, one, {cu_seqlens = bert.tensor({0, 1}, "int32")})
+    if device ~= "cpu" then one = one:to(device) end
+    varlen_op[device] = pcall(F.attention, one, one, one, {cu_seqlens = bert.tensor({0, 1}, "int32")})
   end
-  return varlen_op
+  return varlen_op[device]
 end
 
 --- Attention over each sequence's own rows: q, k, v [N, A, d] (views
--- fine) -> [N, A, d].  opts: dropout, training, as F.attention.  Without
--- the varlen kernel: the padded kernel once per sequence on its rows.
+-- fine) -> [N, A, d].  opts: dropout, training, as F.attention.  Where
+-- the device has no varlen kernel: the rows scattered back to the padded
+-- grid, the padded kernel with the key mask, the real rows gathered
+-- again (the projections and the feed-forward stay packed).
 function M.varlen_attention(q, k, v, packing, opts)
-  if has_varlen_op() then
+  if has_varlen_op(q:device()) then
     return F.attention(q, k, v, {cu_seqlens = packing.offsets, dropout = opts.dropout, training = opts.training})
   end
-  local parts = {}
-  local offsets = packing.offsets:totable()
-  for b = 1, packing.B do
-    local start, len = offsets[b], offsets[b + 1] - offsets[b]
-    local function heads(t) return t:narrow(1, start + 1, len):transpose(1, 2):unsqueeze(1) end
-    local ctx = F.attention(heads(q), heads(k), heads(v), opts)    -- [1, A, len, d]
-    parts[b] = ctx:squeeze(1):transpose(1, 2)
-  end
-  return bert.cat(parts, 1)
+  local B, T, A, d = packing.B, packing.T, q:size(2), q:size(3)
+  local index = packing:row_index()
+  local function padded(t) return t:index_select(1, index):view(B, T, A, d):transpose(2, 3) end
+  local mask = packing.mask or bert.ones({B, T}):int()
+  local ctx = F.attention(padded(q), padded(k), padded(v), {mask = mask, dropout = opts.dropout, training = opts.training})
+  return ctx:transpose(2, 3):reshape(B * T, A, d):index_select(1, packing.rows)
 end
 -- }============================================================
 
