@@ -117,16 +117,24 @@ local function comparable(padded, packed, packing, mask)
   return padded, packed
 end
 
-local function check_same(model, inputs, label)
+local function check_same(model, inputs, label, train)
+  model:training(train == true)
   model:zero_grad()
   model:set_varlen(false)
+  bert.manual_seed(11)
   local padded = model:forward(inputs)
   padded.loss:backward()
   local want = grads(model)
   model:zero_grad()
   local _, packs = model:set_varlen(true)
   assert.is_true(packs, label .. ": set_varlen(true) says it will not pack")
+  bert.manual_seed(11)
   local packed = model:forward(inputs)
+  if train then   -- not vacuous: the masks change the loss
+    local eval_loss = bert.no_grad(function() return model:evaluate():forward(inputs).loss:item() end)
+    model:training()
+    assert.is_true(math.abs(eval_loss - packed.loss:item()) > 1e-4, label .. ": dropout changed nothing")
+  end
   assert.truthy(packed.packing, label .. ": no packing in the output")
   assert.equal(31, packed.packing.total)
   packed.loss:backward()
@@ -172,6 +180,13 @@ describe("the packed (varlen) path", function()
       it(family .. " " .. kind .. ": outputs, loss and every gradient equal the padded path", function()
         local model = build(family, kind, {num_labels = 3})
         check_same(model, inputs_for(model, kind), family .. " " .. kind)
+      end)
+      it(family .. " " .. kind .. ": training with dropout draws the padded path's masks (any rank count)", function()
+        local drop = family == "distilbert" and {dropout = 0.2, attention_dropout = 0.2, qa_dropout = 0.2}
+          or {hidden_dropout_prob = 0.2, attention_probs_dropout_prob = 0.2, classifier_dropout = 0.2}
+        drop.num_labels = 3
+        local model = build(family, kind, drop)
+        check_same(model, inputs_for(model, kind), family .. " " .. kind .. " (training)", true)
       end)
     end
   end

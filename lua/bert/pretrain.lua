@@ -67,7 +67,7 @@ function M.parser()
     "device", "threads", "seed", "eval_every",
     "max_eval", {help = "Held-out sequences per evaluation (default: all)"},
     "save_every", "log_every", "output", {default = "runs/pretrain"},
-    "resume", "no_plot")
+    "resume", "no_plot", "no_varlen")
   parser:flag("--allow-invalid-utf8", "Replace invalid UTF-8 in the corpus with U+FFFD instead of refusing it")
   parser:option("--max-line-bytes", "Longest corpus line accepted (one sentence per line)", "65536")
     :convert(cli.integer("--max-line-bytes", 1))
@@ -304,6 +304,12 @@ function M.run(args)
     model:to("vulkan")
   end
   if args.recompute then model:set_recompute(true) end
+  -- packed batches (varlen): instances shorter than --seq-len cost only their
+  -- tokens; the MLM + pair heads read only masked rows and the first token
+  -- (dropout draws the padded path's masks: the same run on any rank count)
+  if not args.no_varlen and (args.objective == "nsp" or args.objective == "sop" or args.objective == "none") then
+    model:set_varlen(true)
+  end
   local lr = args.lr or cli.default_lr("pretrain", model.config.hidden_size)
   if dist.is_main() then
     io.stderr:write(string.format("pretrain: peak learning rate %g%s\n", lr,

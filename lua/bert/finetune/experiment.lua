@@ -321,7 +321,8 @@ function M.run(kind, args)
     if not model.to then error("--device vulkan: this build has no Vulkan support", 0) end
     model:to("vulkan")
   end
-  -- packed batches (varlen): the padding is never computed, in training and evaluation
+  -- packed batches (varlen): the padding is never computed, in training and
+  -- evaluation (dropout draws the padded path's masks: the same run on any rank count)
   local varlen = args.varlen ~= false and not args.no_varlen
   local _, packs = model:set_varlen(varlen)
   if varlen and not packs then

@@ -198,6 +198,30 @@ end
 --- packing:first_rows(t): the packed rows [N, ...] of each sequence's first token -> [B, ...].
 function Packing:first_rows(t) return t:index_select(1, self.first) end
 
+--- packing:dropout(x, p, training): dropout of packed rows x [N, W] with
+-- the very mask the padded path draws for [B, T, W] (the same counters,
+-- keyed by global sample under data parallelism), read at the real rows:
+-- packed and padded runs, on any rank count, drop the same units.
+function Packing:dropout(x, p, training)
+  if not training or p == 0 then return x end
+  local device, W = x:device(), x:size(2)
+  self.ones = self.ones or {}
+  local key = device .. ":" .. W
+  if not self.ones[key] then
+    local ones = bert.ones({self.B, self.T, W})
+    self.ones[key] = device == "cpu" and ones or ones:to(device)
+  end
+  local scale = bert.no_grad(function() return self:pack(F.dropout(self.ones[key], p, true)) end)
+  return x * scale
+end
+
+--- M.dropout(module, x, mask): a Dropout module applied to x, the packed
+-- way when mask is a packing.
+function M.dropout(module, x, mask)
+  if getmetatable(mask) == Packing then return mask:dropout(x, module.prob, module.is_training) end
+  return module(x)
+end
+
 -- Whether F.attention takes cu_seqlens on a device (the varlen kernel), probed once per device.
 local varlen_op = {}
 local function has_varlen_op(device)
@@ -211,11 +235,14 @@ end
 
 --- Attention over each sequence's own rows: q, k, v [N, A, d] (views
 -- fine) -> [N, A, d].  opts: dropout, training, as F.attention.  Where
--- the device has no varlen kernel: the rows scattered back to the padded
--- grid, the padded kernel with the key mask, the real rows gathered
--- again (the projections and the feed-forward stay packed).
+-- the device has no varlen kernel, and while training with attention
+-- dropout (whose counters must be the padded op's, see Packing:dropout):
+-- the rows scattered back to the padded grid, the padded kernel with the
+-- key mask, the real rows gathered again (the projections and the
+-- feed-forward stay packed).
 function M.varlen_attention(q, k, v, packing, opts)
-  if has_varlen_op(q:device()) then
+  local dropping = opts.training and (opts.dropout or 0) > 0
+  if not dropping and has_varlen_op(q:device()) then
     return F.attention(q, k, v, {cu_seqlens = packing.offsets, dropout = opts.dropout, training = opts.training})
   end
   local B, T, A, d = packing.B, packing.T, q:size(2), q:size(3)
@@ -312,7 +339,7 @@ function Embeddings:forward_packed(ids, token_type_ids, packing)
     x = x + m.position_embeddings(packing:pack(M.roberta_positions(ids, self.pad)))
   end
   if m.embed_proj then x = m.embed_proj(x) end
-  return self.dropout(m.LayerNorm(x))
+  return packing:dropout(m.LayerNorm(x), self.dropout.prob, self.dropout.is_training)
 end
 -- }============================================================
 
@@ -425,8 +452,9 @@ function AddNorm:__init(in_size, a)
   self:add_module_unnamed(self.dropout)
 end
 
-function AddNorm:forward(h, residual)
-  return self.m.LayerNorm(self.dropout(self.m.dense(h)), residual)
+--- mask: the layer's (a packing when packed: dropout keyed as padded)
+function AddNorm:forward(h, residual, mask)
+  return self.m.LayerNorm(M.dropout(self.dropout, self.m.dense(h), mask), residual)
 end
 
 local Layer = class("Layer", Module)
@@ -456,9 +484,9 @@ end
 function Layer:forward(x, mask, extra, query_states)
   local attention = self.m.attention
   local ctx = attention.m.self(x, mask, extra, query_states)
-  local x1 = attention.m.output(ctx, query_states or x)
+  local x1 = attention.m.output(ctx, query_states or x, mask)
   local inner = M.linear_act(self.m.intermediate.m.dense, self.act, x1)
-  return self.m.output(inner, x1)
+  return self.m.output(inner, x1, mask)
 end
 
 local Encoder = class("Encoder", Module)

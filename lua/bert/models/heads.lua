@@ -269,7 +269,7 @@ end
 function TokenClassification:forward(inputs)
   local base, ids, mask = self.base:forward(inputs)
   local packing = base.packing
-  local logits = self.classifier(self.dropout(base.last_hidden_state))   -- [B, T, C] or [N, C]
+  local logits = self.classifier(blocks.dropout(self.dropout, base.last_hidden_state, packing))   -- [B, T, C] or [N, C]
   local out = {logits = logits, last_hidden_state = base.last_hidden_state, packing = packing}
   if inputs.labels then
     local labels = ignore_padding(check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids), mask)
@@ -297,10 +297,9 @@ end
 -- so padding never takes part in the loss nor wins an answer).
 function QuestionAnswering:forward(inputs)
   local base, ids, mask = self.base:forward(inputs)
-  local h = base.last_hidden_state
-  if self.dropout then h = self.dropout(h) end
+  local h, packing = base.last_hidden_state, base.packing
+  if self.dropout then h = blocks.dropout(self.dropout, h, packing) end
   local logits = self.qa(h)    -- [B, T, 2], or packed [N, 2]
-  local packing = base.packing
   local starts, ends
   if packing then
     starts = packing:unpack(logits:select(2, 1):contiguous(), M.PAD_LOGIT)
