@@ -311,6 +311,44 @@ describe("the packed (varlen) path", function()
     assert.is_true(max_abs(gv - v:grad()) <= 1e-5)
   end)
 
+  it("fine-tuning evaluation reads packed outputs: tagging, classification and QA predictions equal padded", function()
+    local finetune = require("bert.finetune")
+    local features = {}
+    for k, n in ipairs({1, 9, 4, 13, 2}) do
+      local ids, first = {2}, {}
+      for j = 2, n do ids[j] = 3 + (k * 13 + j * 7) % (V - 3) end
+      for w = 1, n - 1 do first[w] = w + 1 end
+      features[k] = {ids = ids, first = first, n_words = n - 1}
+    end
+    local function both(kind, fn)
+      local model = build("bert", kind, {num_labels = 3})
+      model:set_varlen(false)
+      local a, a2 = fn(model)
+      model:set_varlen(true)
+      local b, b2 = fn(model)
+      return a, b, a2, b2
+    end
+    local tags_padded, tags_packed, p_padded, p_packed = both("token_classification", function(m)
+      return finetune.tagging.predict_features(m, features, {batch_size = 3})
+    end)
+    assert.same(tags_padded, tags_packed)
+    for k = 1, #p_padded do assert.tensor_near(p_padded[k], p_packed[k], 1e-5) end
+    local cls_padded, cls_packed, pr_padded, pr_packed = both("sequence_classification", function(m)
+      return finetune.classify.predict_features(m, features, {batch_size = 3})
+    end)
+    assert.same(cls_padded, cls_packed)
+    assert.tensor_near(pr_padded, pr_packed, 1e-5)
+    local s_padded, s_packed, e_padded, e_packed = both("question_answering", function(m)
+      return finetune.qa.logits(m, features, {batch_size = 3})
+    end)
+    for k, f in ipairs(features) do
+      local n = #f.ids
+      assert.tensor_near(table.move(s_padded[k], 1, n, 1, {}), table.move(s_packed[k], 1, n, 1, {}), 1e-5)
+      assert.tensor_near(table.move(e_padded[k], 1, n, 1, {}), table.move(e_packed[k], 1, n, 1, {}), 1e-5)
+      if n < #s_packed[k] then assert.equal(-1e9, s_packed[k][n + 1]) end
+    end
+  end)
+
   it("packs the real tokens in order, with their columns, first rows and cu_seqlens offsets", function()
     local mask = bert.tensor({{1, 1, 0, 0}, {1, 0, 1, 1}, {1, 1, 1, 1}}, "int32")
     local p = blocks.packing(mask, 3, 4)
