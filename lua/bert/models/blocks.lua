@@ -175,8 +175,7 @@ end
 function Packing:keep_on(device)
   self.keep = self.keep or {}
   if not self.keep[device] then
-    local keep = bert.zeros({self.B, self.T})
-    if self.mask then keep = self.mask:to("cpu"):float() else keep:fill_(1) end
+    local keep = self.mask and self.mask:to("cpu"):float() or bert.ones({self.B, self.T})
     self.keep[device] = device == "cpu" and keep or keep:to(device)
   end
   return self.keep[device]

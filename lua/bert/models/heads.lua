@@ -353,6 +353,7 @@ function MultipleChoice:forward(inputs)
       flat[k] = t:reshape(B * C, t:size(3))
     end
   end
+  flat.varlen = inputs.varlen
   local base = self.base:forward(flat)
   local logits = summary(self, self.summary_spec, base):view(B, C)
   local out = {logits = logits}
