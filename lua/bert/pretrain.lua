@@ -304,12 +304,10 @@ function M.run(args)
     model:to("vulkan")
   end
   if args.recompute then model:set_recompute(true) end
-  -- packed batches (varlen): instances shorter than --seq-len cost only their
-  -- tokens; the MLM + pair heads read only masked rows and the first token
-  -- (dropout draws the padded path's masks: the same run on any rank count)
-  if not args.no_varlen and (args.objective == "nsp" or args.objective == "sop" or args.objective == "none") then
-    model:set_varlen(true)
-  end
+  -- packed batches (varlen) for the objectives whose model can take them:
+  -- instances shorter than --seq-len cost only their tokens (dropout draws
+  -- the padded path's masks: the same run on any rank count)
+  if objective.varlen and not args.no_varlen then model:set_varlen(true) end
   local lr = args.lr or cli.default_lr("pretrain", model.config.hidden_size)
   if dist.is_main() then
     io.stderr:write(string.format("pretrain: peak learning rate %g%s\n", lr,
