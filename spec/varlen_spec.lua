@@ -216,6 +216,12 @@ describe("the packed (varlen) path", function()
     end
   end)
 
+  it("training with hidden dropout only (the varlen kernel) equals the padded path", function()
+    local model = build("bert", "token_classification", {num_labels = 3, hidden_dropout_prob = 0.2,
+      attention_probs_dropout_prob = 0, classifier_dropout = 0.2})
+    check_same(model, inputs_for(model, "token_classification"), "bert tagging (hidden dropout)", true)
+  end)
+
   it("packs a batch without an attention mask (every token real)", function()
     local model = build("bert", "token_classification", {num_labels = 3})
     local inputs = batch(0, {T, T, T, T})
