@@ -136,7 +136,7 @@ local function check_same(model, inputs, label, train)
     assert.is_true(math.abs(eval_loss - packed.loss:item()) > 1e-4, label .. ": dropout changed nothing")
   end
   assert.truthy(packed.packing, label .. ": no packing in the output")
-  assert.equal(31, packed.packing.total)
+  assert.equal(inputs.attention_mask:sum():item(), packed.packing.total)
   packed.loss:backward()
   local n = 0
   for _, key in ipairs({"logits", "start_logits", "end_logits", "prediction_logits", "seq_relationship_logits",
@@ -214,6 +214,16 @@ describe("the packed (varlen) path", function()
     for _, np in ipairs(model:named_parameters()) do
       if want[np.name] then assert.is_true(max_abs(np.param:grad() - want[np.name]) <= 1e-5, np.name) end
     end
+  end)
+
+  it("training with dropout on a batch wider than its longest sequence equals the padded path", function()
+    local model = build("bert", "question_answering", {hidden_dropout_prob = 0.2, attention_probs_dropout_prob = 0.2})
+    local inputs = inputs_for(model, "question_answering")
+    local m = inputs.attention_mask:totable()
+    for b = 1, B do m[b][T] = 0 end   -- the last column is padding everywhere: longest 12 of 13
+    inputs.attention_mask = bert.tensor(m, "int32")
+    inputs.end_positions = bert.tensor({0, 9, 4, 11}, "int32")
+    check_same(model, inputs, "bert qa (width > longest)", true)
   end)
 
   it("training with hidden dropout only (the varlen kernel) equals the padded path", function()

@@ -370,7 +370,10 @@ function M.run(kind, args)
     return K.evaluate(mod, m, feats, examples, opts)
   end
   local metric = task.metric
-  local loader = batch.Loader(train_f, {batch_size = args.batch_size, seed = args.seed, collate = {pad_id = pad_id}})
+  -- packed, a training batch is as wide as its longest sequence: the varlen
+  -- attention then draws the padded path's dropout masks (blocks.varlen_attention)
+  local loader = batch.Loader(train_f, {batch_size = args.batch_size, seed = args.seed,
+    collate = {pad_id = pad_id, pad_multiple = packs and 1 or nil}})
   local per_epoch = math.max(1, math.ceil(loader:steps_per_epoch() / args.accum))   -- optimizer steps
   local total = args.steps or per_epoch * args.epochs
   local lr = args.lr or cli.default_lr("finetune", model.config.hidden_size)

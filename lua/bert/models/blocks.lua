@@ -119,7 +119,7 @@ M.Packing = Packing
 -- (every token real).  Each row must start with a real token (its first
 -- token is the one classification heads read); padding may sit anywhere
 -- after it, and the rows' tokens keep their order.
--- Fields: B, T, total (N), lengths {B}, rows (int32 [N]: flat index b*T+j
+-- Fields: B, T, total (N), lengths {B}, longest, rows (int32 [N]: flat index b*T+j
 -- of each packed row), columns (int32 [N]: j, its position in the padded
 -- row), first (int32 [B]: the packed row of each sequence's first token),
 -- offsets (int32 [B + 1]: 0, len1, len1+len2, ..., N: the attention's
@@ -127,7 +127,7 @@ M.Packing = Packing
 function M.packing(mask, B, T)
   local rows, columns, lengths, offsets, first = {}, {}, {}, {0}, {}
   local m = mask and mask:totable()
-  local n = 0
+  local n, longest = 0, 0
   for b = 1, B do
     local row, len = m and m[b], 0
     if row and row[1] == 0 then
@@ -141,9 +141,10 @@ function M.packing(mask, B, T)
       end
     end
     lengths[b], offsets[b + 1] = len, n
+    if len > longest then longest = len end
   end
   if n == 0 then return nil, "the batch has no tokens" end
-  return setmetatable({B = B, T = T, total = n, lengths = lengths,
+  return setmetatable({B = B, T = T, total = n, lengths = lengths, longest = longest,
     rows = bert.tensor(rows, "int32"), columns = bert.tensor(columns, "int32"),
     first = bert.tensor(first, "int32"), offsets = bert.tensor(offsets, "int32"), mask = mask}, Packing)
 end
@@ -233,15 +234,17 @@ local function has_varlen_op(device)
 end
 
 --- Attention over each sequence's own rows: q, k, v [N, A, d] (views
--- fine) -> [N, A, d].  opts: dropout, training, as F.attention.  Where
--- the device has no varlen kernel, and while training with attention
--- dropout (whose counters must be the padded op's, see Packing:dropout):
--- the rows scattered back to the padded grid, the padded kernel with the
--- key mask, the real rows gathered again (the projections and the
--- feed-forward stay packed).
+-- fine) -> [N, A, d].  opts: dropout, training, as F.attention.
+-- The varlen kernel draws attention dropout as the padded op does on the
+-- batch padded to its longest sequence: the padded path's masks when that
+-- is the batch's width.  Otherwise while training with attention dropout
+-- (whose masks must be the padded path's, see Packing:dropout), and where
+-- the device has no varlen kernel: the rows scattered back to the padded
+-- grid, the padded kernel with the key mask, the real rows gathered again
+-- (the projections and the feed-forward stay packed).
 function M.varlen_attention(q, k, v, packing, opts)
   local dropping = opts.training and (opts.dropout or 0) > 0
-  if not dropping and has_varlen_op(q:device()) then
+  if (not dropping or packing.longest == packing.T) and has_varlen_op(q:device()) then
     return F.attention(q, k, v, {cu_seqlens = packing.offsets, dropout = opts.dropout, training = opts.training})
   end
   local B, T, A, d = packing.B, packing.T, q:size(2), q:size(3)
