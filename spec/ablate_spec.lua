@@ -150,12 +150,15 @@ describe("experiments/ablate.lua", function()
   end)
 
   it("refuses an axis value that is not implemented, before running anything", function()
-    local bad = grid_file("planned", {"mlm", "clm"})
+    -- any objective still planned (bert.objectives.planned); they land one by one
+    local planned = next(require("bert.objectives").planned)
+    if not planned then return pending("every objective of issue 13 is implemented") end
+    local bad = grid_file("planned", {"mlm", planned})
     local dir = root .. "/bad"
     assert.is_falsy(ablate_cmd(bad .. " --output " .. dir, root .. "/log5"))
     local err = read(root .. "/log5.err")
-    assert.matches("cell objective=clm", err, 1, true)
-    assert.matches("'clm' is not implemented yet", err, 1, true)
+    assert.matches("cell objective=" .. planned, err, 1, true)
+    assert.matches("'" .. planned .. "' is not implemented yet", err, 1, true)
     assert.is_nil(read(dir .. "/grid.json"))
     -- and a setting that does not exist
     local typo = root .. "/typo.lua"

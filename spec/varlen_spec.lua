@@ -191,6 +191,17 @@ describe("the packed (varlen) path", function()
     end
   end
 
+  it("a causal (is_decoder) BERT: the LM head and a classifier reading the last real token equal the padded path", function()
+    local lm = build("bert", "causal_lm", {is_decoder = true})
+    local inputs = batch(0)
+    local labels = inputs.input_ids:masked_fill(inputs.attention_mask:eq(0), -100)
+    inputs.labels = labels
+    check_same(lm, inputs, "bert causal_lm")
+    check_same(lm, inputs, "bert causal_lm (training)", true)
+    local cls = build("bert", "sequence_classification", {is_decoder = true, num_labels = 3})
+    check_same(cls, inputs_for(cls, "sequence_classification"), "causal bert sequence_classification")
+  end)
+
   it("bert multiple_choice: the choices packed as sequences equal the padded path", function()
     local model = build("bert", "multiple_choice")
     local flat = batch(0)

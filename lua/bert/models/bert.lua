@@ -59,6 +59,7 @@ F.heads = {
 
 F.architectures = {
   BertModel = "base", BertForPreTraining = "pretraining", BertForMaskedLM = "masked_lm",
+  BertLMHeadModel = "causal_lm",   -- a left-to-right LM: config is_decoder = true
   BertForSequenceClassification = "sequence_classification",
   BertForTokenClassification = "token_classification",
   BertForQuestionAnswering = "question_answering", BertForMultipleChoice = "multiple_choice",

@@ -198,6 +198,16 @@ end
 --- packing:first_rows(t): the packed rows [N, ...] of each sequence's first token -> [B, ...].
 function Packing:first_rows(t) return t:index_select(1, self.first) end
 
+--- packing:last_rows(t): the rows of each sequence's last real token -> [B, ...].
+function Packing:last_rows(t)
+  if not self.last then
+    local last = {}
+    for b, o in ipairs(self.offsets:totable()) do if b > 1 then last[b - 1] = o - 1 end end
+    self.last = bert.tensor(last, "int32")
+  end
+  return t:index_select(1, self.last)
+end
+
 --- packing:dropout(x, p, training): dropout of packed rows x [N, W] with
 -- the very mask the padded path draws for [B, T, W] (the same counters,
 -- keyed by global sample under data parallelism), read at the real rows:
@@ -234,7 +244,7 @@ local function has_varlen_op(device)
 end
 
 --- Attention over each sequence's own rows: q, k, v [N, A, d] (views
--- fine) -> [N, A, d].  opts: dropout, training, as F.attention.
+-- fine) -> [N, A, d].  opts: causal, dropout, training, as F.attention.
 -- The varlen kernel draws attention dropout as the padded op does on the
 -- batch padded to its longest sequence: the padded path's masks when that
 -- is the batch's width.  Otherwise while training with attention dropout
@@ -245,13 +255,15 @@ end
 function M.varlen_attention(q, k, v, packing, opts)
   local dropping = opts.training and (opts.dropout or 0) > 0
   if (not dropping or packing.longest == packing.T) and has_varlen_op(q:device()) then
-    return F.attention(q, k, v, {cu_seqlens = packing.offsets, dropout = opts.dropout, training = opts.training})
+    return F.attention(q, k, v, {cu_seqlens = packing.offsets, causal = opts.causal, dropout = opts.dropout,
+                                 training = opts.training})
   end
   local B, T, A, d = packing.B, packing.T, q:size(2), q:size(3)
   local index = packing:row_index()
   local function padded(t) return t:index_select(1, index):view(B, T, A, d):transpose(2, 3) end
   local mask = packing.mask or bert.ones({B, T}):int()
-  local ctx = F.attention(padded(q), padded(k), padded(v), {mask = mask, dropout = opts.dropout, training = opts.training})
+  local ctx = F.attention(padded(q), padded(k), padded(v), {mask = mask, causal = opts.causal, dropout = opts.dropout,
+                                                            training = opts.training})
   return ctx:transpose(2, 3):reshape(B * T, A, d):index_select(1, packing.rows)
 end
 -- }============================================================
@@ -365,6 +377,7 @@ function SelfAttention:__init(a, opts)
   local H, std = a.hidden_size, a.initializer_range
   self.heads, self.head_dim = a.num_attention_heads, H // a.num_attention_heads
   self.attention_dropout = a.attention_probs_dropout_prob
+  self.causal = a.is_decoder == true   -- HF's config key: query i sees keys j <= i (a left-to-right LM)
   self.names = opts.names or {"query", "key", "value"}
   for _, n in ipairs(self.names) do self:add_parameter(n .. ".weight", {H, H}, {normal = std}) end
   for _, n in ipairs(self.names) do self:add_parameter(n .. ".bias", {H}, "zeros") end
@@ -410,7 +423,8 @@ function SelfAttention:qkv(x, query_states)
 end
 
 function SelfAttention:attend(q, k, v, mask)
-  return F.attention(q, k, v, {mask = mask, dropout = self.attention_dropout, training = self.is_training})
+  return F.attention(q, k, v, {mask = mask, causal = self.causal, dropout = self.attention_dropout,
+                               training = self.is_training})
 end
 
 --- x [B, T, H], mask [B, T] (1 keep, 0 pad) -> context [B, T, H];
@@ -435,7 +449,7 @@ function SelfAttention:forward_packed(x, packing)
   end
   local function heads(t) return t:view(N, A, d) end
   local ctx = M.varlen_attention(heads(q), heads(k), heads(v), packing,
-    {dropout = self.attention_dropout, training = self.is_training})
+    {causal = self.causal, dropout = self.attention_dropout, training = self.is_training})
   return ctx:reshape(N, H)
 end
 -- }============================================================
@@ -557,6 +571,23 @@ end
 
 -- {============================================================ backbone
 
+--- x [B, T, H] -> [B, H]: each row's last real token (mask [B, T], 1 keep,
+-- 0 pad; without a mask the last position).  A left-to-right model has read
+-- the whole sequence only there, so it is what its classifier reads (GPT's
+-- choice; the first token would have seen nothing but itself).
+function M.last_token(x, mask)
+  local B, T, H = x:size(1), x:size(2), x:size(3)
+  local rows
+  if mask then
+    rows = mask:ne(0):int():sum(2) - 1 + bert.arange(B) * T   -- flat index of each row's last real token
+    rows = bert.where(rows:lt(bert.arange(B) * T), bert.arange(B) * T, rows)   -- an all-pad row: its first
+  else
+    rows = bert.arange(B) * T + (T - 1)
+  end
+  if x:device() ~= "cpu" and rows:device() == "cpu" then rows = rows:to(x:device()) end
+  return x:reshape(B * T, H):index_select(1, rows)
+end
+
 local Backbone = class("Backbone", Module)
 M.Backbone = Backbone
 
@@ -626,9 +657,18 @@ function Backbone:forward(inputs)
   if r.project then x = r.project(x) end
   x = r.encoder(x, packing or mask)
   local out = {last_hidden_state = x, packing = packing}
+  -- the token a sequence-level head reads: the first ([CLS]), or the last
+  -- real one in a causal model (config is_decoder, see M.last_token)
+  local summary_token
+  if packing then
+    summary_token = a.is_decoder and packing:last_rows(x) or packing:first_rows(x)
+  else
+    summary_token = a.is_decoder and M.last_token(x, mask) or x:select(2, 1)
+  end
+  if a.is_decoder then out.sequence_summary = summary_token end
   if r.pooler then
     local dense = r.pooler.m.dense or r.pooler
-    out.pooler_output = dense(packing and packing:first_rows(x) or x:select(2, 1)):tanh()
+    out.pooler_output = dense(summary_token):tanh()
   end
   return out, ids, mask
 end

@@ -49,6 +49,8 @@ local function build_mlm(model, spec, a, embeddings)
   return head
 end
 
+M.build_mlm = build_mlm
+
 local function mlm_logits(head, h)
   local x = head.norm(blocks.linear_act(head.dense, head.act, h))
   return F.linear(x, head.decoder_owner.p[head.decoder_key], head.bias_owner.p[head.bias_key])
@@ -123,12 +125,14 @@ function Head:dropout_module(p)
 end
 
 -- the first token's or the pooler's vector, through the family's own dense
--- layer when it has one (RoBERTa's classifier.dense, DistilBERT's pre_classifier)
+-- layer when it has one (RoBERTa's classifier.dense, DistilBERT's pre_classifier);
+-- a backbone that reads another token (a causal model: its last real one)
+-- gives it as sequence_summary
 local function summary(self, spec, base_out)
   local x = base_out.pooler_output
   if spec.source ~= "pooled" then
     local h, packing = base_out.last_hidden_state, base_out.packing
-    x = packing and packing:first_rows(h) or h:select(2, 1)
+    x = base_out.sequence_summary or (packing and packing:first_rows(h)) or h:select(2, 1)
   end
   if self.pre then
     if spec.pre.dropout_before then x = self.dropout(x) end
@@ -396,7 +400,55 @@ function ReplacedTokenDetection:forward(inputs)
   return out
 end
 
+--- The next-token targets of a left-to-right LM: labels [B, T] (the tokens
+-- themselves, -100 on padding, as HF's *LMHeadModel takes them) shifted one
+-- to the left, so that position t is scored on token t + 1; the last
+-- position has no target (-100).
+function M.next_token_targets(labels)
+  local B, T = labels:size(1), labels:size(2)
+  local last = bert.full({B, 1}, -100, "int32")
+  if T == 1 then return last end
+  return bert.cat({labels:narrow(2, 2, T - 1), last}, 2):contiguous()
+end
+
+--- A left-to-right LM (BertLMHeadModel): the backbone must be causal
+-- (config is_decoder = true); the MLM head's layers (cls.predictions.*,
+-- the decoder tied to the word embeddings) predict the next token.
+local CausalLM = class("CausalLM", Head)
+M.causal_lm_class = CausalLM
+
+function CausalLM:build(h, a)
+  if not a.is_decoder then
+    error(self.class_name .. ": a left-to-right LM needs a causal encoder: set is_decoder = true in its config", 0)
+  end
+  self.mlm = build_mlm(self, h.mlm, a, self.base.roles.embeddings)
+end
+
+--- forward{input_ids, attention_mask?, labels?}: without labels logits
+-- [B, T, V] at every position; with labels ([B, T] tokens, -100 ignored) the
+-- head runs on the positions that have a next-token target only: logits
+-- [M, V], target_positions [M] (flat into B*T), targets [M], loss their
+-- mean cross-entropy.
+-- Packed (set_varlen): logits without labels are [N, V]; positions at
+-- padding have no target either way.
+function CausalLM:forward(inputs)
+  local base, ids, mask = self.base:forward(inputs)
+  local h = base.last_hidden_state
+  local out = {last_hidden_state = h, packing = base.packing}
+  if inputs.labels then
+    local labels = check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids)
+    local next_targets = ignore_padding(M.next_token_targets(labels), mask)
+    local logits, positions, targets = masked_lm(self.mlm, h, next_targets, base.packing)
+    out.logits, out.target_positions, out.targets = logits, positions, targets
+    out.loss = F.cross_entropy(logits, targets)
+  else
+    out.logits = mlm_logits(self.mlm, h)
+  end
+  return out
+end
+
 M.kinds = {
+  causal_lm = CausalLM,
   masked_lm = MaskedLM, pretraining = PreTraining, sequence_classification = SequenceClassification,
   token_classification = TokenClassification, question_answering = QuestionAnswering,
   multiple_choice = MultipleChoice, replaced_token_detection = ReplacedTokenDetection,

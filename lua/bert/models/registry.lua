@@ -27,11 +27,14 @@ M.families = {
   distilbert = "bert.models.distilbert",
   ["deberta-v2"] = "bert.models.deberta_v2",
 }
+M.families.bilm = "bert.models.bilm"   -- ELMo-style two causal stacks (objective bilm); not an HF model_type
 M.order = {"bert", "roberta", "albert", "electra", "distilbert", "deberta-v2"}
+M.order[#M.order + 1] = "bilm"
 
 -- names accepted in --model FAMILY-SIZE
 M.short_names = {bert = "bert", roberta = "roberta", albert = "albert", electra = "electra",
   distilbert = "distilbert", deberta = "deberta-v2", ["deberta-v2"] = "deberta-v2", ["deberta-v3"] = "deberta-v2"}
+M.short_names.bilm = "bilm"
 
 local loaded = {}
 

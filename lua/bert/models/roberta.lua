@@ -46,6 +46,7 @@ F.heads = {
 
 F.architectures = {
   RobertaModel = "base", RobertaForMaskedLM = "masked_lm",
+  RobertaForCausalLM = "causal_lm",   -- a left-to-right LM: config is_decoder = true
   RobertaForSequenceClassification = "sequence_classification",
   RobertaForTokenClassification = "token_classification",
   RobertaForQuestionAnswering = "question_answering", RobertaForMultipleChoice = "multiple_choice",
