@@ -89,6 +89,34 @@ describe("F.layer_norm", function()
     G.gradcheck(function(a) return F.layer_norm(a, nil, nil, 1e-5, a) end, {x})
   end)
 
+  it("matches the reference at widths that fill the vector lanes and leave a tail", function()
+    for _, H in ipairs({16, 37, 768}) do
+      local x, g, b, r = randn({3, H}, 20 + H), randn({H}, 21), randn({H}, 22), randn({3, H}, 23)
+      assert.is_true(maxdiff(F.layer_norm(x, g, b, 1e-5, r), ref_layer_norm(x + r, g, b, 1e-5)) < 1e-5, "H " .. H)
+    end
+    local x, g, b, r = randn({2, 37}, 24), randn({37}, 25), randn({37}, 26), randn({2, 37}, 27)
+    G.gradcheck(function(a, gg, bb, rr) return F.layer_norm(a, gg, bb, 1e-5, rr) end, {x, g, b, r})
+  end)
+
+  it("keeps mean and variance accurate for rows far from zero (sums in double)", function()
+    -- x = 1000 + 0.01 * noise: a float sum of 768 such values loses the noise
+    local H = 768
+    local x = randn({2, H}, 28):mul(0.01):add(1000)
+    local y = F.layer_norm(x, nil, nil, 1e-12):totable()
+    local xs = x:totable()
+    for row = 1, 2 do
+      local sum = 0
+      for j = 1, H do sum = sum + xs[row][j] end
+      local mu, var = sum / H, 0
+      for j = 1, H do var = var + (xs[row][j] - mu) ^ 2 end
+      local rs = 1 / math.sqrt(var / H + 1e-12)
+      local worst = 0
+      for j = 1, H do worst = math.max(worst, math.abs(y[row][j] - (xs[row][j] - mu) * rs)) end
+      -- the float input's own rounding (ulp(1000) / 0.01 ~ 6e-3) bounds the error; a float sum is far worse
+      assert.is_true(worst < 2e-2, string.format("row %d: max error %g", row, worst))
+    end
+  end)
+
   it("names the shapes in its errors", function()
     assert.error_matches(function() F.layer_norm(bert.zeros({2, 4}), bert.ones({5}), bert.zeros({4})) end,
       lit("layer_norm: weight [5] does not match the last dim of input [2 x 4] (expected [4])"))

@@ -299,6 +299,135 @@ describe("optim.LAMB", function()
   end)
 end)
 
+describe("optim: one pass over every parameter (adamw_multi, lamb_multi)", function()
+  -- The per-parameter kernels, driven by hand: the reference the one-call
+  -- step must equal bit for bit.
+  local function per_parameter_run(kind, model_params, hyper, steps, skip)
+    local st, trust = {}, {}
+    for s = 1, steps do
+      for k, e in ipairs(model_params) do
+        if not (skip and skip(s, k)) then
+          local g = grad_for(e.param:shape(), s, k)
+          local t = st[k] or {m = bert.zeros(e.param:shape()), v = bert.zeros(e.param:shape()), n = 0}
+          st[k] = t
+          t.n = t.n + 1
+          local wd = decays(e.name) and hyper.weight_decay or 0.0
+          if kind == "AdamW" then
+            K.adamw(e.param, g, t.m, t.v, hyper.lr, 0.9, 0.999, hyper.eps, wd, true, t.n)
+          else
+            trust[e.name] = K.lamb(e.param, g, t.m, t.v, hyper.lr, 0.9, 0.999, hyper.eps, wd, true, t.n, wd ~= 0)
+          end
+        end
+      end
+    end
+    return st, trust
+  end
+
+  local function one_call_run(kind, model_params, hyper, steps, skip)
+    local opt = optim[kind](model_params, {lr = hyper.lr, eps = hyper.eps, weight_decay = hyper.weight_decay,
+                                           no_decay = function(name) return not decays(name) end})
+    -- the per-parameter kernels must not run (no silent fallback)
+    local adamw, lamb = K.adamw, K.lamb
+    K.adamw = function() error("per-parameter adamw called") end
+    K.lamb = function() error("per-parameter lamb called") end
+    local ok, err = pcall(function()
+      for s = 1, steps do
+        for k, e in ipairs(model_params) do
+          e.param:set_grad((not (skip and skip(s, k))) and grad_for(e.param:shape(), s, k) or nil)
+        end
+        opt:step()
+      end
+    end)
+    K.adamw, K.lamb = adamw, lamb
+    assert(ok, err)
+    return opt
+  end
+
+  -- parameters large enough for several blocks and threads, plus small ones
+  local function fixture()
+    local list = params_fixture()
+    list[#list + 1] = {name = "big.weight", param = bert.randn({70001}, {seed = 11})}
+    list[#list + 1] = {name = "big.bias", param = bert.randn({131075}, {seed = 12})}
+    return list
+  end
+
+  for _, kind in ipairs({"AdamW", "LAMB"}) do
+    it(kind .. ": 10 steps equal the per-parameter kernels bit for bit, at 1 and 2 threads", function()
+      local hyper = {lr = 0.01, eps = 1e-6, weight_decay = 0.05}
+      -- parameter 2 skips steps 3 and 4 (no gradient): its own step count
+      local function skip(s, k) return k == 2 and (s == 3 or s == 4) end
+      for _, threads in ipairs({1, 2}) do
+        local old = bert.get_num_threads()
+        bert.set_num_threads(threads)
+        local ref, fast = fixture(), fixture()
+        local st, trust = per_parameter_run(kind, ref, hyper, 10, skip)
+        local opt = one_call_run(kind, fast, hyper, 10, skip)
+        bert.set_num_threads(old)
+        local sd = opt:state_dict()
+        for k, e in ipairs(ref) do
+          local name = e.name
+          assert.is_true(same_bits(e.param, fast[k].param), name .. " param")
+          assert.is_true(same_bits(st[k].m, sd.tensors["exp_avg." .. name]), name .. " exp_avg")
+          assert.is_true(same_bits(st[k].v, sd.tensors["exp_avg_sq." .. name]), name .. " exp_avg_sq")
+          assert.equal(st[k].n, sd.param_steps[name])
+          if kind == "LAMB" then assert.equal(trust[name], opt.trust_ratios[name]) end
+        end
+      end
+    end)
+  end
+
+  it("works over a flattened model's arenas", function()
+    local function build()
+      bert.manual_seed(5)
+      return bert.model("BertForPreTraining", {vocab_size = 40, hidden_size = 16, num_hidden_layers = 1,
+        num_attention_heads = 2, intermediate_size = 32, max_position_embeddings = 8})
+    end
+    local a, b = build(), build()
+    local ref = a:named_parameters()
+    local hyper = {lr = 0.01, eps = 1e-6, weight_decay = 0.01}
+    local st = per_parameter_run("AdamW", ref, hyper, 3)
+    local fast = b:named_parameters()
+    local opt = one_call_run("AdamW", fast, hyper, 3)
+    for k = 1, #ref do assert.is_true(same_bits(ref[k].param, fast[k].param), ref[k].name) end
+    local sd = opt:state_dict()
+    for k = 1, #ref do assert.is_true(same_bits(st[k].v, sd.tensors["exp_avg_sq." .. ref[k].name])) end
+  end)
+
+  it("steps beside an empty parameter", function()
+    local hyper = {lr = 0.01, eps = 1e-6, weight_decay = 0.01}
+    local function list() return {{name = "empty.weight", param = bert.zeros({0, 3})},
+                                  {name = "w.weight", param = bert.randn({5}, {seed = 31})}} end
+    local ref, fast = list(), list()
+    per_parameter_run("AdamW", ref, hyper, 2)
+    one_call_run("AdamW", fast, hyper, 2)
+    assert.is_true(same_bits(ref[2].param, fast[2].param))
+  end)
+
+  it("refuses arguments that do not fit, naming the kernel, list and element", function()
+    local p, g, m, v = bert.zeros({4}), bert.zeros({4}), bert.zeros({4}), bert.zeros({4})
+    assert.error_matches(function() K.adamw_multi({p}, {g, g}, {m}, {v}, {0}, {1}, 0.1, 0.9, 0.999, 1e-8, true) end,
+      "adamw_multi: argument #2 %(grads%) has 2 elements, the parameter list 1")
+    assert.error_matches(function() K.adamw_multi({p}, {"g"}, {m}, {v}, {0}, {1}, 0.1, 0.9, 0.999, 1e-8, true) end,
+      "adamw_multi: argument #2 %(grads%): element 1 is not a bert.Tensor")
+    assert.error_matches(function() K.adamw_multi({p}, {g}, {m}, {v}, {0}, {1.5}, 0.1, 0.9, 0.999, 1e-8, true) end,
+      "adamw_multi: argument #6 %(steps%): element 1 is not an integer")
+    assert.error_matches(function() K.adamw_multi({p}, {g}, {m}, {v}, {0}, {0}, 0.1, 0.9, 0.999, 1e-8, true) end,
+      "adamw_multi: step 0 of parameter 1 must be >= 1")
+    assert.error_matches(function() K.adamw_multi({p}, {g}, {m}, {bert.zeros({5})}, {0}, {1}, 0.1, 0.9, 0.999, 1e-8, true) end,
+      "adamw_multi: exp_avg_sq 1 %[5%] has 5 elements but param %[4%] has 4")
+    -- two parameters' moments overlapping: refused before anything is written
+    local arena = bert.zeros({6})
+    local p2, g2 = bert.ones({4}), bert.ones({4})
+    assert.error_matches(function()
+      K.lamb_multi({p, p2}, {g, g2}, {arena:narrow(1, 1, 4), arena:narrow(1, 3, 4)}, {v, bert.zeros({4})},
+                   {0, 0}, {1, 1}, {true, true}, 0.1, 0.9, 0.999, 1e-8, true)
+    end, "lamb_multi: exp_avg 1 and exp_avg 2 share memory")
+    assert.is_true(same_bits(p2, bert.ones({4})))
+    assert.error_matches(function() K.lamb_multi({p}, {g}, {m}, {v}, {0}, {1}, {true}, 0.1, 1.5, 0.999, 1e-8, true) end,
+      "lamb_multi: betas %(1.5, 0.999%) must lie in %[0, 1%)")
+  end)
+end)
+
 describe("optim.SGD", function()
   local cases = {
     {name = "plain", opts = {lr = 0.1}},

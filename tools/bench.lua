@@ -73,12 +73,14 @@ local function sync() if vulkan then bert.vulkan.sync() end end
 
 -- wall time per phase of the step (forward, backward, optimizer incl. zero_grad
 -- and clipping), summed over the timed steps; the data here is synthetic and
--- prepared once, so a data phase does not occur in this benchmark
+-- prepared once, so a data phase does not occur in this benchmark (the
+-- Trainer's profile has one: BERT_PROFILE=1 experiments/pretrain.lua).
+-- BERT_PROFILE=1 also prints each phase's time per op (and the backward's
+-- per kind of node) on stderr: see bert.profile.
 local phase = {forward = 0, backward = 0, optimizer = 0}
 local function timed(name, f)
   local t0 = bert.wall_time()
-  local r = f()
-  sync()
+  local r = bert.profile.phase(name, function() local out = f(); sync(); return out end)
   phase[name] = phase[name] + bert.wall_time() - t0
   return r
 end
@@ -132,6 +134,7 @@ local flops = opts.mode == "train" and 3 * fwd or fwd
 step()   -- warm up (allocations, page faults)
 collectgarbage()
 phase = {forward = 0, backward = 0, optimizer = 0}
+bert.profile.report()   -- BERT_PROFILE: drop the warm-up step's figures
 local t0 = bert.wall_time()
 for _ = 1, opts.steps do step() end
 local dt = (bert.wall_time() - t0) / opts.steps
@@ -148,3 +151,4 @@ print(cjson.encode({
                     other = 1 - (phase.forward + phase.backward + phase.optimizer) / opts.steps / dt},
   peak_gflops = peak_gf, peak_fraction = peak_gf and flops / dt / 1e9 / peak_gf or nil,
 }))
+if bert.profile.enabled then io.stderr:write(bert.profile.format(bert.profile.report(), opts.steps)) end

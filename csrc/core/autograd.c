@@ -326,13 +326,30 @@ int bert_nonfinite_origin(bert_tensor *root, char *buf, size_t size) {
 }
 /* }====================================================== */
 
-/* BERT_PROFILE=1 prints the time spent in each kind of node per backward. */
-typedef struct { const char *name; double seconds; int calls; } prof_entry;
+/* BERT_PROFILE set: the time spent in each kind of node, summed over the
+** outermost backward passes (a recomputation's inner pass is inside its
+** "recompute" node) until bert_backward_profile reads and resets it. */
+#define PROF_MAX 96
+static bert_prof_entry prof[PROF_MAX];
+static int nprof;
 
-static void prof_add(prof_entry *tab, int *n, const char *name, double dt) {
-  for (int k = 0; k < *n; k++)
-    if (tab[k].name == name || strcmp(tab[k].name, name) == 0) { tab[k].seconds += dt; tab[k].calls++; return; }
-  if (*n < 64) { tab[*n].name = name; tab[*n].seconds = dt; tab[*n].calls = 1; (*n)++; }
+static void prof_add(const char *name, double dt) {
+  for (int k = 0; k < nprof; k++)
+    if (prof[k].name == name || strcmp(prof[k].name, name) == 0) { prof[k].seconds += dt; prof[k].calls++; return; }
+  if (nprof < PROF_MAX) { prof[nprof].name = name; prof[nprof].seconds = dt; prof[nprof].calls = 1; nprof++; }
+}
+
+int bert_backward_profile(bert_prof_entry *out, int max, int reset) {
+  int n = nprof < max ? nprof : max;
+  for (int k = 0; k < n; k++) out[k] = prof[k];
+  if (reset) nprof = 0;
+  return n;
+}
+
+int bert_profiling(void) {
+  static int profile = -1;
+  if (profile < 0) profile = getenv("BERT_PROFILE") != NULL;
+  return profile;
 }
 
 static bert_backward_hook backward_hook;
@@ -344,10 +361,7 @@ void bert_set_backward_hook(bert_backward_hook fn, void *ud) {
 }
 
 int bert_backward(bert_tensor *root, const bert_tensor *grad) {
-  static int profile = -1;
-  prof_entry prof[64];
-  int nprof = 0;
-  if (profile < 0) profile = getenv("BERT_PROFILE") != NULL;
+  int profile = bert_profiling();
   char b1[160], b2[160];
   anomaly_msg[0] = '\0';
   if (root->graph_freed) {
@@ -411,11 +425,11 @@ int bert_backward(bert_tensor *root, const bert_tensor *grad) {
       bert_tensor *t = order.v[k];
       bert_node *node = t->grad_fn;
       if (node == NULL || t->grad == NULL) continue;
-      double t0 = profile ? omp_get_wtime() : 0;
+      double t0 = profile && depth == 1 ? omp_get_wtime() : 0;
       bert_tensor *g = bert_contiguous(t->grad);
       if (g == NULL) { rc = -1; break; }
       int brc = node->type->backward(node, t, g);
-      if (profile) prof_add(prof, &nprof, node->name, omp_get_wtime() - t0);
+      if (profile && depth == 1) prof_add(node->name, omp_get_wtime() - t0);
       if (anomaly_on && brc == 0) note_backward_anomaly(node);
       if (brc != 0) {
         if (strncmp(bert_last_error(), node->name, strlen(node->name)) != 0) {
@@ -443,8 +457,6 @@ int bert_backward(bert_tensor *root, const bert_tensor *grad) {
   }
   for (size_t k = 0; k < order.n; k++) bert_tensor_release(order.v[k]);
   free(order.v);
-  for (int k = 0; k < nprof; k++)
-    fprintf(stderr, "backward %-14s %5d calls %8.1f ms\n", prof[k].name, prof[k].calls, prof[k].seconds * 1e3);
   bert_tensor_release(seed);
   return rc;
 }

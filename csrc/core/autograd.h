@@ -100,6 +100,14 @@ bert_tensor *bert_grad_target(bert_tensor *t);
 bert_tensor *bert_sum_to_shape(const bert_tensor *g, int ndim, const int64_t *shape);
 /* Runs backward from root; grad may be NULL only for a 1-element root. */
 int bert_backward(bert_tensor *root, const bert_tensor *grad);
+
+/* Profiling (the environment variable BERT_PROFILE set): bert_backward
+** sums the wall time of each kind of node over its outermost passes.
+** bert_backward_profile copies up to max entries (returns how many) and,
+** when reset, starts the sums again. */
+typedef struct bert_prof_entry { const char *name; double seconds; int calls; } bert_prof_entry;
+int bert_profiling(void);
+int bert_backward_profile(bert_prof_entry *out, int max, int reset);
 /* Called during backward after the node of order[k] ran (k goes down from
 ** n - 1 to 0; nodes that received no gradient are skipped), the graph
 ** still whole; non-zero stops the pass.  Data parallelism (csrc/dist/)

@@ -3,9 +3,12 @@
 ** every backend shares, then the backend's fused update.
 */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "core/autograd.h"
 #include "core/backend.h"
+#include "core/optim.h"
 
 /* {====================================================== argument checks */
 
@@ -159,3 +162,115 @@ int bert_scale_(bert_tensor *t, double s) {
   bert_bump_version(t);
   return 0;
 }
+
+/* {====================================================== many tensors in one pass */
+
+typedef struct { const char *lo, *hi; int param, which; } mem_span;
+
+static int span_cmp(const void *a, const void *b) {
+  const mem_span *x = a, *y = b;
+  return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Checks the 4n tensors of a multi-tensor step and fills segs. */
+static int check_multi(const char *fn, int n, bert_tensor *const *p, bert_tensor *const *g,
+                       bert_tensor *const *m, bert_tensor *const *v, const double *wd,
+                       const int64_t *step, const bert_adam_cfg *cfg, bert_optim_seg *segs) {
+  static const char *const names[4] = {"param", "grad", "exp_avg", "exp_avg_sq"};
+  if (!(cfg->beta1 >= 0 && cfg->beta1 < 1) || !(cfg->beta2 >= 0 && cfg->beta2 < 1)) {
+    bert_set_error("%s: betas (%g, %g) must lie in [0, 1)", fn, cfg->beta1, cfg->beta2);
+    return -1;
+  }
+  mem_span *spans = malloc((size_t)(n > 0 ? n : 1) * 4 * sizeof *spans);
+  if (spans == NULL) {
+    bert_set_error("%s: out of memory", fn);
+    return -1;
+  }
+  int ns = 0, rc = 0;
+  char what[64];
+  for (int i = 0; i < n && rc == 0; i++) {
+    const bert_tensor *ts[4] = {p[i], g[i], m[i], v[i]};
+    for (int w = 0; w < 4 && rc == 0; w++) {
+      snprintf(what, sizeof what, "%s %d", names[w], i + 1);
+      if (!bert_is_host(ts[w])) {
+        bert_set_error("%s: %s is not on the host (the multi-tensor step is CPU only)", fn, what);
+        rc = -1;
+      } else if (check_f32(fn, what, ts[w], w ? "param" : NULL, w ? ts[0] : NULL)) {
+        rc = -1;
+      } else if (bert_numel(ts[w]) > 0) {
+        const char *lo = (const char *)bert_f32(ts[w]);
+        spans[ns++] = (mem_span){lo, lo + bert_numel(ts[w]) * sizeof(float), i, w};
+      }
+    }
+    if (rc == 0 && step[i] < 1) {
+      bert_set_error("%s: step %lld of parameter %d must be >= 1", fn, (long long)step[i], i + 1);
+      rc = -1;
+    }
+    if (rc == 0 && !isfinite(wd[i])) {
+      bert_set_error("%s: weight decay %g of parameter %d is not finite", fn, wd[i], i + 1);
+      rc = -1;
+    }
+    if (rc == 0)
+      segs[i] = (bert_optim_seg){.p = bert_f32(p[i]), .g = bert_f32(g[i]), .m = bert_f32(m[i]),
+                                 .v = bert_f32(v[i]), .n = bert_numel(p[i]),
+                                 .weight_decay = wd[i], .step = step[i]};
+  }
+  /* no two operands may share memory (the kernels use restrict pointers):
+  ** sorted by address, each span must end before the next begins */
+  if (rc == 0) {
+    qsort(spans, (size_t)ns, sizeof *spans, span_cmp);
+    for (int k = 0; k + 1 < ns; k++)
+      if (spans[k].hi > spans[k + 1].lo) {
+        const mem_span *a = &spans[k], *b = &spans[k + 1];
+        bert_set_error("%s: %s %d and %s %d share memory", fn, names[a->which], a->param + 1,
+                       names[b->which], b->param + 1);
+        rc = -1;
+        break;
+      }
+  }
+  free(spans);
+  return rc;
+}
+
+static void bump_multi(int n, bert_tensor *const *p, bert_tensor *const *m, bert_tensor *const *v) {
+  for (int i = 0; i < n; i++) {
+    bert_bump_version(p[i]);
+    bert_bump_version(m[i]);
+    bert_bump_version(v[i]);
+  }
+}
+
+int bert_adamw_multi(int n, bert_tensor *const *p, bert_tensor *const *g, bert_tensor *const *m,
+                     bert_tensor *const *v, const double *wd, const int64_t *step,
+                     const bert_adam_cfg *cfg) {
+  static const char *fn = "adamw_multi";
+  bert_optim_seg *segs = malloc((size_t)(n > 0 ? n : 1) * sizeof *segs);
+  if (segs == NULL) {
+    bert_set_error("%s: out of memory", fn);
+    return -1;
+  }
+  int rc = check_multi(fn, n, p, g, m, v, wd, step, cfg, segs);
+  if (rc == 0) rc = cpu_adamw_multi(segs, n, cfg);
+  free(segs);
+  if (rc == 0) bump_multi(n, p, m, v);
+  return rc;
+}
+
+int bert_lamb_multi(int n, bert_tensor *const *p, bert_tensor *const *g, bert_tensor *const *m,
+                    bert_tensor *const *v, const double *wd, const int64_t *step, const int *adapt,
+                    const bert_adam_cfg *cfg, double *trust) {
+  static const char *fn = "lamb_multi";
+  bert_optim_seg *segs = malloc((size_t)(n > 0 ? n : 1) * sizeof *segs);
+  if (segs == NULL) {
+    bert_set_error("%s: out of memory", fn);
+    return -1;
+  }
+  int rc = check_multi(fn, n, p, g, m, v, wd, step, cfg, segs);
+  for (int i = 0; rc == 0 && i < n; i++) segs[i].adapt = adapt[i];
+  if (rc == 0) rc = cpu_lamb_multi(segs, n, cfg);
+  for (int i = 0; rc == 0 && i < n; i++) trust[i] = segs[i].trust;
+  free(segs);
+  if (rc == 0) bump_multi(n, p, m, v);
+  return rc;
+}
+/* }====================================================== */

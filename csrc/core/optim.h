@@ -63,6 +63,40 @@ typedef struct bert_sgd_cfg {
 } bert_sgd_cfg;
 int bert_sgd_step(bert_tensor *p, const bert_tensor *g, bert_tensor *buf, const bert_sgd_cfg *cfg);
 
+/* {====================================================== one pass over many tensors
+** The same AdamW and LAMB updates over a list of n parameters in one call
+** and one pass of the thread pool (a flat parameter arena is one long
+** list of adjacent segments).  Host (CPU) tensors only.  Per element the
+** arithmetic is exactly the one-tensor kernels' (the same per-segment
+** scalars, the same LAMB block sums), so results are bit-identical to n
+** one-tensor calls.  cfg's weight_decay and step are ignored: they come
+** per parameter from wd[i] and step[i].  Every tensor is checked as in the
+** one-tensor calls, and no two of the 4n may share memory; on error
+** nothing is written. */
+int bert_adamw_multi(int n, bert_tensor *const *p, bert_tensor *const *g, bert_tensor *const *m,
+                     bert_tensor *const *v, const double *wd, const int64_t *step,
+                     const bert_adam_cfg *cfg);
+/* LAMB over n parameters: adapt[i] as bert_lamb_step's adapt; trust[i]
+** receives parameter i's trust ratio (rounded to float, as the
+** one-tensor call returns it). */
+int bert_lamb_multi(int n, bert_tensor *const *p, bert_tensor *const *g, bert_tensor *const *m,
+                    bert_tensor *const *v, const double *wd, const int64_t *step, const int *adapt,
+                    const bert_adam_cfg *cfg, double *trust);
+
+/* The host kernels behind them, over raw segments (no checks). */
+typedef struct bert_optim_seg {
+  float *p, *m, *v;
+  const float *g;
+  int64_t n;
+  double weight_decay;
+  int64_t step;
+  int adapt;               /* LAMB */
+  double trust;            /* LAMB: out */
+} bert_optim_seg;
+int cpu_adamw_multi(bert_optim_seg *segs, int n, const bert_adam_cfg *cfg);
+int cpu_lamb_multi(bert_optim_seg *segs, int n, const bert_adam_cfg *cfg);
+/* }====================================================== */
+
 /* Sum of squares of a float32 tensor (any strides): float partial sums of
 ** 64 squares each, accumulated in double (relative error ~1e-7). */
 int bert_sumsq(const bert_tensor *t, double *out);

@@ -2,6 +2,12 @@
 ** layer_norm on the CPU: y = LN(x + residual) over the last dim, one pass
 ** per row; stats [2, R] keeps mean and rstd.  Backward recomputes x_hat
 ** from the inputs and the saved mean / rstd.
+**
+** Row sums run in LN_LANES independent lanes (double lanes for the
+** forward's mean and variance, float lanes for the backward's two dot
+** products), added up in a fixed order at the end of the row: the lanes
+** vectorise without reassociating anything (no -ffast-math), and the
+** result depends neither on the thread count nor on the ISA.
 */
 #include <math.h>
 #include <stdlib.h>
@@ -18,6 +24,86 @@ typedef struct {
   float *DX, *part;   /* part: per thread [dgamma H | dbeta H], or NULL */
 } ln_backward_job;
 
+#define LN_LANES 16
+
+static inline double sum_lanes_d(const double *a) {
+  double s[LN_LANES / 2];
+  for (int l = 0; l < LN_LANES / 2; l++) s[l] = a[l] + a[l + LN_LANES / 2];
+  for (int w = LN_LANES / 4; w >= 1; w /= 2)
+    for (int l = 0; l < w; l++) s[l] += s[l + w];
+  return s[0];
+}
+
+static inline float sum_lanes_f(const float *a) {
+  float s[LN_LANES / 2];
+  for (int l = 0; l < LN_LANES / 2; l++) s[l] = a[l] + a[l + LN_LANES / 2];
+  for (int w = LN_LANES / 4; w >= 1; w /= 2)
+    for (int l = 0; l < w; l++) s[l] += s[l + w];
+  return s[0];
+}
+
+/* The same as ln_backward_rows without row buffers (their allocation
+** failed): x_hat and dy * gamma recomputed in the dx loop, serial sums. */
+static void ln_backward_rows_unbuffered(const ln_backward_job *jb, int64_t lo, int64_t hi, float *dg, float *db) {
+  const int64_t H = jb->H;
+  const float *X = jb->X, *Rs = jb->Rs, *Gm = jb->Gm, *DY = jb->DY;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *xr = X + r * H, *rr = Rs ? Rs + r * H : NULL, *dy = DY + r * H;
+    float mu = jb->mean[r], rs = jb->rstd[r];
+    float sg = 0, sgx = 0;
+    for (int64_t j = 0; j < H; j++) {
+      float xj = ((rr ? xr[j] + rr[j] : xr[j]) - mu) * rs;
+      float g = Gm ? dy[j] * Gm[j] : dy[j];
+      sg += g;
+      sgx += g * xj;
+      if (dg) { dg[j] += dy[j] * xj; db[j] += dy[j]; }
+    }
+    if (jb->DX) {
+      float a = sg / (float)H, c = sgx / (float)H;
+      float *dxr = jb->DX + r * H;
+      for (int64_t j = 0; j < H; j++) {
+        float xj = ((rr ? xr[j] + rr[j] : xr[j]) - mu) * rs;
+        float g = Gm ? dy[j] * Gm[j] : dy[j];
+        dxr[j] = rs * (g - a - xj * c);
+      }
+    }
+  }
+}
+
+/* One row's first pass, with the operands' presence constant (the caller
+** instantiates each combination): x_hat and dy * gamma into xh and gy, this
+** thread's dgamma / dbeta, and the two row sums in independent lanes, all
+** in one loop so that the row's inputs stream from memory once. */
+static inline __attribute__((always_inline)) void ln_backward_row_sums(
+    const float *restrict xr, const float *restrict rr, const float *restrict dy, const float *restrict Gm,
+    float *restrict dg, float *restrict db, float *restrict xh, float *restrict gy, int64_t H, float mu,
+    float rs, float *sg, float *sgx, const int has_r, const int has_g, const int has_d) {
+  float ag[LN_LANES] = {0}, agx[LN_LANES] = {0};
+  int64_t j = 0;
+  for (; j + LN_LANES <= H; j += LN_LANES)
+    for (int l = 0; l < LN_LANES; l++) {
+      const int64_t k = j + l;
+      float xv = ((has_r ? xr[k] + rr[k] : xr[k]) - mu) * rs;
+      float gv = has_g ? dy[k] * Gm[k] : dy[k];
+      xh[k] = xv;
+      gy[k] = gv;
+      if (has_d) { dg[k] += dy[k] * xv; db[k] += dy[k]; }
+      ag[l] += gv;
+      agx[l] += gv * xv;
+    }
+  for (int l = 0; j < H; j++, l++) {
+    float xv = ((has_r ? xr[j] + rr[j] : xr[j]) - mu) * rs;
+    float gv = has_g ? dy[j] * Gm[j] : dy[j];
+    xh[j] = xv;
+    gy[j] = gv;
+    if (has_d) { dg[j] += dy[j] * xv; db[j] += dy[j]; }
+    ag[l] += gv;
+    agx[l] += gv * xv;
+  }
+  *sg = sum_lanes_f(ag);
+  *sgx = sum_lanes_f(agx);
+}
+
 static void ln_backward_rows(void *p, int64_t lo, int64_t hi) {
   const ln_backward_job *jb = p;
   const int64_t H = jb->H;
@@ -25,27 +111,36 @@ static void ln_backward_rows(void *p, int64_t lo, int64_t hi) {
   float *DX = jb->DX;
   float *dg = jb->part ? jb->part + (size_t)bert_parallel_thread() * 2 * (size_t)H : NULL;
   float *db = dg ? dg + H : NULL;
+  /* x_hat and dy * gamma of one row, kept for the dx loop */
+  float *xh = malloc((size_t)(H > 0 ? H : 1) * 2 * sizeof *xh);
+  if (xh == NULL) {   /* no error path from a pool task: recompute instead of keeping */
+    ln_backward_rows_unbuffered(jb, lo, hi, dg, db);
+    return;
+  }
+  float *gy = xh + H;
+  const int mode = (Rs != NULL) | (Gm != NULL) << 1 | (dg != NULL) << 2;
   for (int64_t r = lo; r < hi; r++) {
     const float *xr = X + r * H, *rr = Rs ? Rs + r * H : NULL, *dy = DY + r * H;
-    float mu = jb->mean[r], rs = jb->rstd[r];
-    float sg = 0, sgx = 0;
-    for (int64_t j = 0; j < H; j++) {
-      float xh = ((rr ? xr[j] + rr[j] : xr[j]) - mu) * rs;
-      float g = Gm ? dy[j] * Gm[j] : dy[j];
-      sg += g;
-      sgx += g * xh;
-      if (dg) { dg[j] += dy[j] * xh; db[j] += dy[j]; }
+    const float mu = jb->mean[r], rs = jb->rstd[r];
+    float sg, sgx;
+    switch (mode) {
+#define LN_CASE(m)                                                                                    \
+      case m:                                                                                         \
+        ln_backward_row_sums(xr, rr, dy, Gm, dg, db, xh, gy, H, mu, rs, &sg, &sgx, (m) & 1, (m) >> 1 & 1, \
+                             (m) >> 2 & 1);                                                           \
+        break;
+      LN_CASE(0) LN_CASE(1) LN_CASE(2) LN_CASE(3) LN_CASE(4) LN_CASE(5) LN_CASE(6) LN_CASE(7)
+#undef LN_CASE
+      default: sg = sgx = 0; break;
     }
     if (DX) {
-      float a = sg / (float)H, c = sgx / (float)H;
+      const float a = sg / (float)H, c = sgx / (float)H;
       float *dxr = DX + r * H;
-      for (int64_t j = 0; j < H; j++) {
-        float xh = ((rr ? xr[j] + rr[j] : xr[j]) - mu) * rs;
-        float g = Gm ? dy[j] * Gm[j] : dy[j];
-        dxr[j] = rs * (g - a - xh * c);
-      }
+      #pragma omp simd
+      for (int64_t k = 0; k < H; k++) dxr[k] = rs * (gy[k] - a - xh[k] * c);
     }
   }
+  free(xh);
 }
 
 /* in = {x, gamma, beta, residual} as the caller passed them */
@@ -110,21 +205,40 @@ static void ln_forward_rows(void *p, int64_t lo, int64_t hi) {
   for (int64_t r = lo; r < hi; r++) {
     const float *xr = jf->X + r * H, *rr = jf->Rs ? jf->Rs + r * H : NULL;
     float *yr = jf->Y + r * H;
-    double sum = 0;
-    for (int64_t j = 0; j < H; j++) {
-      float s = rr ? xr[j] + rr[j] : xr[j];
-      yr[j] = s;
-      sum += s;
+    /* s = x + residual into y, then its mean and variance in double lanes */
+    if (rr) {
+      #pragma omp simd
+      for (int64_t j = 0; j < H; j++) yr[j] = xr[j] + rr[j];
+    } else {
+      memcpy(yr, xr, (size_t)H * sizeof *yr);
     }
-    float mu = (float)(sum / (double)H);
-    double var = 0;
-    for (int64_t j = 0; j < H; j++) { double dv = yr[j] - mu; var += dv * dv; }
-    float rs = (float)(1.0 / sqrt(var / (double)H + jf->eps));
-    for (int64_t j = 0; j < H; j++) {
-      float v = (yr[j] - mu) * rs;
-      if (G) v *= G[j];
-      if (B) v += B[j];
-      yr[j] = v;
+    double acc[LN_LANES] = {0};
+    int64_t j = 0;
+    for (; j + LN_LANES <= H; j += LN_LANES)
+      for (int l = 0; l < LN_LANES; l++) acc[l] += (double)yr[j + l];
+    for (int l = 0; j < H; j++, l++) acc[l] += (double)yr[j];
+    const float mu = (float)(sum_lanes_d(acc) / (double)H);
+    double accv[LN_LANES] = {0};
+    for (j = 0; j + LN_LANES <= H; j += LN_LANES)
+      for (int l = 0; l < LN_LANES; l++) {
+        double dv = (double)(yr[j + l] - mu);
+        accv[l] += dv * dv;
+      }
+    for (int l = 0; j < H; j++, l++) {
+      double dv = (double)(yr[j] - mu);
+      accv[l] += dv * dv;
+    }
+    const float rs = (float)(1.0 / sqrt(sum_lanes_d(accv) / (double)H + jf->eps));
+    if (G && B) {
+      #pragma omp simd
+      for (int64_t k = 0; k < H; k++) yr[k] = (yr[k] - mu) * rs * G[k] + B[k];
+    } else {
+      for (int64_t k = 0; k < H; k++) {
+        float v = (yr[k] - mu) * rs;
+        if (G) v *= G[k];
+        if (B) v += B[k];
+        yr[k] = v;
+      }
     }
     jf->mean[r] = mu;
     jf->rstd[r] = rs;

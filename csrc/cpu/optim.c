@@ -262,6 +262,141 @@ int cpu_lamb_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_ten
 }
 /* }====================================================== */
 
+/* {====================================================== many tensors in one pass
+** The pool runs over the blocks of every segment at once: blocks never
+** straddle two segments (each segment's blocks start at its first element,
+** as in the one-tensor kernels), and first_block[s] numbers segment s's
+** first block, so a chunk of block indices finds its segment by binary
+** search.  Per-segment scalars are prepared once before the pass. */
+
+typedef struct {
+  bert_optim_seg *segs;
+  adam_k *k;               /* per segment */
+  int64_t *first_block;    /* [nseg + 1] */
+  int64_t block;
+  int nseg;
+  double *sums;            /* LAMB: 2 per block */
+} multi_job;
+
+static int seg_of_block(const multi_job *j, int64_t b) {
+  int lo = 0, hi = j->nseg - 1;   /* the last s with first_block[s] <= b */
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (j->first_block[mid] <= b) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
+
+/* Calls each(j, s, b, a, e) for every block b in [lo, hi): segment s, elements [a, e). */
+#define FOR_BLOCKS(j, lo, hi, BODY)                                                  \
+  do {                                                                               \
+    int s_ = seg_of_block(j, lo);                                                    \
+    for (int64_t b = lo; b < hi; b++) {                                              \
+      while (b >= (j)->first_block[s_ + 1]) s_++;                                    \
+      const bert_optim_seg *seg = &(j)->segs[s_];                                    \
+      int64_t a = (b - (j)->first_block[s_]) * (j)->block;                           \
+      int64_t e = a + (j)->block < seg->n ? a + (j)->block : seg->n;                 \
+      const adam_k *k = &(j)->k[s_];                                                 \
+      (void)k;                                                                       \
+      BODY                                                                           \
+    }                                                                                \
+  } while (0)
+
+static void adamw_multi_blocks(void *ctx, int64_t lo, int64_t hi) {
+  const multi_job *j = ctx;
+  FOR_BLOCKS(j, lo, hi, { adamw_range(seg->p, seg->g, seg->m, seg->v, a, e, k); });
+}
+
+static void lamb_moment_multi_blocks(void *ctx, int64_t lo, int64_t hi) {
+  const multi_job *j = ctx;
+  FOR_BLOCKS(j, lo, hi, {
+    lamb_moments_range(seg->p, seg->g, seg->m, seg->v, a, e, k, &j->sums[2 * b], &j->sums[2 * b + 1]);
+  });
+}
+
+static void lamb_apply_multi_blocks(void *ctx, int64_t lo, int64_t hi) {
+  const multi_job *j = ctx;
+  FOR_BLOCKS(j, lo, hi, { lamb_apply_range(seg->p, seg->m, seg->v, a, e, k); });
+}
+
+/* Numbers the blocks of block elements each; returns the total, or -1. */
+static int64_t number_blocks(multi_job *j, int64_t block) {
+  j->block = block;
+  j->first_block[0] = 0;
+  for (int s = 0; s < j->nseg; s++)
+    j->first_block[s + 1] = j->first_block[s] + (j->segs[s].n + block - 1) / block;
+  return j->first_block[j->nseg];
+}
+
+static int multi_setup(multi_job *j, bert_optim_seg *segs, int n, const bert_adam_cfg *cfg, const char *fn) {
+  j->segs = segs;
+  j->nseg = n;
+  j->sums = NULL;
+  j->k = malloc((size_t)(n > 0 ? n : 1) * sizeof *j->k);
+  j->first_block = malloc((size_t)(n + 1) * sizeof *j->first_block);
+  if (j->k == NULL || j->first_block == NULL) {
+    free(j->k);
+    free(j->first_block);
+    bert_set_error("%s: out of memory", fn);
+    return -1;
+  }
+  for (int s = 0; s < n; s++) {
+    bert_adam_cfg c = *cfg;
+    c.weight_decay = segs[s].weight_decay;
+    c.step = segs[s].step;
+    j->k[s] = adam_prepare(&c);
+  }
+  return 0;
+}
+
+static void multi_free(multi_job *j) {
+  free(j->k);
+  free(j->first_block);
+  free(j->sums);
+}
+
+int cpu_adamw_multi(bert_optim_seg *segs, int n, const bert_adam_cfg *cfg) {
+  multi_job j;
+  if (n <= 0) return 0;
+  if (multi_setup(&j, segs, n, cfg, "adamw_multi")) return -1;
+  int64_t nb = number_blocks(&j, ELEM_BLOCK);
+  bert_parallel_for(nb, bert_parallel_grain(ELEM_BLOCK), adamw_multi_blocks, &j);
+  multi_free(&j);
+  return 0;
+}
+
+int cpu_lamb_multi(bert_optim_seg *segs, int n, const bert_adam_cfg *cfg) {
+  multi_job j;
+  if (n <= 0) return 0;
+  if (multi_setup(&j, segs, n, cfg, "lamb_multi")) return -1;
+  /* pass 1: moments and per-block sums of p^2 and u^2 */
+  int64_t nb = number_blocks(&j, SUM_BLOCK);
+  if (nb > 0 && (j.sums = malloc((size_t)nb * 2 * sizeof *j.sums)) == NULL) {
+    multi_free(&j);
+    bert_set_error("lamb_multi: out of memory");
+    return -1;
+  }
+  bert_parallel_for(nb, 1, lamb_moment_multi_blocks, &j);
+  /* each segment's norms, its blocks summed in order (as cpu_lamb_step) */
+  for (int s = 0; s < n; s++) {
+    double sp = 0, su = 0;
+    for (int64_t b = j.first_block[s]; b < j.first_block[s + 1]; b++) {
+      sp += j.sums[2 * b];
+      su += j.sums[2 * b + 1];
+    }
+    double pnorm = sqrt(sp), unorm = sqrt(su);
+    double trust = segs[s].adapt && pnorm > 0 && unorm > 0 ? pnorm / unorm : 1.0;
+    segs[s].trust = (float)trust;
+    j.k[s].lamb_step = (float)(cfg->lr * trust);
+  }
+  /* pass 2: the steps */
+  nb = number_blocks(&j, ELEM_BLOCK);
+  bert_parallel_for(nb, bert_parallel_grain(ELEM_BLOCK), lamb_apply_multi_blocks, &j);
+  multi_free(&j);
+  return 0;
+}
+/* }====================================================== */
+
 /* {====================================================== SGD */
 
 static void sgd_blocks(void *ctx, int64_t lo, int64_t hi) {

@@ -247,6 +247,24 @@ static int m_nonfinite_origin(lua_State *L) {
   return 1;
 }
 
+/* bert.backward_profile([reset]) -> {[node kind] = {seconds =, calls =}}:
+** the backward time per kind of node since the last reset (empty unless
+** BERT_PROFILE is set); reset (default true) starts the sums again. */
+static int l_backward_profile(lua_State *L) {
+  bert_prof_entry e[128];
+  int n = bert_backward_profile(e, 128, lua_isnoneornil(L, 1) || lua_toboolean(L, 1));
+  lua_createtable(L, 0, n);
+  for (int k = 0; k < n; k++) {
+    lua_createtable(L, 0, 2);
+    lua_pushnumber(L, e[k].seconds);
+    lua_setfield(L, -2, "seconds");
+    lua_pushinteger(L, e[k].calls);
+    lua_setfield(L, -2, "calls");
+    lua_setfield(L, -2, e[k].name);
+  }
+  return 1;
+}
+
 static const luaL_Reg methods[] = {
   {"nonfinite_origin", m_nonfinite_origin},
   {"requires_grad", m_requires_grad}, {"grad", m_grad}, {"set_grad", m_set_grad},
@@ -262,6 +280,7 @@ static const luaL_Reg funcs[] = {
   {"recompute_dead", l_recompute_dead},
   {"set_detect_anomaly", l_set_detect_anomaly},
   {"is_anomaly_enabled", l_is_anomaly_enabled}, {"anomaly_report", l_anomaly_report},
+  {"backward_profile", l_backward_profile},
   {NULL, NULL}
 };
 

@@ -7,11 +7,17 @@
 **   adamw(p, g, m, v, lr, beta1, beta2, eps, wd, bias_correction, step)
 **   lamb(p, g, m, v, lr, beta1, beta2, eps, wd, bias_correction, step, adapt) -> trust
 **     (a number; for device tensors a one-element device tensor, so no step waits on it)
+**   adamw_multi({p...}, {g...}, {m...}, {v...}, {wd...}, {step...}, lr, beta1, beta2, eps, bias_correction)
+**   lamb_multi({p...}, {g...}, {m...}, {v...}, {wd...}, {step...}, {adapt...}, lr, beta1, beta2, eps,
+**              bias_correction) -> {trust...}
+**     (host tensors only: one call and one pass of the pool over every parameter)
 **   sgd(p, g, buf|nil, lr, momentum, dampening, wd, nesterov, first)
 **   sumsq(t | {t, ...}) -> sum of squares (double)
 **   scale_(t | {t, ...}, s)
 */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lbert.h"
@@ -81,6 +87,137 @@ static int k_lamb(lua_State *L) {
   bert_tensor_release(t);
   return 1;
 }
+
+
+/* {====================================================== many tensors per call */
+
+typedef struct {
+  int n;
+  bert_tensor **t[4];      /* p, g, m, v */
+  double *wd;
+  int64_t *step;
+  int *adapt;
+} multi_args;
+
+static void multi_free(multi_args *a) {
+  for (int w = 0; w < 4; w++) free(a->t[w]);
+  free(a->wd);
+  free(a->step);
+  free(a->adapt);
+}
+
+/* The list at arg, with n elements (n < 0: set n from it). */
+static int list_len(lua_State *L, int arg, const char *fn, const char *what, int n) {
+  if (!lua_istable(L, arg))
+    return luaL_error(L, "%s: argument #%d (%s): expected a list, got %s", fn, arg, what,
+                      luaL_typename(L, arg));
+  lua_Integer len = luaL_len(L, arg);
+  if (n >= 0 && len != n)
+    return luaL_error(L, "%s: argument #%d (%s) has %d elements, the parameter list %d", fn, arg,
+                      what, (int)len, n);
+  if (len > 1000000)
+    return luaL_error(L, "%s: argument #%d (%s): %d parameters is too many", fn, arg, what, (int)len);
+  return (int)len;
+}
+
+/* Reads the lists at args 1..6 (and 7, the adapt flags, for LAMB) into a,
+** raw (no metamethod can raise while the arrays are held); returns NULL or
+** a message.  The caller frees the arrays, then raises any error. */
+static const char *multi_read(lua_State *L, const char *fn, multi_args *a, int with_adapt,
+                              char *err, size_t errn) {
+  static const char *const what[4] = {"params", "grads", "exp_avgs", "exp_avg_sqs"};
+  int n = a->n;
+  for (int w = 0; w < 4; w++)
+    if ((a->t[w] = malloc((size_t)(n > 0 ? n : 1) * sizeof *a->t[w])) == NULL) return "out of memory";
+  a->wd = malloc((size_t)(n > 0 ? n : 1) * sizeof *a->wd);
+  a->step = malloc((size_t)(n > 0 ? n : 1) * sizeof *a->step);
+  a->adapt = malloc((size_t)(n > 0 ? n : 1) * sizeof *a->adapt);
+  if (a->wd == NULL || a->step == NULL || a->adapt == NULL) return "out of memory";
+  for (int i = 0; i < n; i++) {
+    for (int w = 0; w < 4; w++) {
+      lua_rawgeti(L, w + 1, i + 1);
+      a->t[w][i] = lbert_test_tensor(L, -1);
+      lua_pop(L, 1);
+      if (a->t[w][i] == NULL) {
+        snprintf(err, errn, "%s: argument #%d (%s): element %d is not a bert.Tensor", fn, w + 1, what[w], i + 1);
+        return err;
+      }
+    }
+    lua_rawgeti(L, 5, i + 1);
+    int ok = lua_type(L, -1) == LUA_TNUMBER;
+    a->wd[i] = lua_tonumber(L, -1);
+    lua_pop(L, 1);
+    if (!ok) {
+      snprintf(err, errn, "%s: argument #5 (weight_decays): element %d is not a number", fn, i + 1);
+      return err;
+    }
+    lua_rawgeti(L, 6, i + 1);
+    ok = lua_isinteger(L, -1);
+    a->step[i] = (int64_t)lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    if (!ok) {
+      snprintf(err, errn, "%s: argument #6 (steps): element %d is not an integer", fn, i + 1);
+      return err;
+    }
+    if (with_adapt) {
+      lua_rawgeti(L, 7, i + 1);
+      a->adapt[i] = lua_toboolean(L, -1);
+      lua_pop(L, 1);
+    }
+  }
+  return NULL;
+}
+
+static void read_adam_at(lua_State *L, int base, const char *fn, bert_adam_cfg *cfg) {
+  cfg->lr = check_finite(L, base, fn, "lr");
+  cfg->beta1 = check_finite(L, base + 1, fn, "beta1");
+  cfg->beta2 = check_finite(L, base + 2, fn, "beta2");
+  cfg->eps = check_finite(L, base + 3, fn, "eps");
+  cfg->bias_correction = lua_toboolean(L, base + 4);
+  cfg->weight_decay = 0;
+  cfg->step = 1;
+}
+
+static int k_multi(lua_State *L, int lamb) {
+  const char *fn = lamb ? "lamb_multi" : "adamw_multi";
+  static const char *const what[6] = {"params", "grads", "exp_avgs", "exp_avg_sqs", "weight_decays", "steps"};
+  multi_args a = {0};
+  a.n = list_len(L, 1, fn, what[0], -1);
+  for (int w = 1; w < 6; w++) list_len(L, w + 1, fn, what[w], a.n);
+  if (lamb) list_len(L, 7, fn, "adapt", a.n);
+  bert_adam_cfg cfg;
+  read_adam_at(L, lamb ? 8 : 7, fn, &cfg);
+  char err[256];
+  const char *msg = multi_read(L, fn, &a, lamb, err, sizeof err);
+  double *trust = NULL;
+  int rc = 0;
+  if (msg == NULL && lamb && (trust = malloc((size_t)(a.n > 0 ? a.n : 1) * sizeof *trust)) == NULL)
+    msg = "out of memory";
+  if (msg == NULL)
+    rc = lamb ? bert_lamb_multi(a.n, a.t[0], a.t[1], a.t[2], a.t[3], a.wd, a.step, a.adapt, &cfg, trust)
+              : bert_adamw_multi(a.n, a.t[0], a.t[1], a.t[2], a.t[3], a.wd, a.step, &cfg);
+  multi_free(&a);
+  if (msg != NULL) {
+    free(trust);
+    return luaL_error(L, "%s", msg == err ? err : lua_pushfstring(L, "%s: %s", fn, msg));
+  }
+  if (rc != 0) {
+    free(trust);
+    return lbert_core_error(L, fn);
+  }
+  if (!lamb) return 0;
+  lua_createtable(L, a.n, 0);
+  for (int i = 0; i < a.n; i++) {
+    lua_pushnumber(L, trust[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  free(trust);
+  return 1;
+}
+
+static int k_adamw_multi(lua_State *L) { return k_multi(L, 0); }
+static int k_lamb_multi(lua_State *L) { return k_multi(L, 1); }
+/* }====================================================== */
 
 static int k_sgd(lua_State *L) {
   static const char *fn = "sgd";
@@ -156,6 +293,8 @@ static int k_scale_(lua_State *L) {
 static const luaL_Reg kernels[] = {
   {"adamw", k_adamw},
   {"lamb", k_lamb},
+  {"adamw_multi", k_adamw_multi},
+  {"lamb_multi", k_lamb_multi},
   {"sgd", k_sgd},
   {"sumsq", k_sumsq},
   {"scale_", k_scale_},

@@ -512,8 +512,21 @@ static long spm_normalize(const bt_tokenizer *t, bt_worker *w,
     unsigned char c0 = in[consumed];
     if (c0 < 128 && t->cm_plain[c0] && (consumed + 1 == n || in[consumed + 1] < 128) &&
         c0 != ' ') {                                    /* the common case */
-      PUSH((char)c0);
-      consumed++;
+      /* a run of plain ASCII (not space) bytes is copied as it is; its last
+      ** byte only when no multi-byte character follows (the charsmap may
+      ** have a rule starting with it) */
+      size_t end = consumed + 1;
+      while (end < n && in[end] < 128 && t->cm_plain[in[end]] && in[end] != ' ') end++;
+      if (end < n && in[end] >= 128 && end - 1 > consumed) end--;
+      size_t run = end - consumed;
+      if (k + run + 8 > w->ub_cap) {
+        if (ub_reserve(w, (k + run) * 2 + 8)) return -1;
+        n2o = w->uos;
+      }
+      memcpy(w->ub + k, in + consumed, run);
+      for (size_t j = 0; j < run; j++) n2o[k + j] = (int32_t)(consumed + j);
+      k += run;
+      consumed = end;
       prev_space = 0;
       continue;
     }
@@ -865,17 +878,30 @@ static int viterbi(const bt_tokenizer *t, bt_worker *w, const unsigned char *s,
 
 #define UCACHE_ENTRIES 32768             /* words per worker, then cleared */
 
+/* a[0, len) == b[0, len) for len <= BT_UC_KEY (24), in 8-byte loads that
+** stay inside both (the library's memcmp call cost more than the words) */
+static inline int key_equal(const char *a, const unsigned char *b, uint32_t len) {
+  if (len < 8) {
+    for (uint32_t k = 0; k < len; k++)
+      if (a[k] != (char)b[k]) return 0;
+    return 1;
+  }
+  uint64_t x, y;
+  for (uint32_t k = 0; k + 8 <= len; k += 8) {
+    memcpy(&x, a + k, 8); memcpy(&y, b + k, 8);
+    if (x != y) return 0;
+  }
+  memcpy(&x, a + len - 8, 8); memcpy(&y, b + len - 8, 8);   /* the tail, overlapping */
+  return x == y;
+}
+
 static bt_uentry *ucache_get(bt_worker *w, uint64_t h, const unsigned char *key,
                              uint32_t len) {
   if (!w->uc) return NULL;
   for (size_t j = (size_t)h & w->uc_mask;; j = (j + 1) & w->uc_mask) {
     bt_uentry *c = &w->uc[j];
     if (!c->used) return NULL;
-    if (c->h == h && c->klen == len) {
-      uint32_t k = 0;
-      while (k < len && c->key[k] == (char)key[k]) k++;
-      if (k == len) return c;
-    }
+    if (c->h == h && c->klen == len && key_equal(c->key, key, len)) return c;
   }
 }
 
@@ -888,7 +914,9 @@ static bt_uentry *ucache_put(bt_worker *w, uint64_t h, const unsigned char *key,
   if (!w->uc) {
     size_t size = 16;
     while (size < (size_t)UCACHE_ENTRIES * 2) size *= 2;
-    if (!(w->uc = calloc(size, sizeof *w->uc))) return NULL;
+    /* an entry is one cache line: aligned, a lookup touches one line */
+    if (!(w->uc = aligned_alloc(64, size * sizeof *w->uc))) return NULL;
+    memset(w->uc, 0, size * sizeof *w->uc);
     w->uc_mask = size - 1;
   }
   if (w->uc_n >= (size_t)UCACHE_ENTRIES) {          /* full: start over */
@@ -914,13 +942,28 @@ static bt_uentry *ucache_put(bt_worker *w, uint64_t h, const unsigned char *key,
 ** when it is exact: always for HF (each word starts at 0 there), and for
 ** spm when its smallest margin beats the float rounding that the base
 ** can cause. */
+static int word_viterbi_hashed(const bt_tokenizer *t, bt_worker *w, const unsigned char *s,
+                               int32_t n, int32_t at0, double *B, int *ntok, uint64_t h);
+
 static int word_viterbi(const bt_tokenizer *t, bt_worker *w, const unsigned char *s,
                         int32_t n, int32_t at0, double *B, int *ntok) {
+  if (n > BT_UC_KEY || t->cache_capacity <= 0)
+    return viterbi(t, w, s, n, at0, *B, t->uni_spm, ntok, B, NULL, NULL);
+  return word_viterbi_hashed(t, w, s, n, at0, B, ntok, bt_hash(s, (size_t)n));
+}
+
+/* The cache slot where a word of hash h is looked up first: fetched ahead
+** of time, it is in cache when the word's turn comes (the table is a few
+** MB, and most lookups of rarer words would otherwise wait on memory). */
+static void ucache_prefetch(const bt_worker *w, uint64_t h) {
+  if (w->uc) __builtin_prefetch(&w->uc[(size_t)h & w->uc_mask]);
+}
+
+/* word_viterbi for a word whose hash h = bt_hash(s, n) is known (n <= BT_UC_KEY). */
+static int word_viterbi_hashed(const bt_tokenizer *t, bt_worker *w, const unsigned char *s,
+                               int32_t n, int32_t at0, double *B, int *ntok, uint64_t h) {
   const int spm = t->uni_spm;
   double fin;
-  if (n > BT_UC_KEY || t->cache_capacity <= 0)
-    return viterbi(t, w, s, n, at0, *B, spm, ntok, B, NULL, NULL);
-  uint64_t h = bt_hash(s, (size_t)n);
   bt_uentry *c = ucache_get(w, h, s, (uint32_t)n);
   double unk_score = spm ? (double)((float)t->uni_min - UNK_PENALTY) : t->uni_min - 10.0;
   if (!c) {
@@ -971,14 +1014,43 @@ static int unigram_piece(bt_tokenizer *t, bt_worker *w, int32_t n,
   const unsigned char *s = (const unsigned char *)w->ub;
   double B = 0.0;
   if (t->uni_spm && t->ws_splits) {
-    /* no piece crosses a ▁ that starts a word: word by word, cached */
-    int32_t p = 0;
-    while (p < n) {
-      int32_t q = p + 1;
-      while (q < n && !(s[q] == 0xE2 && q + 2 < n && s[q + 1] == 0x96 && s[q + 2] == 0x81)) q++;
-      if (q > n) q = n;
-      if (word_viterbi(t, w, s + p, q - p, p, &B, &nt)) return -1;
-      p = q;
+    /* no piece crosses a ▁ that starts a word: word by word, cached.  The
+    ** words are found WORD_AHEAD ahead of their segmentation, and their
+    ** cache slots prefetched then. */
+    enum { WORD_AHEAD = 4 };
+    int32_t wp[WORD_AHEAD], wq[WORD_AHEAD];
+    uint64_t wh[WORD_AHEAD];
+    int32_t next = 0;   /* where the next word to find starts */
+    int found = 0, done = 0;
+    const int cached = t->cache_capacity > 0;
+    while (done < found || next < n) {
+      while (found - done < WORD_AHEAD && next < n) {
+        int32_t q = next + 1;
+        for (;;) {   /* the next ▁ (E2 96 81), by memchr for its first byte */
+          const unsigned char *x = q < n ? memchr(s + q, 0xE2, (size_t)(n - q)) : NULL;
+          if (x == NULL) { q = n; break; }
+          q = (int32_t)(x - s);
+          if (q + 2 < n && s[q + 1] == 0x96 && s[q + 2] == 0x81) break;
+          q++;
+        }
+        int slot = found % WORD_AHEAD;
+        wp[slot] = next;
+        wq[slot] = q;
+        wh[slot] = 0;
+        if (cached && q - next <= BT_UC_KEY) {
+          wh[slot] = bt_hash(s + next, (size_t)(q - next));
+          ucache_prefetch(w, wh[slot]);
+        }
+        found++;
+        next = q;
+      }
+      int slot = done % WORD_AHEAD;
+      int32_t p = wp[slot], q = wq[slot];
+      int rc = cached && q - p <= BT_UC_KEY
+                   ? word_viterbi_hashed(t, w, s + p, q - p, p, &B, &nt, wh[slot])
+                   : word_viterbi(t, w, s + p, q - p, p, &B, &nt);
+      if (rc) return -1;
+      done++;
     }
   } else if (t->uni_spm) {
     if (viterbi(t, w, s, n, 0, 0.0, 1, &nt, &B, NULL, NULL)) return -1;

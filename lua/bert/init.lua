@@ -3,6 +3,9 @@
 -- (`bert.core`); this facade re-exports them and loads the Lua submodules
 -- on first use, so `require("bert")` stays cheap.
 local core = require("bert.core")
+-- BERT_PROFILE: time every C op per phase of the step (bert.profile); the
+-- wrapping must come before any module keeps a reference to a C function
+if os.getenv("BERT_PROFILE") then require("bert.profile").install(core) end
 
 local M = {}
 
@@ -17,6 +20,7 @@ local submodules = {
   data = "bert.data",
   finetune = "bert.finetune",
   pipeline = "bert.pipeline",
+  profile = "bert.profile",
 }
 
 -- the C tables of the same names (core.tokenizer, core.data) stay reachable

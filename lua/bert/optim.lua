@@ -216,28 +216,83 @@ end
 --- The {name =, param =, decay =} entries, in order.
 function Optimizer:param_entries() return self.entries end
 
-function Optimizer:step()
-  self.step_count = self.step_count + 1
-  local update, buffers = self._update, self._buffers
+-- Fresh zero state {step = 0, <buffer> = tensor} for each entry of list:
+-- host buffers are views of one arena per buffer name (in list order, so a
+-- flat parameter arena's moments are one flat arena too); device ones are
+-- allocated per parameter, with the parameter.
+local function new_states(buffers, list)
+  local total = 0
+  for _, e in ipairs(list) do
+    if e.param:device() == "cpu" then total = total + e.param:numel() end
+  end
+  local arenas = {}
+  for _, b in ipairs(buffers) do arenas[b] = total > 0 and core.zeros({total}) or nil end
+  local states, off = {}, 0
+  for i, e in ipairs(list) do
+    local st = {step = 0}
+    local n = e.param:numel()
+    if e.param:device() == "cpu" and n == 0 then
+      for _, b in ipairs(buffers) do st[b] = core.zeros(e.param:shape()) end
+    elseif e.param:device() == "cpu" then
+      for _, b in ipairs(buffers) do st[b] = arenas[b]:narrow(1, off + 1, n):view(e.param:shape()) end
+      off = off + n
+    else
+      for _, b in ipairs(buffers) do st[b] = core.vulkan.zeros(e.param:shape()) end
+    end
+    states[i] = st
+  end
+  return states
+end
+
+-- The entries that have a gradient now, with it; gives new ones state.
+local function live_entries(self)
+  local live, grads, fresh = {}, {}, {}
   for _, e in ipairs(self.entries) do
     local g = e.param:grad()
     if g then
-      local st = e.state
-      if st == nil then
-        st = {step = 0}
-        local on_device = e.param:device() ~= "cpu"   -- state lives with the parameter
-        for _, b in ipairs(buffers) do
-          st[b] = on_device and core.vulkan.zeros(e.param:shape()) or core.zeros(e.param:shape())
-        end
-        e.state = st
-      end
-      st.step = st.step + 1
-      local ok, err = pcall(update, self, e, g, st)
-      if not ok then
-        st.step = st.step - 1
-        err = tostring(err):gsub("^[^\n]-:%d+: ", "")   -- the kernel's message, without our position
-        error(string.format("%s.step: parameter '%s' %s: %s", self.who, e.name, shape_str(e.param), err), 2)
-      end
+      live[#live + 1], grads[#live + 1] = e, g
+      if e.state == nil then fresh[#fresh + 1] = e end
+    end
+  end
+  if #fresh > 0 then
+    local states = new_states(self._buffers, fresh)
+    for i, e in ipairs(fresh) do e.state = states[i] end
+  end
+  return live, grads
+end
+
+-- Every live parameter in one C call (AdamW, LAMB on the host: one pass of
+-- the thread pool over all of them, bit-identical to the per-parameter
+-- kernels).  Returns false, having changed nothing, when a parameter or
+-- gradient is on a device or the kernel refuses the arguments: the
+-- per-parameter path then runs (and names the parameter in its error).
+local function step_multi(self, live, grads)
+  local ps, ms, vs, wds, steps = {}, {}, {}, {}, {}
+  for i, e in ipairs(live) do
+    if e.param:device() ~= "cpu" or grads[i]:device() ~= "cpu" then return false end
+    ps[i], ms[i], vs[i] = e.param, e.state.exp_avg, e.state.exp_avg_sq
+    wds[i] = e.decay and self.hyper.weight_decay or 0.0
+    steps[i] = e.state.step + 1
+  end
+  local ok, trust = self:_update_multi(ps, grads, ms, vs, wds, steps, live)
+  if not ok then return false end
+  for _, e in ipairs(live) do e.state.step = e.state.step + 1 end
+  return true, trust
+end
+
+function Optimizer:step()
+  self.step_count = self.step_count + 1
+  local live, grads = live_entries(self)
+  if self._update_multi and #live > 0 and step_multi(self, live, grads) then return end
+  local update = self._update
+  for i, e in ipairs(live) do
+    local st = e.state
+    st.step = st.step + 1
+    local ok, err = pcall(update, self, e, grads[i], st)
+    if not ok then
+      st.step = st.step - 1
+      err = tostring(err):gsub("^[^\n]-:%d+: ", "")   -- the kernel's message, without our position
+      error(string.format("%s.step: parameter '%s' %s: %s", self.who, e.name, shape_str(e.param), err), 2)
     end
   end
 end
@@ -310,11 +365,16 @@ function Optimizer:load_state_dict(sd)
   end
   for k in pairs(self.hyper) do self.hyper[k] = sd.hyper[k] end
   self.step_count = sd.step
+  local restored = {}
   for _, e in ipairs(self.entries) do
-    local st = new_state[e.name]
-    if st then
-      for _, b in ipairs(self._buffers) do st[b] = st[b]:clone() end
-    end
+    e.state = nil
+    if new_state[e.name] then restored[#restored + 1] = e end
+  end
+  local states = new_states(self._buffers, restored)
+  for i, e in ipairs(restored) do
+    local from, st = new_state[e.name], states[i]
+    st.step = from.step
+    for _, b in ipairs(self._buffers) do st[b]:copy_(from[b]) end
     e.state = st
   end
 end
@@ -370,6 +430,11 @@ function AdamW:_update(e, g, st)
   K.adamw(e.param, g, st.exp_avg, st.exp_avg_sq, h.lr, h.beta1, h.beta2, h.eps,
           e.decay and h.weight_decay or 0.0, h.bias_correction, st.step)
 end
+
+function AdamW:_update_multi(ps, gs, ms, vs, wds, steps)
+  local h = self.hyper
+  return pcall(K.adamw_multi, ps, gs, ms, vs, wds, steps, h.lr, h.beta1, h.beta2, h.eps, h.bias_correction)
+end
 -- }======================================================
 
 -- {====================================================== LAMB
@@ -411,6 +476,17 @@ function LAMB:_update(e, g, st)
   local adapt = h.always_adapt or wd ~= 0
   self.trust_ratios[e.name] = K.lamb(e.param, g, st.exp_avg, st.exp_avg_sq, h.lr, h.beta1, h.beta2,
                                      h.eps, wd, h.bias_correction, st.step, adapt)
+end
+
+function LAMB:_update_multi(ps, gs, ms, vs, wds, steps, live)
+  local h = self.hyper
+  local adapt = {}
+  for i = 1, #ps do adapt[i] = h.always_adapt or wds[i] ~= 0 end
+  local ok, trust = pcall(K.lamb_multi, ps, gs, ms, vs, wds, steps, adapt, h.lr, h.beta1, h.beta2, h.eps,
+                          h.bias_correction)
+  if not ok then return false end
+  for i, e in ipairs(live) do self.trust_ratios[e.name] = trust[i] end
+  return true
 end
 -- }======================================================
 

@@ -36,6 +36,7 @@ local fs = require("bert.fs")
 local class = require("bert.nn.class")
 local distributed = require("bert.distributed")
 local anomaly = require("bert.anomaly")
+local profile = require("bert.profile")
 
 local M = {}
 
@@ -207,17 +208,21 @@ function Trainer:train_step()
   model:training()
   if self.schedule then opt:set_lr(self.schedule(self.step)) end
   ::retry::
-  opt:zero_grad()
+  profile.phase("optimizer", opt.zero_grad, opt)
   local loss_sum, metrics, tokens = 0, {}, 0
   for i = 1, self.accum do
-    local batch = self.next_batch()
+    local batch = profile.phase("data", self.next_batch)
     if dp then batch = dp:enter(batch) end
-    local out = self.forward and self.forward(model, batch) or model:forward(batch)
+    local out = profile.phase("forward", function()
+      return self.forward and self.forward(model, batch) or model:forward(batch)
+    end)
     local loss = out.loss
     local value = loss:item()
     if not dp and not anomaly.finite(value) and anomaly.bad_loss(self, value, loss) then goto retry end
     if self.accum > 1 then loss = loss / self.accum end
-    if dp then dp:backward(loss, i == self.accum) else loss:backward() end
+    profile.phase("backward", function()
+      if dp then dp:backward(loss, i == self.accum) else loss:backward() end
+    end)
     if not dp and bert.is_anomaly_enabled() and bert.anomaly_report() then anomaly.bad_gradient(self, "not finite") end
     loss_sum = loss_sum + value
     tokens = tokens + count_tokens(batch)
@@ -231,11 +236,13 @@ function Trainer:train_step()
   if dp and not anomaly.finite(loss_sum) and anomaly.handle(self, "the loss is " .. tostring(loss_sum)) then
     goto retry
   end
-  local norm = self.clip and bert.optim.clip_grad_norm(opt, self.clip) or bert.optim.grad_norm(opt)
+  local norm = profile.phase("optimizer", function()
+    return self.clip and bert.optim.clip_grad_norm(opt, self.clip) or bert.optim.grad_norm(opt)
+  end)
   if not anomaly.finite(norm) and anomaly.bad_gradient(self, norm) then goto retry end
   self.skipped = 0
   self.tokens = self.tokens + tokens
-  opt:step()
+  profile.phase("optimizer", opt.step, opt)
   self.step = self.step + 1
   metrics.loss = loss_sum / self.accum
   metrics.grad_norm = norm
@@ -298,6 +305,8 @@ function Trainer:run()
   self.started = now()
   local last, last_eval = nil, nil
   local window = {loss = 0, n = 0}
+  local first_step, seconds_before = self.step, self.train_seconds
+  if profile.enabled then profile.report() end   -- BERT_PROFILE: this run's steps only
   while true do
     local stop = (self.steps and self.step >= self.steps)
       or (self.time_budget and now() - self.started >= self.time_budget)
@@ -330,6 +339,10 @@ function Trainer:run()
     if self.after_step then self.after_step(self) end
   end
   if self.tty and self.progress then io.stderr:write("\n") end
+  if profile.enabled and self.progress and self.step > first_step then
+    io.stderr:write(profile.format(profile.report(), self.step - first_step, nil,
+                                   self.train_seconds - seconds_before))
+  end
   if self.output and self.save_every ~= false then assert(self:save()) end
   if self.dp then distributed.barrier() end   -- the others go on once rank 0's files are written
   return {
