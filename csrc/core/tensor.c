@@ -49,7 +49,11 @@ size_t bert_mem_allocated_total(void) { return __atomic_load_n(&mem_total, __ATO
 /* Freed blocks of CACHE_MIN bytes or more are kept for reuse, by size: a
 ** training step allocates the same activation sizes every step, and fresh
 ** pages from the kernel cost a page fault and a zeroing each.  FIFO
-** eviction above the limit; everything is given back when memory runs out. */
+** eviction above the limit; everything is given back when memory runs out.
+** Large blocks come in eight size classes per power of two (at most 12.5%
+** more than asked, in pages never touched unless a larger request reuses
+** the block), so shapes that vary a little from step to step, such as
+** packed batches of [real tokens, H], still find a block. */
 #define CACHE_MIN ((size_t)256 << 10)
 #define CACHE_SLOTS 1024
 
@@ -59,7 +63,11 @@ static size_t cache_bytes, cache_limit = (size_t)2 << 30;
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static size_t block_size(size_t nbytes) {
-  size_t align = nbytes >= CACHE_MIN ? 4096 : 64;
+  size_t align = 64;
+  if (nbytes >= CACHE_MIN) {
+    align = 4096;
+    while (align <= nbytes / 16) align <<= 1;   /* the largest power of two <= nbytes / 8 */
+  }
   size_t r = (nbytes + align - 1) & ~(align - 1);
   return r ? r : 64;
 }

@@ -133,6 +133,8 @@ M.OPTIONS = {
     "(OUTPUT/pretrained, OUTPUT/scratch, OUTPUT/comparison.json)", nil, "flag"},
   labels = {"--labels", "Comma-separated label set (default: the labels seen in the data)"},
   quiet = {"--quiet", "Print nothing but errors", nil, "flag"},
+  no_varlen = {"--no-varlen", "Run batches padded (default: packed, the padding never computed; DeBERTa always pads)",
+    nil, "flag"},
 }
 
 --- An argparse parser with the shared conventions (usage and help in one
@@ -188,7 +190,7 @@ function M.add_finetune(p, kind)
     "time_budget", "batch_size", "accum", "lr", "warmup", "weight_decay", "clip", "max_train", "max_eval",
     "seq_len", {default = d.seq_len}, "device", "seed", "output", {help = "Run directory (default runs/finetune/TASK-MODEL[-scratch])"},
     "threads", "data_dir", "eval_every", {help = "Evaluate on the dev set every N steps (default: each epoch)"},
-    "eval_batch_size", "log_every", "patience", "resume", "keep_checkpoint", "no_plot", "quiet", "compare")
+    "eval_batch_size", "log_every", "patience", "resume", "keep_checkpoint", "no_plot", "quiet", "compare", "no_varlen")
   return p
 end
 

@@ -264,8 +264,11 @@ function M.export(model, path)
     output("logits", linear(x, "classifier"), {B, T, raw["classifier.bias"].shape[1]})
   else
     local both = linear(x, "qa_outputs")                                           -- [B, T, 2]
-    output("start_logits", g:op("Gather", {both, g:int64(0)}, {axis = 2}), {B, T})
-    output("end_logits", g:op("Gather", {both, g:int64(1)}, {axis = 2}), {B, T})
+    -- padding at heads.PAD_LOGIT, as the model's forward: logit * m + (1 - m) * PAD_LOGIT
+    local pad = g:op("Mul", {g:op("Sub", {g:float(1), m}), g:float(require("bert.models.heads").PAD_LOGIT)})
+    local function masked(t) return g:op("Add", {g:op("Mul", {t, m}), pad}) end
+    output("start_logits", masked(g:op("Gather", {both, g:int64(0)}, {axis = 2})), {B, T})
+    output("end_logits", masked(g:op("Gather", {both, g:int64(1)}, {axis = 2})), {B, T})
   end
 
   local graph = {}

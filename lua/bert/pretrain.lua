@@ -72,7 +72,7 @@ function M.parser()
     "device", "threads", "seed", "eval_every",
     "max_eval", {help = "Held-out sequences per evaluation (default: all)"},
     "save_every", "log_every", "output", {default = "runs/pretrain"},
-    "resume", "no_plot")
+    "resume", "no_plot", "no_varlen")
   parser:option("--optimizer", "adamw or lamb (ALBERT's)", "adamw"):choices({"adamw", "lamb"})
   parser:option("--beta2", "The optimizer's beta2 (RoBERTa: 0.98)", "0.999"):convert(function(v)
     local b = tonumber(v)
@@ -356,6 +356,10 @@ function M.run(args)
     model:to("vulkan")
   end
   if args.recompute then model:set_recompute(true) end
+  -- packed batches (varlen) for the objectives whose model can take them:
+  -- instances shorter than --seq-len cost only their tokens (dropout draws
+  -- the padded path's masks: the same run on any rank count)
+  if objective.varlen and not args.no_varlen then model:set_varlen(true) end
   local lr = args.lr or cli.default_lr("pretrain", model.config.hidden_size)
   if dist.is_main() then
     io.stderr:write(string.format("pretrain: peak learning rate %g%s\n", lr,

@@ -321,6 +321,13 @@ function M.run(kind, args)
     if not model.to then error("--device vulkan: this build has no Vulkan support", 0) end
     model:to("vulkan")
   end
+  -- packed batches (varlen): the padding is never computed, in training and
+  -- evaluation (dropout draws the padded path's masks: the same run on any rank count)
+  local varlen = args.varlen ~= false and not args.no_varlen
+  local _, packs = model:set_varlen(varlen)
+  if varlen and not packs then
+    say("note: %s runs padded batches (its relative attention needs the [batch x seq] grid)", model.architecture)
+  end
   say("model: %s, %s (%.1fM parameters, hidden %d, %d layers), %s", model.architecture,
     info.from_scratch and ("random init, config of " .. info.source) or ("pretrained " .. info.source),
     model:num_parameters() / 1e6, model.config.hidden_size, model.config.num_hidden_layers,
@@ -363,7 +370,10 @@ function M.run(kind, args)
     return K.evaluate(mod, m, feats, examples, opts)
   end
   local metric = task.metric
-  local loader = batch.Loader(train_f, {batch_size = args.batch_size, seed = args.seed, collate = {pad_id = pad_id}})
+  -- packed, a training batch is as wide as its longest sequence: the varlen
+  -- attention then draws the padded path's dropout masks (blocks.varlen_attention)
+  local loader = batch.Loader(train_f, {batch_size = args.batch_size, seed = args.seed,
+    collate = {pad_id = pad_id, pad_multiple = packs and 1 or nil}})
   local per_epoch = math.max(1, math.ceil(loader:steps_per_epoch() / args.accum))   -- optimizer steps
   local total = args.steps or per_epoch * args.epochs
   local lr = args.lr or cli.default_lr("finetune", model.config.hidden_size)
@@ -398,7 +408,9 @@ function M.run(kind, args)
       return r
     end,
     step_metrics = K.step_metrics and function(o, b)
-      return {accuracy = (train.accuracy(o.logits, b.labels))}
+      -- packed per-token logits [N, C]: the labels of the same rows
+      local labels = (o.packing and b.labels:dim() == 2) and o.packing:pack(b.labels) or b.labels
+      return {accuracy = (train.accuracy(o.logits, labels))}
     end or nil,
     progress = not quiet,
     get_state = function() return loader:state() end,

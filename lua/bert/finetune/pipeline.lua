@@ -15,7 +15,8 @@
 -- id2label, and the settings used in training (max_length, doc_stride,
 -- max_answer_length, version_2, null_threshold) from its "finetune" key.
 -- The tokenizer: opts.tokenizer, else one next to the model (see
--- finetune.find_tokenizer).
+-- finetune.find_tokenizer).  Batches run packed (the model's set_varlen;
+-- opts.varlen = false pads them).
 local bert = require("bert")
 local finetune = require("bert.finetune")
 local util = require("bert.finetune.util")
@@ -39,6 +40,7 @@ function M.new(dir, opts)
   end
   local model = bert.from_pretrained(mdir, {architecture = arch, verbose = false})
   model:evaluate()
+  model:set_varlen(opts.varlen ~= false)   -- packed batches: padding is never computed
   local tok = opts.tokenizer
   if type(tok) ~= "userdata" and type(tok) ~= "table" then tok = finetune.find_tokenizer(mdir, tok) end
   local labels

@@ -110,11 +110,15 @@ function M.predict_features(model, features, opts)
     local probs = res.logits:softmax(-1)
     local best, arg = probs:max(-1)
     local ids, p = arg:totable(), best:totable()
+    -- packed (varlen): one row per real token, feature k's from offsets[k]
+    local offsets = res.packing and res.packing.offsets:totable()
     for k, f in ipairs(list) do
       local words, sc = {}, {}
       for w = 1, f.n_words do
         local pos = f.first[w]
-        if pos then words[w], sc[w] = ids[k][pos], p[k][pos] else words[w], sc[w] = fallback, 0 end
+        if not pos then words[w], sc[w] = fallback, 0
+        elseif offsets then words[w], sc[w] = ids[offsets[k] + pos], p[offsets[k] + pos]
+        else words[w], sc[w] = ids[k][pos], p[k][pos] end
       end
       out[#out + 1] = words
       scores[#scores + 1] = sc

@@ -79,7 +79,7 @@ end
 
 function Layer:forward(x, mask)
   local m, att = self.m, self.m.attention
-  local x1 = att.m.LayerNorm(self.dropout(att.m.dense(att(x, mask))), x)
+  local x1 = att.m.LayerNorm(blocks.dropout(self.dropout, att.m.dense(att(x, mask)), mask), x)
   local f = m.ffn_output(blocks.linear_act(m.ffn, self.act, x1))
   return m.full_layer_layer_norm(f, x1)
 end

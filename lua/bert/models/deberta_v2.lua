@@ -263,7 +263,7 @@ function F.backbone(a)
       positions = a.position_biased_input and "absolute" or "none", position_table = true,
       width = a.embedding_size or a.hidden_size, project = true, mask_output = true}), "embeddings"},
     {"encoder", Encoder(a), "encoder"},
-  }, {token_types = (a.type_vocab_size or 0) > 0})
+  }, {token_types = (a.type_vocab_size or 0) > 0, varlen = false})   -- relative positions need the [B, T] grid
   b:set_max_length(a.max_position_embeddings)
   return b
 end

@@ -76,7 +76,7 @@ function Block:forward(x, mask)
   local m = self.m
   local sa = m.sa_layer_norm(m.attention.m.out_lin(m.attention(x, mask)), x)
   local f = m.ffn.m.lin2(blocks.linear_act(m.ffn.m.lin1, self.act, sa))
-  return m.output_layer_norm(self.dropout(f), sa)
+  return m.output_layer_norm(blocks.dropout(self.dropout, f, mask), sa)
 end
 -- }============================================================
 

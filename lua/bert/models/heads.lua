@@ -58,15 +58,35 @@ end
 M.mlm_logits = mlm_logits
 
 --- Runs the MLM head on the masked positions only (labels ~= -100), as
--- Google's code does; returns logits [M, V], the flat positions and their labels.
-local function masked_lm(head, hidden, labels)
-  local B, T, H = hidden:size(1), hidden:size(2), hidden:size(3)
+-- Google's code does; returns logits [M, V], the flat positions (into
+-- B*T) and their labels.  hidden: [B, T, H], or packed rows [N, H] with
+-- their packing (labels at padding must be -100).
+local function masked_lm(head, hidden, labels, packing)
+  local B, T = labels:size(1), labels:size(2)
   local flat_labels = labels:reshape(B * T)
   local positions = flat_labels:ne(-100):nonzero()
-  local rows = hidden:reshape(B * T, H):index_select(1, positions)
+  local rows
+  if packing then
+    rows = hidden:index_select(1, packing:row_index():index_select(1, positions))
+  else
+    rows = hidden:reshape(B * T, hidden:size(3)):index_select(1, positions)
+  end
   return mlm_logits(head, rows), positions, flat_labels:index_select(1, positions)
 end
 M.masked_lm = masked_lm
+
+-- Labels at padding are ignored (-100), in the padded path as in the packed one.
+local function ignore_padding(labels, mask)
+  if not mask then return labels end
+  local device = labels:device()
+  if device == "cpu" then return labels:masked_fill(mask:to("cpu"):eq(0), -100) end
+  -- int32 masked_fill runs on the host: a [B, T] round trip
+  return labels:to("cpu"):masked_fill(mask:to("cpu"):eq(0), -100):to(device)
+end
+
+--- The value of start / end logits at padding (QA): far below any real
+-- logit, so a softmax gives padding no weight, yet finite (sums stay finite).
+M.PAD_LOGIT = -1e9
 -- }============================================================
 
 -- {============================================================ the heads
@@ -89,6 +109,15 @@ end
 
 function Head:wants_pooler() return false end
 
+--- model:set_varlen(flag) -> model, whether it will pack: with flag the
+-- backbone runs a padded batch's real tokens only (blocks.Backbone:set_varlen);
+-- per-token outputs then come as packed rows (see each forward) with
+-- out.packing.  DeBERTa stays padded (the second value is false).
+function Head:set_varlen(flag)
+  local _, packs = self.base:set_varlen(flag)
+  return self, packs
+end
+
 function Head:dropout_module(p)
   local d = Dropout(p)
   self:add_module_unnamed(d)
@@ -100,8 +129,11 @@ end
 -- a backbone that reads another token (a causal model: its last real one)
 -- gives it as sequence_summary
 local function summary(self, spec, base_out)
-  local x = spec.source == "pooled" and base_out.pooler_output
-    or base_out.sequence_summary or base_out.last_hidden_state:select(2, 1)
+  local x = base_out.pooler_output
+  if spec.source ~= "pooled" then
+    local h, packing = base_out.last_hidden_state, base_out.packing
+    x = base_out.sequence_summary or (packing and packing:first_rows(h)) or h:select(2, 1)
+  end
   if self.pre then
     if spec.pre.dropout_before then x = self.dropout(x) end
     local act = spec.pre.act
@@ -129,13 +161,14 @@ M.masked_lm_class = MaskedLM
 
 function MaskedLM:build(h, a) self.mlm = build_mlm(self, h.mlm, a, self.base.roles.embeddings) end
 
+--- Packed (set_varlen): logits without labels are [N, V], one row per real token.
 function MaskedLM:forward(inputs)
-  local base, ids = self.base:forward(inputs)
+  local base, ids, mask = self.base:forward(inputs)
   local h = self:decoder_input(base, inputs)
-  local out = {last_hidden_state = base.last_hidden_state}
+  local out = {last_hidden_state = base.last_hidden_state, packing = base.packing}
   if inputs.labels then
-    local labels = check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids)
-    local logits, positions, targets = masked_lm(self.mlm, h, labels)
+    local labels = ignore_padding(check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids), mask)
+    local logits, positions, targets = masked_lm(self.mlm, h, labels, base.packing)
     out.logits, out.masked_positions, out.masked_labels = logits, positions, targets
     out.loss = F.cross_entropy(logits, targets)
   else
@@ -166,18 +199,19 @@ end
 -- labels ([B, T], -100 where not masked): the MLM head runs on the masked
 -- positions only, prediction_logits is [M, V] with masked_positions [M]
 -- (flat indices into B*T), and loss = MLM cross-entropy + pair cross-entropy.
+-- Packed (set_varlen): prediction_logits without labels are [N, V].
 function PreTraining:forward(inputs)
-  local base, ids = self.base:forward(inputs)
+  local base, ids, mask = self.base:forward(inputs)
   local h = base.last_hidden_state
-  local out = {last_hidden_state = h, pooler_output = base.pooler_output}
+  local out = {last_hidden_state = h, pooler_output = base.pooler_output, packing = base.packing}
   local pooled = base.pooler_output
   if self.dropout then pooled = self.dropout(pooled) end
   out[self.pair_output] = self.pair(pooled)
   -- the pair head's logits under one name for every family (ALBERT's SOP too)
   out.seq_relationship_logits = out[self.pair_output]
   if inputs.labels then
-    local labels = check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids)
-    local logits, positions, targets = masked_lm(self.mlm, h, labels)
+    local labels = ignore_padding(check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids), mask)
+    local logits, positions, targets = masked_lm(self.mlm, h, labels, base.packing)
     out.prediction_logits, out.masked_positions, out.masked_labels = logits, positions, targets
     out.mlm_loss = F.cross_entropy(logits, targets)
     out.loss = out.mlm_loss
@@ -207,7 +241,8 @@ end
 function SequenceClassification:forward(inputs)
   local base = self.base:forward(inputs)
   local logits = summary(self, self.summary_spec, base)
-  local out = {logits = logits, last_hidden_state = base.last_hidden_state, pooler_output = base.pooler_output}
+  local out = {logits = logits, last_hidden_state = base.last_hidden_state, pooler_output = base.pooler_output,
+    packing = base.packing}
   if inputs.labels then
     local labels = inputs.labels
     if type(labels) == "table" then labels = bert.tensor(labels, self.num_labels == 1 and "float32" or "int32") end
@@ -231,15 +266,23 @@ function TokenClassification:build(h, a)
   self.classifier = blocks.place(self, "classifier", Linear(a.hidden_size, a.num_labels, {std = a.initializer_range}))
 end
 
---- labels: int32 [B, T], -100 on positions to ignore (padding, non-first sub-tokens)
+--- labels: int32 [B, T], -100 on positions to ignore (non-first sub-tokens;
+-- padding is ignored whatever its label).  logits [B, T, C], or packed
+-- (set_varlen) [N, C] for the real tokens with out.packing
+-- (out.packing:unpack(logits) gives [B, T, C]).
 function TokenClassification:forward(inputs)
-  local base, ids = self.base:forward(inputs)
-  local logits = self.classifier(self.dropout(base.last_hidden_state))   -- [B, T, C]
-  local out = {logits = logits, last_hidden_state = base.last_hidden_state}
+  local base, ids, mask = self.base:forward(inputs)
+  local packing = base.packing
+  local logits = self.classifier(blocks.dropout(self.dropout, base.last_hidden_state, packing))   -- [B, T, C] or [N, C]
+  local out = {logits = logits, last_hidden_state = base.last_hidden_state, packing = packing}
   if inputs.labels then
-    local labels = check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids)
+    local labels = ignore_padding(check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids), mask)
     local B, T = ids:size(1), ids:size(2)
-    out.loss = F.cross_entropy(logits:reshape(B * T, self.num_labels), labels:reshape(B * T))
+    if packing then
+      out.loss = F.cross_entropy(logits, packing:pack(labels))
+    else
+      out.loss = F.cross_entropy(logits:reshape(B * T, self.num_labels), labels:reshape(B * T))
+    end
   end
   return out
 end
@@ -254,16 +297,26 @@ end
 
 --- start_positions / end_positions: int32 [B] token indices (0-based);
 -- positions outside the sequence are ignored, as in HF (clamped to T).
+-- start_logits / end_logits [B, T], M.PAD_LOGIT at padding (packed or not,
+-- so padding never takes part in the loss nor wins an answer).
 function QuestionAnswering:forward(inputs)
-  local base, ids = self.base:forward(inputs)
-  local h = base.last_hidden_state
-  if self.dropout then h = self.dropout(h) end
-  local logits = self.qa(h)    -- [B, T, 2]
-  local out = {
-    start_logits = logits:select(3, 1):contiguous(),
-    end_logits = logits:select(3, 2):contiguous(),
-    last_hidden_state = base.last_hidden_state,
-  }
+  local base, ids, mask = self.base:forward(inputs)
+  local h, packing = base.last_hidden_state, base.packing
+  if self.dropout then h = blocks.dropout(self.dropout, h, packing) end
+  local logits = self.qa(h)    -- [B, T, 2], or packed [N, 2]
+  local starts, ends
+  if packing then
+    starts = packing:unpack(logits:select(2, 1):contiguous(), M.PAD_LOGIT)
+    ends = packing:unpack(logits:select(2, 2):contiguous(), M.PAD_LOGIT)
+  else
+    starts, ends = logits:select(3, 1):contiguous(), logits:select(3, 2):contiguous()
+    if mask then
+      local pad = mask:eq(0)
+      if starts:device() ~= "cpu" then pad = pad:to(starts:device()) end
+      starts, ends = starts:masked_fill(pad, M.PAD_LOGIT), ends:masked_fill(pad, M.PAD_LOGIT)
+    end
+  end
+  local out = {start_logits = starts, end_logits = ends, last_hidden_state = base.last_hidden_state, packing = packing}
   if inputs.start_positions and inputs.end_positions then
     local T = ids:size(2)
     local function clamp(p)
@@ -304,6 +357,7 @@ function MultipleChoice:forward(inputs)
       flat[k] = t:reshape(B * C, t:size(3))
     end
   end
+  flat.varlen = inputs.varlen
   local base = self.base:forward(flat)
   local logits = summary(self, self.summary_spec, base):view(B, C)
   local out = {logits = logits}
@@ -327,21 +381,23 @@ function ReplacedTokenDetection:build(h, a)
   self.prediction = blocks.place(self, spec.prediction, Linear(a.hidden_size, 1, {std = a.initializer_range}))
 end
 
+--- Packed (set_varlen): logits stay [B, T] (0 at padding), computed on the real tokens only.
 function ReplacedTokenDetection:forward(inputs)
   local base, ids, mask = self.base:forward(inputs)
-  local h = base.last_hidden_state
-  local B, T = h:size(1), h:size(2)
-  local logits = self.prediction(blocks.linear_act(self.dense, self.act, h)):view(B, T)
-  local out = {logits = logits, last_hidden_state = h}
+  local h, packing = base.last_hidden_state, base.packing
+  local B, T = ids:size(1), ids:size(2)
+  local scores = self.prediction(blocks.linear_act(self.dense, self.act, h))   -- [B, T, 1] or [N, 1]
+  local logits = packing and packing:unpack(scores:view(-1)) or scores:view(B, T)
+  local out = {logits = logits, last_hidden_state = h, packing = packing}
   if inputs.labels then
-    local labels = check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids)
-    if mask then labels = labels:masked_fill(mask:eq(0), -100) end
+    local labels = ignore_padding(check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids), mask)
+    local rows, targets = scores, packing and packing:pack(labels)
+    if not packing then rows, targets = scores:reshape(B * T, 1), labels:reshape(B * T) end
     -- sigmoid cross-entropy as a two-way softmax over (0, logit); the pair is a
     -- broadcast product rather than a cat, so that it runs on every device
     local columns = bert.tensor({{0, 1}})
-    if logits:device() ~= "cpu" then columns = columns:to(logits:device()) end
-    local pair = logits:reshape(B * T, 1) * columns
-    out.loss = F.cross_entropy(pair, labels:reshape(B * T))
+    if rows:device() ~= "cpu" then columns = columns:to(rows:device()) end
+    out.loss = F.cross_entropy(rows * columns, targets)
   end
   return out
 end
@@ -375,13 +431,16 @@ end
 -- head runs on the positions that have a next-token target only: logits
 -- [M, V], target_positions [M] (flat into B*T), targets [M], loss their
 -- mean cross-entropy.
+-- Packed (set_varlen): logits without labels are [N, V]; positions at
+-- padding have no target either way.
 function CausalLM:forward(inputs)
-  local base, ids = self.base:forward(inputs)
+  local base, ids, mask = self.base:forward(inputs)
   local h = base.last_hidden_state
-  local out = {last_hidden_state = h}
+  local out = {last_hidden_state = h, packing = base.packing}
   if inputs.labels then
     local labels = check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids)
-    local logits, positions, targets = masked_lm(self.mlm, h, M.next_token_targets(labels))
+    local next_targets = ignore_padding(M.next_token_targets(labels), mask)
+    local logits, positions, targets = masked_lm(self.mlm, h, next_targets, base.packing)
     out.logits, out.target_positions, out.targets = logits, positions, targets
     out.loss = F.cross_entropy(logits, targets)
   else

@@ -20,6 +20,8 @@
 --   eval_finish(ctx, sums)     -- held-out metrics (mlm_accuracy, perplexity, ...)
 --   metrics                    -- names of the metrics eval_finish returns, for
 --                              -- summaries and ablation tables
+--   varlen                     -- optional: true when build's model runs packed
+--                              -- batches (model:set_varlen; --no-varlen pads)
 -- ctx = {args = settings, tokenizer = tok, family = "bert", size = "tiny" or a
 -- config.json, config_overrides = {vocab_size, max_position_embeddings},
 -- unigram_id = function() -> most frequent training token id}.

@@ -7,6 +7,9 @@ local M = {}
 
 M.metrics = {"mlm_accuracy", "perplexity", "nsp_accuracy", "sop_accuracy"}
 
+-- the heads read only the masked rows and the first token: batches run packed
+M.varlen = true
+
 function M.data(args) return args.objective end
 
 -- the family's head for this objective: MLM alone or MLM + the pair head
