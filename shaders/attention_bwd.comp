@@ -8,6 +8,12 @@
 //           dK_j = scale * sum_i P_ij (dP_ij - D_i) Q_i
 // with P = exp(S - lse), Pd = P * dropout multiplier, dP = (dO V^T) * multiplier.
 // Mask and dropout exactly as attention.comp.  Head dim up to 256.
+// CAUSAL: query i and key j meet only when j <= i.  VARLEN: packed
+// sequences as attention.comp (one workgroup per (token, head); binding 9
+// holds the offsets, mask_bstride = B; O, dO, dQ, dK, dV [total, A, d],
+// lse and D [A, total]).
+layout(constant_id = 0) const uint CAUSAL = 0u;
+layout(constant_id = 1) const uint VARLEN = 0u;
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) buffer OA { float oa[]; };      // mode 1: dQ, mode 2: dK
 layout(std430, binding = 1) buffer OB { float ob[]; };      // mode 2: dV
@@ -72,16 +78,46 @@ float mult_of(uint bh, uint i, uint j) {
   return r[lo2 & 3u] >= p.thr ? p.keep_scale : 0.0;
 }
 
+// VARLEN: the sequence holding token tok (the last b with offsets[b] <= tok)
+uint seq_of(uint tok, uint nseq) {
+  uint lo = 0u, hi = nseq;
+  while (hi - lo > 1u) { uint mid = (lo + hi) / 2u; if (mk[p.bm + mid] <= tok) lo = mid; else hi = mid; }
+  return lo;
+}
+
 void main() {
   uint t = gl_LocalInvocationID.x;
   uint gid = group_linear();
   float acc1[4] = float[4](0.0, 0.0, 0.0, 0.0);
   float acc2[4] = float[4](0.0, 0.0, 0.0, 0.0);
+  // this workgroup's row (a query row in mode 1, a key row in mode 2):
+  // batch b, head a, row r within its sequence, which starts at row s0 and
+  // has len rows; rid: its row in O / dO / dQ / dK / dV, total: tokens (VARLEN)
+  uint b, a, r, bh, s0 = 0u, len, rid, total = 0u;
+  if (VARLEN != 0u) {
+    total = mk[p.bm + p.mask_bstride];
+    uint tok = gid / p.A;
+    if (tok >= total) return;
+    a = gid % p.A;
+    b = seq_of(tok, p.mask_bstride);
+    s0 = mk[p.bm + b];
+    len = mk[p.bm + b + 1u] - s0;
+    r = tok - s0;
+    bh = b * p.A + a;
+    rid = tok * p.A + a;
+  } else {
+    uint T = p.mode == 1u ? p.Tq : p.Tk;
+    bh = gid / T; r = gid % T;
+    b = bh / p.A; a = bh % p.A;
+    rid = bh * T + r;
+    len = p.mode == 1u ? p.Tk : p.Tq;   // the other side's length
+  }
   if (p.mode == 1u) {
-    uint bh = gid / p.Tq, i = gid % p.Tq;
-    uint b = bh / p.A, a = bh % p.A;
-    uint qrow = p.bq + b * p.qs0 + a * p.qs1 + i * p.qs2;
-    uint orow = (bh * p.Tq + i) * p.d;
+    uint i = r;
+    uint nk = CAUSAL != 0u ? min(len, i + 1u) : len;
+    uint qrow = p.bq + b * p.qs0 + a * p.qs1 + (s0 + i) * p.qs2;
+    uint orow = rid * p.d;
+    uint lrow = VARLEN != 0u ? a * total + s0 + i : rid;
     float part = 0.0;
     for (uint x = t; x < p.d; x += 64u) {
       sa[x] = q[qrow + x];
@@ -93,13 +129,13 @@ void main() {
     barrier();
     for (uint st = 32u; st > 0u; st >>= 1) { if (t < st) red[t] += red[t + st]; barrier(); }
     float Di = red[0];
-    float L = lse[p.bl + bh * p.Tq + i];
-    if (t == 0u) dd[p.bd + bh * p.Tq + i] = Di;
-    uint kb = p.bk + b * p.ks0 + a * p.ks1, vb = p.bv + b * p.ks0 + a * p.ks1;
-    for (uint j0 = 0; j0 < p.Tk; j0 += 64u) {
+    float L = lse[p.bl + lrow];
+    if (t == 0u) dd[p.bd + lrow] = Di;
+    uint kb = p.bk + b * p.ks0 + a * p.ks1 + s0 * p.ks2, vb = p.bv + b * p.ks0 + a * p.ks1 + s0 * p.ks2;
+    for (uint j0 = 0; j0 < nk; j0 += 64u) {
       uint j = j0 + t;
       float ds = 0.0;
-      if (j < p.Tk) {
+      if (j < nk) {
         float s = 0.0, dp = 0.0;
         uint kr = kb + j * p.ks2, vr = vb + j * p.ks2;
         for (uint x = 0; x < p.d; x++) { s = fma(sa[x], k[kr + x], s); dp = fma(sb[x], v[vr + x], dp); }
@@ -109,7 +145,7 @@ void main() {
       }
       w1[t] = ds;
       barrier();
-      uint n = min(64u, p.Tk - j0);
+      uint n = min(64u, nk - j0);
       for (uint c = 0; c < 4u; c++) {
         uint x = t + c * 64u;
         if (x >= p.d) break;
@@ -124,44 +160,47 @@ void main() {
       if (x < p.d) oa[p.boa + orow + x] = acc1[c] * p.scale;
     }
   } else {
-    uint bh = gid / p.Tk, j = gid % p.Tk;
-    uint b = bh / p.A, a = bh % p.A;
-    uint kr = p.bk + b * p.ks0 + a * p.ks1 + j * p.ks2, vr = p.bv + b * p.ks0 + a * p.ks1 + j * p.ks2;
+    uint j = r;
+    uint kr = p.bk + b * p.ks0 + a * p.ks1 + (s0 + j) * p.ks2, vr = p.bv + b * p.ks0 + a * p.ks1 + (s0 + j) * p.ks2;
     for (uint x = t; x < p.d; x += 64u) { sa[x] = k[kr + x]; sb[x] = v[vr + x]; }
     barrier();
     float bj = bias_of(b, j);
-    uint qb = p.bq + b * p.qs0 + a * p.qs1;
-    for (uint i0 = 0; i0 < p.Tq; i0 += 64u) {
+    uint qb = p.bq + b * p.qs0 + a * p.qs1 + s0 * p.qs2;
+    // query row i's rows in dO (times d) and in lse / D
+    uint ostep = VARLEN != 0u ? p.A : 1u;
+    uint obase = VARLEN != 0u ? s0 * p.A + a : bh * p.Tq;
+    uint lbase = VARLEN != 0u ? a * total + s0 : bh * p.Tq;
+    for (uint i0 = CAUSAL != 0u ? j : 0u; i0 < len; i0 += 64u) {
       uint i = i0 + t;
       float ds = 0.0, pd = 0.0;
-      if (i < p.Tq) {
+      if (i < len) {
         float s = 0.0, dp = 0.0;
-        uint qr = qb + i * p.qs2, orow = p.bdo + (bh * p.Tq + i) * p.d;
+        uint qr = qb + i * p.qs2, orow = p.bdo + (obase + i * ostep) * p.d;
         for (uint x = 0; x < p.d; x++) { s = fma(q[qr + x], sa[x], s); dp = fma(dout[orow + x], sb[x], dp); }
         s = s * p.scale + bj;
-        float pr = exp(s - lse[p.bl + bh * p.Tq + i]);
+        float pr = exp(s - lse[p.bl + lbase + i]);
         float m = mult_of(bh, i, j);
         pd = pr * m;
-        ds = pr * (dp * m - dd[p.bd + bh * p.Tq + i]);
+        ds = pr * (dp * m - dd[p.bd + lbase + i]);
       }
       w1[t] = ds;
       w2[t] = pd;
       barrier();
-      uint n = min(64u, p.Tq - i0);
+      uint n = min(64u, len - i0);
       for (uint c = 0; c < 4u; c++) {
         uint x = t + c * 64u;
         if (x >= p.d) break;
         float sk = acc1[c], sv = acc2[c];
         for (uint ii = 0; ii < n; ii++) {
           sk = fma(w1[ii], q[qb + (i0 + ii) * p.qs2 + x], sk);
-          sv = fma(w2[ii], dout[p.bdo + (bh * p.Tq + i0 + ii) * p.d + x], sv);
+          sv = fma(w2[ii], dout[p.bdo + (obase + (i0 + ii) * ostep) * p.d + x], sv);
         }
         acc1[c] = sk;
         acc2[c] = sv;
       }
       barrier();
     }
-    uint orow = (bh * p.Tk + j) * p.d;
+    uint orow = rid * p.d;
     for (uint c = 0; c < 4u; c++) {
       uint x = t + c * 64u;
       if (x < p.d) { oa[p.boa + orow + x] = acc1[c] * p.scale; ob[p.bob + orow + x] = acc2[c]; }

@@ -7,10 +7,11 @@ local bert = require("bert")
 -- by finite differences, and the errors.  On the CPU, and on Vulkan
 -- (lavapipe here) when a device is present.
 local F = bert.F
-local G = require("spec.support.gradcheck")
+local DG = require("spec.support.device_grads")
 
 local function randn(shape, seed) return bert.randn(shape, {seed = seed}) end
-local function maxdiff(a, b) return (a - b):to("cpu"):abs():max():item() end
+local function maxdiff(a, b) return (a:to("cpu") - b:to("cpu")):abs():max():item() end
+local function cpu(t) return t:to("cpu") end
 local function lit(s) return (s:gsub("%p", "%%%0")) end
 
 local function offsets(lengths)
@@ -24,8 +25,9 @@ local function as_batch(x, first, n)
   return x:narrow(1, first + 1, n):permute(2, 1, 3):unsqueeze(1)
 end
 
--- the padded op on each sequence by itself, packed back into [total, A, d]
+-- the padded op on each sequence by itself, packed back into [total, A, d] (on the CPU)
 local function per_sequence(q, k, v, lengths, opts)
+  q, k, v = cpu(q), cpu(k), cpu(v)
   local parts, first = {}, 0
   for i, n in ipairs(lengths) do
     if n > 0 then
@@ -65,7 +67,7 @@ local function suite(device)
     local q, k, v = head(0), head(1), head(2)
     assert.is_false(q:is_contiguous())
     local got = F.attention(q, k, v, {cu_seqlens = cu_of(lengths), causal = true})
-    local want = per_sequence(q:contiguous(), k:contiguous(), v:contiguous(), lengths, {causal = true})
+    local want = per_sequence(q, k, v, lengths, {causal = true})
     assert.is_true(maxdiff(got, want) < 1e-5)
   end)
 
@@ -75,14 +77,15 @@ local function suite(device)
     local q, k, v = rnd({total, A, d}, 5), rnd({total, A, d}, 6), rnd({total, A, d}, 7)
     -- the same rows in a padded [B, A, T, d] batch with a keep mask
     local function padded(x)
+      x = cpu(x)
       local rows, first = {}, 0
       for b, n in ipairs(lengths) do
         local seq = as_batch(x, first, n)
-        if n < T then seq = bert.cat({seq, on(bert.zeros({1, A, T - n, d}))}, 3) end
+        if n < T then seq = bert.cat({seq, bert.zeros({1, A, T - n, d})}, 3) end
         rows[b] = seq
         first = first + n
       end
-      return bert.cat(rows, 1)
+      return on(bert.cat(rows, 1))
     end
     local mrows = {}
     for b, n in ipairs(lengths) do
@@ -108,33 +111,37 @@ local function suite(device)
     end
   end)
 
-  it("has correct gradients (finite differences), causal or not, with dropout", function()
-    local lengths = {1, 4, 2}
-    local cu = cu_of(lengths)
+  it("has correct gradients (finite differences; a device: the cpu's), causal or not, with dropout", function()
+    local cu = bert.tensor(offsets({1, 4, 2}), "int32")
     for _, causal in ipairs({false, true}) do
-      G.gradcheck(function(a, b, c) return F.attention(a, b, c, {cu_seqlens = cu, causal = causal}) end,
-        {rnd({7, 2, 3}, 8), rnd({7, 2, 3}, 9), rnd({7, 2, 3}, 10)})
+      DG.check(device, function(to)
+        local c = to(cu)
+        return function(a, b, x) return F.attention(a, b, x, {cu_seqlens = c, causal = causal}) end
+      end, {randn({7, 2, 3}, 8), randn({7, 2, 3}, 9), randn({7, 2, 3}, 10)})
     end
-    G.gradcheck(function(a, b, c)
-      bert.manual_seed(4)
-      return F.attention(a, b, c, {cu_seqlens = cu, dropout = 0.25})
-    end, {rnd({7, 1, 3}, 11), rnd({7, 1, 3}, 12), rnd({7, 1, 3}, 13)})
+    DG.check(device, function(to)
+      local c = to(cu)
+      return function(a, b, x)
+        bert.manual_seed(4)
+        return F.attention(a, b, x, {cu_seqlens = c, dropout = 0.25})
+      end
+    end, {randn({7, 1, 3}, 11), randn({7, 1, 3}, 12), randn({7, 1, 3}, 13)})
   end)
 
   it("gives the per-sequence gradients at lengths crossing blocks and tiles", function()
     local lengths = {130, 1, 290}
     local total = 421
-    local cu = cu_of(lengths)
-    local w = rnd({total, 1, 8}, 14)
-    local function grads(f)
-      local q, k, v = rnd({total, 1, 8}, 15), rnd({total, 1, 8}, 16), rnd({total, 1, 8}, 17)
-      for _, x in ipairs({q, k, v}) do x:requires_grad(true) end
-      ;(f(q, k, v) * w):sum():backward()
-      return {q:grad(), k:grad(), v:grad()}
-    end
+    local inputs = {randn({total, 1, 8}, 15), randn({total, 1, 8}, 16), randn({total, 1, 8}, 17)}
+    local cu = bert.tensor(offsets(lengths), "int32")
     for _, causal in ipairs({false, true}) do
-      local g1 = grads(function(q, k, v) return F.attention(q, k, v, {cu_seqlens = cu, causal = causal}) end)
-      local g2 = grads(function(q, k, v) return per_sequence(q, k, v, lengths, {causal = causal}) end)
+      local g1, o1 = DG.grads(device, function(to)
+        local c = to(cu)
+        return function(q, k, v) return F.attention(q, k, v, {cu_seqlens = c, causal = causal}) end
+      end, inputs)
+      local g2, o2 = DG.grads("cpu", function()
+        return function(q, k, v) return per_sequence(q, k, v, lengths, {causal = causal}) end
+      end, inputs)
+      assert.is_true(maxdiff(o1, o2) < 1e-5)
       for i = 1, 3 do assert.is_true(maxdiff(g1[i], g2[i]) < 1e-5, "input " .. i) end
     end
   end)
@@ -170,14 +177,7 @@ describe("F.attention cu_seqlens (cpu)", function() suite("cpu") end)
 
 local info = bert.backend_info().vulkan
 if info.available then
-  describe("F.attention cu_seqlens (vulkan)", function()
-    it("is refused clearly until the device kernel takes the offsets", function()
-      local q = randn({3, 1, 2}, 1):to("vulkan")
-      local cu = bert.tensor({0, 3}, "int32"):to("vulkan")
-      assert.error_matches(function() F.attention(q, q, q, {cu_seqlens = cu}) end,
-        "attention: not supported on device vulkan %(causal or cu_seqlens")
-    end)
-  end)
+  describe("F.attention cu_seqlens (vulkan)", function() suite("vulkan") end)
 else
   describe("F.attention cu_seqlens (vulkan)", function() pending("skipped: " .. tostring(info.reason)) end)
 end

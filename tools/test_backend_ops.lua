@@ -312,9 +312,26 @@ OPS[#OPS + 1] = {
       mask = {base = from_values({B, Tk}, "int32", function() return rng() < 0.7 and 1 or 0 end),
               view = function(t) return t end}
     end
-    return {input({B, A, Tq, d}), input({B, A, Tk, d}), input({B, A, Tk, d}), mask, nograd = {false, false, false, true}}
+    return {input({B, A, Tq, d}), input({B, A, Tk, d}), input({B, A, Tk, d}), mask, nograd = {false, false, false, true},
+            args = {causal = rng() < 0.5}}
   end,
-  f = function(_, q, k, v, mask) return F.attention(q, k, v, {mask = mask}) end,
+  f = function(args, q, k, v, mask) return F.attention(q, k, v, {mask = mask, causal = args.causal}) end,
+}
+
+-- packed sequences: q, k, v [total, A, d] and int32 offsets [B + 1] (empty sequences too)
+OPS[#OPS + 1] = {
+  name = "attention_varlen", grad = true, tol = 1e-4,
+  make = function()
+    local offsets = {0}
+    for b = 1, pick({1, 2, 3}) do offsets[b + 1] = offsets[b] + pick({0, 1, 2, 5, 9}) end
+    local total, A, d = offsets[#offsets], pick({1, 2}), pick({1, 4, 8})
+    local i = 0
+    local cu = from_values({#offsets}, "int32", function() i = i + 1 return offsets[i] end)
+    return {input({total, A, d}), input({total, A, d}), input({total, A, d}),
+            {base = cu, view = function(t) return t end}, nograd = {false, false, false, true},
+            args = {causal = rng() < 0.5}}
+  end,
+  f = function(args, q, k, v, cu) return F.attention(q, k, v, {cu_seqlens = cu, causal = args.causal}) end,
 }
 
 OPS[#OPS + 1] = {

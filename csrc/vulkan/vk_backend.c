@@ -26,7 +26,7 @@ static int supports(bert_op op, int n, const bert_tensor *const *args, const cha
   switch (op) {
     case BERT_OP_ATTENTION:
     case BERT_OP_ATTENTION_BACKWARD:
-      if (args[0]->ndim == 4 && args[0]->shape[3] > 256) { *why = "head_dim above 256"; return 0; }
+      if (args[0]->ndim >= 3 && args[0]->shape[args[0]->ndim - 1] > 256) { *why = "head_dim above 256"; return 0; }
       if (args[1]->ndim == 4 && args[1]->shape[2] > ATTN_MAX_KEYS) { *why = "more than 32768 keys"; return 0; }
       return 1;
     default:
