@@ -10,11 +10,10 @@
 ** score tiles and decides which tiles exist.
 **
 ** Masks become an additive per-key bias [B, Tk].  Keys whose bias is
-** <= -10000 ("dead") are skipped: key tiles are trimmed to their first and
-** last live key and fully dead tiles are never touched.  This is exact as
-** long as exp(score - 10000 - rowmax) underflows, as it does in HF's fp32
-** softmax.  A batch row with no live key is processed in full, so its
-** output equals HF's (uniform over keys with finfo.min).
+** <= -10000 ("dead") are skipped (attn_tile_ranges): key tiles are trimmed
+** to their first and last live key and fully dead tiles are never touched.
+** A batch row with no live key is processed in full, so its output equals
+** HF's (uniform over keys with finfo.min).
 **
 ** Causal (query i sees keys j <= i): key tiles wholly after a query block's
 ** last row are never formed, and a tile crossing the diagonal is processed
@@ -47,7 +46,6 @@
 #define BC 256         /* keys per tile */
 #endif
 #define STRIP 32       /* query rows per strip where a tile crosses the causal diagonal */
-#define DEAD_BIAS (-10000.0f)
 
 typedef struct {
   int64_t B, A, Tq, Tk, d;       /* varlen: B sequences, Tq = Tk = the longest */
@@ -98,28 +96,6 @@ static void ctx_strides(const bert_tensor *t, int64_t s[3]) {
   s[0] = t->ndim == 4 ? t->stride[0] : 0;
   s[1] = t->stride[1];
   s[2] = t->shape[td] == 1 ? t->shape[t->ndim - 1] : t->stride[td];
-}
-
-/* Per batch and key tile, the range [lo, hi) from the first to the last
-** live key; lo == hi when the whole tile is dead.  first[b]: the first live
-** key of batch row b (Tk when none), when first is not NULL. */
-static void tile_ranges(const float *bias, int64_t bstride, int64_t B, int64_t Tk,
-                        int64_t ntiles, int32_t *r, int32_t *first) {
-  for (int64_t b = 0; b < B; b++) {
-    const float *bb = bias + b * bstride;
-    int64_t f = 0;
-    while (f < Tk && !(bb[f] > DEAD_BIAS)) f++;
-    if (first) first[b] = (int32_t)f;
-    for (int64_t t = 0; t < ntiles; t++) {
-      int64_t j0 = t * BC, j1 = j0 + BC < Tk ? j0 + BC : Tk, lo = j0, hi = j1;
-      if (f < Tk) {
-        while (lo < j1 && !(bb[lo] > DEAD_BIAS)) lo++;
-        while (hi > lo && !(bb[hi - 1] > DEAD_BIAS)) hi--;
-      }
-      r[b * ntiles + t] = (int32_t)lo;
-      r[B * ntiles + b * ntiles + t] = (int32_t)hi;
-    }
-  }
 }
 
 /* Keys [lo, hi) of tile t of batch row b for a block whose rows need the
@@ -314,7 +290,7 @@ static int setup(attn_setup *a, const bert_tensor *q, const bert_tensor *k, cons
     c->bias_bstride = Bm == 1 ? 0 : Tk;
     c->bias = a->bias;
     int32_t *first = c->causal ? a->ranges + 2 * B * ntiles : NULL;
-    tile_ranges(a->bias, c->bias_bstride, B, Tk, ntiles, a->ranges, first);
+    attn_tile_ranges(a->bias, c->bias_bstride, B, Tk, BC, ntiles, a->ranges, first);
     c->tile_lo = a->ranges;
     c->tile_hi = a->ranges + B * ntiles;
     c->first_live = first;

@@ -23,8 +23,10 @@
 ** (cpu_backend.c's attention_rel entries).
 **
 ** Masks and dead-key skipping are attention.c's: a [B, Tk] keep mask
-** becomes an additive bias; fully padded key tiles are skipped.  Dropout on
-** the probabilities uses the same Philox stream layout as attention.c.
+** becomes an additive bias; fully padded key tiles are skipped.  The tile
+** step after the scores (online softmax, P V; the backward's P, dV, dS,
+** dQ, dK) and dropout on the probabilities (attention.c's Philox layout)
+** are attention_tile.h's, shared with attention.c.
 */
 #include <float.h>
 #include <math.h>
@@ -32,13 +34,13 @@
 #include <string.h>
 
 #include "core/parallel.h"
+#include "cpu/attention_tile.h"
 #include "cpu/cpu.h"
 #include "cpu/gemm.h"
 #include "cpu/nn_internal.h"
 
 #define RBR 64          /* query rows per block */
 #define RBC 128         /* keys per tile */
-#define RDEAD (-10000.0f)
 
 typedef struct {
   int64_t B, A, Tq, Tk, d;
@@ -51,10 +53,7 @@ typedef struct {
   int64_t ntiles;
   const int32_t *tile_lo, *tile_hi;   /* [B, ntiles] live key range of each tile */
   float scale;
-  double p;
-  uint32_t thr;
-  float keep_scale;
-  uint64_t seed, offset;
+  attn_dropout drop;
 } rel_ctx;
 
 /* the last dim contiguous and rows at least d apart, else a contiguous copy */
@@ -69,23 +68,6 @@ static void rel_strides(const bert_tensor *t, int64_t s[3]) {
   s[0] = t->stride[0];
   s[1] = t->stride[1];
   s[2] = t->shape[2] == 1 ? t->shape[3] : t->stride[2];
-}
-
-static void rel_tile_ranges(const rel_ctx *c, int32_t *r) {
-  for (int64_t b = 0; b < c->B; b++) {
-    const float *bb = c->bias ? c->bias + b * c->bias_bstride : NULL;
-    int any = 0;
-    for (int64_t j = 0; bb && j < c->Tk && !any; j++) any = bb[j] > RDEAD;
-    for (int64_t t = 0; t < c->ntiles; t++) {
-      int64_t j0 = t * RBC, j1 = j0 + RBC < c->Tk ? j0 + RBC : c->Tk, lo = j0, hi = j1;
-      if (bb && any) {
-        while (lo < j1 && !(bb[lo] > RDEAD)) lo++;
-        while (hi > lo && !(bb[hi - 1] > RDEAD)) hi--;
-      }
-      r[b * c->ntiles + t] = (int32_t)lo;
-      r[c->B * c->ntiles + b * c->ntiles + t] = (int32_t)hi;
-    }
-  }
 }
 
 /* S[br x n] = scale * (Q K^T + C2P gathered + P2C gathered) + bias, keys lo .. lo + n - 1 */
@@ -111,14 +93,6 @@ static void rel_scores(const rel_ctx *c, const float *Q, const float *K, const f
   }
 }
 
-static void rel_drop_block(const rel_ctx *c, int64_t bh, int64_t i0, int64_t br, int64_t lo,
-                           int64_t n, float *M) {
-  for (int64_t i = 0; i < br; i++) {
-    uint64_t idx = ((uint64_t)bh * (uint64_t)c->Tq + (uint64_t)(i0 + i)) * (uint64_t)c->Tk + (uint64_t)lo;
-    nn_dropout_row(c->seed, c->offset, idx, n, c->thr, c->keep_scale, M + i * RBC);
-  }
-}
-
 /* One (batch, head): O rows and lse.  Scratch: S, M [RBR x RBC], mrow, lrow
 ** [RBR], C2P [RBR x R], P2C [Tk x R]. */
 static void rel_forward_head(const rel_ctx *c, int64_t bh, float *O, float *lse, float *S, float *M,
@@ -136,38 +110,15 @@ static void rel_forward_head(const rel_ctx *c, int64_t bh, float *O, float *lse,
     const float *Q = Q0 + i0 * c->qs[2];
     if (Kr) bert_sgemm(0, 1, br, R, d, 1.0f, Q, c->qs[2], Kr, d, 0.0f, C2P, R);
     float *Ob = O + (bh * c->Tq + i0) * d;
-    memset(Ob, 0, (size_t)(br * d) * sizeof(float));
-    for (int64_t i = 0; i < br; i++) { mrow[i] = -INFINITY; lrow[i] = 0.0f; }
+    attn_rows_start(Ob, d, br, d, mrow, lrow);
     for (int64_t t = 0; t < c->ntiles; t++) {
       int64_t lo = c->tile_lo[b * c->ntiles + t], hi = c->tile_hi[b * c->ntiles + t], n = hi - lo;
       if (n <= 0) continue;
       rel_scores(c, Q, K, bias, Kr ? C2P : NULL, Qr ? P2C : NULL, i0, br, lo, n, S);
-      if (c->p > 0) rel_drop_block(c, bh, i0, br, lo, n, M);
-      for (int64_t i = 0; i < br; i++) {
-        float *s = S + i * RBC;
-        float mx = s[0];
-        for (int64_t j = 1; j < n; j++) mx = s[j] > mx ? s[j] : mx;
-        float mnew = mx > mrow[i] ? mx : mrow[i];
-        float alpha = expf(mrow[i] - mnew), sum = 0.0f;
-        for (int64_t j = 0; j < n; j++) { float e = nn_expf(s[j] - mnew); s[j] = e; sum += e; }
-        lrow[i] = lrow[i] * alpha + sum;
-        mrow[i] = mnew;
-        if (alpha != 1.0f) {
-          float *o = Ob + i * d;
-          for (int64_t x = 0; x < d; x++) o[x] *= alpha;
-        }
-        if (c->p > 0) {
-          const float *m = M + i * RBC;
-          for (int64_t j = 0; j < n; j++) s[j] *= m[j];
-        }
-      }
-      bert_sgemm(0, 0, br, d, n, 1.0f, S, RBC, V + lo * c->vs[2], c->vs[2], 1.0f, Ob, d);
+      if (c->drop.on) attn_tile_dropout(&c->drop, bh, i0, br, lo, n, M, RBC);
+      attn_tile_forward(S, RBC, br, n, c->drop.on ? M : NULL, V + lo * c->vs[2], c->vs[2], d, Ob, d, mrow, lrow);
     }
-    for (int64_t i = 0; i < br; i++) {
-      float inv = 1.0f / lrow[i], *o = Ob + i * d;
-      for (int64_t x = 0; x < d; x++) o[x] *= inv;
-      lse[bh * c->Tq + i0 + i] = mrow[i] + logf(lrow[i]);
-    }
+    attn_rows_finish(Ob, d, br, d, mrow, lrow, lse + bh * c->Tq + i0, 1);
   }
 }
 
@@ -186,11 +137,7 @@ static void rel_backward_head(const rel_ctx *c, int64_t bh, const float *O, cons
   const float *bias = c->bias ? c->bias + b * c->bias_bstride : NULL;
   const float *Oh = O + bh * c->Tq * d, *dOh = dO + bh * c->Tq * d, *L = lse + bh * c->Tq;
   float *dQh = dQ + bh * c->Tq * d, *dKh = dK + bh * c->Tk * d, *dVh = dV + bh * c->Tk * d;
-  for (int64_t i = 0; i < c->Tq; i++) {
-    float s = 0.0f;
-    for (int64_t x = 0; x < d; x++) s += Oh[i * d + x] * dOh[i * d + x];
-    Dv[i] = s;
-  }
+  attn_rows_dot(Oh, d, dOh, d, c->Tq, d, Dv);
   if (Qr) {
     bert_sgemm(0, 1, c->Tk, R, d, 1.0f, K, c->ks[2], Qr, d, 0.0f, P2C, R);
     memset(dP2C, 0, (size_t)(c->Tk * R) * sizeof(float));
@@ -202,38 +149,15 @@ static void rel_backward_head(const rel_ctx *c, int64_t bh, const float *O, cons
       bert_sgemm(0, 1, br, R, d, 1.0f, Q, c->qs[2], Kr, d, 0.0f, C2P, R);
       memset(dC2P, 0, (size_t)(br * R) * sizeof(float));
     }
+    attn_bwd_rows rws = {Q, dOh + i0 * d, L + i0, Dv + i0, dQh + i0 * d, c->qs[2], d, d};
     for (int64_t t = 0; t < c->ntiles; t++) {
       int64_t lo = c->tile_lo[b * c->ntiles + t], hi = c->tile_hi[b * c->ntiles + t], n = hi - lo;
       if (n <= 0) continue;
       rel_scores(c, Q, K, bias, Kr ? C2P : NULL, Qr ? P2C : NULL, i0, br, lo, n, S);
-      for (int64_t i = 0; i < br; i++) {   /* S -> P */
-        float *s = S + i * RBC, l = L[i0 + i];
-        for (int64_t j = 0; j < n; j++) s[j] = nn_expf(s[j] - l);
-      }
-      if (c->p > 0) {
-        rel_drop_block(c, bh, i0, br, lo, n, M);
-        for (int64_t i = 0; i < br; i++) {
-          float *m = M + i * RBC;
-          const float *s = S + i * RBC;
-          for (int64_t j = 0; j < n; j++) { float keep = m[j]; m[j] = s[j] * keep; dP[i * RBC + j] = keep; }
-        }
-        bert_sgemm(1, 0, n, d, br, 1.0f, M, RBC, dOh + i0 * d, d, 1.0f, dVh + lo * d, d);
-        bert_sgemm(0, 1, br, n, d, 1.0f, dOh + i0 * d, d, V + lo * c->vs[2], c->vs[2], 0.0f, M, RBC);
-        for (int64_t i = 0; i < br; i++) {
-          float *s = S + i * RBC, *m = M + i * RBC, *k = dP + i * RBC, Di = Dv[i0 + i];
-          for (int64_t j = 0; j < n; j++) s[j] = s[j] * (m[j] * k[j] - Di);
-        }
-      } else {
-        bert_sgemm(1, 0, n, d, br, 1.0f, S, RBC, dOh + i0 * d, d, 1.0f, dVh + lo * d, d);
-        bert_sgemm(0, 1, br, n, d, 1.0f, dOh + i0 * d, d, V + lo * c->vs[2], c->vs[2], 0.0f, dP, RBC);
-        for (int64_t i = 0; i < br; i++) {
-          float *s = S + i * RBC, *g = dP + i * RBC, Di = Dv[i0 + i];
-          for (int64_t j = 0; j < n; j++) s[j] = s[j] * (g[j] - Di);
-        }
-      }
-      /* S holds dS: the content terms, then the relative ones scattered by row */
-      bert_sgemm(0, 0, br, d, n, c->scale, S, RBC, K + lo * c->ks[2], c->ks[2], 1.0f, dQh + i0 * d, d);
-      bert_sgemm(1, 0, n, d, br, c->scale, S, RBC, Q, c->qs[2], 1.0f, dKh + lo * d, d);
+      if (c->drop.on) attn_tile_dropout(&c->drop, bh, i0, br, lo, n, M, RBC);
+      attn_bwd_keys keys = {K + lo * c->ks[2], V + lo * c->vs[2], dKh + lo * d, dVh + lo * d, c->ks[2], c->vs[2], d};
+      attn_tile_backward(S, c->drop.on ? M : NULL, dP, RBC, br, n, &rws, &keys, c->scale, d);
+      /* S holds dS: the relative terms scattered by row */
       for (int64_t i = 0; i < br; i++) {
         const float *g = S + i * RBC;
         const int32_t *row = c->rows + (i0 + i) * c->Tk + lo;
@@ -345,16 +269,19 @@ static int rel_setup_init(rel_setup *a, const bert_tensor *q, const bert_tensor 
   }
   c->bias = a->bias;
   c->ntiles = ntiles;
-  rel_tile_ranges(c, a->ranges);
+  if (a->bias) {
+    attn_tile_ranges(a->bias, c->bias_bstride, B, Tk, RBC, ntiles, a->ranges, NULL);
+  } else {
+    for (int64_t b = 0; b < B; b++) {
+      for (int64_t t = 0; t < ntiles; t++) {
+        a->ranges[b * ntiles + t] = (int32_t)(t * RBC);
+        a->ranges[B * ntiles + b * ntiles + t] = (int32_t)(t * RBC + RBC < Tk ? t * RBC + RBC : Tk);
+      }
+    }
+  }
   c->tile_lo = a->ranges;
   c->tile_hi = a->ranges + B * ntiles;
-  c->p = o->training ? o->dropout_p : 0.0;
-  if (c->p > 0) {
-    c->seed = s.seed;
-    c->offset = s.offset;
-    c->thr = nn_keep_threshold(c->p);
-    c->keep_scale = (float)(1.0 / (1.0 - c->p));
-  }
+  attn_dropout_init(&c->drop, o->training ? o->dropout_p : 0.0, s, Tq, Tk);
   return 0;
 }
 

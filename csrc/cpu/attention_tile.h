@@ -26,6 +26,37 @@
 #include "cpu/gemm.h"
 #include "cpu/nn_internal.h"
 
+/* Keys whose additive bias is at or below this are "dead" (padding): key
+** tiles are trimmed to their live keys and wholly dead tiles skipped.
+** Exact as long as exp(score - 10000 - rowmax) underflows, as it does in
+** HF's fp32 softmax. */
+#define ATTN_DEAD_BIAS (-10000.0f)
+
+/* Per batch row b (bias row b * bstride) and key tile t of bc keys, the
+** range [lo, hi) from the first to the last live key: r[b * ntiles + t]
+** and r[B * ntiles + b * ntiles + t]; lo == hi when the tile is dead.  A
+** batch row with no live key keeps its tiles whole (its softmax is over
+** all keys).  first[b] (when first is not NULL): the first live key of
+** batch row b, Tk when none. */
+static inline void attn_tile_ranges(const float *bias, int64_t bstride, int64_t B, int64_t Tk, int64_t bc,
+                                    int64_t ntiles, int32_t *r, int32_t *first) {
+  for (int64_t b = 0; b < B; b++) {
+    const float *bb = bias + b * bstride;
+    int64_t f = 0;
+    while (f < Tk && !(bb[f] > ATTN_DEAD_BIAS)) f++;
+    if (first) first[b] = (int32_t)f;
+    for (int64_t t = 0; t < ntiles; t++) {
+      int64_t j0 = t * bc, j1 = j0 + bc < Tk ? j0 + bc : Tk, lo = j0, hi = j1;
+      if (f < Tk) {
+        while (lo < j1 && !(bb[lo] > ATTN_DEAD_BIAS)) lo++;
+        while (hi > lo && !(bb[hi - 1] > ATTN_DEAD_BIAS)) hi--;
+      }
+      r[b * ntiles + t] = (int32_t)lo;
+      r[B * ntiles + b * ntiles + t] = (int32_t)hi;
+    }
+  }
+}
+
 /* Dropout on the probabilities: the multiplier of (head bh = b * A + a,
 ** query i, key j) comes from element (bh * Tq + i) * Tk + j of the stream,
 ** the layout F.dropout has over a [B, A, Tq, Tk] tensor. */
