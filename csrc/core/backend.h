@@ -103,6 +103,10 @@ struct bert_backend {
   bert_tensor *(*cross_entropy_backward)(const bert_tensor *logits, const bert_tensor *labels,
                                          const bert_tensor *lse, int64_t ignore_index, bert_reduction red,
                                          int64_t count, const bert_tensor *g);
+  /* attention (bert_attention): o->mask contiguous or NULL; o->causal; packed
+  ** sequences when o->cu_seqlens is set (contiguous int32 [B + 1], checked;
+  ** q, k, v [total, A, d]; o->max_seqlen the longest).  *lse: the per-row
+  ** log-sum-exps in the backend's own layout, handed back to backward */
   bert_tensor *(*attention)(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
                             const bert_attention_opts *o, bert_stream s, bert_tensor **lse);
   int (*attention_backward)(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
