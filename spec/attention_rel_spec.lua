@@ -25,7 +25,7 @@ local function rows_for(Tq, Tk, R)
 end
 
 -- softmax(scale (q kᵀ + q Kr[row]ᵀ + k Qr[row]ᵀ) + mask bias) v, every [B, A, T, T] tensor materialised
-local function reference(q, k, v, kr, qr, rows, mask, scale)
+local function reference(q, k, v, kr, qr, rows, mask, scale, causal)
   local B, A, Tq, Tk = q:size(1), q:size(2), q:size(3), k:size(3)
   local s = q:matmul(k:transpose(3, 4))
   local idx = rows:view(1, 1, Tq, Tk):expand(B, A, Tq, Tk):contiguous()
@@ -36,6 +36,11 @@ local function reference(q, k, v, kr, qr, rows, mask, scale)
   end
   s = s * scale
   if mask then s = s + ((mask:float() - 1) * 3e38):view(B, 1, 1, Tk) end
+  if causal then   -- an additive -inf above the diagonal
+    local tri = {}
+    for i = 1, Tq do tri[i] = {}; for j = 1, Tk do tri[i][j] = j <= i and 0 or -math.huge end end
+    s = s + bert.tensor(tri):view(1, 1, Tq, Tk)
+  end
   return s:softmax(4):matmul(v)
 end
 
@@ -107,6 +112,32 @@ describe("F.attention_rel", function()
     assert.truthy(maxdiff(o1, o2) < 1e-5)
     assert.truthy(maxdiff(gx1, gx2) < 1e-4)
     assert.truthy(maxdiff(gt1, gt2) < 1e-4)
+  end)
+
+  it("takes the causal flag: against the masked reference, with padding, across blocks and tiles", function()
+    for _, shape in ipairs({{2, 2, 9, 4, 10}, {1, 1, 150, 4, 24}}) do
+      local B, A, T, d, R = table.unpack(shape)
+      local q, k, v = randn({B, A, T, d}, 41), randn({B, A, T, d}, 42), randn({B, A, T, d}, 43)
+      local kr, qr = randn({A, R, d}, 44), randn({A, R, d}, 45)
+      local rows = rows_for(T, T, R)
+      local m = {}
+      -- right padding in the small case; in the long one the first 130 keys
+      -- padded (left padding past the first 128-key tile)
+      for b = 1, B do
+        m[b] = {}
+        for t = 1, T do m[b][t] = ((T < 100 and t > T - 2 and b == B) or (T > 100 and t <= 130)) and 0 or 1 end
+      end
+      local mask = bert.tensor(m, "int32")
+      local got = F.attention_rel(q, k, v, {kr = kr, qr = qr, rows = rows, mask = mask, scale = 0.3, causal = true})
+      local want = reference(q, k, v, kr, qr, rows, mask, 0.3, true)
+      assert.truthy(maxdiff(got, want) < 1e-5, "max diff " .. maxdiff(got, want))
+    end
+    local B, A, T, d, R = 1, 2, 7, 3, 8
+    local rows = rows_for(T, T, R)
+    G.gradcheck(function(q, k, v, kr, qr)
+      return F.attention_rel(q, k, v, {kr = kr, qr = qr, rows = rows, scale = 0.4, causal = true})
+    end, {randn({B, A, T, d}, 46), randn({B, A, T, d}, 47), randn({B, A, T, d}, 48),
+          randn({A, R, d}, 49), randn({A, R, d}, 50)})
   end)
 
   it("applies dropout reproducibly from the seed and not in evaluation", function()

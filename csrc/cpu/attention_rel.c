@@ -23,7 +23,9 @@
 ** (cpu_backend.c's attention_rel entries).
 **
 ** Masks and dead-key skipping are attention.c's: a [B, Tk] keep mask
-** becomes an additive bias; fully padded key tiles are skipped.  The tile
+** becomes an additive bias; fully padded key tiles are skipped.  Causal
+** (query i sees keys j <= i): tiles after a query block are skipped and the
+** diagonal tile masked.  The tile
 ** step after the scores (online softmax, P V; the backward's P, dV, dS,
 ** dQ, dK) and dropout on the probabilities (attention.c's Philox layout)
 ** are attention_tile.h's, shared with attention.c.
@@ -52,6 +54,8 @@ typedef struct {
   int64_t bias_bstride;
   int64_t ntiles;
   const int32_t *tile_lo, *tile_hi;   /* [B, ntiles] live key range of each tile */
+  const int32_t *first_live;          /* causal with a mask: [B] first live key (Tk: none), else NULL */
+  int causal;
   float scale;
   attn_dropout drop;
 } rel_ctx;
@@ -93,6 +97,25 @@ static void rel_scores(const rel_ctx *c, const float *Q, const float *K, const f
   }
 }
 
+/* Keys [lo, hi) of tile t for query block [i0, i0 + br) of batch row b:
+** the live range (the whole tile for rows before the first live key,
+** which see only dead keys under the causal mask), cut at the block's last
+** row when causal.  *diag: the causal mask cuts inside the tile. */
+static inline int64_t rel_tile(const rel_ctx *c, int64_t b, int64_t t, int64_t i0, int64_t br, int64_t *lo,
+                               int *diag) {
+  int64_t hi;
+  if (c->first_live && i0 < c->first_live[b]) {
+    *lo = t * RBC;
+    hi = *lo + RBC < c->Tk ? *lo + RBC : c->Tk;
+  } else {
+    *lo = c->tile_lo[b * c->ntiles + t];
+    hi = c->tile_hi[b * c->ntiles + t];
+  }
+  if (c->causal && hi > i0 + br) hi = i0 + br;
+  *diag = c->causal && hi - 1 > i0;
+  return hi - *lo;
+}
+
 /* One (batch, head): O rows and lse.  Scratch: S, M [RBR x RBC], mrow, lrow
 ** [RBR], C2P [RBR x R], P2C [Tk x R]. */
 static void rel_forward_head(const rel_ctx *c, int64_t bh, float *O, float *lse, float *S, float *M,
@@ -112,9 +135,12 @@ static void rel_forward_head(const rel_ctx *c, int64_t bh, float *O, float *lse,
     float *Ob = O + (bh * c->Tq + i0) * d;
     attn_rows_start(Ob, d, br, d, mrow, lrow);
     for (int64_t t = 0; t < c->ntiles; t++) {
-      int64_t lo = c->tile_lo[b * c->ntiles + t], hi = c->tile_hi[b * c->ntiles + t], n = hi - lo;
+      int64_t lo;
+      int diag;
+      int64_t n = rel_tile(c, b, t, i0, br, &lo, &diag);
       if (n <= 0) continue;
       rel_scores(c, Q, K, bias, Kr ? C2P : NULL, Qr ? P2C : NULL, i0, br, lo, n, S);
+      if (diag) attn_tile_causal(S, RBC, i0, br, lo, n);
       if (c->drop.on) attn_tile_dropout(&c->drop, bh, i0, br, lo, n, M, RBC);
       attn_tile_forward(S, RBC, br, n, c->drop.on ? M : NULL, V + lo * c->vs[2], c->vs[2], d, Ob, d, mrow, lrow);
     }
@@ -151,9 +177,12 @@ static void rel_backward_head(const rel_ctx *c, int64_t bh, const float *O, cons
     }
     attn_bwd_rows rws = {Q, dOh + i0 * d, L + i0, Dv + i0, dQh + i0 * d, c->qs[2], d, d};
     for (int64_t t = 0; t < c->ntiles; t++) {
-      int64_t lo = c->tile_lo[b * c->ntiles + t], hi = c->tile_hi[b * c->ntiles + t], n = hi - lo;
+      int64_t lo;
+      int diag;
+      int64_t n = rel_tile(c, b, t, i0, br, &lo, &diag);
       if (n <= 0) continue;
       rel_scores(c, Q, K, bias, Kr ? C2P : NULL, Qr ? P2C : NULL, i0, br, lo, n, S);
+      if (diag) attn_tile_causal(S, RBC, i0, br, lo, n);
       if (c->drop.on) attn_tile_dropout(&c->drop, bh, i0, br, lo, n, M, RBC);
       attn_bwd_keys keys = {K + lo * c->ks[2], V + lo * c->vs[2], dKh + lo * d, dVh + lo * d, c->ks[2], c->vs[2], d};
       attn_tile_backward(S, c->drop.on ? M : NULL, dP, RBC, br, n, &rws, &keys, c->scale, d);
@@ -239,7 +268,7 @@ static int rel_setup_init(rel_setup *a, const bert_tensor *q, const bert_tensor 
   a->kr = kr ? bert_contiguous((bert_tensor *)kr) : NULL;
   a->qr = qr ? bert_contiguous((bert_tensor *)qr) : NULL;
   a->bias = o->mask ? malloc((size_t)(B * Tk + 1) * sizeof(float)) : NULL;
-  a->ranges = malloc((size_t)(2 * B * ntiles + 1) * sizeof(int32_t));
+  a->ranges = malloc((size_t)(2 * B * ntiles + B + 1) * sizeof(int32_t));
   if (!a->q || !a->k || !a->v || (kr && !a->kr) || (qr && !a->qr) || (o->mask && !a->bias) || !a->ranges) {
     if ((o->mask && !a->bias) || !a->ranges) bert_set_error("attention_rel: out of memory");
     rel_setup_free(a);
@@ -270,7 +299,8 @@ static int rel_setup_init(rel_setup *a, const bert_tensor *q, const bert_tensor 
   c->bias = a->bias;
   c->ntiles = ntiles;
   if (a->bias) {
-    attn_tile_ranges(a->bias, c->bias_bstride, B, Tk, RBC, ntiles, a->ranges, NULL);
+    c->first_live = o->causal ? a->ranges + 2 * B * ntiles : NULL;
+    attn_tile_ranges(a->bias, c->bias_bstride, B, Tk, RBC, ntiles, a->ranges, a->ranges + 2 * B * ntiles);
   } else {
     for (int64_t b = 0; b < B; b++) {
       for (int64_t t = 0; t < ntiles; t++) {
@@ -281,6 +311,7 @@ static int rel_setup_init(rel_setup *a, const bert_tensor *q, const bert_tensor 
   }
   c->tile_lo = a->ranges;
   c->tile_hi = a->ranges + B * ntiles;
+  c->causal = o->causal != 0;
   attn_dropout_init(&c->drop, o->training ? o->dropout_p : 0.0, s, Tq, Tk);
   return 0;
 }

@@ -108,7 +108,7 @@ static int l_attention(lua_State *L) {
   return lbert_push_result(L, bert_attention(q, k, v, &o), "attention");
 }
 
-/* F.attention_rel(q, k, v, {rows =, kr =, qr =, mask =, dropout =, training =, scale =}):
+/* F.attention_rel(q, k, v, {rows =, kr =, qr =, mask =, causal =, dropout =, training =, scale =}):
 ** DeBERTa's disentangled attention (cpu/attention_rel.c) */
 static int l_attention_rel(lua_State *L) {
   bert_tensor *q = lbert_check_tensor(L, 1), *k = lbert_check_tensor(L, 2);
@@ -131,6 +131,7 @@ static int l_attention_rel(lua_State *L) {
   o.mask_value = opt_number(L, 4, "attention_rel", "mask_value", -FLT_MAX);
   o.dropout_p = opt_number(L, 4, "attention_rel", "dropout", 0.0);
   o.training = opt_bool(L, 4, "training", 1);
+  o.causal = opt_bool(L, 4, "causal", 0);
   o.scale = opt_number(L, 4, "attention_rel", "scale", 0.0);
   if (o.scale < 0) return luaL_error(L, "attention_rel: scale must be positive, got %g", o.scale);
   return lbert_push_result(L, bert_attention_rel(q, k, v, t[1], t[2], t[0], &o), "attention_rel");
