@@ -301,6 +301,45 @@ describe("distill: teacher and student", function()
   end)
 end)
 
+describe("distill on vulkan", function()
+  local info = bert.backend_info().vulkan
+  if not (info and info.available) then
+    it("agrees with the cpu", function() pending("skipped: " .. tostring(info and info.reason)) end)
+    return
+  end
+  it("agrees with the cpu: every loss term and the gradient", function()
+    local function run_on(device)
+      bert.manual_seed(5)
+      local teacher = bert_teacher(4)
+      local student = distil_student(2)
+      distill.initialise_student(student, teacher, {0, 3})
+      local s_layers, t_layers = student.base.roles.encoder:layers(), teacher.base.roles.encoder:layers()
+      local map = distill.layer_map(2, 4)
+      local tiny = {map = map, alpha_hidden = 1, alpha_attention = 1, student_attention = {}, teacher_attention = {}}
+      for m = 1, 2 do
+        tiny.student_attention[m] = s_layers[m].m.attention
+        tiny.teacher_attention[map[m]] = t_layers[map[m]].m.attention.m.self
+      end
+      local model = distill.Distiller(student, teacher, {temperature = 2, alpha_ce = 5, alpha_mlm = 2, alpha_cos = 1,
+        positions = "all", tinybert = tiny})
+      if device == "vulkan" then model:to("vulkan") end
+      model:evaluate()
+      model:zero_grad()
+      local out = model:forward(batch())
+      out.loss:backward()
+      local terms = {}
+      for _, k in ipairs({"loss", "loss_ce", "loss_mlm", "loss_cos", "loss_hidden", "loss_attention"}) do
+        terms[k] = out[k]:item()
+      end
+      return terms, model.flat_grad:to("cpu")
+    end
+    local cpu_terms, cpu_grad = run_on("cpu")
+    local vk_terms, vk_grad = run_on("vulkan")
+    for k, v in pairs(cpu_terms) do near(v, vk_terms[k], 1e-4, k) end
+    assert.tensor_near(cpu_grad, vk_grad, 1e-3)
+  end)
+end)
+
 -- end to end through experiments/pretrain.lua, on a small synthetic corpus
 local corpus = tmpdir() .. ".txt"
 do

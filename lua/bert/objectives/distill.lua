@@ -252,9 +252,16 @@ end
 
 -- {============================================================ the losses
 
+-- t on like's device (the batch's masks stay on the CPU; a model may run on Vulkan)
+local function beside(t, like)
+  if t:device() ~= like:device() then return t:to(like:device()) end
+  return t
+end
+
 -- the mean of per-row values over the rows whose weight is 1 (all rows without weights)
 local function weighted_mean(values, weights)
   if not weights then return values:mean() end
+  weights = beside(weights, values)
   return (values * weights):sum() / math.max(weights:sum():item(), 1)
 end
 
@@ -322,7 +329,7 @@ function M.attention_mse(s, t, mask)
   if not mask then return sq:mean() end
   local B, T = mask:size(1), mask:size(2)
   local m = mask:float()
-  local pairs_mask = m:view(B, 1, T, 1) * m:view(B, 1, 1, T)     -- [B, 1, T, T]
+  local pairs_mask = beside(m:view(B, 1, T, 1) * m:view(B, 1, 1, T), sq)     -- [B, 1, T, T]
   return (sq * pairs_mask):sum() / math.max(pairs_mask:sum():item() * s:size(2), 1)
 end
 
