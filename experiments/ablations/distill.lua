@@ -3,30 +3,44 @@
 -- budget.  The teacher is BERT-mini (4 layers of 256), pretrained once per
 -- seed by the grid (the `teacher` field: GRID/teacher-SEED); the student is
 -- DistilBERT at the teacher's width and half its depth (distilbert-mini: 2
--- layers of 256), as DistilBERT halved BERT-base.  Three students per
--- seed, each the same number of steps on the same data:
---   from scratch      masked language modelling alone (--objective mlm);
---   DistilBERT        --objective distill: soft targets at T = 2 (x T²),
---                     MLM and the hidden-state cosine loss weighted 5/2/1,
---                     the student started from the teacher's embeddings,
---                     MLM head and layers 0 and 3;
---   + TinyBERT        the same plus TinyBERT's hidden-state and attention-
---                     score MSEs over the layer map 0->0, 1->2, 2->4.
+-- layers of 256), as DistilBERT halved BERT-base.  Two students per seed,
+-- the same number of steps on the same data:
+--   from scratch   masked language modelling alone (--objective mlm);
+--   DistilBERT     --objective distill: soft targets at T = 2 (x T²), MLM
+--                  and the hidden-state cosine loss weighted 5/2/1, the
+--                  student started from the teacher's embeddings, MLM head
+--                  and layers 0 and 3 (the log says what was copied).
 -- Then spam (1,000 examples) and Brown POS (10,000 sentences), fine-tuned
--- the same way for every cell.  The table's teacher_mlm_accuracy is the
--- teacher's held-out MLM accuracy on the same tokens (an upper reference).
+-- the same way for every cell.  teacher_mlm_accuracy in the table is the
+-- teacher's held-out MLM accuracy on the same tokens (a reference), and
+-- teacher_agreement how often the student predicts what the teacher does.
 --
---   lua5.4 experiments/ablate.lua experiments/ablations/distill.lua [--threads 2]
+--   lua5.4 experiments/ablate.lua experiments/ablations/distill.lua --threads 2
 --   lua5.4 experiments/ablate.lua experiments/ablations/distill.lua --budget-scale 0.05   # a quick look
 --
 -- One deviation from DistilBERT's recipe, for the budget: the soft targets
 -- cover the masked tokens only (distill_positions = "masked", distiller.py's
--- restrict_ce_to_mask); on every token (DistilBERT's default) the
--- vocabulary projection of teacher and student over all 4,096 tokens of a
--- batch makes a step 2.2x as long (2.38 s against 1.06 s of CPU, --threads 1).
+-- restrict_ce_to_mask).  On every token (its default) the vocabulary
+-- projections of teacher and student over all 4,096 tokens of a batch make
+-- a step 2.2x as long.
 --
--- Budget: per seed a teacher of 600 steps and three students of 400 steps,
--- 32 x 128 tokens a step.  TIMING: see below.
+-- Budget: per seed a teacher of 500 steps and two students of 400 steps,
+-- each step 32 x 128 tokens (the teacher 2.0M tokens, ~1.3 epochs of
+-- Brown; a student 1.6M).  Timing, --threads 1, CPU seconds measured on
+-- the 2-core development machine on 2026-12-01 (it was at load 11-16, so a
+-- whole cell could not be timed by the wall clock; these are the process
+-- CPU times of each part, ±20% between repeats):
+--   a step: teacher (BERT-mini MLM) 0.95 s, student from scratch 0.50 s,
+--     DistilBERT student 1.06 s (2.38 s with distill_positions = "all"),
+--     with TinyBERT's losses 1.29 s;
+--   fine-tuning a distilbert-mini checkpoint: spam 58 s, Brown POS ~290 s;
+--   so per seed about 530 s (teacher, with its evaluations) + 580 s (from
+--   scratch) + 840 s (DistilBERT) = ~1,950 s, the grid ~5,900 s (1.6 h) on
+--   one thread; --threads 2 on an idle machine should bring it near an hour.
+-- TinyBERT's hidden-state and attention-score losses are one more value,
+--   {label = "DistilBERT+TinyBERT", objective = "distill", tinybert = true},
+-- left out of the default grid for the budget: ~+900 s per seed (its
+-- pretraining and fine-tuning), the grid ~2.4 h on one thread.
 return {
   name = "distill",
   description = "A DistilBERT-mini student (2 layers of 256): distilled from a BERT-mini teacher (4 layers of 256, " ..
@@ -35,10 +49,9 @@ return {
     {name = "student", values = {
       {label = "from scratch", objective = "mlm"},
       {label = "DistilBERT", objective = "distill"},
-      {label = "DistilBERT+TinyBERT", objective = "distill", tinybert = true},
     }},
   },
-  teacher = {model = "mini", objective = "mlm", budget = {steps = 600}},
+  teacher = {model = "mini", objective = "mlm", budget = {steps = 500}},
   fixed = {model = "distilbert-mini", corpus = "brown", tokenizer = "wordpiece", vocab_size = 8000, batch_size = 32,
            seq_len = 128, masking = "dynamic", log_every = 50, distill_positions = "masked"},
   seeds = {1, 2, 3},
