@@ -450,7 +450,7 @@ describe("experiments/pretrain.lua --objective distill", function()
     assert.equal(0, #info.unexpected)
 
     -- killed with -9 after step 8 and resumed: the same losses as a straight run, the projection included
-    local steps, straight, killed = 60, tmpdir(), tmpdir()
+    local steps, straight, killed = 300, tmpdir(), tmpdir()
     local settings = string.format("--objective distill --teacher %s --model %s --tinybert --steps %d --eval-every 100 " ..
       "--save-every 3", teacher_dir, narrow4, steps)
     assert.is_true((run(straight, settings)))
