@@ -205,6 +205,56 @@ describe("experiments/ablate.lua", function()
     assert.matches("cell phrase_mask=true: --ngram-mask and --phrase-mask exclude each other", e, 1, true)
   end)
 
+  it("pretrains a teacher once per seed for the distill cells (the 'teacher' field)", function()
+    local path = root .. "/distill.lua"
+    local spec_text = string.format([[
+return {
+  name = "distill",
+  axes = {{name = "student", values = {
+    {label = "scratch", objective = "mlm"},
+    {label = "distilled", objective = "distill"},
+  }}},
+  fixed = {model = %q, corpus = %q, tokenizer = "wordpiece", vocab_size = 120, batch_size = 4, seq_len = 32,
+           log_every = 1, max_eval = 16, threads = 1},
+  teacher = {objective = "mlm", budget = {steps = 6}},
+  seeds = {1, 2},
+  budget = {steps = 4},
+  downstream = {{task = %q, kind = "classification", epochs = 1, batch_size = 8, seq_len = 32}},
+}
+]], root .. "/config.json", root .. "/corpus.txt", root .. "/task/")
+    write(path, spec_text)
+    local dir = root .. "/distill-out"
+    local g = ablate.load(path)
+    assert.equal(2, #g.teachers)
+    assert.same({"teacher-1", "teacher-2"}, {g.teachers[1].id, g.teachers[2].id})
+    assert.equal(6, g.teachers[1].pretrain_steps)
+    assert.is_true(ablate_cmd(path .. " --output " .. dir, root .. "/log6"), read(root .. "/log6.err"))
+    local log = read(root .. "/log6")
+    assert.equal(2, select(2, log:gsub("pretraining the teacher for seed", "")))
+    for seed = 1, 2 do
+      local teacher = dir .. "/teacher-" .. seed
+      assert.equal(6, cjson.decode(read(teacher .. "/summary.json")).steps)
+      assert.equal(seed, cjson.decode(read(teacher .. "/args.json")).seed)
+      local args = cjson.decode(read(dir .. "/pretrain/distilled_seed=" .. seed .. "/args.json"))
+      assert.equal(teacher .. "/checkpoint", args.teacher)
+      assert.equal("distill", args.objective)
+      assert.is_nil(cjson.decode(read(dir .. "/pretrain/scratch_seed=" .. seed .. "/args.json")).teacher)
+    end
+    local results = cjson.decode(read(dir .. "/results.json"))
+    assert.equal(2, #results.rows)
+    assert.is_number(results.rows[2].metrics.teacher_mlm_accuracy.mean)
+    assert.is_nil(results.rows[1].metrics.teacher_mlm_accuracy)
+    -- a rerun trains no teacher again
+    assert.is_true(ablate_cmd(path .. " --output " .. dir, root .. "/log7"), read(root .. "/log7.err"))
+    assert.is_nil(read(root .. "/log7"):find("pretraining the teacher", 1, true))
+    -- a distill cell with neither a teacher field nor a teacher directory is refused by name
+    write(path, (spec_text:gsub("  teacher = {objective = \"mlm\", budget = {steps = 6}},\n", "")))
+    local ok, e = pcall(ablate.load, path)
+    assert.is_false(ok)
+    assert.matches("cell distilled distils", e, 1, true)
+    assert.matches("has no 'teacher'", e, 1, true)
+  end)
+
   it("mean and sample standard deviation", function()
     local m, sd, n = ablate.mean_sd({1, 2, 3, 4})
     assert.equal(2.5, m)

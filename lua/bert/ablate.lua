@@ -27,11 +27,17 @@
 --       -- values the ablation is meant to have that cannot run yet: listed
 --       -- at the start and in results.md, never run (a value that cannot run
 --       -- put in `axes` stops the grid with an error naming it)
+--   teacher = {model = "mini", objective = "mlm", budget = {steps = 1500}}
+--       -- for --objective distill cells: a teacher pretrained once per seed
+--       -- (the fixed settings, then these; its own budget, scaled like the
+--       -- cells') into GRID/teacher-SEED, whose checkpoint is every
+--       -- distill cell's --teacher unless the cell names one
 --
 -- Layout of a grid directory:
 --   grid.json                   the resolved grid (a rerun must match it)
 --   pretrain/ID/                one pretraining run, shared by the cells that
 --                               differ only in fine-tuning settings
+--   teacher-SEED/               the teacher of that seed's distill cells
 --   cells/ID/done.json          a finished cell's metrics (the done-marker)
 --   cells/ID/TASK/              its fine-tuning runs
 --   results.json, results.md, plots/*.png (bars per metric; curve-AXIS-METRIC.png
@@ -204,6 +210,16 @@ function M.load(path, opts)
     combos = next_combos
   end
 
+  local teacher = spec.teacher
+  if teacher ~= nil then
+    need(type(teacher) == "table", "'teacher' must be a table of pretraining settings with a budget")
+    need(type(teacher.budget) == "table" and ((teacher.budget.steps ~= nil) ~= (teacher.budget.tokens ~= nil)),
+      "'teacher.budget' must be {steps = N} or {tokens = N}")
+    for _, k in ipairs({"steps", "time_budget", "output", "resume", "seed", "teacher"}) do
+      need(teacher[k] == nil, "'teacher' may not set " .. k .. " (the grid sets it)")
+    end
+  end
+
   local planned = spec.planned or {}
   need(type(planned) == "table", "'planned' must be a list of {axis, values, missing}")
   for i, p in ipairs(planned) do
@@ -212,7 +228,7 @@ function M.load(path, opts)
   end
   local grid = {name = spec.name or path:match("([^/]+)%.lua$") or path, description = spec.description,
                 file = path, budget_scale = scale, seeds = spec.seeds, axes = {}, cells = {}, pretrain_runs = {},
-                downstream = {}, planned = planned}
+                downstream = {}, planned = planned, teachers = {}}
   for _, axis in ipairs(spec.axes) do grid.axes[#grid.axes + 1] = axis.name end
   for i, d in ipairs(downstream) do
     local dd = copy(spec.finetune)
@@ -235,25 +251,44 @@ function M.load(path, opts)
       end
       if ft.max_train and scale < 1 then ft.max_train = math.max(64, math.floor(ft.max_train * scale)) end
       local label = table.concat(labels, ", ")
-      local function checked(settings)   -- bad or planned settings stop the grid here, naming the cell
+      local function checked(settings, what)   -- bad or planned settings stop the grid here, naming the cell
         local okp, res = pcall(pretrain.settings, settings)
         if not okp then
-          error(string.format("ablate: %s: cell %s: %s", path, label, (tostring(res):gsub("^pretrain%.settings: ", ""))), 0)
+          error(string.format("ablate: %s: %s: %s", path, what or ("cell " .. label),
+            (tostring(res):gsub("^pretrain%.settings: ", ""))), 0)
         end
         return res
       end
-      -- the budget in steps, from tokens with this cell's batch shape
-      local base = checked(pre)
-      local steps = spec.budget.steps
-      if spec.budget.tokens then
-        steps = math.ceil(spec.budget.tokens / (base.batch_size * base.accum * base.seq_len))
+      -- the budget in steps, from tokens with this run's batch shape
+      local function budgeted(settings, budget, what)
+        local base = checked(settings, what)
+        local steps = budget.steps
+        if budget.tokens then
+          steps = math.ceil(budget.tokens / (base.batch_size * base.accum * base.seq_len))
+        end
+        steps = math.max(1, math.floor(steps * scale + 0.5))
+        settings.steps, settings.seed = steps, seed
+        if settings.save_every == nil then settings.save_every = math.max(1, math.min(200, math.ceil(steps / 5))) end
+        if settings.eval_every == nil then settings.eval_every = math.max(1, math.ceil(steps / 5)) end
+        settings.no_plot = true
+        checked(settings, what)
+        return steps
       end
-      steps = math.max(1, math.floor(steps * scale + 0.5))
-      pre.steps, pre.seed = steps, seed
-      if pre.save_every == nil then pre.save_every = math.max(1, math.min(200, math.ceil(steps / 5))) end
-      if pre.eval_every == nil then pre.eval_every = math.max(1, math.ceil(steps / 5)) end
-      pre.no_plot = true
-      checked(pre)
+      -- a distill cell without a teacher of its own reads this seed's,
+      -- pretrained by the grid ({grid} is the grid directory, M.run)
+      if pre.teacher == nil and pretrain.objective(pre.objective or "") == "distill" then
+        need(teacher, "cell " .. label .. " distils (--objective distill) but the file has no 'teacher' " ..
+          "(a teacher pretrained per seed) and the cell names no teacher directory")
+        local teacher_id = "teacher-" .. seed
+        pre.teacher = "{grid}/" .. teacher_id .. "/checkpoint"
+        if not grid.teachers[#grid.teachers] or grid.teachers[#grid.teachers].seed ~= seed then
+          local t = copy(fixed)
+          for k, v in pairs(teacher) do if k ~= "budget" then t[k] = v end end
+          local t_steps = budgeted(t, teacher.budget, "teacher (seed " .. seed .. ")")
+          grid.teachers[#grid.teachers + 1] = {seed = seed, id = teacher_id, settings = t, pretrain_steps = t_steps}
+        end
+      end
+      local steps = budgeted(pre, spec.budget)
       local pre_id = slug((#pre_labels > 0 and table.concat(pre_labels, ",") or "base") .. ",seed=" .. seed)
       if not seen_runs[pre_id] then
         seen_runs[pre_id] = true
@@ -263,6 +298,7 @@ function M.load(path, opts)
         pretrain_id = pre_id, pretrain_steps = steps, finetune = ft}
     end
   end
+  if #grid.teachers == 0 then grid.teachers = nil end   -- grid.json as before for grids without one
   return grid
 end
 
@@ -273,9 +309,8 @@ local function say(fmt, ...)
   io.stdout:flush()
 end
 
--- Runs (or resumes, or skips) one pretraining run; returns its summary.
-local function run_pretraining(dir, run)
-  local out = dir .. "/pretrain/" .. run.id
+-- Runs (or resumes, or skips) one pretraining run into out; returns its summary.
+local function run_pretraining(out, run)
   local done = read_json(out .. "/summary.json")
   if done then return done, "done" end
   local settings = copy(run.settings)
@@ -337,7 +372,20 @@ function M.run(grid, dir)
     else
       local t0 = bert.wall_time()
       say("[%d/%d] %s, seed %d: pretraining %d steps", i, #grid.cells, cell.label, cell.seed, cell.pretrain_steps)
-      local pre = run_pretraining(dir, runs[cell.pretrain_id])
+      local run = runs[cell.pretrain_id]
+      local teacher = run.settings.teacher
+      if type(teacher) == "string" and teacher:find("^{grid}/") then
+        -- this seed's teacher first (once: a finished one is skipped)
+        for _, t in ipairs(grid.teachers or {}) do
+          if t.seed == cell.seed and not fs.exists(dir .. "/" .. t.id .. "/summary.json") then
+            say("  pretraining the teacher for seed %d: %d steps into %s/%s", t.seed, t.pretrain_steps, dir, t.id)
+            run_pretraining(dir .. "/" .. t.id, t)
+          end
+        end
+        run = {id = run.id, settings = copy(run.settings)}
+        run.settings.teacher = dir .. teacher:sub(#"{grid}" + 1)
+      end
+      local pre = run_pretraining(dir .. "/pretrain/" .. run.id, run)
       assert(bert.mkdir(cell_dir))
       local result = {id = cell.id, label = cell.label, seed = cell.seed, pretrain_id = cell.pretrain_id,
         parameters = pre.parameters, pretrain_tokens_per_s = pre.tokens_per_s, pretrain_steps = pre.steps,

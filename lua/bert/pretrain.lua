@@ -201,6 +201,10 @@ function M.run(args)
   if unsupported then die(unsupported) end
   if args.recipe_settings and not args.resume and dist.is_main() then io.stderr:write("pretrain: ", args.recipe_settings, "\n") end
   local objective = objectives.get(args.objective)
+  if objective.prepare then   -- settings that depend on files (distill: the teacher's tokenizer)
+    local why = objective.prepare(args)
+    if why then die(why) end
+  end
   if not args.steps and not args.time_budget then args.steps = 1000 end
 
   -- {============================================================ corpus

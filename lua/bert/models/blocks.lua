@@ -526,9 +526,14 @@ function Encoder:layers()
   return out
 end
 
-function Encoder:forward(x, mask, extra)
+--- states, when given, receives each layer's output in turn (distillation
+-- reads them: Backbone's output_hidden_states).
+function Encoder:forward(x, mask, extra, states)
   local layers = self.m[self.layer_name]
-  for i = 0, self.n - 1 do x = layers.m[tostring(i)](x, mask, extra) end
+  for i = 0, self.n - 1 do
+    x = layers.m[tostring(i)](x, mask, extra)
+    if states then states[#states + 1] = x end
+  end
   return x
 end
 
@@ -557,13 +562,17 @@ function SharedEncoder:__init(opts)
   self:add_module(opts.names[1], groups)
 end
 
-function SharedEncoder:forward(x, mask, extra)
-  if self.project then x = self.project(x) end
+function SharedEncoder:forward(x, mask, extra, states)
+  if self.project then
+    x = self.project(x)
+    if states then states[#states] = x end   -- HF's first hidden state is the projected one
+  end
   local groups = self.m[self.names[1]]
   for i = 0, self.depth - 1 do
     -- HF: group int(i / (depth / num_groups))
     local layers = groups.m[tostring(i * self.num_groups // self.depth)].m[self.names[2]]
     for j = 0, self.inner - 1 do x = layers.m[tostring(j)](x, mask, extra) end
+    if states then states[#states + 1] = x end
   end
   return x
 end
@@ -628,6 +637,8 @@ end
 -- Packed (set_varlen, or inputs.varlen = true; the family supports it and
 -- every row starts with a real token): last_hidden_state is [N, H], the
 -- real tokens' rows, and out.packing (M.packing) says where they came from.
+-- output_hidden_states: out.hidden_states lists the encoder's input, then
+-- each layer's output, as HF lists them (packed rows when packed).
 function Backbone:forward(inputs)
   local name = (self.class_name or getmetatable(self).__name) .. ":forward"
   if type(inputs) ~= "table" or inputs.input_ids == nil then
@@ -655,8 +666,9 @@ function Backbone:forward(inputs)
   local r = self.roles
   local x = r.embeddings(ids, tt, packing or mask)
   if r.project then x = r.project(x) end
-  x = r.encoder(x, packing or mask)
-  local out = {last_hidden_state = x, packing = packing}
+  local states = inputs.output_hidden_states and {x} or nil
+  x = r.encoder(x, packing or mask, nil, states)
+  local out = {last_hidden_state = x, packing = packing, hidden_states = states}
   -- the token a sequence-level head reads: the first ([CLS]), or the last
   -- real one in a causal model (config is_decoder, see M.last_token)
   local summary_token
