@@ -26,7 +26,7 @@ M.objective = objectives.resolve
 --- The command line of experiments/pretrain.lua (an argparse parser); its
 -- defaults are those of every run: M.settings(overrides) fills them in.
 function M.parser()
-  local parser = cli.parser("pretrain.lua", "Pretrain a BERT model with MLM and NSP/SOP.",
+  local parser = cli.parser("pretrain.lua", "Pretrain a BERT-family model: MLM with NSP or SOP, ELECTRA, causal LMs, distillation, or a paper's --recipe.",
     "Writes OUTPUT/metrics.jsonl (and .csv), OUTPUT/summary.json (held-out metrics, fractions), " ..
     "OUTPUT/checkpoint/ (a self-contained model directory), OUTPUT/tokenizer/ and the plots.\n\n" .. recipes.help())
   parser:option("--recipe", "A family's pretraining recipe as its paper ran it: " .. table.concat(recipes.order, ", ") ..
@@ -46,8 +46,9 @@ function M.parser()
   parser:option("--vocab-size", "Vocabulary size when training a tokenizer", "8000"):convert(cli.integer("--vocab-size", 10))
   parser:option("--corpus", "brown, kjv, or a file in BERT's plain format", "brown")
     :convert(cli.choice_or_path("--corpus", {"brown", "kjv"}, "corpus file"))
-  parser:option("--objective", "mlm-nsp (BERT), mlm-sop (ALBERT), mlm (RoBERTa, full sentences) or electra " ..
-    "(replaced-token detection: ELECTRA, DeBERTa-v3); " ..
+  parser:option("--objective", "mlm-nsp (BERT), mlm-sop (ALBERT), mlm (RoBERTa, full sentences), electra " ..
+    "(replaced-token detection: ELECTRA, DeBERTa-v3), clm (GPT's left-to-right LM), bilm (ELMo's two " ..
+    "one-directional LMs) or distill (DistilBERT, with --teacher); " ..
     "the old names nsp, sop, none still work", "mlm-nsp"):convert(M.objective)
   for _, objective in ipairs(objectives.each_module()) do
     if objective.add_options then objective.add_options(parser) end
