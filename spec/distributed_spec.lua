@@ -184,25 +184,11 @@ describe("bert.distributed without mpirun", function()
 end)
 
 local config = tmpdir() .. ".json"
-local corpus = tmpdir() .. ".txt"
+local corpus = require("spec.support.tiny_corpus").write(tmpdir() .. ".txt", 60, 11)
 do
   local f = assert(io.open(config, "w"))
   f:write(cjson.encode({vocab_size = 100, hidden_size = 32, num_hidden_layers = 2, num_attention_heads = 2,
                         intermediate_size = 64, max_position_embeddings = 64}))
-  f:close()
-  local words = {"the", "cat", "sat", "on", "a", "mat", "dog", "ran", "to", "big", "red", "house",
-                 "river", "by", "old", "man", "saw", "bird", "fly", "over", "green", "hill"}
-  local state = 11
-  local function rnd(n) state = (state * 1103515245 + 12345) % 2147483648 return state % n + 1 end
-  f = assert(io.open(corpus, "w"))
-  for _ = 1, 60 do
-    for _ = 1, 5 + rnd(7) do
-      local s = {}
-      for _ = 1, 4 + rnd(8) do s[#s + 1] = words[rnd(#words)] end
-      f:write(table.concat(s, " "), " .\n")
-    end
-    f:write("\n")
-  end
   f:close()
 end
 

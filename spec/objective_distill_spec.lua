@@ -341,23 +341,7 @@ describe("distill on vulkan", function()
 end)
 
 -- end to end through experiments/pretrain.lua, on a small synthetic corpus
-local corpus = tmpdir() .. ".txt"
-do
-  local words = {"the", "cat", "sat", "on", "a", "mat", "dog", "ran", "to", "big", "red", "house",
-                 "river", "by", "old", "man", "saw", "bird", "fly", "over", "green", "hill"}
-  local state = 11
-  local function rnd(n) state = (state * 1103515245 + 12345) % 2147483648 return state % n + 1 end
-  local f = assert(io.open(corpus, "w"))
-  for _ = 1, 60 do
-    for _ = 1, 5 + rnd(7) do
-      local s = {}
-      for _ = 1, 4 + rnd(8) do s[#s + 1] = words[rnd(#words)] end
-      f:write(table.concat(s, " "), " .\n")
-    end
-    f:write("\n")
-  end
-  f:close()
-end
+local corpus = require("spec.support.tiny_corpus").write(tmpdir() .. ".txt", 60, 11)
 
 local teacher_config = tmpdir() .. ".json"
 write(teacher_config, cjson.encode({vocab_size = 100, hidden_size = 32, num_hidden_layers = 4, num_attention_heads = 4,

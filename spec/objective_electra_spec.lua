@@ -310,23 +310,7 @@ end)
 
 describe("experiments/pretrain.lua --objective electra", function()
   -- a small corpus in BERT's plain format
-  local corpus = tmpdir() .. ".txt"
-  do
-    local words = {"the", "cat", "sat", "on", "a", "mat", "dog", "ran", "to", "big", "red", "house",
-                   "river", "by", "old", "man", "saw", "bird", "fly", "over", "green", "hill"}
-    local state = 11
-    local function rnd(n) state = (state * 1103515245 + 12345) % 2147483648 return state % n + 1 end
-    local lines = {}
-    for _ = 1, 60 do
-      for _ = 1, 5 + rnd(7) do
-        local s = {}
-        for _ = 1, 4 + rnd(8) do s[#s + 1] = words[rnd(#words)] end
-        lines[#lines + 1] = table.concat(s, " ") .. " ."
-      end
-      lines[#lines + 1] = ""
-    end
-    write(corpus, table.concat(lines, "\n") .. "\n")
-  end
+  local corpus = require("spec.support.tiny_corpus").write(tmpdir() .. ".txt", 60, 11)
   local deberta_config = tmpdir() .. ".json"
   write(deberta_config, cjson.encode({model_type = "deberta-v2", vocab_size = 100, hidden_size = 32,
     num_hidden_layers = 2, num_attention_heads = 2, intermediate_size = 64, max_position_embeddings = 64,

@@ -386,23 +386,7 @@ end)
 -- {============================================================ end to end
 
 -- a corpus in BERT's plain format: 40 documents of 6-12 sentences
-local corpus = tmpdir() .. ".txt"
-do
-  local words = {"the", "cat", "sat", "on", "a", "mat", "dog", "ran", "to", "big", "red", "house",
-                 "river", "by", "old", "man", "saw", "bird", "fly", "over", "green", "hill"}
-  local state = 7
-  local function rnd(n) state = (state * 1103515245 + 12345) % 2147483648 return state % n + 1 end
-  local f = assert(io.open(corpus, "w"))
-  for _ = 1, 40 do
-    for _ = 1, 5 + rnd(7) do
-      local s = {}
-      for _ = 1, 4 + rnd(8) do s[#s + 1] = words[rnd(#words)] end
-      f:write(table.concat(s, " "), " .\n")
-    end
-    f:write("\n")
-  end
-  f:close()
-end
+local corpus = require("spec.support.tiny_corpus").write(tmpdir() .. ".txt", 40, 7)
 
 local config_path = tmpdir() .. ".json"
 do
