@@ -200,6 +200,16 @@ describe("finetune.tagging: labels on first sub-tokens", function()
     assert.same({2, 3, 7, 8}, f.first)
   end)
 
+  it("aligns SentencePiece pieces whose offsets start at the space before their word", function()
+    -- "hello world" as a Unigram tokenizer encodes it: [CLS] ▁hello ▁world ▁wor ld
+    local starts, stops = tagging.word_spans({"hello", "world", "world"})
+    local enc = {ids = {1, 2, 3, 4, 5}, offsets = {{0, 0}, {0, 5}, {5, 11}, {11, 15}, {15, 17}},
+                 special_tokens_mask = {1, 0, 0, 0, 0}}
+    local first, owner = tagging.align(enc, starts, stops)
+    assert.same({2, 3, 4}, first)
+    assert.same({[2] = 1, [3] = 2, [4] = 3, [5] = 3}, owner)
+  end)
+
   it("gives words cut by max_length no position (the fallback tag at prediction)", function()
     local tok = tokenizer()
     local f = tagging.encode(tok, {{words = {"Marie", "unbelievably", "won", "."}, tags = {"B-PER", "O", "O", "O"}}},

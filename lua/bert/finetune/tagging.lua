@@ -32,7 +32,9 @@ function M.align(enc, word_start, word_stop)
     if not special and off and off[2] > off[1] then
       local s = off[1]
       while w <= #word_start and word_stop[w] <= s do w = w + 1 end
-      if w <= #word_start and s >= word_start[w] then
+      -- a token belongs to the word it overlaps: SentencePiece pieces ("▁word")
+      -- have offsets that start at the space before their word, as in HF
+      if w <= #word_start and off[2] > word_start[w] then
         owner[i] = w
         if first[w] == nil then first[w] = i end
       end
