@@ -23,6 +23,10 @@ parser:option("--output", "Grid directory (default runs/ablate/NAME; NAME-quickX
 parser:option("--budget-scale", "Scale every pretraining budget (at least 1 step) and the fine-tuning set sizes " ..
   "(at least 64) by this factor: 0.05 for a quick end-to-end look", "1"):convert(cli.number("--budget-scale", 0))
 parser:option("--summarize", "Only rebuild DIR's results.json, results.md and plots from its finished cells")
+parser:flag("--no-reuse", "Pretrain every cell here, even where a grid next to OUTPUT finished a run with equal " ..
+  "settings (by default that run, and its fine-tunings with equal task settings, are read instead)")
+parser:option("--shard", "K/N: run only cells K, K+N, K+2N, ... (in the grid's order), so that N processes " ..
+  "(one per core, --threads 1 each) share a grid; each writes the table of the cells finished so far")
 cli.add(parser, "threads")
 local args = parser:parse()
 
@@ -37,10 +41,19 @@ cli.main("ablate.lua", function()
   else
     if not args.grid then error("give an ablation file (experiments/ablations/NAME.lua) or --summarize DIR", 0) end
     if not (args.budget_scale > 0) then error("option --budget-scale: expected a number > 0, got " .. args.budget_scale, 0) end
+    local shard
+    if args.shard then
+      local k, n = args.shard:match("^(%d+)/(%d+)$")
+      k, n = tonumber(k), tonumber(n)
+      if not k or n < 1 or k < 1 or k > n then
+        error("option --shard: expected K/N with 1 <= K <= N, got '" .. args.shard .. "'", 0)
+      end
+      shard = {k, n}
+    end
     local grid = ablate.load(args.grid, {budget_scale = args.budget_scale})
     dir = args.output or ("runs/ablate/" .. grid.name ..
       (args.budget_scale ~= 1 and string.format("-quick%g", args.budget_scale) or ""))
-    results = ablate.run(grid, dir)
+    results = ablate.run(grid, dir, {reuse = not args.no_reuse, shard = shard})
   end
   io.stdout:write(require("bert.fs").read_file(dir .. "/results.md") or "", "\n")
   print("results: " .. dir .. "/results.json, " .. dir .. "/results.md")

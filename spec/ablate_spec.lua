@@ -135,6 +135,62 @@ describe("experiments/ablate.lua", function()
     assert.equal(4, again.cells[4].pretrain_steps)
   end)
 
+  it("reads a finished run of a grid next to it with equal settings instead of pretraining again", function()
+    local other = grid_file("other", {"mlm", "mlm-sop"})
+    local dir = root .. "/other"   -- next to out, whose "mlm" cells have the same settings
+    assert.is_true(ablate_cmd(other .. " --budget-scale 0.5 --output " .. dir, root .. "/log-reuse"),
+      read(root .. "/log-reuse.err"))
+    local log = read(root .. "/log-reuse")
+    assert.equal(2, select(2, log:gsub("reusing the finished pretraining run", "")))   -- mlm, seeds 1 and 2
+    assert.equal(2, select(2, log:gsub("reusing the finished fine%-tuning", "")))
+    local mine = cjson.decode(read(dir .. "/results.json"))
+    local theirs = cjson.decode(read(out .. "/results.json"))
+    -- objective=mlm in both (summary.json keeps 10 digits, a fresh cell's done.json 14)
+    local function same_metrics(a, b)
+      for k, m in pairs(a) do
+        for i, v in ipairs(m.values) do assert.near(v, b[k].values[i], 1e-9, k) end
+      end
+      for k in pairs(b) do assert.truthy(a[k], k) end
+    end
+    same_metrics(theirs.rows[2].metrics, mine.rows[1].metrics)
+    for _, c in ipairs(mine.cells) do
+      local done = cjson.decode(read(dir .. "/cells/" .. c.id .. "/done.json"))
+      if c.label == "objective=mlm" then
+        assert.equal("out/pretrain/" .. c.pretrain_id, done.pretrain_reused_from)
+        assert.is_nil(read(dir .. "/pretrain/" .. c.pretrain_id .. "/args.json"))   -- nothing pretrained here
+      else
+        assert.is_nil(done.pretrain_reused_from)
+        assert.truthy(read(dir .. "/pretrain/" .. c.pretrain_id .. "/summary.json"))
+      end
+    end
+    -- --no-reuse pretrains every cell
+    assert.is_true(ablate_cmd(other .. " --budget-scale 0.5 --no-reuse --output " .. root .. "/other-own",
+      root .. "/log-noreuse"), read(root .. "/log-noreuse.err"))
+    assert.is_nil(read(root .. "/log-noreuse"):find("reusing", 1, true))
+    local own = cjson.decode(read(root .. "/other-own/results.json"))
+    same_metrics(mine.rows[1].metrics, own.rows[1].metrics)   -- deterministic: the same figures
+  end)
+
+  it("--shard K/N splits the cells between processes; together they finish the grid", function()
+    local dir = root .. "/sharded"
+    for k = 1, 2 do
+      assert.is_true(ablate_cmd(grid .. " --budget-scale 0.5 --shard " .. k .. "/2 --output " .. dir,
+        root .. "/log-shard" .. k), read(root .. "/log-shard" .. k .. ".err"))
+    end
+    local first, second = read(root .. "/log-shard1"), read(root .. "/log-shard2")
+    assert.matches("shard 1/2: 2 cells to run", first, 1, true)
+    assert.equal(2, select(2, first:gsub("another shard's", "")))
+    assert.matches("[1/4] objective=mlm-nsp, seed 1: pretraining", first, 1, true)
+    assert.matches("[2/4] objective=mlm, seed 1: another shard's", first, 1, true)
+    assert.matches("shard 2/2: 2 cells to run", second, 1, true)
+    assert.equal(2, select(2, second:gsub("finished, skipped", "")))   -- shard 1's cells
+    local results = cjson.decode(read(dir .. "/results.json"))
+    assert.equal(4, #results.cells)
+    assert.same({}, results.missing)
+    assert.is_falsy(ablate_cmd(grid .. " --shard 3/2 --output " .. dir, root .. "/log-shard3"))
+    assert.matches("option --shard: expected K/N with 1 <= K <= N, got '3/2'", read(root .. "/log-shard3.err"), 1, true)
+  end)
+
   it("refuses a rerun into the directory with other settings", function()
     assert.is_falsy(ablate_cmd(grid .. " --budget-scale 0.25 --output " .. out, root .. "/log3"))
     assert.matches("holds a grid with other settings", read(root .. "/log3.err"), 1, true)
@@ -228,7 +284,8 @@ return {
     assert.equal(2, #g.teachers)
     assert.same({"teacher-1", "teacher-2"}, {g.teachers[1].id, g.teachers[2].id})
     assert.equal(6, g.teachers[1].pretrain_steps)
-    assert.is_true(ablate_cmd(path .. " --output " .. dir, root .. "/log6"), read(root .. "/log6.err"))
+    -- --no-reuse: the scratch cells equal the first grid's mlm cells, and this case reads their args.json
+    assert.is_true(ablate_cmd(path .. " --no-reuse --output " .. dir, root .. "/log6"), read(root .. "/log6.err"))
     local log = read(root .. "/log6")
     assert.equal(2, select(2, log:gsub("pretraining the teacher for seed", "")))
     for seed = 1, 2 do
@@ -245,7 +302,7 @@ return {
     assert.is_number(results.rows[2].metrics.teacher_mlm_accuracy.mean)
     assert.is_nil(results.rows[1].metrics.teacher_mlm_accuracy)
     -- a rerun trains no teacher again
-    assert.is_true(ablate_cmd(path .. " --output " .. dir, root .. "/log7"), read(root .. "/log7.err"))
+    assert.is_true(ablate_cmd(path .. " --no-reuse --output " .. dir, root .. "/log7"), read(root .. "/log7.err"))
     assert.is_nil(read(root .. "/log7"):find("pretraining the teacher", 1, true))
     -- a distill cell with neither a teacher field nor a teacher directory is refused by name
     write(path, (spec_text:gsub("  teacher = {objective = \"mlm\", budget = {steps = 6}},\n", "")))

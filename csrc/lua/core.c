@@ -3,6 +3,7 @@
 ** selection and introspection live here; each binding file registers its
 ** own functions.
 */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <string.h>
@@ -120,6 +121,28 @@ static int l_isdir(lua_State *L) {
   return 1;
 }
 
+/* bert.listdir(path): the names in a directory (without . and ..), in no
+** particular order; or nil, message. */
+static int l_listdir(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  DIR *d = opendir(path);
+  if (!d) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "listdir: cannot open '%s': %s", path, strerror(errno));
+    return 2;
+  }
+  lua_newtable(L);
+  lua_Integer n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    lua_pushstring(L, e->d_name);
+    lua_rawseti(L, -2, ++n);
+  }
+  closedir(d);
+  return 1;
+}
+
 static int l_memory_cached(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)bert_mem_cached());
   return 1;
@@ -142,7 +165,7 @@ static int l_empty_cache(lua_State *L) {
 static const luaL_Reg core_funcs[] = {
   {"memory_cached", l_memory_cached}, {"set_cache_limit", l_set_cache_limit},
   {"empty_cache", l_empty_cache},
-  {"mkdir", l_mkdir}, {"isdir", l_isdir},
+  {"mkdir", l_mkdir}, {"isdir", l_isdir}, {"listdir", l_listdir},
   {"wall_time", l_wall_time},
   {"set_num_threads", l_set_num_threads}, {"get_num_threads", l_get_num_threads},
   {"set_gemm", l_set_gemm}, {"gemm_providers", l_gemm_providers},

@@ -9,9 +9,10 @@
 -- the metric against the set size, one line per initialisation, mean ± sd).
 -- Brown POS with 10,000 sentences as a second task is left out to keep
 -- within the budget.
--- Budget: 3 pretraining runs of 4,000 steps x 32 x 128 tokens on BERT-tiny
--- and 24 fine-tuning runs.  NOT YET TIMED on the 2-core machine (the issue
--- asks for at most 2 hours).
+-- Budget: 3 pretraining runs of 2,000 steps x 32 x 128 tokens on BERT-tiny,
+-- the settings of the nsp grid's "mlm" cells: run next to that grid (the
+-- default runs/ablate/), the finished runs are read from it, not repeated.
+-- Then 24 fine-tuning runs of a minute or two each on 2 cores.
 return {
   name = "pretrain-vs-scratch",
   description = "Fine-tuning from the pretrained checkpoint vs from scratch, over labelled set sizes.",
@@ -25,7 +26,7 @@ return {
   fixed = {model = "tiny", corpus = "brown", tokenizer = "wordpiece", vocab_size = 8000, objective = "mlm",
            batch_size = 32, seq_len = 128, masking = "dynamic", log_every = 50},
   seeds = {1, 2, 3},
-  budget = {tokens = 4000 * 32 * 128},
+  budget = {tokens = 2000 * 32 * 128},
   downstream = {
     {task = "spam", epochs = 3, seq_len = 128, batch_size = 32},
   },

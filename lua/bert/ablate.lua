@@ -309,6 +309,79 @@ local function say(fmt, ...)
   io.stdout:flush()
 end
 
+------------------------------------------------------------- reuse
+
+-- Grids often share a cell: nsp's "mlm" is tokenizer's "wordpiece", and
+-- family's "bert" is nsp's "mlm-nsp".  A run is deterministic given its
+-- settings (seed included), so a finished pretraining run of a grid next to
+-- this one (same parent directory) with equal settings is read instead of
+-- recomputed, and so are the fine-tunings made from it with equal task
+-- settings.  The cell's pretrain/ID/ then holds only reused.json, naming the
+-- run it reads.
+
+local function split_dir(dir)
+  dir = dir:gsub("/+$", "")
+  local parent, name = dir:match("^(.*)/([^/]+)$")
+  if not parent then return ".", dir end
+  return parent == "" and "/" or parent, name
+end
+
+-- The settings that decide a pretraining run's result, as text; nil for a
+-- run whose teacher lives inside its own grid (another grid's teacher-SEED
+-- may differ).
+local function reuse_key(settings, steps)
+  if type(settings.teacher) == "string" and settings.teacher:find("^{grid}/") then return nil end
+  local s = copy(settings)
+  s.no_plot, s.quiet, s.log_every = nil, nil, nil   -- printing and plotting only
+  if s.objective then s.objective = require("bert.objectives").names[s.objective] or s.objective end
+  s.steps = s.steps or steps
+  return canonical(s)
+end
+
+-- Finished pretraining runs of the grids next to dir, by reuse_key.
+local function reusable_runs(dir)
+  local parent, own = split_dir(dir)
+  local index = {}
+  for _, name in ipairs(fs.listdir(parent) or {}) do
+    local gdir = (parent == "/" and "" or parent) .. "/" .. name
+    local g = name ~= own and read_json(gdir .. "/grid.json")
+    for _, r in ipairs(g and g.pretrain_runs or {}) do
+      local key = reuse_key(r.settings)
+      if key and not index[key] and fs.exists(gdir .. "/pretrain/" .. r.id .. "/summary.json")
+          and not fs.exists(gdir .. "/pretrain/" .. r.id .. "/reused.json") then
+        index[key] = {grid_name = name, grid_dir = gdir, grid = g, run_id = r.id}
+      end
+    end
+  end
+  return index
+end
+
+-- The directory of a cell's pretraining run: its own, or the one it reuses.
+local function pretrain_dir(dir, id)
+  local own = dir .. "/pretrain/" .. id
+  local reused = read_json(own .. "/reused.json")
+  if not reused then return own end
+  return split_dir(dir) .. "/" .. reused.grid .. "/pretrain/" .. reused.run
+end
+
+-- The finished fine-tuning of `task` in the reused grid from the same run,
+-- seed and settings, or nil.
+local function reusable_finetuning(found, seed, task, overrides)
+  local task_key, over_key
+  for _, t in ipairs(found.grid.downstream or {}) do
+    if t.name == task.name then task_key = canonical(t) end
+  end
+  if task_key ~= canonical(task) then return nil end
+  over_key = canonical(overrides or {})
+  for _, c in ipairs(found.grid.cells or {}) do
+    if c.pretrain_id == found.run_id and c.seed == seed and canonical(c.finetune or {}) == over_key then
+      local path = found.grid_dir .. "/cells/" .. c.id .. "/" .. slug(task.name) .. "/summary.json"
+      local summary = read_json(path)
+      if summary then return summary, path end
+    end
+  end
+end
+
 -- Runs (or resumes, or skips) one pretraining run into out; returns its summary.
 local function run_pretraining(out, run)
   local done = read_json(out .. "/summary.json")
@@ -325,11 +398,20 @@ end
 
 -- Fine-tunes a pretrained checkpoint on one downstream task (a killed
 -- fine-tuning run starts again: it is short next to pretraining).
-local function run_finetuning(cell_dir, ckpt, seed, task, overrides)
+local function run_finetuning(cell_dir, ckpt, seed, task, overrides, found)
   local experiment = require("bert.finetune.experiment")
   local out = cell_dir .. "/" .. slug(task.name)
   local done = read_json(out .. "/summary.json")
   if done then return done end
+  local other, path = nil, nil
+  if found then other, path = reusable_finetuning(found, seed, task, overrides) end
+  if other then
+    say("  %s: reusing the finished fine-tuning %s", task.name, path)
+    assert(bert.mkdir(out))
+    local ok, err = fs.write_atomic(out .. "/summary.json", fs.read_file(path))   -- verbatim: the same figures
+    if not ok then error("ablate: cannot write " .. out .. "/summary.json: " .. tostring(err), 0) end
+    return other, path
+  end
   local opts = {}
   for k, v in pairs(task) do if k ~= "kind" and k ~= "name" then opts[k] = v end end
   for k, v in pairs(overrides) do opts[k] = v end
@@ -341,7 +423,8 @@ end
 --- Runs every cell of a grid under dir, skipping finished cells (those
 -- with cells/ID/done.json), resuming a killed pretraining run from its
 -- checkpoint; then writes the summary (M.summarize).
-function M.run(grid, dir)
+function M.run(grid, dir, opts)
+  opts = opts or {}
   assert(bert.mkdir(dir .. "/cells"))
   assert(bert.mkdir(dir .. "/pretrain"))
   local saved = fs.read_file(dir .. "/grid.json")
@@ -353,22 +436,28 @@ function M.run(grid, dir)
   if not saved then write_json(dir .. "/grid.json", grid) end
   local runs = {}
   for _, r in ipairs(grid.pretrain_runs) do runs[r.id] = r end
-  local todo = 0
-  for _, cell in ipairs(grid.cells) do
-    if not fs.exists(dir .. "/cells/" .. cell.id .. "/done.json") then todo = todo + 1 end
+  local function mine(i) return not opts.shard or (i - 1) % opts.shard[2] == opts.shard[1] - 1 end
+  local todo, finished = 0, 0
+  for i, cell in ipairs(grid.cells) do
+    if fs.exists(dir .. "/cells/" .. cell.id .. "/done.json") then finished = finished + 1
+    elseif mine(i) then todo = todo + 1 end
   end
-  say("ablate: %s: %d cells (%d finished), %d seeds, %d downstream task(s), output %s",
-    grid.name, #grid.cells, #grid.cells - todo, #grid.seeds, #grid.downstream, dir)
+  say("ablate: %s: %d cells (%d finished), %d seeds, %d downstream task(s), output %s%s",
+    grid.name, #grid.cells, finished, #grid.seeds, #grid.downstream, dir,
+    opts.shard and string.format(" (shard %d/%d: %d cells to run)", opts.shard[1], opts.shard[2], todo) or "")
   for _, p in ipairs(grid.planned or {}) do
     local vals = {}
     for _, v in ipairs(p.values) do vals[#vals + 1] = fmt_value(v) end
     say("  not run (not implemented yet): %s = %s: %s", p.axis, table.concat(vals, ", "), p.missing)
   end
+  local reusable = opts.reuse ~= false and reusable_runs(dir) or {}
   local started, ran = bert.wall_time(), 0
   for i, cell in ipairs(grid.cells) do
     local cell_dir = dir .. "/cells/" .. cell.id
     if fs.exists(cell_dir .. "/done.json") then
       say("[%d/%d] %s, seed %d: finished, skipped", i, #grid.cells, cell.label, cell.seed)
+    elseif not mine(i) then
+      say("[%d/%d] %s, seed %d: another shard's", i, #grid.cells, cell.label, cell.seed)
     else
       local t0 = bert.wall_time()
       say("[%d/%d] %s, seed %d: pretraining %d steps", i, #grid.cells, cell.label, cell.seed, cell.pretrain_steps)
@@ -385,17 +474,45 @@ function M.run(grid, dir)
         run = {id = run.id, settings = copy(run.settings)}
         run.settings.teacher = dir .. teacher:sub(#"{grid}" + 1)
       end
-      local pre = run_pretraining(dir .. "/pretrain/" .. run.id, run)
+      local own = dir .. "/pretrain/" .. run.id
+      local key = reuse_key(run.settings, cell.pretrain_steps)
+      local found = key and reusable[key]
+      if found and not fs.exists(own .. "/reused.json") then
+        if fs.exists(own .. "/args.json") then
+          found = nil   -- this grid started the run itself: resume it
+        else
+          say("  reusing the finished pretraining run %s/pretrain/%s (equal settings)", found.grid_dir, found.run_id)
+          assert(bert.mkdir(own))
+          write_json(own .. "/reused.json", {grid = found.grid_name, run = found.run_id})
+        end
+      end
+      local pre
+      if fs.exists(own .. "/reused.json") then
+        pre = read_json(pretrain_dir(dir, run.id) .. "/summary.json")
+        if not pre then
+          error("ablate: " .. own .. "/reused.json names a run without summary.json (" ..
+            pretrain_dir(dir, run.id) .. "): remove " .. own .. " to pretrain this cell here", 0)
+        end
+      else
+        found = nil
+        pre = run_pretraining(own, run)
+      end
       assert(bert.mkdir(cell_dir))
       local result = {id = cell.id, label = cell.label, seed = cell.seed, pretrain_id = cell.pretrain_id,
         parameters = pre.parameters, pretrain_tokens_per_s = pre.tokens_per_s, pretrain_steps = pre.steps,
         pretrain_seconds = pre.train_seconds, metrics = {}}
+      local reused = read_json(own .. "/reused.json")
+      if reused then result.pretrain_reused_from = reused.grid .. "/pretrain/" .. reused.run end
       for _, k in ipairs(M.pretrain_metrics) do
         if type(pre[k]) == "number" then result.metrics[k] = pre[k] end
       end
-      local ckpt = dir .. "/pretrain/" .. cell.pretrain_id .. "/checkpoint"
+      local ckpt = pretrain_dir(dir, cell.pretrain_id) .. "/checkpoint"
       for _, task in ipairs(grid.downstream) do
-        local ft = run_finetuning(cell_dir, ckpt, cell.seed, task, cell.finetune)
+        local ft, reused_path = run_finetuning(cell_dir, ckpt, cell.seed, task, cell.finetune, found)
+        if reused_path then
+          result.finetune_reused_from = result.finetune_reused_from or {}
+          result.finetune_reused_from[task.name] = reused_path
+        end
         for _, k in ipairs(M.finetune_metrics) do
           if type(ft[k]) == "number" then result.metrics[task.name .. "_" .. k] = ft[k] end
         end
@@ -581,7 +698,7 @@ function M.summarize(dir)
   assert(bert.mkdir(dir .. "/plots"))
   local run_dirs, labels, seen_run = {}, {}, {}
   for _, c in ipairs(cells) do
-    local d = dir .. "/pretrain/" .. c.pretrain_id
+    local d = pretrain_dir(dir, c.pretrain_id)
     if not seen_run[d] and fs.exists(d .. "/metrics.jsonl") then
       seen_run[d] = true
       run_dirs[#run_dirs + 1] = d
@@ -597,7 +714,7 @@ function M.summarize(dir)
   for _, r in ipairs(out_rows) do
     local rdirs, rlabels = {}, {}
     for _, c in ipairs(cells) do
-      local d = dir .. "/pretrain/" .. c.pretrain_id
+      local d = pretrain_dir(dir, c.pretrain_id)
       if c.label == r.label and fs.exists(d .. "/metrics.jsonl") then
         rdirs[#rdirs + 1] = d
         rlabels[#rlabels + 1] = "seed " .. c.seed

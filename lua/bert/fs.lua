@@ -25,6 +25,14 @@ end
 M.isdir = core.isdir
 M.mkdir = core.mkdir
 
+--- The names in a directory, sorted; or nil, message.
+function M.listdir(path)
+  local names, err = core.listdir(path)
+  if not names then return nil, err end
+  table.sort(names)
+  return names
+end
+
 --- Writes text to path atomically; true, or nil, message.
 function M.write_atomic(path, text)
   local tmp = string.format("%s.tmp%d", path, math.random(1 << 30))
