@@ -495,6 +495,22 @@ describe("experiments/pretrain.lua --objective distill", function()
       narrow_config), "--init-layers: the student is 16 wide, the teacher 32")
     refused(string.format("--objective distill --teacher %s --distill-temperature 0 --steps 1", teacher_dir),
       "option --distill-temperature: expected a number > 0, got '0'")
+    -- a left-to-right teacher (a clm run's checkpoint: is_decoder), and a left-to-right student
+    local causal = tmpdir()
+    assert(os.execute(string.format("mkdir -p '%s' && cp '%s'/vocab.txt '%s'/tokenizer.json '%s'/", causal, teacher_dir,
+      teacher_dir, causal)))
+    local cfg = cjson.decode((read(teacher_dir .. "/config.json")))
+    cfg.is_decoder = true
+    write(causal .. "/config.json", cjson.encode(cfg))
+    refused(string.format("--objective distill --teacher %s --steps 1", causal), "--teacher " .. causal ..
+      ": a left-to-right model (config.json: is_decoder, bert)", "give a masked-LM teacher")
+    local causal_student = causal .. "/student.json"
+    local scfg = cjson.decode((read(teacher_config)))   -- a BERT student, causal
+    scfg.is_decoder = true
+    write(causal_student, cjson.encode(scfg))
+    refused(string.format("--objective distill --teacher %s --model %s --steps 1", teacher_dir, causal_student),
+      "--model " .. causal_student .. ": a left-to-right model (is_decoder) cannot be a DistilBERT student")
+    os.execute("rm -rf '" .. causal .. "'")
     -- a model directory without an MLM head
     local base = tmpdir()
     assert(os.execute(string.format("mkdir -p '%s' && cp '%s'/vocab.txt '%s'/tokenizer.json '%s'/", base, teacher_dir,

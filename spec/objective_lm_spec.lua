@@ -478,5 +478,29 @@ describe("experiments/pretrain.lua --objective clm | bilm", function()
     assert.equal("clm", pretrain.settings({objective = "clm", model = "roberta-tiny"}).objective)
     assert.equal("bilm", pretrain.settings({objective = "bilm", model = "tiny"}).objective)
   end)
+
+  it("refuses masking flags (no token is masked) and other objectives' settings, naming them", function()
+    for _, objective in ipairs({"clm", "bilm"}) do
+      for _, flag in ipairs({"span_mask", "ngram_mask", "phrase_mask", "whole_word_mask"}) do
+        local ok, err = pcall(pretrain.settings, {objective = objective, [flag] = flag == "ngram_mask" and 3 or true})
+        assert.is_false(ok, flag)
+        assert.matches("--" .. flag:gsub("_", "-") .. " with --objective " .. objective ..
+          ": every real token is a target, no token is masked", err, 1, true)
+      end
+    end
+    local ok, err = pcall(pretrain.settings, {objective = "clm", generator_size = 0.25})
+    assert.is_false(ok)
+    assert.matches("--generator-size is a setting of --objective electra; this run's objective is clm", err, 1, true)
+    ok, err = pcall(pretrain.settings, {objective = "mlm", teacher = "runs/x/checkpoint"})
+    assert.is_false(ok)
+    assert.matches("--teacher is a setting of --objective distill; this run's objective is mlm (drop --teacher)",
+      err, 1, true)
+    ok, err = pcall(pretrain.settings, {objective = "mlm-nsp", tinybert = true})
+    assert.is_false(ok)
+    assert.matches("--tinybert is a setting of --objective distill; this run's objective is mlm-nsp", err, 1, true)
+    -- masked objectives take them
+    assert.truthy(pretrain.settings({objective = "mlm", span_mask = true}).span_mask)
+    assert.equal(0.25, pretrain.settings({objective = "electra", model = "electra-tiny", generator_size = 0.25}).generator_size)
+  end)
 end)
 -- }============================================================

@@ -70,6 +70,14 @@ describe("pretrain --recipe", function()
     assert.equal("albert-small", s.model)
     assert.equal("sop", s.objective)
     assert.equal("lamb", lib.settings({recipe = "albert"}).optimizer)
+    -- another --objective than the recipe's drops the recipe's settings of its objective, saying so
+    local e = parse({"--recipe", "electra", "--objective", "mlm"})
+    assert.equal("none", e.objective)
+    assert.is_nil(e.generator_size)
+    assert.is_nil(e.embedding_sharing)
+    assert.matches("(not set, --objective mlm given: --embedding-sharing shared --generator-size 0.25)",
+      e.recipe_settings, 1, true)
+    assert.equal(0.25, parse({"--recipe", "electra"}).generator_size)
   end)
 
   it("refuses a bad recipe, and distilbert without its pieces, naming what is missing", function()

@@ -101,6 +101,27 @@ function M.unsupported(args)
   end
   if #modes > 1 then return table.concat(modes, " and ") .. " exclude each other: give one" end
   local objective = args.objective and objectives.get(args.objective)
+  local shown = args.objective   -- the command-line name: mlm rather than the internal none
+  for _, name in ipairs(objectives.order) do
+    if objectives.names[name] == args.objective then shown = name break end
+  end
+  local owners, keys = objectives.flag_owners(), {}
+  for key in pairs(owners) do keys[#keys + 1] = key end
+  table.sort(keys)
+  for _, key in ipairs(keys) do
+    if args[key] ~= nil and args[key] ~= false and objectives.get(owners[key]) ~= objective then
+      return string.format("--%s is a setting of --objective %s; this run's objective is %s (drop --%s)",
+        key:gsub("_", "-"), owners[key], tostring(shown), key:gsub("_", "-"))
+    end
+  end
+  if objective and objective.masks == false then
+    for _, key in ipairs({"span_mask", "ngram_mask", "phrase_mask", "whole_word_mask"}) do
+      if args[key] then
+        return string.format("--%s with --objective %s: every real token is a target, no token is masked",
+          key:gsub("_", "-"), shown)
+      end
+    end
+  end
   if objective and objective.check then return objective.check(args) end
   return nil
 end
@@ -112,7 +133,8 @@ end
 function M.parse_argv(argv)
   local ok, args = M.parser():pparse(argv)
   if not ok or not args.recipe then return ok and args or nil, not ok and args or nil end
-  local full, line = recipes.argv(args.recipe, argv, {has_objective = function(n) return objectives.names[n] ~= nil end})
+  local full, line = recipes.argv(args.recipe, argv, {has_objective = function(n) return objectives.names[n] ~= nil end,
+    flag_owners = objectives.flag_owners()})
   if not full then return nil, line end
   ok, args = M.parser():pparse(full)
   if not ok then return nil, args end

@@ -132,9 +132,20 @@ function M.argv(name, argv, opts)
   else
     kept[#kept + 1] = "--model " .. model
   end
+  -- an --objective given instead of the recipe's drops the recipe's settings of that objective
+  -- (--recipe electra --objective mlm: no --generator-size)
+  local objective, recipe_objective = value_of(argv, "objective"), nil
+  for _, f in ipairs(r.flags) do if f[1] == "objective" then recipe_objective = f[2] end end
+  local dropped = {}
+  local function other_objectives(f)
+    local owner = opts.flag_owners and opts.flag_owners[f:gsub("%-", "_")]
+    return objective and objective ~= recipe_objective and owner ~= nil and owner ~= objective
+  end
   for _, f in ipairs(r.flags) do
     local flag = "--" .. f[1]
-    if given[f[1]] then
+    if not given[f[1]] and other_objectives(f[1]) then
+      dropped[#dropped + 1] = flag .. (f[2] ~= true and (" " .. f[2]) or "")
+    elseif given[f[1]] then
       local v = value_of(argv, f[1])
       kept[#kept + 1] = flag .. (v and f[2] ~= true and (" " .. v) or "")
     else
@@ -147,6 +158,9 @@ function M.argv(name, argv, opts)
   if extra_model then out[#out + 1], out[#out + 2] = "--model", extra_model end
   local line = string.format("recipe %s: %s", name, table.concat(set, " "))
   if #kept > 0 then line = line .. " (given: " .. table.concat(kept, " ") .. ")" end
+  if #dropped > 0 then
+    line = line .. string.format(" (not set, --objective %s given: %s)", objective, table.concat(dropped, " "))
+  end
   return out, line
 end
 

@@ -30,6 +30,8 @@ local function bilm_size(args, ctx)
   return nil
 end
 
+M.masks = false   -- every real token is a target: no masking flag applies
+
 function M.check(args)
   local causal = clm.causal_unsupported(args)
   if causal then return causal end

@@ -37,6 +37,8 @@ function M.causal_unsupported(args)
 end
 
 --- Only families with a left-to-right head (BERT, RoBERTa) can run it.
+M.masks = false   -- every real token is a target: no masking flag applies
+
 function M.check(args)
   local causal = M.causal_unsupported(args)
   if causal then return causal end

@@ -111,6 +111,8 @@ function M.add_options(parser)
     :convert(number_at_least("--alpha-attention", 0))
 end
 
+M.own_flags = {"teacher", "init_layers", "tinybert", "distill_layers"}
+
 local function tinybert(args) return args.tinybert or args.distill_layers ~= nil end
 
 --- The settings alone (the teacher's files are read by M.prepare, when the run starts).
@@ -185,6 +187,10 @@ function M.prepare(args)
   end
   local teacher, terr = teacher_config(dir)
   if not teacher then return fail("not a model directory (%s)", terr) end
+  if teacher.a.is_decoder then
+    return fail("a left-to-right model (config.json: is_decoder, %s): DistilBERT's soft targets are a masked LM's " ..
+      "predictions; give a masked-LM teacher", teacher.family.model_type)
+  end
   if not (exists(dir .. "/model.safetensors") or exists(dir .. "/model.safetensors.index.json")) then
     return fail("no model.safetensors: not a model directory")
   end
@@ -217,6 +223,10 @@ function M.prepare(args)
   end
   local ok, student = pcall(student_config, args, tok:vocab_size())
   if not ok then return string.format("--model %s: %s", tostring(args.model), tostring(student)) end
+  if student.a.is_decoder then
+    return string.format("--model %s: a left-to-right model (is_decoder) cannot be a DistilBERT student, which " ..
+      "predicts masked tokens", tostring(args.model))
+  end
   if args.seq_len > teacher.a.max_position_embeddings then
     return fail("the teacher reads at most %d positions (max_position_embeddings), --seq-len is %d",
       teacher.a.max_position_embeddings, args.seq_len)

@@ -67,6 +67,8 @@ function M.add_options(parser)
     "gradient-disentangled sharing; default for deberta models)"):choices({"shared", "gdes"})
 end
 
+M.own_flags = {"generator_size", "generator_layers", "embedding_sharing"}
+
 function M.check(args)
   if args.objective ~= "electra" then return nil end
   local family = family_of(args.model) or "bert"

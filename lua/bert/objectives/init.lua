@@ -26,6 +26,13 @@
 --                              -- summaries and ablation tables
 --   varlen                     -- optional: true when build's model runs packed
 --                              -- batches (model:set_varlen; --no-varlen pads)
+--   own_flags                  -- optional: settings (args keys) with no default
+--                              -- that only this objective reads (distill's
+--                              -- teacher); given with another objective they
+--                              -- are refused rather than ignored
+--   masks = false              -- optional: the objective masks no tokens (clm,
+--                              -- bilm): --span-mask, --ngram-mask, --phrase-mask
+--                              -- and --whole-word-mask are refused with it
 -- ctx = {args = settings, tokenizer = tok, family = "bert", size = "tiny" or a
 -- config.json, config_overrides = {vocab_size, max_position_embeddings},
 -- unigram_id = function() -> most frequent training token id}.
@@ -80,6 +87,16 @@ function M.get(name)
 end
 
 --- Every objective module once (for their command-line flags).
+--- own_flags of every objective: args key -> the command-line name of the
+-- objective that reads it.
+function M.flag_owners()
+  local owners = {}
+  for _, name in ipairs(M.order) do
+    for _, key in ipairs(M.get(name).own_flags or {}) do owners[key] = owners[key] or name end
+  end
+  return owners
+end
+
 function M.each_module()
   local seen, list = {}, {}
   local keys = {}
