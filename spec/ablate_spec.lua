@@ -322,6 +322,33 @@ return {
     assert.is_nil(sd1)
   end)
 
+  it("compares each row with its baseline: difference, Welch's t, larger than the spread or not", function()
+    local function row(label, values)
+      local m, sd, n = ablate.mean_sd(values)
+      return {label = label, metrics = {acc = {mean = m, sd = sd, n = n, values = values}}}
+    end
+    local rows = {
+      row("pretrained, size=100", {0.80, 0.82, 0.84}), row("scratch, size=100", {0.60, 0.62, 0.64}),
+      row("pretrained, size=300", {0.90, 0.91, 0.92}), row("scratch, size=300", {0.895, 0.905, 0.935}),
+      row("scratch, size=1000", {0.9}),   -- no baseline row at 1000
+    }
+    local c = ablate.comparisons(rows, {"acc"})
+    assert.equal(2, #c)
+    assert.equal("scratch, size=100", c[1].label)
+    assert.equal("pretrained, size=100", c[1].baseline)
+    local a = c[1].metrics.acc
+    assert.near(-0.2, a.difference, 1e-12)
+    assert.near(-0.2 / math.sqrt(0.02 ^ 2 / 3 + 0.02 ^ 2 / 3), a.welch_t, 1e-9)
+    assert.is_true(a.beyond_spread)           -- 0.2 > 0.02 + 0.02
+    local b = c[2].metrics.acc
+    assert.equal("pretrained, size=300", c[2].baseline)
+    assert.near((0.895 + 0.905 + 0.935) / 3 - 0.91, b.difference, 1e-12)
+    assert.is_false(b.beyond_spread)          -- 0.0017 < 0.01 + 0.0208
+    -- a single seed on a side: no comparison of that metric
+    local one = ablate.comparisons({row("a", {1, 2}), row("b", {3})}, {"acc"})
+    assert.same({}, one[1].metrics)
+  end)
+
   it("fine-tunes on synthetic QA as a downstream task: exact match and F1 per cell", function()
     -- the synthetic-qa task's files, made by its generator from the spec's corpus (not Brown)
     local gen = require("bert.finetune.synthetic_qa")

@@ -603,6 +603,47 @@ function M.learning_curves(grid, rows, metric_names)
   return curves
 end
 
+--- Each row against its baseline: the row whose label differs only in the
+-- first axis, at that axis' first value (nsp: mlm and mlm-sop against
+-- mlm-nsp; pretrain-vs-scratch: scratch against pretrained at each set
+-- size).  Per metric with at least two seeds on both sides: the difference
+-- of the means, Welch's t, and whether the difference is larger than the
+-- spread (|difference| > sd + sd of the baseline: the ±sd error bars do
+-- not overlap).
+function M.comparisons(rows, names)
+  local function parts(label)
+    local t = {}
+    for p in (label .. ", "):gmatch("(.-), ") do t[#t + 1] = p end
+    return t
+  end
+  local out = {}
+  if #rows < 2 then return out end
+  local base_part = parts(rows[1].label)[1]
+  local by_label = {}
+  for _, r in ipairs(rows) do by_label[r.label] = r end
+  for _, r in ipairs(rows) do
+    local p = parts(r.label)
+    if p[1] ~= base_part then
+      p[1] = base_part
+      local b = by_label[table.concat(p, ", ")]
+      if b then
+        local entry = {label = r.label, baseline = b.label, metrics = {}}
+        for _, k in ipairs(names) do
+          local x, y = r.metrics[k], b.metrics[k]
+          if x and y and x.sd and y.sd then
+            local d = x.mean - y.mean
+            local se = math.sqrt(x.sd ^ 2 / x.n + y.sd ^ 2 / y.n)
+            entry.metrics[k] = {difference = d, welch_t = se > 0 and d / se or nil,
+              beyond_spread = math.abs(d) > x.sd + y.sd}
+          end
+        end
+        out[#out + 1] = entry
+      end
+    end
+  end
+  return out
+end
+
 --- Rebuilds DIR/results.json, DIR/results.md and DIR/plots/ from the
 -- finished cells of DIR (unfinished ones are listed as missing).  Returns
 -- the results table.
@@ -655,7 +696,7 @@ function M.summarize(dir)
   end
   local results = {name = grid.name, description = grid.description, file = grid.file, budget_scale = grid.budget_scale,
     axes = grid.axes, downstream = grid.downstream, rows = out_rows, cells = cells, missing = missing,
-    metric_names = names}
+    metric_names = names, comparisons = M.comparisons(out_rows, names)}
   write_json(dir .. "/results.json", results)
 
   -- the table: one row per cell, mean ± sd over seeds
@@ -689,6 +730,29 @@ function M.summarize(dir)
       line[#line + 1] = m and pm(m.mean, m.sd, k == "perplexity" and "%.1f" or "%.4f") or ""
     end
     md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
+  end
+  if #results.comparisons > 0 then
+    md[#md + 1] = "\nAgainst the baseline row (the first value of the first axis): difference of the means " ..
+      "(Welch's t); **bold** where the difference is larger than the spread (|difference| > the sum of the two " ..
+      "sample sds, so the ±sd bars do not overlap). Metrics with fewer than two seeds on a side are left blank.\n"
+    local chead, crule = {"cell", "baseline"}, {"---", "---"}
+    for _, k in ipairs(names) do chead[#chead + 1] = k; crule[#crule + 1] = "---:" end
+    md[#md + 1] = "| " .. table.concat(chead, " | ") .. " |"
+    md[#md + 1] = "|" .. table.concat(crule, "|") .. "|"
+    for _, c in ipairs(results.comparisons) do
+      local line = {c.label, c.baseline}
+      for _, k in ipairs(names) do
+        local m = c.metrics[k]
+        local cellv = ""
+        if m then
+          cellv = string.format(k == "perplexity" and "%+.1f" or "%+.4f", m.difference) ..
+            (m.welch_t and string.format(" (t %.1f)", m.welch_t) or "")
+          if m.beyond_spread then cellv = "**" .. cellv .. "**" end
+        end
+        line[#line + 1] = cellv
+      end
+      md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
+    end
   end
   local ok, err = fs.write_atomic(dir .. "/results.md", table.concat(md, "\n") .. "\n")
   if not ok then error("ablate: cannot write " .. dir .. "/results.md: " .. tostring(err), 0) end
