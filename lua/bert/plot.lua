@@ -69,9 +69,39 @@ end
 local function gp_quote(s) return "'" .. tostring(s):gsub("'", "''"):gsub("_", " ") .. "'" end
 local function gp_path(s) return "'" .. tostring(s):gsub("'", "''") .. "'" end
 
+-- A name for this call's temporary files: two processes drawing into one
+-- directory (the shards of an ablation) must not share them, and a seeded
+-- math.random alone may repeat across processes.
+local function unique_tag()
+  return string.format("%s-%d", tostring({}):match("0x(%x+)") or "t", math.random(1 << 30))
+end
+
+-- Runs gnuplot on a script that starts with the PNG terminal (width x 600),
+-- the output and the title, then `lines`.  The PNG is drawn under a
+-- temporary name and renamed, so that a reader never sees half a file.
+-- true, or nil and a message.
+local function gnuplot(png, width, title, lines)
+  local tmp = string.format("%s.%s.tmp", png, unique_tag())
+  local script = {"set terminal png size " .. width .. ",600", "set output " .. gp_path(tmp),
+    "set title " .. gp_quote(title)}
+  for _, l in ipairs(lines) do script[#script + 1] = l end
+  local gp = io.popen("gnuplot 2>&1", "w")
+  local ok = false
+  if gp then
+    gp:write(table.concat(script, "\n"), "\n")
+    ok = gp:close()
+  end
+  if ok then ok = os.rename(tmp, png) end
+  if not ok then
+    os.remove(tmp)
+    return nil, "gnuplot failed or is missing (apt-get install gnuplot-nox)"
+  end
+  return true
+end
+
 -- Draws the series picked by `pick` of every run into one PNG.
 local function draw(png, title, ylabel, runs, pick, tmpdir)
-  local lines, files = {}, {}
+  local lines, files, tag = {}, {}, unique_tag()
   for r, run in ipairs(runs) do
     for _, name in ipairs(run.order) do
       local pts = run.series[name]
@@ -80,7 +110,7 @@ local function draw(png, title, ylabel, runs, pick, tmpdir)
         if is_baseline(name) then
           lines[#lines + 1] = string.format("%.9g with lines dt 2 lw 2 title %s", pts[#pts][2], gp_quote(label))
         else
-          local path = string.format("%s/.plot-%d-%d.dat", tmpdir, r, #files + 1)
+          local path = string.format("%s/.plot-%s-%d-%d.dat", tmpdir, tag, r, #files + 1)
           local out = io.open(path, "wb")
           if not out then return nil, "cannot write " .. path end
           for _, p in ipairs(pts) do out:write(string.format("%.9g %.9g\n", p[1], p[2])) end
@@ -93,25 +123,15 @@ local function draw(png, title, ylabel, runs, pick, tmpdir)
     end
   end
   if #lines == 0 then return false end
-  local script = table.concat({
-    "set terminal png size 1000,600",
-    "set output " .. gp_path(png),
-    "set title " .. gp_quote(title),
+  local ok, err = gnuplot(png, 1000, title, {
     "set xlabel 'step'",
     "set ylabel " .. gp_quote(ylabel),
     "set grid",
     "set key below",
     "plot " .. table.concat(lines, ", \\\n  "),
-  }, "\n")
-  local gp = io.popen("gnuplot 2>&1", "w")
-  local ok = false
-  if gp then
-    gp:write(script, "\n")
-    ok = gp:close()
-  end
+  })
   for _, p in ipairs(files) do os.remove(p) end
-  if not ok then return nil, "gnuplot failed or is missing (apt-get install gnuplot-nox)" end
-  return true
+  return ok, err
 end
 
 --- Plots one or more runs: opts.output (default: the first run's
@@ -148,7 +168,7 @@ end
 -- or nil and a message (gnuplot missing, nothing to plot).
 function M.bars(png, title, ylabel, bars)
   if type(bars) ~= "table" or #bars == 0 then return nil, "plot.bars: no bars for " .. tostring(png) end
-  local data = png .. ".dat"
+  local data = string.format("%s.%s.dat", png, unique_tag())
   local out = io.open(data, "wb")
   if not out then return nil, "cannot write " .. data end
   local top = 0
@@ -162,10 +182,7 @@ function M.bars(png, title, ylabel, bars)
       tostring(b.label):gsub("[\"\\]", "'")))
   end
   out:close()
-  local script = table.concat({
-    "set terminal png size " .. math.max(640, 120 * #bars) .. ",600",
-    "set output " .. gp_path(png),
-    "set title " .. gp_quote(title),
+  local ok, err = gnuplot(png, math.max(640, 120 * #bars), title, {
     "set ylabel " .. gp_quote(ylabel),
     "set grid ytics",
     "set style fill solid 0.5 border -1",
@@ -176,16 +193,9 @@ function M.bars(png, title, ylabel, bars)
     "set xrange [-0.6:" .. (#bars - 0.4) .. "]",
     "unset key",
     "plot " .. gp_path(data) .. " using 1:2:3:xtic(4) with boxerrorbars lw 1.5",
-  }, "\n")
-  local gp = io.popen("gnuplot 2>&1", "w")
-  local ok = false
-  if gp then
-    gp:write(script, "\n")
-    ok = gp:close()
-  end
+  })
   os.remove(data)
-  if not ok then return nil, "gnuplot failed or is missing (apt-get install gnuplot-nox)" end
-  return true
+  return ok, err
 end
 
 --- A learning curve as a PNG and the data behind it: lines = {{label =
@@ -233,10 +243,7 @@ function M.curves(png, title, xlabel, ylabel, lines, opts)
     plots[i] = string.format("%s index %d using 1:2:3 with yerrorlines lw 2 pt 7 ps 0.8 title %s", gp_path(data), i - 1,
       gp_quote(line.label))
   end
-  local script = table.concat({
-    "set terminal png size 1000,600",
-    "set output " .. gp_path(png),
-    "set title " .. gp_quote(title),
+  return gnuplot(png, 1000, title, {
     "set xlabel " .. gp_quote(xlabel),
     "set ylabel " .. gp_quote(ylabel),
     "set grid",
@@ -244,15 +251,7 @@ function M.curves(png, title, xlabel, ylabel, lines, opts)
     opts.logx and "set logscale x" or "unset logscale x",
     xrange,
     "plot " .. table.concat(plots, ", \\\n  "),
-  }, "\n")
-  local gp = io.popen("gnuplot 2>&1", "w")
-  local drawn = false
-  if gp then
-    gp:write(script, "\n")
-    drawn = gp:close()
-  end
-  if not drawn then return nil, "gnuplot failed or is missing (apt-get install gnuplot-nox)" end
-  return true
+  })
 end
 
 --- Writes DIR/metrics.csv from DIR/metrics.jsonl: one row per record,
