@@ -81,15 +81,32 @@ static int span_length(const bd_mask_cfg *c, bd_rng *r) {
   return max;
 }
 
+/* How many of n positions to mask: n * masked_lm_prob rounded half to even
+** (Python's round(), as create_pretraining_data.py), at least 1, at most
+** max_predictions. */
+static int mask_budget(const bd_mask_cfg *c, int n) {
+  int num = (int)nearbyint((double)n * c->masked_lm_prob);
+  if (num < 1) num = 1;
+  if (num > c->max_predictions) num = c->max_predictions;
+  return num;
+}
+
+/* order[0..ng) = 0..ng-1 shuffled as Python's random.shuffle does. */
+static void shuffled_order(bd_rng *r, int32_t *order, int ng) {
+  for (int g = 0; g < ng; g++) order[g] = g;
+  for (int i = ng - 1; i > 0; i--) {
+    int j = (int)bd_rng_randint(r, 0, i);
+    int32_t tmp = order[i]; order[i] = order[j]; order[j] = tmp;
+  }
+}
+
 /* SPAN and NGRAM masking over the units (groups) gstart/glen[0..ng):
 ** spans of adjacent unused units at random starts until the budget is met
 ** (a span that would pass it is cut to fit), then single units in order
 ** from a random start if random draws left it short.  used: ng ints. */
 static int mask_spans(const bd_mask_cfg *c, bd_rng *r, const int32_t *tokens, int n, int32_t *pos,
                       int32_t *repl, const int32_t *gstart, const int32_t *glen, int32_t *used, int ng) {
-  int num = (int)nearbyint((double)n * c->masked_lm_prob);
-  if (num < 1) num = 1;
-  if (num > c->max_predictions) num = c->max_predictions;
+  int num = mask_budget(c, n);
   int cnt = 0;
   for (int g = 0; g < ng; g++) used[g] = 0;
   for (int attempt = 0; attempt < 4 * ng + 16 && cnt < num && ng > 0; attempt++) {
@@ -161,14 +178,8 @@ static int merge_phrases(const bd_phrases *ph, const int32_t *tokens, int32_t *g
 ** decided once per unit. */
 static int mask_units(const bd_mask_cfg *c, bd_rng *r, const int32_t *tokens, int n, int32_t *pos,
                       int32_t *repl, const int32_t *gstart, const int32_t *glen, int32_t *order, int ng) {
-  for (int g = 0; g < ng; g++) order[g] = g;
-  for (int i = ng - 1; i > 0; i--) {
-    int j = (int)bd_rng_randint(r, 0, i);
-    int32_t tmp = order[i]; order[i] = order[j]; order[j] = tmp;
-  }
-  int num = (int)nearbyint((double)n * c->masked_lm_prob);
-  if (num < 1) num = 1;
-  if (num > c->max_predictions) num = c->max_predictions;
+  shuffled_order(r, order, ng);
+  int num = mask_budget(c, n);
   int cnt = 0;
   for (int k = 0; k < ng && cnt < num; k++) {
     int g = order[k];
@@ -201,7 +212,6 @@ int bd_mask(const bd_mask_cfg *c, bd_rng *r, const int32_t *tokens, int n,
     } else {
       gstart[ng] = i;
       glen[ng] = 1;
-      order[ng] = ng;
       ng++;
     }
   }
@@ -211,14 +221,8 @@ int bd_mask(const bd_mask_cfg *c, bd_rng *r, const int32_t *tokens, int n,
     if (c->phrases) ng = merge_phrases(c->phrases, tokens, gstart, glen, ng);
     return mask_units(c, r, tokens, n, pos, repl, gstart, glen, order, ng);
   }
-  for (int i = ng - 1; i > 0; i--) {   /* Python's random.shuffle */
-    int j = (int)bd_rng_randint(r, 0, i);
-    int32_t tmp = order[i]; order[i] = order[j]; order[j] = tmp;
-  }
-  /* round-half-to-even, as Python's round() */
-  int num = (int)nearbyint((double)n * c->masked_lm_prob);
-  if (num < 1) num = 1;
-  if (num > c->max_predictions) num = c->max_predictions;
+  shuffled_order(r, order, ng);
+  int num = mask_budget(c, n);
   int cnt = 0;
   for (int k = 0; k < ng && cnt < num; k++) {
     int g = order[k];
