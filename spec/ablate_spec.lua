@@ -312,6 +312,39 @@ return {
     assert.matches("has no 'teacher'", e, 1, true)
   end)
 
+  it("reads a teacher from a grid next to it when a finished run has the teacher's settings", function()
+    local path = root .. "/distill-reuse.lua"
+    write(path, string.format([[
+return {
+  name = "distill-reuse",
+  axes = {{name = "student", values = {{label = "distilled", objective = "distill"}}}},
+  fixed = {model = %q, corpus = %q, tokenizer = "wordpiece", vocab_size = 120, batch_size = 4, seq_len = 32,
+           log_every = 1, max_eval = 16, threads = 1},
+  teacher = {objective = "mlm", budget = {steps = 8}},   -- at --budget-scale 0.5: the first grid's mlm cells
+  seeds = {1, 2},
+  budget = {steps = 8},
+  downstream = {{task = %q, kind = "classification", epochs = 1, batch_size = 8, seq_len = 32}},
+}
+]], root .. "/config.json", root .. "/corpus.txt", root .. "/task/"))
+    local dir = root .. "/distill-reuse"
+    assert.is_true(ablate_cmd(path .. " --budget-scale 0.5 --output " .. dir, root .. "/log-treuse"),
+      read(root .. "/log-treuse.err"))
+    local log = read(root .. "/log-treuse")
+    assert.is_nil(log:find("pretraining the teacher", 1, true))
+    for seed = 1, 2 do
+      -- out's mlm cells, or distill-out's scratch cells (the same settings; the first in name order)
+      local run = log:match("the teacher for seed " .. seed .. ": reusing the finished pretraining run (%S+)")
+      assert.truthy(run, log)
+      assert.equal(root, run:sub(1, #root))
+      assert.matches("_seed=" .. seed .. "$", run)
+      assert.truthy(read(run .. "/summary.json"))
+      assert.is_nil(read(dir .. "/teacher-" .. seed .. "/args.json"))   -- nothing pretrained here
+      local args = cjson.decode(read(dir .. "/pretrain/distilled_seed=" .. seed .. "/args.json"))
+      assert.equal(run .. "/checkpoint", args.teacher)
+    end
+    assert.is_number(cjson.decode(read(dir .. "/results.json")).rows[1].metrics.teacher_mlm_accuracy.mean)
+  end)
+
   it("mean and sample standard deviation", function()
     local m, sd, n = ablate.mean_sd({1, 2, 3, 4})
     assert.equal(2.5, m)

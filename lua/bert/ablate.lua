@@ -356,13 +356,15 @@ local function reusable_runs(dir)
   return index
 end
 
--- The directory of a cell's pretraining run: its own, or the one it reuses.
-local function pretrain_dir(dir, id)
-  local own = dir .. "/pretrain/" .. id
+-- A run directory of grid dir, or the run its reused.json names.
+local function follow(own, dir)
   local reused = read_json(own .. "/reused.json")
   if not reused then return own end
   return split_dir(dir) .. "/" .. reused.grid .. "/pretrain/" .. reused.run
 end
+
+-- The directory of a cell's pretraining run: its own, or the one it reuses.
+local function pretrain_dir(dir, id) return follow(dir .. "/pretrain/" .. id, dir) end
 
 -- The finished fine-tuning of `task` in the reused grid from the same run,
 -- seed and settings, or nil.
@@ -465,14 +467,26 @@ function M.run(grid, dir, opts)
       local teacher = run.settings.teacher
       if type(teacher) == "string" and teacher:find("^{grid}/") then
         -- this seed's teacher first (once: a finished one is skipped)
+        -- (or a finished run of a grid next to this one with the teacher's settings)
         for _, t in ipairs(grid.teachers or {}) do
-          if t.seed == cell.seed and not fs.exists(dir .. "/" .. t.id .. "/summary.json") then
-            say("  pretraining the teacher for seed %d: %d steps into %s/%s", t.seed, t.pretrain_steps, dir, t.id)
-            run_pretraining(dir .. "/" .. t.id, t)
+          local tdir = dir .. "/" .. t.id
+          if t.seed == cell.seed and not fs.exists(tdir .. "/summary.json") and not fs.exists(tdir .. "/reused.json") then
+            local tkey = reuse_key(t.settings, t.pretrain_steps)
+            local tfound = opts.reuse ~= false and tkey and reusable[tkey]
+            if tfound and not fs.exists(tdir .. "/args.json") then
+              say("  the teacher for seed %d: reusing the finished pretraining run %s/pretrain/%s (equal settings)",
+                t.seed, tfound.grid_dir, tfound.run_id)
+              assert(bert.mkdir(tdir))
+              write_json(tdir .. "/reused.json", {grid = tfound.grid_name, run = tfound.run_id})
+            else
+              say("  pretraining the teacher for seed %d: %d steps into %s", t.seed, t.pretrain_steps, tdir)
+              run_pretraining(tdir, t)
+            end
           end
         end
         run = {id = run.id, settings = copy(run.settings)}
-        run.settings.teacher = dir .. teacher:sub(#"{grid}" + 1)
+        local tid, rest = teacher:match("^{grid}/([^/]+)(.*)$")
+        run.settings.teacher = follow(dir .. "/" .. tid, dir) .. rest
       end
       local own = dir .. "/pretrain/" .. run.id
       local key = reuse_key(run.settings, cell.pretrain_steps)
