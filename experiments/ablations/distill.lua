@@ -25,9 +25,10 @@
 -- restrict_ce_to_mask); on every token the vocabulary projections of
 -- teacher and student over all 4,096 tokens of a batch make a step ~2x as long.
 --
--- Budget: two students of 1,000 steps per seed (4.1M tokens each) and six
--- fine-tunings; with the teachers read from the nsp grid, ~30 min of one
--- core in all (without it, +3 teachers of ~9 min).  An earlier version
+-- Budget: two students of 600 steps per seed (2.5M tokens each) and six
+-- fine-tunings; with the teachers read from the nsp grid, ~35 min of one
+-- core in all (a DistilBERT step costs ~2.8x a scratch step: the teacher's
+-- forward and the losses; without the nsp grid, +3 teachers of ~9 min).  An earlier version
 -- distilled a BERT-mini teacher of 500 steps into a 2-layer-256 student:
 -- ~1.6 h of one core, and a check run of that teacher at 150 steps was
 -- still at the unigram plateau, so the teacher had little to teach.
@@ -37,7 +38,7 @@
 return {
   name = "distill",
   description = "A 1-layer DistilBERT student (128 wide) distilled from the nsp grid's BERT-tiny MLM teacher " ..
-    "(2 layers, 2,000 steps) vs the same student pretrained from scratch, equal student steps.",
+    "(2 layers, 2,000 steps) vs the same student pretrained from scratch, 600 steps each.",
   axes = {
     {name = "student", values = {
       {label = "from scratch", objective = "mlm"},
@@ -49,7 +50,7 @@ return {
   fixed = {model = "experiments/ablations/models/distilbert-1x128.json", corpus = "brown", tokenizer = "wordpiece",
            vocab_size = 8000, batch_size = 32, seq_len = 128, masking = "dynamic", log_every = 50},
   seeds = {1, 2, 3},
-  budget = {tokens = 1000 * 32 * 128},
+  budget = {tokens = 600 * 32 * 128},
   downstream = {
     {task = "spam", max_train = 1000, epochs = 3, seq_len = 128, batch_size = 32},
     {task = "brown-pos", max_train = 10000, epochs = 2, seq_len = 128, batch_size = 32},
