@@ -32,21 +32,13 @@
 -- no longer fits in 2 hours with them (the masking ablation is theirs).
 --
 -- Budget: 500 steps x 32 x 128 tokens (2.05M tokens) per pretraining run.
--- Timing, --threads 1, 2026-12-01 on the 2-core development machine while
--- about 6 other helpers and two ablation grids ran (load average 12-19): a
--- full cell of each objective could not be timed in the session (the mlm
--- cell alone was heading for 1.5 h at that load), so these are the parts:
---   pretraining, 20-step runs back to back (tokens/s, then s for 500 steps):
---     mlm 3,572 (573 s), clm 1,611 (1,271 s), bilm 841 (2,435 s)
---     at load ~6 earlier (clm, bilm through a materialised-attention stand-in
---     for the causal kernel, now replaced): mlm 8,098, clm 2,084, bilm 1,246
---   fine-tuning (spam 1,000 x 3 epochs + Brown POS 10,000 x 2 epochs): 7.5 min
---     per cell at load ~10 (an mlm cell with a 10-step pretraining run)
--- Estimates from these parts (not measured end to end): one seed of each
--- ~94 min at load 12-19, ~45 min at load ~6 (4-min fine-tuning), so the 9
--- cells ~2.2 h on one thread, ~1.4 h on two if two threads give 1.6x, plus
--- ELECTRA's 3 cells (not yet timed).  If it does not fit, lower `budget`:
--- fine-tuning is a fixed ~4-7 min per cell.
+-- Timed end to end 2026-12-01 on the 2-core development machine, one thread
+-- per process, two to four processes at once: a cell (pretraining and both
+-- fine-tunings) took 3.5 min for mlm, ~10 min for clm and electra, 16-18 min
+-- for bilm.  Equal tokens are not equal compute: clm and bilm predict every
+-- token (a softmax over the 8,000-entry vocabulary at each position, twice
+-- for bilm) where MLM predicts 15%, and ELECTRA adds its generator.  The
+-- grid is ~2 h of one core, ~1 h on two (--shard).
 return {
   name = "objective",
   description = "MLM vs left-to-right LM (GPT) vs two one-directional LMs (ELMo) at equal tokens and encoder size.",

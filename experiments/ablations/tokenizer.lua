@@ -5,9 +5,9 @@
 --   lua5.4 experiments/ablate.lua experiments/ablations/tokenizer.lua [--budget-scale 0.05]
 --
 -- Missing: nothing of the axis (Unigram came with the tokenizer issue).
--- Budget: 9 cells of 2,000 steps x 32 x 128 tokens on BERT-tiny.  NOT YET
--- TIMED on the 2-core machine (the issue asks for at most 2 hours): time a
--- cell with the progress line's ETA and lower `budget` if it does not fit.
+-- Budget: 9 cells of 2,000 steps x 32 x 128 tokens on BERT-tiny, timed as
+-- the nsp grid's (8-10 min a cell on one core, ~50 min for the grid on two);
+-- next to runs/ablate/nsp the wordpiece cells are nsp's mlm cells, read.
 return {
   name = "tokenizer",
   description = "WordPiece vs byte-level BPE vs Unigram at equal vocabulary size (8,000).",
