@@ -26,7 +26,8 @@ parser:option("--summarize", "Only rebuild DIR's results.json, results.md and pl
 parser:flag("--no-reuse", "Pretrain every cell here, even where a grid next to OUTPUT finished a run with equal " ..
   "settings (by default that run, and its fine-tunings with equal task settings, are read instead)")
 parser:option("--shard", "K/N: run only cells K, K+N, K+2N, ... (in the grid's order), so that N processes " ..
-  "(one per core, --threads 1 each) share a grid; each writes the table of the cells finished so far")
+  "(one per core, --threads 1 each) share a grid; each writes the table of the cells finished so far. " ..
+  "K1,K2/N takes several residues (with N = the number of axis values, whole values: 1,2/6)")
 cli.add(parser, "threads")
 local args = parser:parse()
 
@@ -43,12 +44,16 @@ cli.main("ablate.lua", function()
     if not (args.budget_scale > 0) then error("option --budget-scale: expected a number > 0, got " .. args.budget_scale, 0) end
     local shard
     if args.shard then
-      local k, n = args.shard:match("^(%d+)/(%d+)$")
-      k, n = tonumber(k), tonumber(n)
-      if not k or n < 1 or k < 1 or k > n then
-        error("option --shard: expected K/N with 1 <= K <= N, got '" .. args.shard .. "'", 0)
+      local ks, n = args.shard:match("^([%d,]+)/(%d+)$")
+      n = tonumber(n)
+      local list = {}
+      for k in (ks or ""):gmatch("[^,]+") do list[#list + 1] = tonumber(k) end
+      local ok = n and n >= 1 and #list > 0
+      for _, k in ipairs(list) do ok = ok and k >= 1 and k <= n end
+      if not ok then
+        error("option --shard: expected K/N or K1,K2,.../N with 1 <= K <= N, got '" .. args.shard .. "'", 0)
       end
-      shard = {k, n}
+      shard = {list, n}
     end
     local grid = ablate.load(args.grid, {budget_scale = args.budget_scale})
     dir = args.output or ("runs/ablate/" .. grid.name ..

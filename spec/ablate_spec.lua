@@ -188,7 +188,16 @@ describe("experiments/ablate.lua", function()
     assert.equal(4, #results.cells)
     assert.same({}, results.missing)
     assert.is_falsy(ablate_cmd(grid .. " --shard 3/2 --output " .. dir, root .. "/log-shard3"))
-    assert.matches("option --shard: expected K/N with 1 <= K <= N, got '3/2'", read(root .. "/log-shard3.err"), 1, true)
+    assert.matches("option --shard: expected K/N or K1,K2,.../N with 1 <= K <= N, got '3/2'",
+      read(root .. "/log-shard3.err"), 1, true)
+    -- several residues: 1,2/4 runs cells 1 and 2 (seed 1), leaves 3 and 4 (seed 2) to another process
+    local dir2 = root .. "/sharded2"
+    assert.is_true(ablate_cmd(grid .. " --budget-scale 0.5 --shard 1,2/4 --output " .. dir2, root .. "/log-shard4"),
+      read(root .. "/log-shard4.err"))
+    local log4 = read(root .. "/log-shard4")
+    assert.matches("shard 1,2/4: 2 cells to run", log4, 1, true)
+    assert.matches("[3/4] objective=mlm-nsp, seed 2: another shard's", log4, 1, true)
+    assert.equal(2, #cjson.decode(read(dir2 .. "/results.json")).cells)
   end)
 
   it("refuses a rerun into the directory with other settings", function()

@@ -438,7 +438,13 @@ function M.run(grid, dir, opts)
   if not saved then write_json(dir .. "/grid.json", grid) end
   local runs = {}
   for _, r in ipairs(grid.pretrain_runs) do runs[r.id] = r end
-  local function mine(i) return not opts.shard or (i - 1) % opts.shard[2] == opts.shard[1] - 1 end
+  -- opts.shard = {K or {K1, K2, ...}, N}: cells whose index i has (i - 1) % N + 1 among the Ks
+  local shard_set
+  if opts.shard then
+    shard_set = {}
+    for _, k in ipairs(type(opts.shard[1]) == "table" and opts.shard[1] or {opts.shard[1]}) do shard_set[k] = true end
+  end
+  local function mine(i) return not opts.shard or shard_set[(i - 1) % opts.shard[2] + 1] == true end
   local todo, finished = 0, 0
   for i, cell in ipairs(grid.cells) do
     if fs.exists(dir .. "/cells/" .. cell.id .. "/done.json") then finished = finished + 1
@@ -446,7 +452,8 @@ function M.run(grid, dir, opts)
   end
   say("ablate: %s: %d cells (%d finished), %d seeds, %d downstream task(s), output %s%s",
     grid.name, #grid.cells, finished, #grid.seeds, #grid.downstream, dir,
-    opts.shard and string.format(" (shard %d/%d: %d cells to run)", opts.shard[1], opts.shard[2], todo) or "")
+    opts.shard and string.format(" (shard %s/%d: %d cells to run)", type(opts.shard[1]) == "table" and
+      table.concat(opts.shard[1], ",") or opts.shard[1], opts.shard[2], todo) or "")
   for _, p in ipairs(grid.planned or {}) do
     local vals = {}
     for _, v in ipairs(p.values) do vals[#vals + 1] = fmt_value(v) end
