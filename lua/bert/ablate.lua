@@ -748,7 +748,7 @@ function M.summarize(dir)
     local line = {r.label, tostring(#r.seeds), params, pm(tps_m, tps_sd, "%.0f")}
     for _, k in ipairs(names) do
       local m = r.metrics[k]
-      line[#line + 1] = m and pm(m.mean, m.sd, k == "perplexity" and "%.1f" or "%.4f") or ""
+      line[#line + 1] = m and pm(m.mean, m.sd, k:find("perplexity$") and "%.1f" or "%.4f") or ""
     end
     md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
   end
@@ -766,7 +766,7 @@ function M.summarize(dir)
         local m = c.metrics[k]
         local cellv = ""
         if m then
-          cellv = string.format(k == "perplexity" and "%+.1f" or "%+.4f", m.difference) ..
+          cellv = string.format(k:find("perplexity$") and "%+.1f" or "%+.4f", m.difference) ..
             (m.welch_t and string.format(" (t %.1f)", m.welch_t) or "")
           if m.beyond_spread then cellv = "**" .. cellv .. "**" end
         end
