@@ -481,6 +481,15 @@ return {
     local results = cjson.decode(read(dir .. "/results.json"))
     assert.same({skipped}, results.missing)
     assert.equal(6, #results.rows)
+    -- a scratch row shows no pretraining metric: its model is not the grid's pretraining run
+    for _, row in ipairs(results.rows) do
+      if row.label:find("^scratch") then
+        assert.is_nil(row.metrics.mlm_accuracy, row.label)
+        assert.is_nil(row.tokens_per_s, row.label)
+      else
+        assert.equal(0.2, row.metrics.mlm_accuracy.mean, row.label)
+      end
+    end
     -- one curve: the fine-tuning metric against max_train (MLM accuracy does not depend on it)
     assert.equal(1, #results.curves)
     local curve = results.curves[1]

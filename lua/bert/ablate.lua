@@ -674,8 +674,15 @@ function M.summarize(dir)
     error("ablate: " .. dir .. "/grid.json is missing or unreadable: not an ablation directory", 0)
   end
   local rows, by_label, cells, missing, names, seen_name = {}, {}, {}, {}, {}, {}
+  local is_pretrain_metric = {}
+  for _, k in ipairs(M.pretrain_metrics) do is_pretrain_metric[k] = true end
   for _, cell in ipairs(grid.cells) do
     local done = read_json(dir .. "/cells/" .. cell.id .. "/done.json")
+    if done and (cell.finetune or {}).from_scratch == true then
+      -- fine-tuned from fresh weights: the grid's pretraining run is not this cell's model
+      for k in pairs(done.metrics) do if is_pretrain_metric[k] then done.metrics[k] = nil end end
+      done.pretrain_tokens_per_s = nil
+    end
     if done then
       cells[#cells + 1] = done
       local row = by_label[cell.label]
