@@ -26,10 +26,18 @@ end
 
 -- {M, N, K, layout, role}: C[M,N] = A[M,K] @ op(B); "NT" multiplies by a
 -- [N,K] weight transposed as a view, as a Linear layer does.
+-- "NN" and "TN" are a Linear's backward: dX = dY @ W, and dW = dY^T @ X with
+-- dY^T a transposed view (the step accumulates dW with beta = 1; a matmul
+-- writes a fresh C).
 local shapes = {
   {1024, 768, 768, "NT", "attention projection"},
   {1024, 3072, 768, "NT", "FFN up"},
   {1024, 768, 3072, "NT", "FFN down"},
+  {1024, 768, 3072, "NN", "FFN up dX"},
+  {1024, 3072, 768, "NN", "FFN down dX"},
+  {768, 768, 1024, "TN", "projection dW"},
+  {3072, 768, 1024, "TN", "FFN up dW"},
+  {768, 3072, 1024, "TN", "FFN down dW"},
   {128, 128, 64, "NT", "per-head Q@K^T"},
   {128, 64, 128, "NN", "per-head P@V"},
 }
@@ -48,7 +56,7 @@ for _, provider in ipairs(bert.gemm_providers()) do
   bert.set_gemm(provider)
   for _, s in ipairs(shapes) do
     local M, N, K, layout, role = s[1], s[2], s[3], s[4], s[5]
-    local a = bert.randn({M, K}, {seed = 1})
+    local a = layout == "TN" and bert.randn({K, M}, {seed = 1}):t() or bert.randn({M, K}, {seed = 1})
     local b = layout == "NT" and bert.randn({N, K}, {seed = 2}):t() or bert.randn({K, N}, {seed = 2})
     local r = reps * math.max(1, math.floor(1e9 / (2 * M * N * K) / reps))
     a:matmul(b) -- warm up
