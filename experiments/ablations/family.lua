@@ -19,6 +19,9 @@
 -- cell pretrains in 5 min (BERT, RoBERTa, ALBERT) to 10-12 min (DeBERTa
 -- 2.1x, ELECTRA 2.0x, DeBERTa-v3 2.5x BERT's time per step), about 2.5 h of
 -- one core for the grid with fine-tuning: 75 min on two cores (--shard).
+-- Measured end to end on 2026-12-01: ~2.7 h of one core (the cells' own
+-- times, two to three processes on the two cores); DeBERTa-v3 took 18-20
+-- min a cell, BERT/RoBERTa/ALBERT 6-7 min.
 return {
   name = "family",
   description = "Model families at the tiny size with their papers' tokenizer and objective, equal tokens.",
