@@ -422,6 +422,18 @@ local function run_finetuning(cell_dir, ckpt, seed, task, overrides, found)
   return experiment.run(task.kind, opts)
 end
 
+-- Whether a saved grid.json holds grid's settings: the same grid named by
+-- another path (relative, absolute, another checkout) is the same grid.
+local function same_settings(saved_text, grid)
+  local ok, saved = pcall(cjson.decode, saved_text)
+  if not ok or type(saved) ~= "table" then return false end
+  local file = grid.file
+  saved.file, grid.file = nil, nil
+  local same = canonical(saved) == canonical(grid)
+  grid.file = file
+  return same
+end
+
 --- Runs every cell of a grid under dir, skipping finished cells (those
 -- with cells/ID/done.json), resuming a killed pretraining run from its
 -- checkpoint; then writes the summary (M.summarize).
@@ -431,7 +443,7 @@ function M.run(grid, dir, opts)
   assert(bert.mkdir(dir .. "/pretrain"))
   local saved = fs.read_file(dir .. "/grid.json")
   local text = canonical(grid)
-  if saved and saved:gsub("%s+$", "") ~= text then
+  if saved and saved:gsub("%s+$", "") ~= text and not same_settings(saved, grid) then
     error("ablate: " .. dir .. " holds a grid with other settings (grid.json differs): " ..
       "use another --output, or remove " .. dir, 0)
   end
