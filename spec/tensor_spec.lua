@@ -488,6 +488,27 @@ describe("indexing and joining", function()
 end)
 
 describe("memory", function()
+  it("keeps freed blocks for reuse up to a limit that follows the peak bytes in use, or a fixed one", function()
+    local auto = bert.cache_limit()
+    -- 2 GB, or more after a larger peak (at most half the machine's memory)
+    assert.is_true(auto >= 2 ^ 30, "automatic limit " .. auto)
+    collectgarbage()
+    bert.set_cache_limit(0)                         -- fixed: cache nothing
+    assert.equal(0, bert.cache_limit())
+    assert.equal(0, bert.memory_cached())
+    bert.zeros({1024, 1024}):free()
+    assert.equal(0, bert.memory_cached())
+    bert.set_cache_limit(64 * 2 ^ 20)               -- fixed: 64 MB
+    bert.zeros({1024, 1024}):free()                 -- 4 MB freed: kept
+    assert.is_true(bert.memory_cached() >= 4 * 2 ^ 20)
+    bert.set_cache_limit("auto")
+    assert.equal(auto, bert.cache_limit())
+    bert.empty_cache()
+    assert.equal(0, bert.memory_cached())
+    assert.error_matches(function() bert.set_cache_limit(-1) end, "set_cache_limit.*non%-negative, got %-1")
+    assert.error_matches(function() bert.set_cache_limit("big") end, "set_cache_limit.*'auto', got 'big'")
+  end)
+
   it("is accounted and released by free, <close> and the GC", function()
     collectgarbage()
     local base = bert.memory_in_use()

@@ -73,7 +73,9 @@ void bert_mem_account(int64_t delta);
 /* Freed large blocks are cached for reuse (see tensor.c); these inspect,
 ** bound and release that cache. */
 size_t bert_mem_cached(void);
-void bert_set_cache_limit(size_t bytes);
+void bert_set_cache_limit(size_t bytes);      /* a fixed limit (0: cache nothing) */
+void bert_set_cache_limit_auto(void);         /* the default: the peak bytes in use, 2 GB .. RAM / 2 */
+size_t bert_cache_limit(void);
 void bert_empty_cache(void);
 
 /* ---- dtypes ---- */

@@ -148,12 +148,26 @@ static int l_memory_cached(lua_State *L) {
   return 1;
 }
 
-/* bert.set_cache_limit(bytes): the most freed memory kept for reuse (0: none) */
+/* bert.set_cache_limit(bytes | "auto"): the most freed memory kept for
+** reuse (0: none); "auto" (the default) follows the peak bytes in use,
+** from 2 GB to half the machine's memory */
 static int l_set_cache_limit(lua_State *L) {
+  if (lua_type(L, 1) == LUA_TSTRING) {
+    if (strcmp(lua_tostring(L, 1), "auto") != 0)
+      return luaL_argerror(L, 1, lua_pushfstring(L, "expected a byte count or 'auto', got '%s'", lua_tostring(L, 1)));
+    bert_set_cache_limit_auto();
+    return 0;
+  }
   lua_Integer n = luaL_checkinteger(L, 1);
-  if (n < 0) return luaL_argerror(L, 1, "cache limit must be non-negative");
+  if (n < 0) return luaL_argerror(L, 1, lua_pushfstring(L, "cache limit must be non-negative, got %I", n));
   bert_set_cache_limit((size_t)n);
   return 0;
+}
+
+/* bert.cache_limit() -> the limit in force now, in bytes */
+static int l_cache_limit(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)bert_cache_limit());
+  return 1;
 }
 
 static int l_empty_cache(lua_State *L) {
@@ -163,7 +177,7 @@ static int l_empty_cache(lua_State *L) {
 }
 
 static const luaL_Reg core_funcs[] = {
-  {"memory_cached", l_memory_cached}, {"set_cache_limit", l_set_cache_limit},
+  {"memory_cached", l_memory_cached}, {"set_cache_limit", l_set_cache_limit}, {"cache_limit", l_cache_limit},
   {"empty_cache", l_empty_cache},
   {"mkdir", l_mkdir}, {"isdir", l_isdir}, {"listdir", l_listdir},
   {"wall_time", l_wall_time},
