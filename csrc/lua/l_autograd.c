@@ -175,6 +175,7 @@ static int m_backward(lua_State *L) {
   backward_L = outer;
   bert_set_grad_enabled(was);
   if (rc != 0) return lbert_core_error(L, "backward");
+  if (outer == NULL) lbert_gc_after_backward(L);
   return 0;
 }
 

@@ -29,6 +29,7 @@ void lbert_dist_info(lua_State *L);   /* pushes backend_info().distributed */
 bert_tensor *lbert_check_tensor(lua_State *L, int arg);
 bert_tensor *lbert_test_tensor(lua_State *L, int arg);
 void lbert_push_tensor(lua_State *L, bert_tensor *t);   /* takes ownership */
+void lbert_gc_after_backward(lua_State *L);              /* returns dead tensors' blocks */
 int lbert_core_error(lua_State *L, const char *fname);  /* raises bert_last_error */
 /* Pushes a core result (owned), or raises the core's error naming fname. */
 int lbert_push_result(lua_State *L, bert_tensor *t, const char *fname);
