@@ -60,7 +60,7 @@ size_t bert_mem_allocated_total(void) { return __atomic_load_n(&mem_total, __ATO
 ** freed in its backward and wanted again in the next forward, and a cache
 ** smaller than them sends the rest back to the kernel every step (BERT-base
 ** at B 32 x T 256 spent half its CPU time in page faults with a 2 GB cache:
-** 36 s a step against 24 s). */
+** 35-36 s a step against 24-25 s). */
 #define CACHE_MIN ((size_t)256 << 10)
 #define CACHE_SLOTS 1024
 #define CACHE_LIMIT_FLOOR ((size_t)2 << 30)

@@ -147,8 +147,8 @@ static void gemm_blocks(void *p, int64_t lo, int64_t hi) {
 ** Each piece is a separate BLAS call that packs its shared operand again and
 ** runs a narrower kernel: at BERT-base shapes a piece of 1/8 of C ran 8-20%
 ** below the whole GEMM on one core, 1/2 within 3%, and the BERT-base train
-** step took 2.25 s at 1 piece per thread, 2.33 s at 2, 2.45 s at 4 (2 threads,
-** docs/speed.md).  More pieces only help when a worker is descheduled (the
+** step (2 threads, runs alternated) was 4.7% faster at 1 piece per thread
+** than at 4 and 3.5% faster than at 2 (docs/speed.md).  More pieces only help when a worker is descheduled (the
 ** caller takes the pieces it has not claimed): t(2 threads)/t(1) beside a
 ** CPU-bound process was 1.00 at 1 piece, 0.96 at 4. */
 static int gemm_chunks_per_thread(void) {
