@@ -479,6 +479,77 @@ describe("optim.clip_grad_norm", function()
   end)
 end)
 
+describe("opt:step{grad_scale}: clipping inside the update", function()
+  -- two steps of kind over fresh parameters: clip_grad_norm then step(), or
+  -- grad_norm then step{grad_scale}; returns the parameters and the gradients
+  local function run(kind, fused, max_norm, per_parameter)
+    local ps, named = {}, {}
+    for k, shape in ipairs({{3, 5}, {7}, {40000}}) do
+      ps[k] = bert.randn(shape, {seed = 10 + k})
+      named[k] = {name = "w" .. k, param = ps[k]}
+    end
+    local opt = optim[kind](named, kind == "SGD" and {lr = 0.1, momentum = 0.9} or {lr = 0.01})
+    if per_parameter then opt._update_multi = false end
+    for s = 1, 2 do
+      for k, p in ipairs(ps) do p:set_grad(grad_for(p:shape(), s, k):mul(3)) end
+      if fused then
+        opt:step{grad_scale = optim.clip_scale(optim.grad_norm(opt), max_norm)}
+      else
+        optim.clip_grad_norm(opt, max_norm)
+        opt:step()
+      end
+    end
+    return ps, opt
+  end
+
+  for _, kind in ipairs({"AdamW", "LAMB", "SGD"}) do
+    for _, per_parameter in ipairs({false, true}) do
+      it(kind .. (per_parameter and " (per-parameter path)" or "") .. ": bit-identical to clip_grad_norm + step", function()
+        for _, max_norm in ipairs({0.5, 1e6}) do   -- clipping, and not
+          local a = run(kind, false, max_norm, per_parameter)
+          local b = run(kind, true, max_norm, per_parameter)
+          for k = 1, #a do assert.is_true(same_bits(a[k], b[k]), kind .. " parameter " .. k) end
+        end
+      end)
+    end
+  end
+
+  it("leaves the gradients unscaled on the host's one-call path", function()
+    local p = bert.randn({300}, {seed = 1})
+    local g = bert.randn({300}, {seed = 2})
+    p:set_grad(g:clone())
+    local opt = optim.AdamW({{name = "w", param = p}}, {lr = 0.01})
+    opt:step{grad_scale = 0.25}
+    assert.is_true(same_bits(g, p:grad()))
+  end)
+
+  it("clip_scale is max_norm / (norm + 1e-6) below 1, else 1", function()
+    assert.equal(1, optim.clip_scale(0.5, 1.0))
+    assert.equal(1, optim.clip_scale(0, 1.0))
+    assert.equal(2.0 / (8 + 1e-6), optim.clip_scale(8, 2.0))
+  end)
+
+  it("checks its arguments", function()
+    local p = bert.zeros({2})
+    p:set_grad(bert.ones({2}))
+    local opt = optim.AdamW({{name = "w", param = p}}, {lr = 0.01})
+    for _, bad in ipairs({0, -1, 0 / 0, math.huge, "1"}) do
+      assert.error_matches(function() opt:step{grad_scale = bad} end,
+        "optim.AdamW.step: option 'grad_scale' must be a finite number > 0, got")
+    end
+    assert.error_matches(function() opt:step{grad_scal = 1} end, "optim.AdamW.step: unknown option \"grad_scal\"")
+    assert.error_matches(function() opt:step(1) end, "optim.AdamW.step: argument #1 %(opts%) must be a table or nil")
+    assert.same(flat(bert.zeros({2})), flat(p))   -- nothing was stepped
+    assert.error_matches(function() optim.clip_scale(0 / 0, 1) end,
+      "optim.clip_scale: argument #1 %(norm%) must be a finite number >= 0")
+    assert.error_matches(function() optim.clip_scale(1, 0) end,
+      "optim.clip_scale: argument #2 %(max_norm%) must be a number > 0")
+    assert.error_matches(function()
+      K.adamw_multi({p}, {p:grad()}, {bert.zeros({2})}, {bert.zeros({2})}, {0}, {1}, 0.1, 0.9, 0.999, 1e-8, true, -2)
+    end, "adamw_multi: grad_scale %-2 must be finite and > 0")
+  end)
+end)
+
 describe("optim.schedule", function()
   local function near(a, b) return math.abs(a - b) <= 1e-12 * math.max(1, math.abs(b)) end
 

@@ -99,9 +99,8 @@ if opts.mode == "train" then
     end)
     timed("optimizer", function() opt:zero_grad() end)
     timed("backward", function() out.loss:backward() end)
-    timed("optimizer", function()
-      bert.optim.clip_grad_norm(model:parameters(), 1.0)
-      opt:step()
+    timed("optimizer", function()   -- clipping at norm 1, inside the update (as the Trainer does)
+      opt:step{grad_scale = bert.optim.clip_scale(bert.optim.grad_norm(opt), 1.0)}
     end)
   end
 else

@@ -175,10 +175,15 @@ static int span_cmp(const void *a, const void *b) {
 /* Checks the 4n tensors of a multi-tensor step and fills segs. */
 static int check_multi(const char *fn, int n, bert_tensor *const *p, bert_tensor *const *g,
                        bert_tensor *const *m, bert_tensor *const *v, const double *wd,
-                       const int64_t *step, const bert_adam_cfg *cfg, bert_optim_seg *segs) {
+                       const int64_t *step, const bert_adam_cfg *cfg, double grad_scale,
+                       bert_optim_seg *segs) {
   static const char *const names[4] = {"param", "grad", "exp_avg", "exp_avg_sq"};
   if (!(cfg->beta1 >= 0 && cfg->beta1 < 1) || !(cfg->beta2 >= 0 && cfg->beta2 < 1)) {
     bert_set_error("%s: betas (%g, %g) must lie in [0, 1)", fn, cfg->beta1, cfg->beta2);
+    return -1;
+  }
+  if (!(grad_scale > 0) || !isfinite(grad_scale)) {
+    bert_set_error("%s: grad_scale %g must be finite and > 0", fn, grad_scale);
     return -1;
   }
   mem_span *spans = malloc((size_t)(n > 0 ? n : 1) * 4 * sizeof *spans);
@@ -213,7 +218,7 @@ static int check_multi(const char *fn, int n, bert_tensor *const *p, bert_tensor
     if (rc == 0)
       segs[i] = (bert_optim_seg){.p = bert_f32(p[i]), .g = bert_f32(g[i]), .m = bert_f32(m[i]),
                                  .v = bert_f32(v[i]), .n = bert_numel(p[i]),
-                                 .weight_decay = wd[i], .step = step[i]};
+                                 .weight_decay = wd[i], .step = step[i], .grad_scale = grad_scale};
   }
   /* no two operands may share memory (the kernels use restrict pointers):
   ** sorted by address, each span must end before the next begins */
@@ -242,14 +247,14 @@ static void bump_multi(int n, bert_tensor *const *p, bert_tensor *const *m, bert
 
 int bert_adamw_multi(int n, bert_tensor *const *p, bert_tensor *const *g, bert_tensor *const *m,
                      bert_tensor *const *v, const double *wd, const int64_t *step,
-                     const bert_adam_cfg *cfg) {
+                     const bert_adam_cfg *cfg, double grad_scale) {
   static const char *fn = "adamw_multi";
   bert_optim_seg *segs = malloc((size_t)(n > 0 ? n : 1) * sizeof *segs);
   if (segs == NULL) {
     bert_set_error("%s: out of memory", fn);
     return -1;
   }
-  int rc = check_multi(fn, n, p, g, m, v, wd, step, cfg, segs);
+  int rc = check_multi(fn, n, p, g, m, v, wd, step, cfg, grad_scale, segs);
   if (rc == 0) rc = cpu_adamw_multi(segs, n, cfg);
   free(segs);
   if (rc == 0) bump_multi(n, p, m, v);
@@ -258,14 +263,14 @@ int bert_adamw_multi(int n, bert_tensor *const *p, bert_tensor *const *g, bert_t
 
 int bert_lamb_multi(int n, bert_tensor *const *p, bert_tensor *const *g, bert_tensor *const *m,
                     bert_tensor *const *v, const double *wd, const int64_t *step, const int *adapt,
-                    const bert_adam_cfg *cfg, double *trust) {
+                    const bert_adam_cfg *cfg, double grad_scale, double *trust) {
   static const char *fn = "lamb_multi";
   bert_optim_seg *segs = malloc((size_t)(n > 0 ? n : 1) * sizeof *segs);
   if (segs == NULL) {
     bert_set_error("%s: out of memory", fn);
     return -1;
   }
-  int rc = check_multi(fn, n, p, g, m, v, wd, step, cfg, segs);
+  int rc = check_multi(fn, n, p, g, m, v, wd, step, cfg, grad_scale, segs);
   for (int i = 0; rc == 0 && i < n; i++) segs[i].adapt = adapt[i];
   if (rc == 0) rc = cpu_lamb_multi(segs, n, cfg);
   for (int i = 0; rc == 0 && i < n; i++) trust[i] = segs[i].trust;

@@ -72,16 +72,19 @@ int bert_sgd_step(bert_tensor *p, const bert_tensor *g, bert_tensor *buf, const 
 ** one-tensor calls.  cfg's weight_decay and step are ignored: they come
 ** per parameter from wd[i] and step[i].  Every tensor is checked as in the
 ** one-tensor calls, and no two of the 4n may share memory; on error
-** nothing is written. */
+** nothing is written.  grad_scale (finite, > 0) multiplies every gradient
+** element as it is read, in float: the update equals scaling the gradients
+** in place first (global-norm clipping) and then stepping, bit for bit,
+** without the extra pass over them; the gradients are left as they were. */
 int bert_adamw_multi(int n, bert_tensor *const *p, bert_tensor *const *g, bert_tensor *const *m,
                      bert_tensor *const *v, const double *wd, const int64_t *step,
-                     const bert_adam_cfg *cfg);
+                     const bert_adam_cfg *cfg, double grad_scale);
 /* LAMB over n parameters: adapt[i] as bert_lamb_step's adapt; trust[i]
 ** receives parameter i's trust ratio (rounded to float, as the
 ** one-tensor call returns it). */
 int bert_lamb_multi(int n, bert_tensor *const *p, bert_tensor *const *g, bert_tensor *const *m,
                     bert_tensor *const *v, const double *wd, const int64_t *step, const int *adapt,
-                    const bert_adam_cfg *cfg, double *trust);
+                    const bert_adam_cfg *cfg, double grad_scale, double *trust);
 
 /* The host kernels behind them, over raw segments (no checks). */
 typedef struct bert_optim_seg {
@@ -92,6 +95,7 @@ typedef struct bert_optim_seg {
   int64_t step;
   int adapt;               /* LAMB */
   double trust;            /* LAMB: out */
+  double grad_scale;       /* g is read as grad_scale * g (g itself is not written) */
 } bert_optim_seg;
 int cpu_adamw_multi(bert_optim_seg *segs, int n, const bert_adam_cfg *cfg);
 int cpu_lamb_multi(bert_optim_seg *segs, int n, const bert_adam_cfg *cfg);

@@ -32,6 +32,7 @@ typedef struct {
   float eps;
   float decay, step_size;  /* AdamW: p = p*decay - step_size * m/(sqrt(v)*isb2 + eps) */
   float wd, lamb_step;     /* LAMB: u = m*ibc1/(sqrt(v)*isb2 + eps) + wd*p; p -= lamb_step*u */
+  float gs;                /* each gradient element is read as gs * g (clipping; 1 otherwise) */
 } adam_k;
 
 static adam_k adam_prepare(const bert_adam_cfg *cfg) {
@@ -52,6 +53,7 @@ static adam_k adam_prepare(const bert_adam_cfg *cfg) {
   k.step_size = (float)(cfg->lr / bc1);
   k.wd = (float)cfg->weight_decay;
   k.lamb_step = 0;
+  k.gs = 1.0f;
   return k;
 }
 
@@ -90,8 +92,9 @@ static void adamw_range(float *restrict p, const float *restrict g, float *restr
   const __m256 b2 = _mm256_set1_ps(k->b2), c2 = _mm256_set1_ps(k->c2);
   const __m256 isb2 = _mm256_set1_ps(k->isb2), eps = _mm256_set1_ps(k->eps);
   const __m256 decay = _mm256_set1_ps(k->decay), step = _mm256_set1_ps(k->step_size);
+  const __m256 gs = _mm256_set1_ps(k->gs);
   for (; i + 8 <= hi; i += 8) {
-    __m256 gi = _mm256_loadu_ps(g + i);
+    __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), gs);
     __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(c1, gi));
     __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)),
                               _mm256_mul_ps(c2, _mm256_mul_ps(gi, gi)));
@@ -103,7 +106,7 @@ static void adamw_range(float *restrict p, const float *restrict g, float *restr
   }
 #endif
   for (; i < hi; i++) {
-    float gi = g[i];
+    float gi = g[i] * k->gs;
     float mi = k->b1 * m[i] + k->c1 * gi;
     float vi = k->b2 * v[i] + k->c2 * (gi * gi);
     m[i] = mi;
@@ -145,9 +148,10 @@ static void lamb_moments_range(const float *restrict p, const float *restrict g,
   const __m256 b2 = _mm256_set1_ps(k->b2), c2 = _mm256_set1_ps(k->c2);
   const __m256 ibc1 = _mm256_set1_ps(k->ibc1), isb2 = _mm256_set1_ps(k->isb2);
   const __m256 eps = _mm256_set1_ps(k->eps), wd = _mm256_set1_ps(k->wd);
+  const __m256 gs = _mm256_set1_ps(k->gs);
   __m256d ap = _mm256_setzero_pd(), au = _mm256_setzero_pd();
   for (; i + 8 <= hi; i += 8) {
-    __m256 gi = _mm256_loadu_ps(g + i);
+    __m256 gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), gs);
     __m256 mi = _mm256_add_ps(_mm256_mul_ps(b1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(c1, gi));
     __m256 vi = _mm256_add_ps(_mm256_mul_ps(b2, _mm256_loadu_ps(v + i)),
                               _mm256_mul_ps(c2, _mm256_mul_ps(gi, gi)));
@@ -170,7 +174,7 @@ static void lamb_moments_range(const float *restrict p, const float *restrict g,
   su = (lu[0] + lu[1]) + (lu[2] + lu[3]);
 #endif
   for (; i < hi; i++) {
-    float gi = g[i];
+    float gi = g[i] * k->gs;
     float mi = k->b1 * m[i] + k->c1 * gi;
     float vi = k->b2 * v[i] + k->c2 * (gi * gi);
     m[i] = mi;
@@ -345,6 +349,7 @@ static int multi_setup(multi_job *j, bert_optim_seg *segs, int n, const bert_ada
     c.weight_decay = segs[s].weight_decay;
     c.step = segs[s].step;
     j->k[s] = adam_prepare(&c);
+    j->k[s].gs = (float)segs[s].grad_scale;
   }
   return 0;
 }

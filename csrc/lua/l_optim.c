@@ -7,10 +7,12 @@
 **   adamw(p, g, m, v, lr, beta1, beta2, eps, wd, bias_correction, step)
 **   lamb(p, g, m, v, lr, beta1, beta2, eps, wd, bias_correction, step, adapt) -> trust
 **     (a number; for device tensors a one-element device tensor, so no step waits on it)
-**   adamw_multi({p...}, {g...}, {m...}, {v...}, {wd...}, {step...}, lr, beta1, beta2, eps, bias_correction)
+**   adamw_multi({p...}, {g...}, {m...}, {v...}, {wd...}, {step...}, lr, beta1, beta2, eps, bias_correction
+**               [, grad_scale])
 **   lamb_multi({p...}, {g...}, {m...}, {v...}, {wd...}, {step...}, {adapt...}, lr, beta1, beta2, eps,
-**              bias_correction) -> {trust...}
-**     (host tensors only: one call and one pass of the pool over every parameter)
+**              bias_correction [, grad_scale]) -> {trust...}
+**     (host tensors only: one call and one pass of the pool over every parameter; the
+**     gradients are read multiplied by grad_scale, default 1: clipping without a pass)
 **   sgd(p, g, buf|nil, lr, momentum, dampening, wd, nesterov, first)
 **   sumsq(t | {t, ...}) -> sum of squares (double)
 **   scale_(t | {t, ...}, s)
@@ -187,6 +189,8 @@ static int k_multi(lua_State *L, int lamb) {
   if (lamb) list_len(L, 7, fn, "adapt", a.n);
   bert_adam_cfg cfg;
   read_adam_at(L, lamb ? 8 : 7, fn, &cfg);
+  int scale_arg = lamb ? 13 : 12;
+  double grad_scale = lua_isnoneornil(L, scale_arg) ? 1.0 : check_finite(L, scale_arg, fn, "grad_scale");
   char err[256];
   const char *msg = multi_read(L, fn, &a, lamb, err, sizeof err);
   double *trust = NULL;
@@ -194,8 +198,9 @@ static int k_multi(lua_State *L, int lamb) {
   if (msg == NULL && lamb && (trust = malloc((size_t)(a.n > 0 ? a.n : 1) * sizeof *trust)) == NULL)
     msg = "out of memory";
   if (msg == NULL)
-    rc = lamb ? bert_lamb_multi(a.n, a.t[0], a.t[1], a.t[2], a.t[3], a.wd, a.step, a.adapt, &cfg, trust)
-              : bert_adamw_multi(a.n, a.t[0], a.t[1], a.t[2], a.t[3], a.wd, a.step, &cfg);
+    rc = lamb ? bert_lamb_multi(a.n, a.t[0], a.t[1], a.t[2], a.t[3], a.wd, a.step, a.adapt, &cfg, grad_scale,
+                                trust)
+              : bert_adamw_multi(a.n, a.t[0], a.t[1], a.t[2], a.t[3], a.wd, a.step, &cfg, grad_scale);
   multi_free(&a);
   if (msg != NULL) {
     free(trust);

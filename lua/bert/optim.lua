@@ -8,6 +8,7 @@
 --   local opt = optim.AdamW(model:named_parameters(), {lr = 1e-4, weight_decay = 0.01})
 --   local sched = optim.Scheduler(opt, optim.schedule{kind = "linear", warmup = 100, total = 1000, lr = 1e-4})
 --   ... loss:backward(); optim.clip_grad_norm(opt, 1.0); opt:step(); sched:step(); opt:zero_grad()
+--   (or, clipping inside the update: opt:step{grad_scale = optim.clip_scale(optim.grad_norm(opt), 1.0)})
 --
 -- Parameters: a list of {name = "bert.encoder...weight", param = tensor}
 -- (model:named_parameters()), a list of tensors (named "1", "2", ...), or
@@ -163,6 +164,28 @@ local function decay_filter(who, no_decay)
     return true
   end
 end
+-- Device gradients (bert.vulkan) are reduced on the device with one read
+-- back for the whole list, and scaled there; host ones by the C kernels.
+local function split_devices(grads)
+  local host, dev = {}, {}
+  for _, g in ipairs(grads) do
+    if g:device() == "cpu" then host[#host + 1] = g else dev[#dev + 1] = g end
+  end
+  return host, dev
+end
+
+local function sumsq(grads)
+  local host, dev = split_devices(grads)
+  local s = #host > 0 and K.sumsq(host) or 0
+  if #dev > 0 then s = s + core.vulkan.sumsq(dev) end
+  return s
+end
+
+local function scale_(grads, coef)
+  local host, dev = split_devices(grads)
+  if #host > 0 then K.scale_(host, coef) end
+  for _, g in ipairs(dev) do g:mul_(coef) end
+end
 -- }======================================================
 
 -- {====================================================== optimizer base
@@ -266,7 +289,7 @@ end
 -- kernels).  Returns false, having changed nothing, when a parameter or
 -- gradient is on a device or the kernel refuses the arguments: the
 -- per-parameter path then runs (and names the parameter in its error).
-local function step_multi(self, live, grads)
+local function step_multi(self, live, grads, scale)
   local ps, ms, vs, wds, steps = {}, {}, {}, {}, {}
   for i, e in ipairs(live) do
     if e.param:device() ~= "cpu" or grads[i]:device() ~= "cpu" then return false end
@@ -274,16 +297,41 @@ local function step_multi(self, live, grads)
     wds[i] = e.decay and self.hyper.weight_decay or 0.0
     steps[i] = e.state.step + 1
   end
-  local ok, trust = self:_update_multi(ps, grads, ms, vs, wds, steps, live)
+  local ok, trust = self:_update_multi(ps, grads, ms, vs, wds, steps, live, scale)
   if not ok then return false end
   for _, e in ipairs(live) do e.state.step = e.state.step + 1 end
   return true, trust
 end
 
-function Optimizer:step()
+-- opts.grad_scale: a finite number > 0, or 1 when absent.
+local function step_scale(who, opts)
+  if opts == nil then return 1 end
+  if type(opts) ~= "table" then
+    error(string.format("%s.step: argument #1 (opts) must be a table or nil, got %s", who, describe(opts)), 3)
+  end
+  check_options(who .. ".step", opts, {grad_scale = true}, 4)
+  local s = opts.grad_scale
+  if s == nil then return 1 end
+  if type(s) ~= "number" or not (s > 0) or s == math.huge then
+    error(string.format("%s.step: option 'grad_scale' must be a finite number > 0, got %s", who, describe(s)), 3)
+  end
+  return s
+end
+
+--- opt:step([{grad_scale = s}]): one update of every parameter that has a
+-- gradient.  grad_scale (default 1) updates as if every gradient had first
+-- been multiplied by s: global-norm clipping (optim.clip_scale) without a
+-- pass of its own over the gradients.  On the host's one-call path (AdamW,
+-- LAMB) the gradients are read scaled and left as they were; otherwise
+-- (SGD, device parameters) they are scaled in place first, as
+-- clip_grad_norm does.  Either way the update is bit-identical to
+-- clip_grad_norm followed by step().
+function Optimizer:step(opts)
+  local scale = step_scale(self.who, opts)
   self.step_count = self.step_count + 1
   local live, grads = live_entries(self)
-  if self._update_multi and #live > 0 and step_multi(self, live, grads) then return end
+  if self._update_multi and #live > 0 and step_multi(self, live, grads, scale) then return end
+  if scale ~= 1 then scale_(grads, scale) end
   local update = self._update
   for i, e in ipairs(live) do
     local st = e.state
@@ -431,9 +479,10 @@ function AdamW:_update(e, g, st)
           e.decay and h.weight_decay or 0.0, h.bias_correction, st.step)
 end
 
-function AdamW:_update_multi(ps, gs, ms, vs, wds, steps)
+function AdamW:_update_multi(ps, gs, ms, vs, wds, steps, _, scale)
   local h = self.hyper
-  return pcall(K.adamw_multi, ps, gs, ms, vs, wds, steps, h.lr, h.beta1, h.beta2, h.eps, h.bias_correction)
+  return pcall(K.adamw_multi, ps, gs, ms, vs, wds, steps, h.lr, h.beta1, h.beta2, h.eps, h.bias_correction,
+               scale)
 end
 -- }======================================================
 
@@ -478,12 +527,12 @@ function LAMB:_update(e, g, st)
                                      h.eps, wd, h.bias_correction, st.step, adapt)
 end
 
-function LAMB:_update_multi(ps, gs, ms, vs, wds, steps, live)
+function LAMB:_update_multi(ps, gs, ms, vs, wds, steps, live, scale)
   local h = self.hyper
   local adapt = {}
   for i = 1, #ps do adapt[i] = h.always_adapt or wds[i] ~= 0 end
   local ok, trust = pcall(K.lamb_multi, ps, gs, ms, vs, wds, steps, adapt, h.lr, h.beta1, h.beta2, h.eps,
-                          h.bias_correction)
+                          h.bias_correction, scale)
   if not ok then return false end
   for i, e in ipairs(live) do self.trust_ratios[e.name] = trust[i] end
   return true
@@ -548,29 +597,6 @@ local function gradients(who, params)
   return grads
 end
 
--- Device gradients (bert.vulkan) are reduced on the device with one read
--- back for the whole list, and scaled there; host ones by the C kernels.
-local function split_devices(grads)
-  local host, dev = {}, {}
-  for _, g in ipairs(grads) do
-    if g:device() == "cpu" then host[#host + 1] = g else dev[#dev + 1] = g end
-  end
-  return host, dev
-end
-
-local function sumsq(grads)
-  local host, dev = split_devices(grads)
-  local s = #host > 0 and K.sumsq(host) or 0
-  if #dev > 0 then s = s + core.vulkan.sumsq(dev) end
-  return s
-end
-
-local function scale_(grads, coef)
-  local host, dev = split_devices(grads)
-  if #host > 0 then K.scale_(host, coef) end
-  for _, g in ipairs(dev) do g:mul_(coef) end
-end
-
 --- optim.clip_grad_norm(params, max_norm) -> total norm before clipping.
 -- The global L2 norm over every gradient (summed in double); when it
 -- exceeds max_norm all gradients are scaled in place by
@@ -585,9 +611,27 @@ function M.clip_grad_norm(params, max_norm)
   local grads = gradients(who, params)
   local total = math.sqrt(sumsq(grads))
   if total ~= total or total == math.huge then return total end
-  local coef = max_norm / (total + 1e-6)
+  local coef = M.clip_scale(total, max_norm)
   if coef < 1 then scale_(grads, coef) end
   return total
+end
+
+--- optim.clip_scale(norm, max_norm) -> the factor clipping applies to the
+-- gradients: max_norm / (norm + 1e-6) when that is below 1, else 1.  With
+-- optim.grad_norm it clips inside the update, one pass fewer:
+--   local norm = optim.grad_norm(opt)
+--   opt:step{grad_scale = optim.clip_scale(norm, 1.0)}
+function M.clip_scale(norm, max_norm)
+  if type(norm) ~= "number" or not (norm >= 0) or norm == math.huge then
+    error(string.format("optim.clip_scale: argument #1 (norm) must be a finite number >= 0, got %s",
+      describe(norm)), 2)
+  end
+  if type(max_norm) ~= "number" or not (max_norm > 0) then
+    error(string.format("optim.clip_scale: argument #2 (max_norm) must be a number > 0, got %s",
+      describe(max_norm)), 2)
+  end
+  local coef = max_norm / (norm + 1e-6)
+  return coef < 1 and coef or 1
 end
 
 --- optim.grad_norm(params) -> the global L2 norm of the gradients (no clipping).

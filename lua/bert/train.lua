@@ -237,13 +237,13 @@ function Trainer:train_step()
   if dp and not anomaly.finite(loss_sum) and anomaly.handle(self, "the loss is " .. tostring(loss_sum)) then
     goto retry
   end
-  local norm = profile.phase("optimizer", function()
-    return self.clip and bert.optim.clip_grad_norm(opt, self.clip) or bert.optim.grad_norm(opt)
-  end)
+  local norm = profile.phase("optimizer", bert.optim.grad_norm, opt)
   if not anomaly.finite(norm) and anomaly.bad_gradient(self, norm) then goto retry end
   self.skipped = 0
   self.tokens = self.tokens + tokens
-  profile.phase("optimizer", opt.step, opt)
+  -- clipping is applied inside the update (the gradients are read scaled)
+  profile.phase("optimizer", opt.step, opt,
+                self.clip and {grad_scale = bert.optim.clip_scale(norm, self.clip)} or nil)
   self.step = self.step + 1
   metrics.loss = loss_sum / self.accum
   metrics.grad_norm = norm
