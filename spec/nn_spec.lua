@@ -259,6 +259,36 @@ describe("F.bias_gelu", function()
 end)
 
 describe("F.dropout", function()
+  -- Philox4x32-10 in Lua integers: the reference for the C kernels' stream
+  -- (element i: word i % 4 of counter offset + i / 4; the vector path draws
+  -- 16 counters at once, the scalar one 1)
+  local M32 = 0xFFFFFFFF
+  local function philox(seed, counter)
+    local c0, c1, c2, c3 = counter & M32, (counter >> 32) & M32, 0, 0
+    local k0, k1 = seed & M32, (seed >> 32) & M32
+    for _ = 1, 10 do
+      local p0, p1 = 0xD2511F53 * c0, 0xCD9E8D57 * c2
+      c0, c1, c2, c3 = ((p1 >> 32) ~ c1 ~ k0) & M32, p1 & M32, ((p0 >> 32) ~ c3 ~ k1) & M32, p0 & M32
+      k0, k1 = (k0 + 0x9E3779B9) & M32, (k1 + 0xBB67AE85) & M32
+    end
+    return {c0, c1, c2, c3}
+  end
+
+  it("draws its mask from the Philox stream (reference in Lua), across a 2^32 counter carry", function()
+    local n, p = 1003, 0.3
+    local thr = math.floor(p * 4294967296.0)
+    for _, st in ipairs({{1234, 77}, {5, 0xFFFFFFF8}, {0x123456789, 3}}) do
+      bert.set_rng_state(st[1], st[2])
+      local y = F.dropout(bert.ones({n}), p, true):totable()
+      local bad
+      for i = 0, n - 1 do
+        local want = philox(st[1], st[2] + i // 4)[i % 4 + 1] >= thr and 1 / (1 - p) or 0
+        if math.abs(y[i + 1] - want) > 1e-6 then bad = bad or i end
+      end
+      assert.is_nil(bad, string.format("seed %d offset %d: first wrong element", st[1], st[2]))
+    end
+  end)
+
   it("is the identity (same tensor) when p = 0 or not training", function()
     local x = randn({4, 4}, 1)
     assert.same(x:totable(), F.dropout(x, 0.5, false):totable())

