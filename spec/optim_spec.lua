@@ -479,6 +479,34 @@ describe("optim.clip_grad_norm", function()
   end)
 end)
 
+describe("zero_grad (streaming stores)", function()
+  it("zeroes exactly the gradients, unaligned and large, and the optimizer's and module's lists", function()
+    -- 1.5M + 3 elements starting 3 floats into an arena: unaligned head,
+    -- vector body, tail; the neighbours stay
+    local n = 1500003
+    local arena = bert.full({n + 7}, 5)
+    local view = arena:narrow(1, 4, n)
+    K.zero_grad_({view, bert.full({5}, 1)})
+    assert.equal(0, view:abs():max():item())
+    assert.same({5, 5, 5}, arena:narrow(1, 1, 3):totable())
+    assert.same({5, 5, 5, 5}, arena:narrow(1, n + 4, 4):totable())
+    local strided = bert.full({4, 6}, 2):narrow(2, 2, 3)   -- not contiguous: fill_ path
+    K.zero_grad_(strided)
+    assert.equal(0, strided:abs():max():item())
+    local p, q = bert.ones({3}), bert.ones({70000})
+    p:set_grad(bert.full({3}, 4)); q:set_grad(bert.full({70000}, 4))
+    optim.AdamW({p, q}, {lr = 0.1}):zero_grad()
+    assert.equal(0, p:grad():abs():max():item() + q:grad():abs():max():item())
+    local model = bert.nn.Linear(300, 200)
+    model:flatten_parameters()
+    model.flat_grad:fill_(3)
+    model:zero_grad()
+    assert.equal(0, model.flat_grad:abs():max():item())
+    assert.error_matches(function() K.zero_grad_({view, "x"}) end,
+      "zero_grad_: argument #1: element 2 is string, not a bert.Tensor")
+  end)
+end)
+
 describe("opt:step{grad_scale}: clipping inside the update", function()
   -- two steps of kind over fresh parameters: clip_grad_norm then step(), or
   -- grad_norm then step{grad_scale}; returns the parameters and the gradients

@@ -163,6 +163,15 @@ int bert_scale_(bert_tensor *t, double s) {
   return 0;
 }
 
+int bert_zero_grad_(bert_tensor *t) {
+  if (t->storage == NULL || (bert_is_host(t) && t->storage->data == NULL)) {
+    bert_set_error("zero_grad_: tensor has been freed");
+    return -1;
+  }
+  if (!bert_is_host(t) || !bert_is_contiguous(t) || t->dtype != BERT_F32) return bert_fill_(t, 0);
+  return cpu_zero_grad_(t);
+}
+
 /* {====================================================== many tensors in one pass */
 
 typedef struct { const char *lo, *hi; int param, which; } mem_span;

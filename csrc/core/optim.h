@@ -108,4 +108,10 @@ int bert_sumsq(const bert_tensor *t, double *out);
 /* t *= s in place (contiguous float32). */
 int bert_scale_(bert_tensor *t, double s);
 
+/* t = 0 (float32): zero_grad.  Contiguous host tensors are written with
+** streaming stores (not kept in the cache: nothing reads a gradient again
+** before the next backward); others as fill_(t, 0). */
+int bert_zero_grad_(bert_tensor *t);
+int cpu_zero_grad_(bert_tensor *t);   /* the host kernel behind it (no checks) */
+
 #endif

@@ -10,9 +10,6 @@
 #include <stdio.h>
 #include <stdint.h>
 #include <string.h>
-#ifdef __AVX__
-#include <immintrin.h>
-#endif
 
 #include "core/iter.h"
 #include "core/parallel.h"
@@ -280,47 +277,7 @@ static void fill_row(void *vctx, int64_t n, char **ptr, const int64_t *st) {
   }
 }
 
-/* Large contiguous fills (zero_grad over a model's gradients: 440 MB for
-** BERT-base) with streaming stores, which write whole lines without first
-** reading them into the cache: 440 MB on 2 threads took 9.6-11 ms against
-** 23 ms for memset (docs/speed.md, "The optimizer phase").
-** Below the threshold the data may still be wanted in the cache. */
-#define FILL_STREAM_BYTES (4 << 20)
-#define FILL_BLOCK 65536
-typedef struct { uint32_t *x; int64_t n; uint32_t bits; } stream_fill;
-
-static void stream_fill_blocks(void *vctx, int64_t lo, int64_t hi) {
-  const stream_fill *f = vctx;
-  int64_t i = lo * FILL_BLOCK, e = hi * FILL_BLOCK < f->n ? hi * FILL_BLOCK : f->n;
-  uint32_t *x = f->x;
-#if defined(__AVX512F__)
-  for (; i < e && ((uintptr_t)(x + i) & 63) != 0; i++) x[i] = f->bits;
-  const __m512i v = _mm512_set1_epi32((int)f->bits);
-  for (; i + 16 <= e; i += 16) _mm512_stream_si512((void *)(x + i), v);
-  _mm_sfence();   /* streaming stores are weakly ordered: publish before the pool's barrier */
-#elif defined(__AVX__)
-  for (; i < e && ((uintptr_t)(x + i) & 31) != 0; i++) x[i] = f->bits;
-  const __m256i v = _mm256_set1_epi32((int)f->bits);
-  for (; i + 8 <= e; i += 8) _mm256_stream_si256((__m256i *)(x + i), v);
-  _mm_sfence();
-#endif
-  for (; i < e; i++) x[i] = f->bits;
-}
-
 int cpu_fill_(bert_tensor *t, double value) {
-  int64_t n = bert_numel(t);
-  if (bert_is_contiguous(t) && n * 4 >= FILL_STREAM_BYTES && (t->dtype == BERT_F32 || t->dtype == BERT_I32)) {
-    stream_fill f = {(uint32_t *)bert_data(t), n, 0};
-    if (t->dtype == BERT_F32) {
-      float v = (float)value;
-      memcpy(&f.bits, &v, 4);
-    } else {
-      int32_t v = saturate_i32(value);
-      memcpy(&f.bits, &v, 4);
-    }
-    bert_parallel_for((n + FILL_BLOCK - 1) / FILL_BLOCK, 1, stream_fill_blocks, &f);
-    return 0;
-  }
   const bert_tensor *ops[1] = {t};
   bert_iter it;
   bert_iter_init(&it, 1, ops);

@@ -1,6 +1,7 @@
 /*
-** Optimizer kernels (optim.h): AdamW, LAMB, SGD with momentum, and the
-** sum of squares / in-place scale behind global-norm clipping.
+** Optimizer kernels (optim.h): AdamW, LAMB, SGD with momentum, the
+** sum of squares / in-place scale behind global-norm clipping, and the
+** zeroing of gradients.
 **
 ** Each update is one pass over memory (LAMB: two, the second recomputing
 ** the update instead of storing it), parallel over elements with OpenMP
@@ -10,6 +11,7 @@
 */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #ifdef __AVX__
 #include <immintrin.h>
 #endif
@@ -522,6 +524,40 @@ int cpu_scale_(bert_tensor *t, double s) {
   float *restrict x = bert_f32(t);
   optim_job j = {.p = x, .n = n, .lr = f};   /* lr holds the factor */
   bert_parallel_for((n + ELEM_BLOCK - 1) / ELEM_BLOCK, bert_parallel_grain(ELEM_BLOCK), scale_blocks, &j);
+  bert_bump_version(t);
+  return 0;
+}
+/* }====================================================== */
+
+/* {====================================================== zeroing gradients
+** With streaming stores, which write whole cache lines without first
+** reading them: the gradients are not read again before the next backward,
+** so there is nothing to keep in the cache.  BERT-base's 440 MB on 2
+** threads: 9.6-11 ms against 23 ms for memset (docs/speed.md). */
+
+#define ZERO_BLOCK 65536
+typedef struct { float *x; int64_t n; } zero_job;
+
+static void zero_blocks(void *ctx, int64_t lo, int64_t hi) {
+  const zero_job *j = ctx;
+  int64_t i = lo * ZERO_BLOCK, e = hi * ZERO_BLOCK < j->n ? hi * ZERO_BLOCK : j->n;
+  float *x = j->x;
+#if defined(__AVX512F__)
+  for (; i < e && ((uintptr_t)(x + i) & 63) != 0; i++) x[i] = 0.0f;
+  for (; i + 16 <= e; i += 16) _mm512_stream_ps(x + i, _mm512_setzero_ps());
+  _mm_sfence();   /* streaming stores are weakly ordered: publish before the pool's barrier */
+#elif defined(__AVX__)
+  for (; i < e && ((uintptr_t)(x + i) & 31) != 0; i++) x[i] = 0.0f;
+  for (; i + 8 <= e; i += 8) _mm256_stream_ps(x + i, _mm256_setzero_ps());
+  _mm_sfence();
+#endif
+  if (i < e) memset(x + i, 0, (size_t)(e - i) * sizeof(float));
+}
+
+int cpu_zero_grad_(bert_tensor *t) {
+  const int64_t n = bert_numel(t);
+  zero_job j = {bert_f32(t), n};
+  bert_parallel_for((n + ZERO_BLOCK - 1) / ZERO_BLOCK, 1, zero_blocks, &j);
   bert_bump_version(t);
   return 0;
 }

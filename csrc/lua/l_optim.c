@@ -16,6 +16,7 @@
 **   sgd(p, g, buf|nil, lr, momentum, dampening, wd, nesterov, first)
 **   sumsq(t | {t, ...}) -> sum of squares (double)
 **   scale_(t | {t, ...}, s)
+**   zero_grad_(t | {t, ...})   (zero_grad: streaming stores, see optim.h)
 */
 #include <math.h>
 #include <stdio.h>
@@ -295,7 +296,19 @@ static int k_scale_(lua_State *L) {
   return 0;
 }
 
+static int do_zero(lua_State *L, bert_tensor *t, void *ud) {
+  (void)L;
+  (void)ud;
+  return bert_zero_grad_(t);
+}
+
+static int k_zero_grad_(lua_State *L) {
+  each_tensor(L, "zero_grad_", do_zero, NULL);
+  return 0;
+}
+
 static const luaL_Reg kernels[] = {
+  {"zero_grad_", k_zero_grad_},
   {"adamw", k_adamw},
   {"lamb", k_lamb},
   {"adamw_multi", k_adamw_multi},

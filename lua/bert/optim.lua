@@ -226,14 +226,15 @@ function Optimizer:get_lr() return self.hyper.lr end
 -- gradient arena keep working); opts.set_to_none drops them instead.
 function Optimizer:zero_grad(opts)
   local to_none = type(opts) == "table" and opts.set_to_none
+  local grads = {}
   for _, e in ipairs(self.entries) do
     if to_none then
       e.param:set_grad(nil)
     else
-      local g = e.param:grad()
-      if g then g:zero_() end
+      grads[#grads + 1] = e.param:grad()
     end
   end
+  if #grads > 0 then K.zero_grad_(grads) end   -- streaming stores: not kept in the cache
 end
 
 --- The {name =, param =, decay =} entries, in order.

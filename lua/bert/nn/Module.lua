@@ -197,7 +197,7 @@ function Module:evaluate() return self:training(false) end
 
 function Module:zero_grad()
   if self.flat_grad then
-    self.flat_grad:zero_()
+    bert.optim_kernels.zero_grad_(self.flat_grad)   -- one pass, streaming stores
   else
     for _, np in ipairs(self:named_parameters()) do np.param:zero_grad() end
   end
