@@ -366,6 +366,30 @@ describe("F.attention", function()
     assert.is_true(maxdiff(F.attention(q, k, v, {mask = bias}), want) < 1e-5)
   end)
 
+  it("returns a time-major result and reads a gradient of any layout", function()
+    -- the result is [B, A, T, d] over [B, T, A, d] memory: the layer's
+    -- transpose back to [B, T, A, d] is contiguous (no copy)
+    local out = F.attention(q, k, v, {mask = mask})
+    assert.is_true(out:transpose(2, 3):is_contiguous())
+    -- a gradient laid out [B, A, T, d] (copied into the result layout) and
+    -- one laid out [B, T, A, d] (read in place) give the same gradients
+    local w = randn({B, A, T, d}, 21)
+    local function grads(through_time_major)
+      local qq, kk, vv = q:clone():requires_grad(true), k:clone():requires_grad(true), v:clone():requires_grad(true)
+      local o = F.attention(qq, kk, vv, {mask = mask, dropout = 0.3})
+      local loss = through_time_major
+        and (o:transpose(2, 3):contiguous() * w:transpose(2, 3):contiguous()):sum() or (o * w):sum()
+      loss:backward()
+      return {qq:grad(), kk:grad(), vv:grad()}
+    end
+    bert.manual_seed(5)
+    local a = grads(false)
+    bert.manual_seed(5)
+    local b = grads(true)
+    for i = 1, 3 do assert.is_true(maxdiff(a[i], b[i]) == 0, "input " .. i) end
+    assert.is_true(maxdiff(a[1], bert.zeros({B, A, T, d})) > 0)
+  end)
+
   it("averages all values for a fully padded row, like HF with finfo.min", function()
     local m = bert.tensor({{0, 0, 0, 0, 0, 0}, {1, 1, 0, 1, 1, 1}}, "int32")
     local p = ref_attention(q, k, v, m)

@@ -104,7 +104,7 @@ static int binary_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
 
 /* one node type per binary op, named after it */
 static const bert_node_type binary_nodes[] = {
-#define X(ID, name, cmp) {#name, binary_backward, sizeof(binary_state)},
+#define X(ID, name, cmp) {#name, binary_backward, sizeof(binary_state), 0},
   BERT_BINARY_OPS(X)
 #undef X
 };
@@ -138,7 +138,7 @@ static int unary_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
 }
 
 static const bert_node_type unary_nodes[] = {
-#define X(ID, name, keeps_int) {#name, unary_backward, sizeof(unary_state)},
+#define X(ID, name, keeps_int) {#name, unary_backward, sizeof(unary_state), 0},
   BERT_UNARY_OPS(X)
 #undef X
 };
@@ -161,7 +161,7 @@ static int masked_fill_backward(bert_node *node, bert_tensor *out, bert_tensor *
   return give(node, 0, bert_masked_fill(g, mask, 0, NULL));
 }
 
-static const bert_node_type masked_fill_node = {"masked_fill", masked_fill_backward, 0};
+static const bert_node_type masked_fill_node = {"masked_fill", masked_fill_backward, 0, 0};
 
 bert_tensor *bert_ag_masked_fill(bert_tensor *a, bert_tensor *mask, double value) {
   bert_node *node;
@@ -182,7 +182,7 @@ static int where_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
   return rc;
 }
 
-static const bert_node_type where_node = {"where", where_backward, 0};
+static const bert_node_type where_node = {"where", where_backward, 0, 0};
 
 bert_tensor *bert_ag_where(bert_tensor *cond, bert_tensor *a, bert_tensor *b) {
   bert_tensor *in[3] = {NULL, a, b};
@@ -283,7 +283,7 @@ static int reduce_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
 }
 
 static const bert_node_type reduce_nodes[] = {
-#define X(ID, name) {#name, reduce_backward, sizeof(reduce_state)},
+#define X(ID, name) {#name, reduce_backward, sizeof(reduce_state), 0},
   BERT_REDUCE_OPS(X)
 #undef X
 };
@@ -348,8 +348,8 @@ static int softmax_backward(bert_node *node, bert_tensor *y, bert_tensor *g) {
   return give(node, 0, r);
 }
 
-static const bert_node_type softmax_node = {"softmax", softmax_backward, sizeof(softmax_state)};
-static const bert_node_type log_softmax_node = {"log_softmax", softmax_backward, sizeof(softmax_state)};
+static const bert_node_type softmax_node = {"softmax", softmax_backward, sizeof(softmax_state), 0};
+static const bert_node_type log_softmax_node = {"log_softmax", softmax_backward, sizeof(softmax_state), 0};
 
 bert_tensor *bert_ag_softmax(bert_tensor *t, int dim, int log_space) {
   bert_node *node;
@@ -395,7 +395,7 @@ bert_tensor *bert_ag_matmul(bert_tensor *a, bert_tensor *b) {
     if (r && a->ndim == 1) { tmp = bert_ag_squeeze(r, r->ndim - (b->ndim == 1 ? 1 : 2)); bert_tensor_release(r); r = tmp; }
     return r;
   }
-  static const bert_node_type matmul_node = {"matmul", matmul_backward, 0};
+  static const bert_node_type matmul_node = {"matmul", matmul_backward, 0, 0};
   bert_tensor *in[2] = {a, b};
   bert_node *node;
   bert_tensor *out = bert_record(bert_matmul(a, b), &node, &matmul_node, 2, in);
@@ -453,7 +453,7 @@ static int view_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
   return give(node, 0, r);
 }
 
-#define VIEW_NODE(name) static const bert_node_type name##_node = {#name, view_backward, sizeof(view_state)};
+#define VIEW_NODE(name) static const bert_node_type name##_node = {#name, view_backward, sizeof(view_state), 1};
 VIEW_NODE(view) VIEW_NODE(reshape) VIEW_NODE(transpose) VIEW_NODE(permute) VIEW_NODE(narrow)
 VIEW_NODE(select) VIEW_NODE(squeeze) VIEW_NODE(unsqueeze) VIEW_NODE(expand) VIEW_NODE(contiguous)
 VIEW_NODE(clone)
@@ -540,7 +540,7 @@ static int index_select_backward(bert_node *node, bert_tensor *out, bert_tensor 
   return give(node, 0, z);
 }
 
-static const bert_node_type index_select_node = {"index_select", index_select_backward, sizeof(index_state)};
+static const bert_node_type index_select_node = {"index_select", index_select_backward, sizeof(index_state), 0};
 
 bert_tensor *bert_ag_index_select(bert_tensor *t, int dim, bert_tensor *index) {
   bert_node *node = NULL;
@@ -563,7 +563,7 @@ static int gather_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
   return give(node, 0, z);
 }
 
-static const bert_node_type gather_node = {"gather", gather_backward, sizeof(index_state)};
+static const bert_node_type gather_node = {"gather", gather_backward, sizeof(index_state), 0};
 
 bert_tensor *bert_ag_gather(bert_tensor *t, int dim, bert_tensor *index) {
   bert_node *node = NULL;
@@ -586,7 +586,7 @@ static int cat_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
   return rc;
 }
 
-static const bert_node_type cat_node = {"cat", cat_backward, sizeof(index_state)};
+static const bert_node_type cat_node = {"cat", cat_backward, sizeof(index_state), 0};
 
 bert_tensor *bert_ag_cat(bert_tensor *const *ts, int n, int dim) {
   bert_tensor *out = bert_cat(ts, n, dim);

@@ -161,7 +161,11 @@ float *bert_grad_buffer(bert_tensor *t, int *accumulate) {
 
 int bert_accumulate_grad_steal(bert_tensor *t, bert_tensor *g) {
   int rc = 0;
-  if (t && t->requires_grad && t->grad == NULL && bert_is_contiguous(g) && g->refcount == 1 &&
+  /* a leaf's gradient is contiguous (optimizers and users read it); an
+  ** intermediate one may keep any non-overlapping strides (a transposed
+  ** view of attention's result), for a view's backward to see through */
+  int layout_ok = bert_is_contiguous(g) || (t && t->grad_fn != NULL && !bert_has_overlap(g));
+  if (t && t->requires_grad && t->grad == NULL && layout_ok && g->refcount == 1 &&
       g->ndim == t->ndim && memcmp(g->shape, t->shape, (size_t)t->ndim * sizeof(int64_t)) == 0) {
     t->grad = g;   /* the first contribution becomes the gradient, no copy */
     return 0;
@@ -426,8 +430,9 @@ int bert_backward(bert_tensor *root, const bert_tensor *grad) {
       bert_node *node = t->grad_fn;
       if (node == NULL || t->grad == NULL) continue;
       double t0 = profile && depth == 1 ? omp_get_wtime() : 0;
-      bert_tensor *g = bert_contiguous(t->grad);
-      if (g == NULL) { rc = -1; break; }
+      bert_tensor *g = t->grad;
+      if (node->type->strided_grad) bert_tensor_retain(g);
+      else if ((g = bert_contiguous(t->grad)) == NULL) { rc = -1; break; }
       int brc = node->type->backward(node, t, g);
       if (profile && depth == 1) prof_add(node->name, omp_get_wtime() - t0);
       if (anomaly_on && brc == 0) note_backward_anomaly(node);

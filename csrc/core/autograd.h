@@ -20,7 +20,7 @@
 typedef struct bert_node bert_node;
 
 /* Computes the gradients of node->inputs from grad_out (the gradient of
-** out, contiguous, out's shape) and hands each to bert_accumulate_grad.
+** out, out's shape; contiguous unless the node type takes strided_grad) and hands each to bert_accumulate_grad.
 ** Returns 0, or -1 with bert_set_error. */
 typedef int (*bert_backward_fn)(bert_node *node, bert_tensor *out, bert_tensor *grad_out);
 
@@ -31,6 +31,8 @@ typedef struct bert_node_type {
   const char *name;
   bert_backward_fn backward;
   size_t state_size;
+  int strided_grad;   /* backward takes its output's gradient with any strides (views,
+                      ** attention); otherwise it is made contiguous first */
 } bert_node_type;
 
 struct bert_node {

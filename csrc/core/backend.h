@@ -106,7 +106,9 @@ struct bert_backend {
   /* attention (bert_attention): o->mask contiguous or NULL; o->causal; packed
   ** sequences when o->cu_seqlens is set (contiguous int32 [B + 1], checked;
   ** q, k, v [total, A, d]; o->max_seqlen the longest).  *lse: the per-row
-  ** log-sum-exps in the backend's own layout, handed back to backward */
+  ** log-sum-exps in the backend's own layout, handed back to backward.  The
+  ** result may be a strided view (the CPU's is); backward's g arrives with
+  ** any strides, and the backend lays it out as it needs */
   bert_tensor *(*attention)(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
                             const bert_attention_opts *o, bert_stream s, bert_tensor **lse);
   int (*attention_backward)(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,

@@ -54,7 +54,7 @@ static int linear_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
   return be->linear_backward(node->inputs, x, w, g);
 }
 
-static const bert_node_type linear_node = {"linear", linear_backward, 0};
+static const bert_node_type linear_node = {"linear", linear_backward, 0, 0};
 
 bert_tensor *bert_linear(bert_tensor *x_in, bert_tensor *w_in, bert_tensor *b_in) {
   char s1[160], s2[160];
@@ -117,7 +117,7 @@ static int layer_norm_backward(bert_node *node, bert_tensor *out, bert_tensor *g
   return be->layer_norm_backward(node->inputs, x, res, gamma, stats, g);
 }
 
-static const bert_node_type layer_norm_node = {"layer_norm", layer_norm_backward, sizeof(layer_norm_state)};
+static const bert_node_type layer_norm_node = {"layer_norm", layer_norm_backward, sizeof(layer_norm_state), 0};
 
 static int check_norm_param(const char *what, bert_tensor *p, bert_tensor *x, int64_t H) {
   char s1[160], s2[160];
@@ -193,7 +193,7 @@ static int bias_gelu_backward(bert_node *node, bert_tensor *out, bert_tensor *g)
   return be->bias_gelu_backward(node->inputs, x, b, st->tanh_mode, g);
 }
 
-static const bert_node_type bias_gelu_node = {"bias_gelu", bias_gelu_backward, sizeof(bias_gelu_state)};
+static const bert_node_type bias_gelu_node = {"bias_gelu", bias_gelu_backward, sizeof(bias_gelu_state), 0};
 
 bert_tensor *bert_bias_gelu(bert_tensor *x_in, bert_tensor *b_in, int tanh_mode) {
   char s1[160], s2[160];
@@ -243,7 +243,7 @@ static int dropout_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
   return dx ? bert_accumulate_grad_steal(node->inputs[0], dx) : -1;
 }
 
-static const bert_node_type dropout_node = {"dropout", dropout_backward, sizeof(dropout_state)};
+static const bert_node_type dropout_node = {"dropout", dropout_backward, sizeof(dropout_state), 0};
 
 bert_tensor *bert_dropout(bert_tensor *x_in, double p, int training) {
   const bert_backend *be;
@@ -298,7 +298,7 @@ static int embedding_backward(bert_node *node, bert_tensor *out, bert_tensor *g)
   return rc;
 }
 
-static const bert_node_type embedding_node = {"embedding", embedding_backward, 0};
+static const bert_node_type embedding_node = {"embedding", embedding_backward, 0, 0};
 
 bert_tensor *bert_embedding(bert_tensor *ids_in, bert_tensor *w_in) {
   char s1[160];
@@ -368,7 +368,7 @@ static int cross_entropy_backward(bert_node *node, bert_tensor *out, bert_tensor
 }
 
 static const bert_node_type cross_entropy_node = {"cross_entropy", cross_entropy_backward,
-                                                  sizeof(cross_entropy_state)};
+                                                  sizeof(cross_entropy_state), 0};
 
 bert_tensor *bert_cross_entropy(bert_tensor *l_in, bert_tensor *y_in, int64_t ignore, bert_reduction red) {
   char s1[160], s2[160];
@@ -456,17 +456,17 @@ static int attention_backward(bert_node *node, bert_tensor *out, bert_tensor *g)
   bert_attention_opts o = st->opts;
   o.mask = mask;
   o.cu_seqlens = cu;
-  bert_tensor *gc = bert_contiguous(g), *dq = NULL, *dk = NULL, *dv = NULL;
-  int rc = gc ? be->attention_backward(q, k, v, &o, st->stream, out, lse, gc, &dq, &dk, &dv) : -1;
-  bert_tensor_release(gc);
-  if (rc != 0) return -1;
+  /* g as it comes (the backend lays it out as it needs: the CPU kernel
+  ** reads the usual transposed view of a [B, T, H] gradient in place) */
+  bert_tensor *dq = NULL, *dk = NULL, *dv = NULL;
+  if (be->attention_backward(q, k, v, &o, st->stream, out, lse, g, &dq, &dk, &dv) != 0) return -1;
   int e1 = bert_accumulate_grad_steal(node->inputs[0], dq);
   int e2 = bert_accumulate_grad_steal(node->inputs[1], dk);
   int e3 = bert_accumulate_grad_steal(node->inputs[2], dv);
   return (e1 || e2 || e3) ? -1 : 0;
 }
 
-static const bert_node_type attention_node = {"attention", attention_backward, sizeof(attention_state)};
+static const bert_node_type attention_node = {"attention", attention_backward, sizeof(attention_state), 1};
 
 static int check_qkv(const char *name, const bert_tensor *t) {
   char s1[160];
@@ -669,7 +669,7 @@ static int attention_rel_backward(bert_node *node, bert_tensor *out, bert_tensor
 }
 
 static const bert_node_type attention_rel_node = {"attention_rel", attention_rel_backward,
-                                                  sizeof(attention_rel_state)};
+                                                  sizeof(attention_rel_state), 0};
 
 bert_tensor *bert_attention_rel(bert_tensor *q, bert_tensor *k, bert_tensor *v, bert_tensor *kr, bert_tensor *qr,
                                 bert_tensor *rows_in, const bert_attention_opts *o) {

@@ -69,12 +69,15 @@ static inline int64_t seq_start(const attn_ctx *c, int64_t b) { return c->cu ? c
 static inline int64_t seq_len_q(const attn_ctx *c, int64_t b) { return c->cu ? c->cu[b + 1] - c->cu[b] : c->Tq; }
 static inline int64_t seq_len_k(const attn_ctx *c, int64_t b) { return c->cu ? c->cu[b + 1] - c->cu[b] : c->Tk; }
 
-/* Row (b, a, i) of a contiguous result ([B, A, T, d] or, varlen, [total, A, d]),
-** counted in rows of d; consecutive i are row_step() rows apart. */
+/* Row (b, a, i) of a result (the output and the gradients), counted in rows
+** of d.  Results are time-major, [B, T, A, d] in memory (varlen: [total, A,
+** d]): a [B, A, T, d] result is a transposed view of it, so the layer's
+** context [B, T, H] and the gradients of q, k, v (narrowed from one [B, T,
+** 3H] projection) need no transposing copy.  Consecutive i are A rows apart. */
 static inline int64_t res_row(const attn_ctx *c, int64_t b, int64_t a, int64_t i, int64_t T) {
-  return c->cu ? (c->cu[b] + i) * c->A + a : (b * c->A + a) * T + i;
+  return c->cu ? (c->cu[b] + i) * c->A + a : (b * T + i) * c->A + a;
 }
-static inline int64_t row_step(const attn_ctx *c) { return c->cu ? c->A : 1; }
+static inline int64_t row_step(const attn_ctx *c) { return c->A; }
 /* The log-sum-exp of row (b, a, i): [B, A, Tq] or, varlen, [A, total]; consecutive i adjacent. */
 static inline int64_t lse_at(const attn_ctx *c, int64_t b, int64_t a, int64_t i) {
   return c->cu ? a * c->total + c->cu[b] + i : (b * c->A + a) * c->Tq + i;
@@ -344,12 +347,38 @@ static void forward_blocks(void *p, int64_t lo, int64_t hi) {
   }
 }
 
-/* Result shapes: [B, A, T, d], or [total, A, d] with cu_seqlens. */
+/* A result: [B, A, T, d] as a view of time-major [B, T, A, d] memory
+** (res_row), or [total, A, d] with cu_seqlens. */
 static bert_tensor *result_like(const attn_ctx *c, int64_t T, int zeroed) {
-  int64_t s4[4] = {c->B, c->A, T, c->d}, s3[3] = {c->total, c->A, c->d};
+  int64_t s4[4] = {c->B, T, c->A, c->d}, s3[3] = {c->total, c->A, c->d};
   int nd = c->cu ? 3 : 4;
   const int64_t *shape = c->cu ? s3 : s4;
-  return zeroed ? bert_tensor_new(BERT_F32, nd, shape) : bert_tensor_empty(BERT_F32, nd, shape);
+  bert_tensor *t = zeroed ? bert_tensor_new(BERT_F32, nd, shape) : bert_tensor_empty(BERT_F32, nd, shape);
+  if (t == NULL || c->cu) return t;
+  bert_tensor *view = bert_transpose(t, 1, 2);
+  bert_tensor_release(t);
+  return view;
+}
+
+/* t (the forward's output, or the gradient arriving for it) in the result
+** layout: t itself when it is laid out so (the usual case: the context's
+** gradient is a transposed view of a [B, T, H] gradient), else a copy. */
+static bert_tensor *in_result_layout(const attn_ctx *c, const bert_tensor *t, int64_t T) {
+  int64_t A = c->A, d = c->d;
+  int ok = t->stride[t->ndim - 1] == 1 || d == 1;
+  if (c->cu) ok = ok && (c->total == 1 || t->stride[0] == A * d) && (A == 1 || t->stride[1] == d);
+  else ok = ok && (c->B == 1 || t->stride[0] == T * A * d) && (A == 1 || t->stride[1] == d) &&
+            (T == 1 || t->stride[2] == A * d);
+  if (ok) {
+    bert_tensor_retain((bert_tensor *)t);
+    return (bert_tensor *)t;
+  }
+  bert_tensor *r = result_like(c, T, 0);
+  if (r && bert_copy_(r, t) != 0) {
+    bert_tensor_release(r);
+    return NULL;
+  }
+  return r;
 }
 
 int cpu_attention_backward(const bert_tensor *q_in, const bert_tensor *k_in, const bert_tensor *v_in,
@@ -360,15 +389,15 @@ int cpu_attention_backward(const bert_tensor *q_in, const bert_tensor *k_in, con
   if (setup(&a, q_in, k_in, v_in, o, s) != 0) return -1;
   attn_ctx c = a.c;
   bert_tensor *dq = result_like(&c, c.Tq, 1), *dk = result_like(&c, c.Tk, 1), *dv = result_like(&c, c.Tk, 1);
-  bert_tensor *oc = bert_contiguous((bert_tensor *)out);
+  bert_tensor *oc = in_result_layout(&c, out, c.Tq), *gc = in_result_layout(&c, gout, c.Tq);
   int rc = -1;
-  if (!dq || !dk || !dv || !oc) goto done;
+  if (!dq || !dk || !dv || !oc || !gc) goto done;
   int64_t BH = c.B * c.A;
   int nt = bert_parallel_width();
   size_t per = (size_t)3 * BR * BC + (size_t)c.Tq;
   float *scratch = malloc((size_t)nt * per * sizeof(float));
   if (scratch == NULL) { bert_set_error("attention backward: out of memory"); goto done; }
-  const float *O = bert_f32(oc), *dO = bert_f32(gout), *LSE = bert_f32(lse);
+  const float *O = bert_f32(oc), *dO = bert_f32(gc), *LSE = bert_f32(lse);
   float *DQ = bert_f32(dq), *DK = bert_f32(dk), *DV = bert_f32(dv);
   backward_job job = {&c, O, dO, LSE, DQ, DK, DV, scratch, per};
   bert_parallel_for(BH, 1, backward_heads, &job);
@@ -381,6 +410,7 @@ done:
   bert_tensor_release(dk);
   bert_tensor_release(dv);
   bert_tensor_release(oc);
+  bert_tensor_release(gc);
   setup_free(&a);
   return rc;
 }

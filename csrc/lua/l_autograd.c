@@ -117,7 +117,7 @@ static int recompute_backward(bert_node *node, bert_tensor *out, bert_tensor *g)
   return rc;
 }
 
-static const bert_node_type recompute_node = {"recompute", recompute_backward, sizeof(recompute_state)};
+static const bert_node_type recompute_node = {"recompute", recompute_backward, sizeof(recompute_state), 0};
 
 /* core.recompute_attach(out, {inputs...}, id): out (computed without a
 ** graph) gets a recompute node over the inputs. */

@@ -327,7 +327,7 @@ static const char *const device_F[] = {
 };
 /* save_safetensors writes device tensors from host copies (l_io.c) */
 static const char *const device_module[] = {"matmul", "where", "cat", "stack", "save_safetensors", NULL};
-static const char *const device_kernels[] = {"adamw", "lamb", NULL};
+static const char *const device_kernels[] = {"adamw", "lamb", "zero_grad_", NULL};
 
 void lbert_open_vulkan(lua_State *L) {
   int mod = lua_gettop(L);
