@@ -33,7 +33,7 @@ static int l_get_num_threads(lua_State *L) {
 }
 
 static int l_set_gemm(lua_State *L) {
-  static const char *const names[] = {"openblas", "onednn", NULL};
+  static const char *const names[] = {"openblas", "onednn", "bert", NULL};
   int p = luaL_checkoption(L, 1, NULL, names);
   if (bert_gemm_set_provider((bert_gemm_provider)p) != 0)
     return luaL_error(L, "set_gemm: %s", bert_last_error());
@@ -43,7 +43,7 @@ static int l_set_gemm(lua_State *L) {
 static int l_gemm_providers(lua_State *L) {
   lua_newtable(L);
   int n = 0;
-  for (int p = BERT_GEMM_OPENBLAS; p <= BERT_GEMM_ONEDNN; p++)
+  for (int p = 0; p < BERT_GEMM_NPROVIDERS; p++)
     if (bert_gemm_available((bert_gemm_provider)p)) {
       lua_pushstring(L, bert_gemm_provider_name((bert_gemm_provider)p));
       lua_rawseti(L, -2, ++n);
