@@ -136,9 +136,8 @@ static _Thread_local _Alignas(64) float a_pack[MC * KC];
 
 /* {====================================================== register tile */
 
-/* One tile's operands.  A is either packed (element (i, k) at a[k * MR + i])
-** or read in place from row-major rows (a[i * lda + k]); B is packed
-** (b[k * NR + j], zero beyond the matrix's last column). */
+/* One tile's operands.  A comes in one of three layouts (a_layout below);
+** B is packed (b[k * NR + j], zero beyond the matrix's last column). */
 typedef struct {
   int64_t kc, lda, ldc;
   const float *a, *b;
@@ -205,12 +204,21 @@ static inline __attribute__((always_inline)) void micro_tile(const int mr, const
 
 typedef void (*tile_fn)(const tile_args *t);
 
+/* Where element (i, k) of an A panel is:
+**   A_COLS   packed from a transposed A: a[k * MR + i] (a copy of A's rows)
+**   A_ROWS   packed from a row-major A: a[i * KC + k] (a copy of A's rows:
+**            no transpose in packing; the constant stride lets the tile
+**            address all MR rows from one register)
+**   A_DIRECT a row-major A read in place: a[i * lda + k] */
+enum { A_COLS, A_ROWS, A_DIRECT, A_LAYOUTS };
+
 /* One function per row count and A layout: edge panels of fewer than MR
 ** rows run a tile of their own height instead of computing padding. */
 #define TILES(m) \
-  static void tile_packed_##m(const tile_args *t) { micro_tile(m, t, 1, MR); } \
-  static void tile_rows_##m(const tile_args *t) { micro_tile(m, t, t->lda, 1); }
-#define ENTRY(m) {tile_packed_##m, tile_rows_##m}
+  static void tile_cols_##m(const tile_args *t) { micro_tile(m, t, 1, MR); } \
+  static void tile_rows_##m(const tile_args *t) { micro_tile(m, t, KC, 1); } \
+  static void tile_direct_##m(const tile_args *t) { micro_tile(m, t, t->lda, 1); }
+#define ENTRY(m) {tile_cols_##m, tile_rows_##m, tile_direct_##m}
 
 TILES(1) TILES(2) TILES(3) TILES(4)
 #if MR > 4
@@ -223,8 +231,8 @@ TILES(7) TILES(8) TILES(9) TILES(10) TILES(11) TILES(12)
 TILES(13) TILES(14)
 #endif
 
-static const tile_fn tiles[MR + 1][2] = {
-  {NULL, NULL}, ENTRY(1), ENTRY(2), ENTRY(3), ENTRY(4),
+static const tile_fn tiles[MR + 1][A_LAYOUTS] = {
+  {NULL, NULL, NULL}, ENTRY(1), ENTRY(2), ENTRY(3), ENTRY(4),
 #if MR > 4
   ENTRY(5), ENTRY(6),
 #endif
@@ -240,11 +248,11 @@ static const tile_fn tiles[MR + 1][2] = {
 
 /* {====================================================== packing */
 
-/* dst[k * width + j] = src[k * ld + j] for j < cols, 0 for cols <= j < width,
+/* dst[k * dld + j] = src[k * ld + j] for j < cols, 0 for cols <= j < width,
 ** k < rows: panels of an operand whose rows run along the panel. */
-static void pack_copy(float *dst, int64_t width, const float *src, int64_t ld, int64_t rows,
-                      int64_t cols) {
-  for (int64_t k = 0; k < rows; k++, dst += width, src += ld)
+static void pack_copy(float *dst, int64_t dld, int64_t width, const float *src, int64_t ld,
+                      int64_t rows, int64_t cols) {
+  for (int64_t k = 0; k < rows; k++, dst += dld, src += ld)
     for (int64_t j = 0; j < width; j += VW)
       v_store_mask(dst + j, v_mask(width - j), v_load_mask(src + j, v_mask(cols - j)));
 }
@@ -319,17 +327,18 @@ static void pack_b(int trans_b, const float *B, int64_t ldb, int64_t kc, int64_t
   for (int64_t j = 0; j < nc; j += NR, dst += NR * kc) {
     int64_t w = nc - j < NR ? nc - j : NR;
     if (trans_b) pack_transpose(dst, NR, B + j * ldb, ldb, w, kc);
-    else pack_copy(dst, NR, B + j, ldb, kc, w);
+    else pack_copy(dst, NR, NR, B + j, ldb, kc, w);
   }
 }
 
-/* op(A)[0..mc, 0..kc) into MR-row panels, each kc x MR (an edge panel's
-** rows beyond mc are never read). */
+/* op(A)[0..mc, 0..kc) into MR-row panels of MR * KC floats: A_COLS from a
+** transposed A, A_ROWS from a row-major one, both plain copies of A's rows
+** (an edge panel's rows beyond mc are never read). */
 static void pack_a(int trans_a, const float *A, int64_t lda, int64_t mc, int64_t kc, float *dst) {
-  for (int64_t i = 0; i < mc; i += MR, dst += MR * kc) {
+  for (int64_t i = 0; i < mc; i += MR, dst += MR * KC) {
     int64_t h = mc - i < MR ? mc - i : MR;
-    if (trans_a) pack_copy(dst, MR, A + i, lda, kc, h);
-    else pack_transpose(dst, MR, A + i * lda, lda, h, kc);
+    if (trans_a) pack_copy(dst, MR, MR, A + i, lda, kc, h);
+    else pack_copy(dst, KC, kc, A + i * lda, lda, h, kc);
   }
 }
 
@@ -337,15 +346,15 @@ static void pack_a(int trans_a, const float *A, int64_t lda, int64_t mc, int64_t
 
 /* {====================================================== driver */
 
-/* C[0..mc, 0..nc) = alpha * A block @ B block + beta * C: A packed (lda 0)
-** or row-major in place (lda its row stride). */
-static void macro_block(int64_t mc, int64_t nc, int64_t kc, const float *a, int64_t lda,
+/* C[0..mc, 0..nc) = alpha * A block @ B block + beta * C, the A block in
+** the given layout (lda: its row stride when A_DIRECT). */
+static void macro_block(int layout, int64_t mc, int64_t nc, int64_t kc, const float *a, int64_t lda,
                         const float *bp, float *c, int64_t ldc, float alpha, float beta) {
   tile_args t = {kc, lda, ldc, NULL, NULL, NULL, NR, alpha, beta};
   for (int64_t ir = 0; ir < mc; ir += MR) {
     int64_t m = mc - ir < MR ? mc - ir : MR;
-    tile_fn fn = tiles[m][lda != 0];
-    t.a = lda ? a + ir * lda : a + ir * kc;
+    tile_fn fn = tiles[m][layout];
+    t.a = layout == A_DIRECT ? a + ir * lda : a + ir * KC;
     for (int64_t jr = 0; jr < nc; jr += NR) {
       t.b = bp + jr * kc;
       t.c = c + ir * ldc + jr;
@@ -390,10 +399,10 @@ void bert_sgemm_packed(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K
         int64_t mc = M - ic < MC ? M - ic : MC;
         float *c = C + ic * ldc + jc;
         if (direct) {
-          macro_block(mc, nc, kc, A + ic * lda + pc, lda, bp, c, ldc, alpha, bk);
+          macro_block(A_DIRECT, mc, nc, kc, A + ic * lda + pc, lda, bp, c, ldc, alpha, bk);
         } else {
           pack_a(trans_a, trans_a ? A + pc * lda + ic : A + ic * lda + pc, lda, mc, kc, ap);
-          macro_block(mc, nc, kc, ap, 0, bp, c, ldc, alpha, bk);
+          macro_block(trans_a ? A_COLS : A_ROWS, mc, nc, kc, ap, 0, bp, c, ldc, alpha, bk);
         }
       }
     }
