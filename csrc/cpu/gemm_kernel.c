@@ -4,22 +4,25 @@
 **
 **   for jc over N in steps of NC            B block: kc x nc, lives in L2
 **     for pc over K in steps of KC
-**       pack op(B)[pc.., jc..] into KC x NR column panels
+**       pack op(B)[pc.., jc..] into kc x NR column panels
 **       for ic over M in steps of MC        A block: mc x kc
-**         pack op(A)[ic.., pc..] into MR x KC row panels
-**         for ir over the MR-row panels     one A panel, stays in L1
-**           for jr over the NR-column panels  B panels stream from L2
+**         pack op(A)[ic.., pc..] into MR x kc row panels
+**         for ir over the row panels        one A panel, stays in L1
+**           for jr over the column panels   B panels stream from L2
 **             MR x NR tile of C += A panel @ B panel, in registers
 **
-** Packing lays each operand out in the order the register tile reads it
-** (contiguous, aligned, zero-padded at the edges), so the inner loop is
-** nothing but loads, broadcasts and FMAs.  alpha and beta are applied when
-** a tile is stored: the first K block with the caller's beta, the later
-** ones add to what the first wrote (beta = 1).
+** (The textbook order runs jr outside ir, keeping a B panel in L1; with a
+** tile wider than tall the A panel is the smaller one to keep, and that
+** order measured 3-8% slower here.)  Packing lays B out in the order the
+** tile reads it (contiguous, zero-padded past the last column), so the
+** inner loop is nothing but loads, broadcasts and FMAs; A's panels are
+** plain copies of its rows, which the tile reads with constant strides.
+** alpha and beta are applied when a tile is stored: the first K block with
+** the caller's beta, the later ones add to what the first wrote (beta = 1).
 **
 ** Small problems (the per-head attention GEMMs: 128 x 128 x 64) spend a
-** large share in packing, so a row-major A (not transposed) is read in
-** place when the whole A block is used by few B panels (see use_direct_a).
+** large share in packing, so there a row-major A is read in place, and a
+** row-major B too when it has whole panels (see use_direct_a).
 **
 ** The register tile is chosen at compile time: AVX-512 14 x 32, AVX2+FMA
 ** 6 x 16, else a portable 4 x 4 in plain C (what the sanitizer build,
@@ -36,9 +39,10 @@
 #if defined(__AVX512F__)
 #include <immintrin.h>
 
-/* 14 x 32: 28 zmm accumulators and 2 for the B row; A values come in as
-** broadcast memory operands of the FMAs, so they take no register.  Two
-** B loads and 14 broadcasts feed 28 FMAs (14 cycles on two FMA ports). */
+/* 14 x 32: 28 zmm accumulators, 2 for the B row and 1 for the broadcast A
+** value.  Two B loads and 14 broadcast loads feed 28 FMAs (14 cycles on
+** two FMA ports).  12 x 32 measured 1% slower, and leaves more rows over
+** at M = 128. */
 #define MR 14
 #define VW 16
 #define NV 2
@@ -112,11 +116,12 @@ static inline void v_store_mask(float *p, vmask m, vec v) { if (m) *p = v; }
 **   read and written once per 256 steps of K (BERT's K of 768, 1024 and
 **   3072 are 3, 4 and 12 such blocks; K is split into equal blocks).
 ** NC = 1024: the packed B block (KC x NC floats, 1 MB) fills half of the
-**   2 MB L2, leaving room for the A block, C's tiles and the other stream.
+**   2 MB L2, leaving room for the A block, C's tiles and the next rows.
+**   (KC 384 or 512 with NC 512 or 768 measured the same or up to 5% slower.)
 ** MC = 168 (12 panels of 14, 168 KB): how much of A is packed at a time.
 **   Each A panel is used against the whole B block as soon as it is
-**   packed, so MC only bounds the buffer; packing 12 panels together keeps
-**   the transposing loads streaming along A's rows. */
+**   packed, so MC only bounds the buffer (and how often the packing loop
+**   and the tile loop take turns). */
 #define KC 256
 #define NC 1024
 #define MC (MR * 12)
