@@ -40,13 +40,14 @@ static void probe_dnnl(void) {
 }
 
 int bert_gemm_available(bert_gemm_provider p) {
-  if (p == BERT_GEMM_OPENBLAS) return 1;
+  if (p == BERT_GEMM_OPENBLAS || p == BERT_GEMM_OWN) return 1;
+  if (p != BERT_GEMM_ONEDNN) return 0;
   probe_dnnl();
   return dnnl_sgemm_ptr != NULL;
 }
 
 const char *bert_gemm_provider_name(bert_gemm_provider p) {
-  return p == BERT_GEMM_ONEDNN ? "onednn" : "openblas";
+  return p == BERT_GEMM_ONEDNN ? "onednn" : p == BERT_GEMM_OWN ? "bert" : "openblas";
 }
 
 int bert_gemm_set_provider(bert_gemm_provider p) {
@@ -88,6 +89,7 @@ void bert_gemm_init(void) {
   openblas_set_num_threads(1);
   const char *env = getenv("BERT_GEMM");
   if (env && strcmp(env, "openblas") == 0) provider = BERT_GEMM_OPENBLAS;
+  else if (env && strcmp(env, "bert") == 0) provider = BERT_GEMM_OWN;
   else if (env && strcmp(env, "onednn") == 0 && bert_gemm_available(BERT_GEMM_ONEDNN))
     provider = BERT_GEMM_ONEDNN;
   else provider = bert_gemm_available(BERT_GEMM_ONEDNN) ? BERT_GEMM_ONEDNN : BERT_GEMM_OPENBLAS;
@@ -97,6 +99,10 @@ void bert_gemm_init(void) {
 static void sgemm_serial(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                          const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                          float *C, int64_t ldc) {
+  if (provider == BERT_GEMM_OWN) {
+    bert_sgemm_packed(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
   if (provider == BERT_GEMM_ONEDNN && dnnl_sgemm_ptr) {
     int saved = omp_get_max_threads();
     if (saved != 1) omp_set_num_threads(1);

@@ -6,10 +6,12 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <omp.h>
+#include <cblas.h>
 
 #include "lbert.h"
 #include "cpu/cpu.h"
@@ -33,7 +35,7 @@ static int l_get_num_threads(lua_State *L) {
 }
 
 static int l_set_gemm(lua_State *L) {
-  static const char *const names[] = {"openblas", "onednn", NULL};
+  static const char *const names[] = {"openblas", "onednn", "bert", NULL};
   int p = luaL_checkoption(L, 1, NULL, names);
   if (bert_gemm_set_provider((bert_gemm_provider)p) != 0)
     return luaL_error(L, "set_gemm: %s", bert_last_error());
@@ -43,12 +45,62 @@ static int l_set_gemm(lua_State *L) {
 static int l_gemm_providers(lua_State *L) {
   lua_newtable(L);
   int n = 0;
-  for (int p = BERT_GEMM_OPENBLAS; p <= BERT_GEMM_ONEDNN; p++)
+  for (int p = 0; p < BERT_GEMM_NPROVIDERS; p++)
     if (bert_gemm_available((bert_gemm_provider)p)) {
       lua_pushstring(L, bert_gemm_provider_name((bert_gemm_provider)p));
       lua_rawseti(L, -2, ++n);
     }
   return 1;
+}
+
+/* Test only: core.sgemm_reference_diff(ta, tb, M, N, K, alpha, beta, ldpad, seed)
+** runs bert_sgemm_packed and OpenBLAS on the same random operands (every
+** leading dimension ldpad wider than its matrix, C NaN-filled when beta is
+** 0) and returns the largest |difference|, the largest |reference| and
+** whether both left C's padding columns alone. */
+static float *gemm_test_buffer(lua_State *L, int64_t n) {
+  return lua_newuserdatauv(L, (size_t)(n > 0 ? n : 1) * sizeof(float), 0);
+}
+
+static int l_sgemm_reference_diff(lua_State *L) {
+  int ta = lua_toboolean(L, 1), tb = lua_toboolean(L, 2);
+  int64_t M = luaL_checkinteger(L, 3), N = luaL_checkinteger(L, 4), K = luaL_checkinteger(L, 5);
+  float alpha = (float)luaL_checknumber(L, 6), beta = (float)luaL_checknumber(L, 7);
+  int64_t pad = luaL_optinteger(L, 8, 0);
+  uint32_t seed = (uint32_t)luaL_optinteger(L, 9, 1);
+  luaL_argcheck(L, M >= 0 && M <= 4096 && N >= 0 && N <= 4096 && K >= 0 && K <= 4096, 3,
+                "sizes must be in 0..4096");
+  luaL_argcheck(L, pad >= 0 && pad <= 64, 8, "ldpad must be in 0..64");
+  int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+  int64_t na = (ta ? K : M) * lda, nb = (tb ? N : K) * ldb, nc = M * ldc;
+  float *A = gemm_test_buffer(L, na), *B = gemm_test_buffer(L, nb);
+  float *C = gemm_test_buffer(L, nc), *R = gemm_test_buffer(L, nc);
+  for (int64_t i = 0; i < na + nb + nc; i++) {
+    seed = seed * 1664525u + 1013904223u;
+    float x = (float)(seed >> 8) / 8388608.0f - 1.0f;   /* uniform in [-1, 1) */
+    if (i < na) A[i] = x;
+    else if (i < na + nb) B[i - na] = x;
+    else C[i - na - nb] = R[i - na - nb] = beta == 0.0f ? NAN : x;
+  }
+  bert_sgemm_packed(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (M > 0 && N > 0)
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (blasint)M, (blasint)N, (blasint)K, alpha, A, (blasint)(lda > 0 ? lda : 1), B,
+                (blasint)(ldb > 0 ? ldb : 1), beta, R, (blasint)(ldc > 0 ? ldc : 1));
+  double diff = 0, mag = 0;
+  int pad_ok = 1;
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < ldc; j++) {
+      float c = C[i * ldc + j], r = R[i * ldc + j];
+      if (j >= N) { pad_ok = pad_ok && (c == r || (c != c && r != r)); continue; }
+      double d = fabs((double)c - (double)r);
+      if (!(d <= diff)) diff = d;     /* a NaN sticks */
+      if (fabs((double)r) > mag) mag = fabs((double)r);
+    }
+  lua_pushnumber(L, diff);
+  lua_pushnumber(L, mag);
+  lua_pushboolean(L, pad_ok);
+  return 3;
 }
 
 static int l_backend_info(lua_State *L) {
@@ -183,6 +235,7 @@ static const luaL_Reg core_funcs[] = {
   {"wall_time", l_wall_time},
   {"set_num_threads", l_set_num_threads}, {"get_num_threads", l_get_num_threads},
   {"set_gemm", l_set_gemm}, {"gemm_providers", l_gemm_providers},
+  {"sgemm_reference_diff", l_sgemm_reference_diff},
   {"backend_info", l_backend_info}, {"memory_in_use", l_memory_in_use},
   {NULL, NULL}
 };
