@@ -1,7 +1,7 @@
 -- Our own packed GEMM (provider "bert", csrc/cpu/gemm_kernel.c) against
 -- OpenBLAS: matmul at odd shapes and shapes past every blocking size, all
 -- four transpose combinations and padded leading dimensions; alpha and beta
--- (beta 0 with NaN in C) through the test-only core.sgemm_reference_diff.
+-- (beta 0 with NaN in C) through the test-only core._sgemm_reference_diff.
 local bert = require("bert")
 
 -- the blocking of the AVX-512 build is KC 256, NC 1024, MC 168; the last
@@ -83,7 +83,7 @@ describe("gemm provider bert", function()
           local ta, tb = t % 2 == 1, t >= 2
           for _, pad in ipairs({0, 3}) do
             seed = seed + 1
-            local diff, mag, pad_ok = bert.core.sgemm_reference_diff(ta, tb, s[1], s[2], s[3],
+            local diff, mag, pad_ok = bert.core._sgemm_reference_diff(ta, tb, s[1], s[2], s[3],
                                                                     ab[1], ab[2], pad, seed)
             local what = string.format("%dx%dx%d ta %s tb %s alpha %g beta %g pad %d", s[1], s[2], s[3],
                                        ta, tb, ab[1], ab[2], pad)
@@ -97,11 +97,11 @@ describe("gemm provider bert", function()
 
   it("handles K = 0, M = 0 and N = 0", function()
     for _, beta in ipairs({0, 0.5}) do
-      local diff = bert.core.sgemm_reference_diff(false, false, 4, 5, 0, 1, beta, 2, 7)
+      local diff = bert.core._sgemm_reference_diff(false, false, 4, 5, 0, 1, beta, 2, 7)
       assert.equal(0, diff)
     end
-    assert.equal(0, (bert.core.sgemm_reference_diff(false, true, 0, 5, 3, 1, 0, 1, 7)))
-    assert.equal(0, (bert.core.sgemm_reference_diff(true, false, 4, 0, 3, 1, 0, 1, 7)))
+    assert.equal(0, (bert.core._sgemm_reference_diff(false, true, 0, 5, 3, 1, 0, 1, 7)))
+    assert.equal(0, (bert.core._sgemm_reference_diff(true, false, 4, 0, 3, 1, 0, 1, 7)))
     bert.set_gemm("bert")
     assert.same({{0, 0}, {0, 0}}, bert.zeros({2, 0}):matmul(bert.zeros({0, 2})):totable())
     assert.same({0, 2}, bert.zeros({0, 3}):matmul(bert.zeros({3, 2})):shape())

@@ -366,6 +366,12 @@ describe("F.attention", function()
     assert.is_true(maxdiff(F.attention(q, k, v, {mask = bias}), want) < 1e-5)
   end)
 
+  it("a mask of all ones is the same as none, bit for bit (the bias pass is skipped)", function()
+    local ones = bert.ones({B, T}):int()
+    assert.equal(0, maxdiff(F.attention(q, k, v, {mask = ones}), F.attention(q, k, v)))
+    assert.equal(0, maxdiff(F.attention(q, k, v, {mask = bert.zeros({B, 1, 1, T})}), F.attention(q, k, v)))
+  end)
+
   it("returns a time-major result and reads a gradient of any layout", function()
     -- the result is [B, A, T, d] over [B, T, A, d] memory: the layer's
     -- transpose back to [B, T, A, d] is contiguous (no copy)

@@ -28,6 +28,11 @@
 ** work is sum(len_b^2).  Dropout counters are those of the padded op with
 ** T = the longest sequence.
 */
+/* GCC defaults to 256-bit vectors on AVX-512 machines; the softmax and
+** dS loops of the tiles are compute-bound (an exp per score): full width */
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC target("prefer-vector-width=512")
+#endif
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -117,7 +122,7 @@ static inline void tile_range(const attn_ctx *c, int64_t b, int64_t t, int64_t t
 /* S[br x n] = scale * Q K^T + bias for keys lo .. lo + n - 1. */
 static void scores(const attn_ctx *c, const float *Q, const float *K, const float *bias,
                    int64_t br, int64_t lo, int64_t n, float *S) {
-  bert_sgemm(0, 1, br, n, c->d, c->scale, Q, c->qs[2], K + lo * c->ks[2], c->ks[2], 0.0f, S, BC);
+  bert_sgemm_tile(0, 1, br, n, c->d, c->scale, Q, c->qs[2], K + lo * c->ks[2], c->ks[2], 0.0f, S, BC);
   if (bias) {
     for (int64_t i = 0; i < br; i++) {
       float *s = S + i * BC;
@@ -288,8 +293,12 @@ static int setup(attn_setup *a, const bert_tensor *q, const bert_tensor *k, cons
   c->scale = o->scale > 0 ? (float)o->scale : (float)(1.0 / sqrt((double)(d > 0 ? d : 1)));
   c->causal = o->causal != 0;
   c->ntiles = ntiles;
+  int64_t nonzero = 0;
   if (o->mask) {
     mask_fill(o, Bm * Tk, a->bias);
+    for (int64_t i = 0; i < Bm * Tk; i++) nonzero += a->bias[i] != 0.0f;
+  }
+  if (nonzero > 0) {   /* a mask of all ones (no padding) adds nothing: no bias pass per tile */
     c->bias_bstride = Bm == 1 ? 0 : Tk;
     c->bias = a->bias;
     int32_t *first = c->causal ? a->ranges + 2 * B * ntiles : NULL;

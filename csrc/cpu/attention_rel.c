@@ -30,6 +30,11 @@
 ** dQ, dK) and dropout on the probabilities (attention.c's Philox layout)
 ** are attention_tile.h's, shared with attention.c.
 */
+/* GCC defaults to 256-bit vectors on AVX-512 machines; the softmax and
+** dS loops of the tiles are compute-bound (an exp per score): full width */
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC target("prefer-vector-width=512")
+#endif
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -78,7 +83,7 @@ static void rel_strides(const bert_tensor *t, int64_t s[3]) {
 static void rel_scores(const rel_ctx *c, const float *Q, const float *K, const float *bias,
                        const float *C2P, const float *P2C, int64_t i0, int64_t br, int64_t lo,
                        int64_t n, float *S) {
-  bert_sgemm(0, 1, br, n, c->d, c->scale, Q, c->qs[2], K + lo * c->ks[2], c->ks[2], 0.0f, S, RBC);
+  bert_sgemm_tile(0, 1, br, n, c->d, c->scale, Q, c->qs[2], K + lo * c->ks[2], c->ks[2], 0.0f, S, RBC);
   int64_t R = c->R, r0 = c->r0;
   for (int64_t i = 0; i < br; i++) {
     float *s = S + i * RBC;

@@ -130,7 +130,7 @@ static inline void attn_tile_forward(float *S, int64_t ld, int64_t br, int64_t n
       for (int64_t j = 0; j < n; j++) s[j] *= m[j];
     }
   }
-  bert_sgemm(0, 0, br, d, n, 1.0f, S, ld, V, vs, 1.0f, O, ldo);
+  bert_sgemm_tile(0, 0, br, d, n, 1.0f, S, ld, V, vs, 1.0f, O, ldo);
 }
 
 /* Starts br rows: zero accumulators, max -inf, sum 0. */
@@ -185,9 +185,9 @@ static inline void attn_tile_backward(float *S, float *M, float *dP, int64_t ld,
       #pragma omp simd
       for (int64_t j = 0; j < n; j++) { keep[j] = m[j]; m[j] = s[j] * keep[j]; }
     }
-    bert_sgemm(1, 0, n, d, br, 1.0f, M, ld, r->dO, r->dos, 1.0f, k->dV, k->dks);
+    bert_sgemm_tile(1, 0, n, d, br, 1.0f, M, ld, r->dO, r->dos, 1.0f, k->dV, k->dks);
     /* dPd = dO V^T; dP = dPd * multiplier */
-    bert_sgemm(0, 1, br, n, d, 1.0f, r->dO, r->dos, k->V, k->vs, 0.0f, M, ld);
+    bert_sgemm_tile(0, 1, br, n, d, 1.0f, r->dO, r->dos, k->V, k->vs, 0.0f, M, ld);
     for (int64_t i = 0; i < br; i++) {
       float *s = S + i * ld, Di = r->D[i];
       const float *m = M + i * ld, *keep = dP + i * ld;
@@ -195,8 +195,8 @@ static inline void attn_tile_backward(float *S, float *M, float *dP, int64_t ld,
       for (int64_t j = 0; j < n; j++) s[j] = s[j] * (m[j] * keep[j] - Di);
     }
   } else {
-    bert_sgemm(1, 0, n, d, br, 1.0f, S, ld, r->dO, r->dos, 1.0f, k->dV, k->dks);
-    bert_sgemm(0, 1, br, n, d, 1.0f, r->dO, r->dos, k->V, k->vs, 0.0f, dP, ld);
+    bert_sgemm_tile(1, 0, n, d, br, 1.0f, S, ld, r->dO, r->dos, 1.0f, k->dV, k->dks);
+    bert_sgemm_tile(0, 1, br, n, d, 1.0f, r->dO, r->dos, k->V, k->vs, 0.0f, dP, ld);
     for (int64_t i = 0; i < br; i++) {
       float *s = S + i * ld, Di = r->D[i];
       const float *g = dP + i * ld;
@@ -205,8 +205,8 @@ static inline void attn_tile_backward(float *S, float *M, float *dP, int64_t ld,
     }
   }
   /* S now holds dS */
-  bert_sgemm(0, 0, br, d, n, scale, S, ld, k->K, k->ks, 1.0f, r->dQ, r->dqs);
-  bert_sgemm(1, 0, n, d, br, scale, S, ld, r->Q, r->qs, 1.0f, k->dK, k->dks);
+  bert_sgemm_tile(0, 0, br, d, n, scale, S, ld, k->K, k->ks, 1.0f, r->dQ, r->dqs);
+  bert_sgemm_tile(1, 0, n, d, br, scale, S, ld, r->Q, r->qs, 1.0f, k->dK, k->dks);
 }
 
 /* D[i] = rowsum(dO * O) for n rows (row strides os, dos). */

@@ -53,7 +53,7 @@ static int l_gemm_providers(lua_State *L) {
   return 1;
 }
 
-/* Test only: core.sgemm_reference_diff(ta, tb, M, N, K, alpha, beta, ldpad, seed)
+/* Test only: core._sgemm_reference_diff(ta, tb, M, N, K, alpha, beta, ldpad, seed)
 ** runs bert_sgemm_packed and OpenBLAS on the same random operands (every
 ** leading dimension ldpad wider than its matrix, C NaN-filled when beta is
 ** 0) and returns the largest |difference|, the largest |reference| and
@@ -235,7 +235,7 @@ static const luaL_Reg core_funcs[] = {
   {"wall_time", l_wall_time},
   {"set_num_threads", l_set_num_threads}, {"get_num_threads", l_get_num_threads},
   {"set_gemm", l_set_gemm}, {"gemm_providers", l_gemm_providers},
-  {"sgemm_reference_diff", l_sgemm_reference_diff},
+  {"_sgemm_reference_diff", l_sgemm_reference_diff},
   {"backend_info", l_backend_info}, {"memory_in_use", l_memory_in_use},
   {NULL, NULL}
 };

@@ -24,9 +24,10 @@ local submodules = {
 }
 
 -- the C tables of the same names (core.tokenizer, core.data) stay reachable
--- through bert.core; the Lua modules wrap them
+-- through bert.core; the Lua modules wrap them.  Names starting with "_" are
+-- test hooks, left in bert.core only.
 for name, value in pairs(core) do
-  if submodules[name] == nil then M[name] = value end
+  if submodules[name] == nil and name:sub(1, 1) ~= "_" then M[name] = value end
 end
 M.core = core
 require("bert.tensor")   -- topk, sort: Lua methods over the C ops
