@@ -1,22 +1,29 @@
 -- GEMM throughput for the BERT-base shapes (1024 tokens), per provider.
---   lua5.4 tools/bench_gemm.lua [--repeat N] [--threads N] [--device cpu|vulkan] [--big]
+--   lua5.4 tools/bench_gemm.lua [--repeat N] [--threads N] [--rounds N] [--device cpu|vulkan] [--big]
+-- --rounds N runs every provider N times, alternating (the machine drifts:
+-- compare providers within a round).
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
 require("bert.cli").help(arg, [[
-usage: lua5.4 tools/bench_gemm.lua [--repeat N] [--threads N] [--device cpu|vulkan] [--big]
+usage: lua5.4 tools/bench_gemm.lua [--repeat N] [--threads N] [--rounds N] [--device cpu|vulkan] [--big]
 GEMM throughput (GFLOP/s) for the BERT-base shapes, per provider, and as a fraction of
 the machine's fp32 FMA peak for the same thread count (tools/bench_peak.lua;
 BERT_PEAK_GFLOPS=<n> gives the peak instead of measuring it).]])
 local bert = require("bert")
 
-local reps, threads, device, big = 10, nil, "cpu", false
+local reps, threads, device, big, rounds = 10, nil, "cpu", false, 1
 local i = 1
 while i <= #arg do
   if arg[i] == "--repeat" then reps = tonumber(arg[i + 1]); i = i + 2
   elseif arg[i] == "--threads" then threads = tonumber(arg[i + 1]); i = i + 2
   elseif arg[i] == "--device" then device = arg[i + 1]; i = i + 2
   elseif arg[i] == "--big" then big = true; i = i + 1
-  else io.stderr:write("usage: lua5.4 tools/bench_gemm.lua [--repeat N] [--threads N]\n"); os.exit(2) end
+  elseif arg[i] == "--rounds" then rounds = math.tointeger(tonumber(arg[i + 1])); i = i + 2
+  else io.stderr:write("usage: lua5.4 tools/bench_gemm.lua [--repeat N] [--threads N] [--rounds N]\n"); os.exit(2) end
+end
+if not rounds or rounds < 1 then
+  io.stderr:write("bench_gemm: --rounds must be an integer >= 1\n")
+  os.exit(2)
 end
 if threads then bert.set_num_threads(threads) end
 if device == "vulkan" then   -- tools/bench_gemm_vulkan.lua; --big adds 4096^3
@@ -38,6 +45,11 @@ local shapes = {
   {768, 768, 1024, "TN", "projection dW"},
   {3072, 768, 1024, "TN", "FFN up dW"},
   {768, 3072, 1024, "TN", "FFN down dW"},
+  {1024, 2304, 768, "NT", "fused q/k/v"},
+  {1024, 768, 2304, "NN", "fused q/k/v dX"},
+  {2304, 768, 1024, "TN", "fused q/k/v dW"},
+  {160, 30522, 768, "NT", "MLM decoder (masked)"},
+  {30522, 768, 160, "TN", "MLM decoder dW"},
   {128, 128, 64, "NT", "per-head Q@K^T"},
   {128, 64, 128, "NN", "per-head P@V"},
 }
@@ -52,22 +64,25 @@ local peak_gf, peak_isa, peak_src = dofile("tools/peak.lua").measure(info.thread
 print(string.format("threads %d, cpus %d, OpenBLAS core %s, FMA peak %.1f GFLOP/s (%s, %s)",
   info.threads, info.cpus, info.openblas_core, peak_gf, peak_isa, peak_src))
 print(string.format("%-9s %-22s %-16s %10s %10s %8s", "provider", "role", "M x N x K", "ms", "GFLOP/s", "of peak"))
-for _, provider in ipairs(bert.gemm_providers()) do
-  bert.set_gemm(provider)
-  for _, s in ipairs(shapes) do
-    local M, N, K, layout, role = s[1], s[2], s[3], s[4], s[5]
-    local a = layout == "TN" and bert.randn({K, M}, {seed = 1}):t() or bert.randn({M, K}, {seed = 1})
-    local b = layout == "NT" and bert.randn({N, K}, {seed = 2}):t() or bert.randn({K, N}, {seed = 2})
-    local r = reps * math.max(1, math.floor(1e9 / (2 * M * N * K) / reps))
-    a:matmul(b) -- warm up
-    local best = math.huge
-    for _ = 1, 3 do
-      local t0 = clock()
-      for _ = 1, r do a:matmul(b):free() end
-      best = math.min(best, (clock() - t0) / r)
+for round = 1, rounds do
+  if rounds > 1 then print("round " .. round) end
+  for _, provider in ipairs(bert.gemm_providers()) do
+    bert.set_gemm(provider)
+    for _, s in ipairs(shapes) do
+      local M, N, K, layout, role = s[1], s[2], s[3], s[4], s[5]
+      local a = layout == "TN" and bert.randn({K, M}, {seed = 1}):t() or bert.randn({M, K}, {seed = 1})
+      local b = layout == "NT" and bert.randn({N, K}, {seed = 2}):t() or bert.randn({K, N}, {seed = 2})
+      local r = reps * math.max(1, math.floor(1e9 / (2 * M * N * K) / reps))
+      a:matmul(b) -- warm up
+      local best = math.huge
+      for _ = 1, 3 do
+        local t0 = clock()
+        for _ = 1, r do a:matmul(b):free() end
+        best = math.min(best, (clock() - t0) / r)
+      end
+      local gf = 2 * M * N * K / best / 1e9
+      print(string.format("%-9s %-22s %-16s %10.3f %10.1f %7.0f%%", provider, role,
+        string.format("%dx%dx%d", M, N, K), best * 1e3, gf, 100 * gf / peak_gf))
     end
-    local gf = 2 * M * N * K / best / 1e9
-    print(string.format("%-9s %-22s %-16s %10.3f %10.1f %7.0f%%", provider, role,
-      string.format("%dx%dx%d", M, N, K), best * 1e3, gf, 100 * gf / peak_gf))
   end
 end
