@@ -184,7 +184,10 @@ static void forward_block(const attn_ctx *c, int64_t b, int64_t a, int64_t i0, f
   attn_rows_finish(Ob, ldo, br, d, mrow, lrow, lse + lse_at(c, b, a, i0), 1);
 }
 
-/* One (batch, head): dQ, dK, dV rows of that head (zeroed). */
+/* One (batch, head): dQ, dK, dV rows of that head (zeroed here first: the
+** head's rows are the worker's alone, and zeroing them just before they
+** accumulate keeps them in the cache; a zeroed tensor of that size would
+** be fresh pages from the kernel every step). */
 static void backward_head(const attn_ctx *c, int64_t b, int64_t a, const float *O, const float *dO,
                           const float *lse, float *dQ, float *dK, float *dV, float *S, float *M,
                           float *dP, float *Dv) {
@@ -197,6 +200,11 @@ static void backward_head(const attn_ctx *c, int64_t b, int64_t a, const float *
   int64_t qrow = res_row(c, b, a, 0, c->Tq), krow = res_row(c, b, a, 0, c->Tk);
   const float *Oh = O + qrow * d, *dOh = dO + qrow * d, *L = lse + lse_at(c, b, a, 0);
   float *dQh = dQ + qrow * d, *dKh = dK + krow * d, *dVh = dV + krow * d;
+  for (int64_t i = 0; i < tq; i++) memset(dQh + i * ld, 0, (size_t)d * sizeof(float));
+  for (int64_t j = 0; j < tk; j++) {
+    memset(dKh + j * ld, 0, (size_t)d * sizeof(float));
+    memset(dVh + j * ld, 0, (size_t)d * sizeof(float));
+  }
   attn_rows_dot(Oh, ld, dOh, ld, tq, d, Dv);
   for (int64_t i0 = 0; i0 < tq; i0 += BR) {
     int64_t br = i0 + BR <= tq ? BR : tq - i0;
@@ -358,11 +366,11 @@ static void forward_blocks(void *p, int64_t lo, int64_t hi) {
 
 /* A result: [B, A, T, d] as a view of time-major [B, T, A, d] memory
 ** (res_row), or [total, A, d] with cu_seqlens. */
-static bert_tensor *result_like(const attn_ctx *c, int64_t T, int zeroed) {
+static bert_tensor *result_like(const attn_ctx *c, int64_t T) {
   int64_t s4[4] = {c->B, T, c->A, c->d}, s3[3] = {c->total, c->A, c->d};
   int nd = c->cu ? 3 : 4;
   const int64_t *shape = c->cu ? s3 : s4;
-  bert_tensor *t = zeroed ? bert_tensor_new(BERT_F32, nd, shape) : bert_tensor_empty(BERT_F32, nd, shape);
+  bert_tensor *t = bert_tensor_empty(BERT_F32, nd, shape);
   if (t == NULL || c->cu) return t;
   bert_tensor *view = bert_transpose(t, 1, 2);
   bert_tensor_release(t);
@@ -382,7 +390,7 @@ static bert_tensor *in_result_layout(const attn_ctx *c, const bert_tensor *t, in
     bert_tensor_retain((bert_tensor *)t);
     return (bert_tensor *)t;
   }
-  bert_tensor *r = result_like(c, T, 0);
+  bert_tensor *r = result_like(c, T);
   if (r && bert_copy_(r, t) != 0) {
     bert_tensor_release(r);
     return NULL;
@@ -397,7 +405,7 @@ int cpu_attention_backward(const bert_tensor *q_in, const bert_tensor *k_in, con
   attn_setup a;
   if (setup(&a, q_in, k_in, v_in, o, s) != 0) return -1;
   attn_ctx c = a.c;
-  bert_tensor *dq = result_like(&c, c.Tq, 1), *dk = result_like(&c, c.Tk, 1), *dv = result_like(&c, c.Tk, 1);
+  bert_tensor *dq = result_like(&c, c.Tq), *dk = result_like(&c, c.Tk), *dv = result_like(&c, c.Tk);
   bert_tensor *oc = in_result_layout(&c, out, c.Tq), *gc = in_result_layout(&c, gout, c.Tq);
   int rc = -1;
   if (!dq || !dk || !dv || !oc || !gc) goto done;
@@ -430,7 +438,7 @@ bert_tensor *cpu_attention(const bert_tensor *q_in, const bert_tensor *k_in, con
   if (setup(&a, q_in, k_in, v_in, o, s) != 0) return NULL;
   attn_ctx *c = &a.c;
   int64_t nl = c->cu ? c->A * c->total : c->B * c->A * c->Tq;
-  bert_tensor *out = result_like(c, c->Tq, 0), *lse = bert_tensor_empty(BERT_F32, 1, &nl);
+  bert_tensor *out = result_like(c, c->Tq), *lse = bert_tensor_empty(BERT_F32, 1, &nl);
   float *scratch = NULL;
   if (out == NULL || lse == NULL) goto fail;
   int64_t items = a.blk_first[c->B] * c->A;

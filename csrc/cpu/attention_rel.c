@@ -168,6 +168,9 @@ static void rel_backward_head(const rel_ctx *c, int64_t bh, const float *O, cons
   const float *bias = c->bias ? c->bias + b * c->bias_bstride : NULL;
   const float *Oh = O + bh * c->Tq * d, *dOh = dO + bh * c->Tq * d, *L = lse + bh * c->Tq;
   float *dQh = dQ + bh * c->Tq * d, *dKh = dK + bh * c->Tk * d, *dVh = dV + bh * c->Tk * d;
+  memset(dQh, 0, (size_t)(c->Tq * d) * sizeof(float));
+  memset(dKh, 0, (size_t)(c->Tk * d) * sizeof(float));
+  memset(dVh, 0, (size_t)(c->Tk * d) * sizeof(float));
   attn_rows_dot(Oh, d, dOh, d, c->Tq, d, Dv);
   if (Qr) {
     bert_sgemm(0, 1, c->Tk, R, d, 1.0f, K, c->ks[2], Qr, d, 0.0f, P2C, R);
@@ -332,10 +335,13 @@ int cpu_attention_rel_backward(const bert_tensor *q_in, const bert_tensor *k_in,
   rel_ctx c = a.c;
   int has_kr = c.kr != NULL, has_qr = c.qr != NULL;
   int64_t qshape[4] = {c.B, c.A, c.Tq, c.d}, kshape[4] = {c.B, c.A, c.Tk, c.d}, rshape[3] = {c.A, c.Rfull, c.d};
-  bert_tensor *dq = bert_tensor_new(BERT_F32, 4, qshape), *dk = bert_tensor_new(BERT_F32, 4, kshape);
-  bert_tensor *dv = bert_tensor_new(BERT_F32, 4, kshape);
-  bert_tensor *dkr = has_kr ? bert_tensor_new(BERT_F32, 3, rshape) : NULL;
-  bert_tensor *dqr = has_qr ? bert_tensor_new(BERT_F32, 3, rshape) : NULL;
+  /* not zeroed here: each head zeroes its own rows (rel_backward_head), the
+  ** tables are summed from the threads' parts below; zeroed tensors of this
+  ** size would be fresh pages from the kernel every step */
+  bert_tensor *dq = bert_tensor_empty(BERT_F32, 4, qshape), *dk = bert_tensor_empty(BERT_F32, 4, kshape);
+  bert_tensor *dv = bert_tensor_empty(BERT_F32, 4, kshape);
+  bert_tensor *dkr = has_kr ? bert_tensor_empty(BERT_F32, 3, rshape) : NULL;
+  bert_tensor *dqr = has_qr ? bert_tensor_empty(BERT_F32, 3, rshape) : NULL;
   bert_tensor *oc = bert_contiguous((bert_tensor *)out);
   float *scratch = NULL;
   int rc = -1;
