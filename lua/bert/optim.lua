@@ -164,6 +164,7 @@ local function decay_filter(who, no_decay)
     return true
   end
 end
+
 -- Device gradients (bert.vulkan) are reduced on the device with one read
 -- back for the whole list, and scaled there; host ones by the C kernels.
 local function split_devices(grads)
