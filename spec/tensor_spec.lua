@@ -509,6 +509,26 @@ describe("memory", function()
     assert.error_matches(function() bert.set_cache_limit("big") end, "set_cache_limit.*'auto', got 'big'")
   end)
 
+  it("gives cached blocks back before taking fresh memory past the limit (in use + cached)", function()
+    collectgarbage()
+    bert.empty_cache()
+    local MB = 2 ^ 20
+    local base = bert.memory_in_use()
+    bert.set_cache_limit(base + 20 * MB)
+    -- 2, 4, 6 and 8 MB (four size classes), all freed into the cache
+    for k = 1, 4 do bert.zeros({1024, 512 * k}):free() end
+    local cached = bert.memory_cached()
+    assert.is_true(cached >= 20 * MB, "cached " .. cached)
+    -- 10 MB misses: the oldest blocks go until in use + cached + new fit 20 MB
+    local t = bert.zeros({1024, 2560})
+    assert.is_true(bert.memory_in_use() - base + bert.memory_cached() <= 20 * MB,
+      string.format("in use %d + cached %d", bert.memory_in_use() - base, bert.memory_cached()))
+    assert.is_true(bert.memory_cached() > 0)   -- only as many as needed
+    t:free()
+    bert.set_cache_limit("auto")
+    bert.empty_cache()
+  end)
+
   it("is accounted and released by free, <close> and the GC", function()
     collectgarbage()
     local base = bert.memory_in_use()

@@ -148,6 +148,15 @@ void *bert_malloc(size_t nbytes) {
         cache_n--;
         break;
       }
+    /* A miss takes fresh memory: first give back cached blocks until what is
+    ** in use, what is cached and the new block fit the limit together.
+    ** Otherwise a workload whose sizes change (padded, then packed batches)
+    ** keeps the old sizes cached beside the new ones: BERT-base fine-tuning
+    ** at B 32 x T 256 grew to the whole 24 GB machine and was killed. */
+    if (p == NULL) {
+      size_t limit = current_cache_limit(), used = __atomic_load_n(&mem_in_use, __ATOMIC_RELAXED);
+      while (cache_n > 0 && used + cache_bytes + size > limit) cache_drop_oldest();
+    }
     pthread_mutex_unlock(&cache_lock);
   }
   /* 64-byte alignment suits AVX-512 loads and keeps BLAS on its fast path */
