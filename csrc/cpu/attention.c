@@ -78,11 +78,11 @@ static inline int64_t seq_len_k(const attn_ctx *c, int64_t b) { return c->cu ? c
 ** of d.  Results are time-major, [B, T, A, d] in memory (varlen: [total, A,
 ** d]): a [B, A, T, d] result is a transposed view of it, so the layer's
 ** context [B, T, H] and the gradients of q, k, v (narrowed from one [B, T,
-** 3H] projection) need no transposing copy.  Consecutive i are A rows apart. */
+** 3H] projection) need no transposing copy.  Consecutive i are A rows apart
+** (a result row stride of A * d floats). */
 static inline int64_t res_row(const attn_ctx *c, int64_t b, int64_t a, int64_t i, int64_t T) {
   return c->cu ? (c->cu[b] + i) * c->A + a : (b * T + i) * c->A + a;
 }
-static inline int64_t row_step(const attn_ctx *c) { return c->A; }
 /* The log-sum-exp of row (b, a, i): [B, A, Tq] or, varlen, [A, total]; consecutive i adjacent. */
 static inline int64_t lse_at(const attn_ctx *c, int64_t b, int64_t a, int64_t i) {
   return c->cu ? a * c->total + c->cu[b] + i : (b * c->A + a) * c->Tq + i;
@@ -160,7 +160,7 @@ static void piece_scores(const attn_ctx *c, int64_t bh, const float *Q, const fl
 static void forward_block(const attn_ctx *c, int64_t b, int64_t a, int64_t i0, float *O, float *lse,
                           float *S, float *M, float *mrow, float *lrow) {
   int64_t d = c->d, bh = b * c->A + a, tq = seq_len_q(c, b), tk = seq_len_k(c, b), st = seq_start(c, b);
-  int64_t br = i0 + BR <= tq ? BR : tq - i0, ldo = row_step(c) * d;
+  int64_t br = i0 + BR <= tq ? BR : tq - i0, ldo = c->A * d;
   const float *Q = c->q + b * c->qs[0] + a * c->qs[1] + (st + i0) * c->qs[2];
   const float *K = c->k + b * c->ks[0] + a * c->ks[1] + st * c->ks[2];
   const float *V = c->v + b * c->vs[0] + a * c->vs[1] + st * c->vs[2];
@@ -192,7 +192,7 @@ static void backward_head(const attn_ctx *c, int64_t b, int64_t a, const float *
                           const float *lse, float *dQ, float *dK, float *dV, float *S, float *M,
                           float *dP, float *Dv) {
   int64_t d = c->d, bh = b * c->A + a, tq = seq_len_q(c, b), tk = seq_len_k(c, b), st = seq_start(c, b);
-  int64_t ld = row_step(c) * d;
+  int64_t ld = c->A * d;
   const float *Q0 = c->q + b * c->qs[0] + a * c->qs[1] + st * c->qs[2];
   const float *K = c->k + b * c->ks[0] + a * c->ks[1] + st * c->ks[2];
   const float *V = c->v + b * c->vs[0] + a * c->vs[1] + st * c->vs[2];
@@ -301,12 +301,12 @@ static int setup(attn_setup *a, const bert_tensor *q, const bert_tensor *k, cons
   c->scale = o->scale > 0 ? (float)o->scale : (float)(1.0 / sqrt((double)(d > 0 ? d : 1)));
   c->causal = o->causal != 0;
   c->ntiles = ntiles;
-  int64_t nonzero = 0;
+  int nonzero = 0;
   if (o->mask) {
     mask_fill(o, Bm * Tk, a->bias);
-    for (int64_t i = 0; i < Bm * Tk; i++) nonzero += a->bias[i] != 0.0f;
+    for (int64_t i = 0; i < Bm * Tk && !nonzero; i++) nonzero = a->bias[i] != 0.0f;
   }
-  if (nonzero > 0) {   /* a mask of all ones (no padding) adds nothing: no bias pass per tile */
+  if (nonzero) {   /* a mask of all ones (no padding) adds nothing: no bias pass per tile */
     c->bias_bstride = Bm == 1 ? 0 : Tk;
     c->bias = a->bias;
     int32_t *first = c->causal ? a->ranges + 2 * B * ntiles : NULL;
