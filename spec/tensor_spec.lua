@@ -529,6 +529,22 @@ describe("memory", function()
     bert.empty_cache()
   end)
 
+  it("puts blocks of 4 MB or more on 2 MB boundaries (huge pages), smaller ones on 64 bytes", function()
+    local core = require("bert.core")
+    local MB = 2 ^ 20
+    for _, n in ipairs({3, 5, 17, 100}) do   -- MB: below, above, and bert.zeros' own mapping (>= 16)
+      local t = bert.zeros({math.floor(n * MB / 4)})
+      local align = n >= 4 and 2 * MB or 64
+      assert.equal(0, core._data_address(t) % align, n .. " MB")
+      t:fill_(1)
+      assert.equal(math.floor(n * MB / 4), t:sum():item())
+      t:free()
+    end
+    local e = bert.empty({1024, 1280})   -- 5 MB from the cache or fresh: aligned either way
+    assert.equal(0, core._data_address(e) % (2 * MB))
+    e:free()
+  end)
+
   it("is accounted and released by free, <close> and the GC", function()
     collectgarbage()
     local base = bert.memory_in_use()

@@ -135,6 +135,24 @@ size_t bert_cache_limit(void) {
   return limit;
 }
 
+/* Blocks of HUGE_MIN bytes or more sit on 2 MB boundaries and ask the kernel
+** for transparent huge pages (where THP is "madvise", the common default,
+** memory gets 4 KB pages otherwise): the GEMMs' packing and the elementwise
+** passes walk tens of megabytes per op, and with 4 KB pages every 4 KB is a
+** TLB entry (a second-level TLB covers 6-8 MB).  Smaller blocks keep the
+** 64-byte alignment that suits AVX-512 loads and BLAS. */
+#define HUGE_MIN ((size_t)4 << 20)
+#define HUGE_PAGE ((size_t)2 << 20)
+
+static void *fresh_block(size_t size) {
+  if (size < HUGE_MIN) return aligned_alloc(64, size);
+  void *p = aligned_alloc(HUGE_PAGE, (size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1));
+#ifdef MADV_HUGEPAGE
+  if (p) madvise(p, (size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1), MADV_HUGEPAGE);   /* advice only */
+#endif
+  return p;
+}
+
 void *bert_malloc(size_t nbytes) {
   size_t size = block_size(nbytes);
   void *p = NULL;
@@ -159,11 +177,10 @@ void *bert_malloc(size_t nbytes) {
     }
     pthread_mutex_unlock(&cache_lock);
   }
-  /* 64-byte alignment suits AVX-512 loads and keeps BLAS on its fast path */
-  if (p == NULL) p = aligned_alloc(64, size);
+  if (p == NULL) p = fresh_block(size);
   if (p == NULL && cache_n > 0) {   /* out of memory: give the cache back, retry */
     bert_empty_cache();
-    p = aligned_alloc(64, size);
+    p = fresh_block(size);
   }
   if (p == NULL) {
     bert_set_error("out of memory allocating %zu bytes", nbytes);
@@ -353,13 +370,30 @@ bert_tensor *bert_tensor_empty(bert_dtype dt, int ndim, const int64_t *shape) {
 ** gradient buffer takes no RAM until the first backward. */
 #define ANON_MIN ((size_t)16 << 20)
 
+/* nbytes of zero pages starting on a 2 MB boundary, with huge pages asked
+** for (see fresh_block): the optimizer's passes stream over these buffers. */
+static void *map_zeroed(size_t nbytes) {
+  size_t len = nbytes + HUGE_PAGE;
+  char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return NULL;
+  char *start = (char *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+  size_t page = (size_t)sysconf(_SC_PAGE_SIZE);
+  size_t tail = (size_t)(p + len - (start + nbytes)) / page * page;   /* whole pages only */
+  if (start > p) munmap(p, (size_t)(start - p));
+  if (tail > 0) munmap(p + len - tail, tail);
+#ifdef MADV_HUGEPAGE
+  madvise(start, nbytes & ~(HUGE_PAGE - 1), MADV_HUGEPAGE);   /* advice only */
+#endif
+  return start;
+}
+
 bert_tensor *bert_tensor_new(bert_dtype dt, int ndim, const int64_t *shape) {
   int64_t n = checked_numel(ndim, shape);
   if (n < 0) return NULL;
   size_t nbytes = (size_t)n * bert_dtype_size(dt);
   if (nbytes >= ANON_MIN) {
-    void *p = mmap(NULL, nbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p != MAP_FAILED) {
+    void *p = map_zeroed(nbytes);
+    if (p != NULL) {
       bert_storage *s = bert_storage_wrap_mmap(p, nbytes, p, nbytes);
       if (s == NULL) { munmap(p, nbytes); return NULL; }
       s->kind = BERT_STORAGE_ANON;

@@ -103,6 +103,15 @@ static int l_sgemm_reference_diff(lua_State *L) {
   return 3;
 }
 
+/* Test only: core._data_address(t) -> the address of t's first element, as
+** an integer (the allocator's alignment is checked with it). */
+static int l_data_address(lua_State *L) {
+  bert_tensor *t = lbert_check_tensor(L, 1);
+  luaL_argcheck(L, t->storage != NULL && t->storage->data != NULL, 1, "tensor has no host storage");
+  lua_pushinteger(L, (lua_Integer)(uintptr_t)((char *)t->storage->data + t->offset * (int64_t)bert_dtype_size(t->dtype)));
+  return 1;
+}
+
 static int l_backend_info(lua_State *L) {
   lua_newtable(L);
   lua_pushstring(L, bert_gemm_provider_name(bert_gemm_get_provider()));
@@ -236,6 +245,7 @@ static const luaL_Reg core_funcs[] = {
   {"set_num_threads", l_set_num_threads}, {"get_num_threads", l_get_num_threads},
   {"set_gemm", l_set_gemm}, {"gemm_providers", l_gemm_providers},
   {"_sgemm_reference_diff", l_sgemm_reference_diff},
+  {"_data_address", l_data_address},
   {"backend_info", l_backend_info}, {"memory_in_use", l_memory_in_use},
   {NULL, NULL}
 };
