@@ -167,7 +167,11 @@ static void forward_block(const attn_ctx *c, int64_t b, int64_t a, int64_t i0, f
   const float *bias = c->bias ? c->bias + b * c->bias_bstride : NULL;
   float *Ob = O + res_row(c, b, a, i0, c->Tq) * d;
   int full = c->first_live && i0 < c->first_live[b];
-  attn_rows_start(Ob, ldo, br, d, mrow, lrow);
+  /* Without the causal mask every piece is the whole block: the first one
+  ** writes O (GEMM beta 0) instead of adding to zeroed rows. */
+  int started = c->causal;
+  for (int64_t i = 0; i < br; i++) { mrow[i] = -INFINITY; lrow[i] = 0.0f; }
+  if (c->causal) attn_rows_start(Ob, ldo, br, d, mrow, lrow);
   for (int64_t t = 0; t * BC < tk; t++) {
     int64_t lo, hi;
     tile_range(c, b, t, tk, full, &lo, &hi);
@@ -178,16 +182,26 @@ static void forward_block(const attn_ctx *c, int64_t b, int64_t a, int64_t i0, f
       float *Sr = S + r0 * BC, *Mr = c->drop.on ? M + r0 * BC : NULL;
       piece_scores(c, bh, Q + r0 * c->qs[2], K, bias, i0 + r0, rb, lo, n, Sr, Mr);
       attn_tile_forward(Sr, BC, rb, n, Mr, V + lo * c->vs[2], c->vs[2], d, Ob + r0 * ldo, ldo,
-                        mrow + r0, lrow + r0);
+                        mrow + r0, lrow + r0, !started);
+      started = 1;
     }
   }
+  if (!started) attn_rows_start(Ob, ldo, br, d, mrow, lrow);   /* no keys at all */
   attn_rows_finish(Ob, ldo, br, d, mrow, lrow, lse + lse_at(c, b, a, i0), 1);
 }
 
-/* One (batch, head): dQ, dK, dV rows of that head (zeroed here first: the
-** head's rows are the worker's alone, and zeroing them just before they
-** accumulate keeps them in the cache; a zeroed tensor of that size would
-** be fresh pages from the kernel every step). */
+/* Zeroes rows [lo, hi) of d floats, row stride ld. */
+static void zero_rows(float *X, int64_t ld, int64_t lo, int64_t hi, int64_t d) {
+  for (int64_t i = lo; i < hi; i++) memset(X + i * ld, 0, (size_t)d * sizeof(float));
+}
+
+/* One (batch, head): dQ, dK, dV rows of that head, which are the worker's
+** alone (a zeroed tensor of their size would be fresh pages from the kernel
+** every step).  Without the causal mask every query block sees the same
+** trimmed key tiles, whole: a block's first tile writes its dQ rows and the
+** first block writes each tile's dK, dV rows (GEMM beta 0), and only the
+** rows no tile reaches (dead keys) are zeroed.  With it, pieces cover
+** uneven rows: all three are zeroed first and accumulated into. */
 static void backward_head(const attn_ctx *c, int64_t b, int64_t a, const float *O, const float *dO,
                           const float *lse, float *dQ, float *dK, float *dV, float *S, float *M,
                           float *dP, float *Dv) {
@@ -200,15 +214,26 @@ static void backward_head(const attn_ctx *c, int64_t b, int64_t a, const float *
   int64_t qrow = res_row(c, b, a, 0, c->Tq), krow = res_row(c, b, a, 0, c->Tk);
   const float *Oh = O + qrow * d, *dOh = dO + qrow * d, *L = lse + lse_at(c, b, a, 0);
   float *dQh = dQ + qrow * d, *dKh = dK + krow * d, *dVh = dV + krow * d;
-  for (int64_t i = 0; i < tq; i++) memset(dQh + i * ld, 0, (size_t)d * sizeof(float));
-  for (int64_t j = 0; j < tk; j++) {
-    memset(dKh + j * ld, 0, (size_t)d * sizeof(float));
-    memset(dVh + j * ld, 0, (size_t)d * sizeof(float));
+  if (c->causal || tq == 0) {
+    zero_rows(dQh, ld, 0, tq, d);
+    zero_rows(dKh, ld, 0, tk, d);
+    zero_rows(dVh, ld, 0, tk, d);
+  } else {
+    for (int64_t t = 0; t * BC < tk; t++) {   /* the dead keys around each tile's live range */
+      int64_t lo, hi, end = t * BC + BC < tk ? t * BC + BC : tk;
+      tile_range(c, b, t, tk, 0, &lo, &hi);
+      if (hi <= lo) lo = hi = end;
+      zero_rows(dKh, ld, t * BC, lo, d);
+      zero_rows(dVh, ld, t * BC, lo, d);
+      zero_rows(dKh, ld, hi, end, d);
+      zero_rows(dVh, ld, hi, end, d);
+    }
   }
   attn_rows_dot(Oh, ld, dOh, ld, tq, d, Dv);
   for (int64_t i0 = 0; i0 < tq; i0 += BR) {
     int64_t br = i0 + BR <= tq ? BR : tq - i0;
     int full = c->first_live && i0 < c->first_live[b];
+    int q_started = c->causal;
     for (int64_t t = 0; t * BC < tk; t++) {
       int64_t lo, hi;
       tile_range(c, b, t, tk, full, &lo, &hi);
@@ -223,9 +248,12 @@ static void backward_head(const attn_ctx *c, int64_t b, int64_t a, const float *
         attn_bwd_rows rows = {Q, dOh + q0 * ld, L + q0, Dv + q0, dQh + q0 * ld, c->qs[2], ld, ld};
         attn_bwd_keys keys = {K + lo * c->ks[2], V + lo * c->vs[2], dKh + lo * ld, dVh + lo * ld,
                               c->ks[2], c->vs[2], ld};
-        attn_tile_backward(Sr, Mr, dP + r0 * BC, BC, rb, n, &rows, &keys, c->scale, d);
+        attn_tile_backward(Sr, Mr, dP + r0 * BC, BC, rb, n, &rows, &keys, c->scale, d, !q_started,
+                           !c->causal && i0 == 0);
+        q_started = 1;
       }
     }
+    if (!q_started) zero_rows(dQh, ld, i0, i0 + br, d);   /* no keys at all */
   }
 }
 

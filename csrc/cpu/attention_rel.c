@@ -147,7 +147,7 @@ static void rel_forward_head(const rel_ctx *c, int64_t bh, float *O, float *lse,
       rel_scores(c, Q, K, bias, Kr ? C2P : NULL, Qr ? P2C : NULL, i0, br, lo, n, S);
       if (diag) attn_tile_causal(S, RBC, i0, br, lo, n);
       if (c->drop.on) attn_tile_dropout(&c->drop, bh, i0, br, lo, n, M, RBC);
-      attn_tile_forward(S, RBC, br, n, c->drop.on ? M : NULL, V + lo * c->vs[2], c->vs[2], d, Ob, d, mrow, lrow);
+      attn_tile_forward(S, RBC, br, n, c->drop.on ? M : NULL, V + lo * c->vs[2], c->vs[2], d, Ob, d, mrow, lrow, 0);
     }
     attn_rows_finish(Ob, d, br, d, mrow, lrow, lse + bh * c->Tq + i0, 1);
   }
@@ -193,7 +193,7 @@ static void rel_backward_head(const rel_ctx *c, int64_t bh, const float *O, cons
       if (diag) attn_tile_causal(S, RBC, i0, br, lo, n);
       if (c->drop.on) attn_tile_dropout(&c->drop, bh, i0, br, lo, n, M, RBC);
       attn_bwd_keys keys = {K + lo * c->ks[2], V + lo * c->vs[2], dKh + lo * d, dVh + lo * d, c->ks[2], c->vs[2], d};
-      attn_tile_backward(S, c->drop.on ? M : NULL, dP, RBC, br, n, &rws, &keys, c->scale, d);
+      attn_tile_backward(S, c->drop.on ? M : NULL, dP, RBC, br, n, &rws, &keys, c->scale, d, 0, 0);
       /* S holds dS: the relative terms scattered by row */
       for (int64_t i = 0; i < br; i++) {
         const float *g = S + i * RBC;

@@ -101,10 +101,11 @@ static inline void attn_tile_causal(float *S, int64_t ld, int64_t q0, int64_t br
 /* One tile of the forward: S [br x n] (row stride ld) holds the scores on
 ** entry and the (dropped) probabilities on return; M the dropout
 ** multipliers or NULL; V the tile's first value row (row stride vs); O the
-** rows' accumulators (row stride ldo); mrow, lrow the running max and sum. */
+** rows' accumulators (row stride ldo); mrow, lrow the running max and sum.
+** first: the rows' first tile, O not yet written (not even zeroed). */
 static inline void attn_tile_forward(float *S, int64_t ld, int64_t br, int64_t n, const float *M,
                                      const float *V, int64_t vs, int64_t d, float *O, int64_t ldo,
-                                     float *mrow, float *lrow) {
+                                     float *mrow, float *lrow, int first) {
   for (int64_t i = 0; i < br; i++) {
     float *s = S + i * ld;
     float mx = s[0];
@@ -120,7 +121,7 @@ static inline void attn_tile_forward(float *S, int64_t ld, int64_t br, int64_t n
     for (int64_t j = 0; j < n; j++) { float e = nn_expf(s[j] - mnew); s[j] = e; sum += e; }
     lrow[i] = lrow[i] * alpha + sum;
     mrow[i] = mnew;
-    if (alpha != 1.0f) {
+    if (alpha != 1.0f && !first) {
       float *o = O + i * ldo;
       for (int64_t x = 0; x < d; x++) o[x] *= alpha;
     }
@@ -130,7 +131,7 @@ static inline void attn_tile_forward(float *S, int64_t ld, int64_t br, int64_t n
       for (int64_t j = 0; j < n; j++) s[j] *= m[j];
     }
   }
-  bert_sgemm_tile(0, 0, br, d, n, 1.0f, S, ld, V, vs, 1.0f, O, ldo);
+  bert_sgemm_tile(0, 0, br, d, n, 1.0f, S, ld, V, vs, first ? 0.0f : 1.0f, O, ldo);
 }
 
 /* Starts br rows: zero accumulators, max -inf, sum 0. */
@@ -169,9 +170,12 @@ typedef struct {
 
 /* One tile of the backward.  S [br x n] (row stride ld): the scores on
 ** entry, dS on return; M: the dropout multipliers or NULL (overwritten);
-** dP: scratch of S's size.  Accumulates dV, dQ and dK. */
+** dP: scratch of S's size.  Accumulates dV, dQ and dK, or writes them
+** (their rows not written before): dQ when first_q, dK and dV when first_k. */
 static inline void attn_tile_backward(float *S, float *M, float *dP, int64_t ld, int64_t br, int64_t n,
-                                      const attn_bwd_rows *r, const attn_bwd_keys *k, float scale, int64_t d) {
+                                      const attn_bwd_rows *r, const attn_bwd_keys *k, float scale, int64_t d,
+                                      int first_q, int first_k) {
+  const float beta_q = first_q ? 0.0f : 1.0f, beta_k = first_k ? 0.0f : 1.0f;
   for (int64_t i = 0; i < br; i++) {   /* S -> P */
     float *s = S + i * ld, l = r->L[i];
     #pragma omp simd
@@ -185,7 +189,7 @@ static inline void attn_tile_backward(float *S, float *M, float *dP, int64_t ld,
       #pragma omp simd
       for (int64_t j = 0; j < n; j++) { keep[j] = m[j]; m[j] = s[j] * keep[j]; }
     }
-    bert_sgemm_tile(1, 0, n, d, br, 1.0f, M, ld, r->dO, r->dos, 1.0f, k->dV, k->dks);
+    bert_sgemm_tile(1, 0, n, d, br, 1.0f, M, ld, r->dO, r->dos, beta_k, k->dV, k->dks);
     /* dPd = dO V^T; dP = dPd * multiplier */
     bert_sgemm_tile(0, 1, br, n, d, 1.0f, r->dO, r->dos, k->V, k->vs, 0.0f, M, ld);
     for (int64_t i = 0; i < br; i++) {
@@ -195,7 +199,7 @@ static inline void attn_tile_backward(float *S, float *M, float *dP, int64_t ld,
       for (int64_t j = 0; j < n; j++) s[j] = s[j] * (m[j] * keep[j] - Di);
     }
   } else {
-    bert_sgemm_tile(1, 0, n, d, br, 1.0f, S, ld, r->dO, r->dos, 1.0f, k->dV, k->dks);
+    bert_sgemm_tile(1, 0, n, d, br, 1.0f, S, ld, r->dO, r->dos, beta_k, k->dV, k->dks);
     bert_sgemm_tile(0, 1, br, n, d, 1.0f, r->dO, r->dos, k->V, k->vs, 0.0f, dP, ld);
     for (int64_t i = 0; i < br; i++) {
       float *s = S + i * ld, Di = r->D[i];
@@ -205,8 +209,8 @@ static inline void attn_tile_backward(float *S, float *M, float *dP, int64_t ld,
     }
   }
   /* S now holds dS */
-  bert_sgemm_tile(0, 0, br, d, n, scale, S, ld, k->K, k->ks, 1.0f, r->dQ, r->dqs);
-  bert_sgemm_tile(1, 0, n, d, br, scale, S, ld, r->Q, r->qs, 1.0f, k->dK, k->dks);
+  bert_sgemm_tile(0, 0, br, d, n, scale, S, ld, k->K, k->ks, beta_q, r->dQ, r->dqs);
+  bert_sgemm_tile(1, 0, n, d, br, scale, S, ld, r->Q, r->qs, beta_k, k->dK, k->dks);
 }
 
 /* D[i] = rowsum(dO * O) for n rows (row strides os, dos). */
