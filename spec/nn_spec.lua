@@ -488,6 +488,52 @@ describe("F.attention", function()
     end, {x})
   end)
 
+  it("F.attention_qkv equals F.attention on the thirds of the projection, gradients bit for bit", function()
+    local Bq, Tq, Aq, dq = 3, 37, 4, 8
+    local H = Aq * dq
+    local cu = bert.tensor({0, 20, 21, 50}, "int32")
+    local m = bert.ones({Bq, Tq}):int()
+    m:narrow(2, 30, 8):fill_(0)
+    local function run(fused, opts, packed)
+      bert.manual_seed(3)
+      local x = randn(packed and {50, 3 * H} or {Bq, Tq, 3 * H}, 41):requires_grad(true)
+      local w = randn(packed and {50, Aq, dq} or {Bq, Aq, Tq, dq}, 42)
+      local out
+      if fused then
+        out = F.attention_qkv(x, Aq, opts)
+      else
+        local function third(i)
+          local n = x:narrow(packed and 2 or 3, i * H + 1, H)
+          return packed and n:view(50, Aq, dq) or n:view(Bq, Tq, Aq, dq):transpose(2, 3)
+        end
+        out = F.attention(third(0), third(1), third(2), opts)
+      end
+      (out * w):sum():backward()
+      return out, x:grad()
+    end
+    local cases = {{{}}, {{mask = m}}, {{mask = m, dropout = 0.3}}, {{causal = true, mask = m}},
+                   {{cu_seqlens = cu}, true}, {{cu_seqlens = cu, dropout = 0.2, causal = true}, true}}
+    for n, case in ipairs(cases) do
+      local o1, g1 = run(false, case[1], case[2])
+      local o2, g2 = run(true, case[1], case[2])
+      assert.equal(0, maxdiff(o1, o2), "case " .. n .. " output")
+      assert.equal(0, maxdiff(g1, g2), "case " .. n .. " gradient")
+      assert.is_true(g2:abs():max():item() > 0)
+    end
+    G.gradcheck(function(x) return F.attention_qkv(x, 2, {mask = mask}) end, {randn({B, T, 3 * 2 * 3}, 43)})
+  end)
+
+  it("F.attention_qkv rejects a projection that does not split into q, k, v heads", function()
+    local x = randn({2, 5, 24}, 44)
+    assert.error_matches(function() F.attention_qkv(x, 5) end,
+      "attention_qkv: the last size of qkv %[2 x 5 x 24%] must be a positive multiple of 3 x heads %(5%)")
+    assert.error_matches(function() F.attention_qkv(x, 0) end, "multiple of 3 x heads %(0%)")
+    assert.error_matches(function() F.attention_qkv(randn({10, 24}, 45), 2) end,
+      "attention_qkv: qkv must be float32 %[batch x seq x 3%*hidden%], got %[10 x 24%]")
+    assert.error_matches(function() F.attention_qkv(x, 2, {cu_seqlens = bert.tensor({0, 5}, "int32")}) end,
+      "attention_qkv: qkv must be float32 %[total_tokens x 3%*hidden%] %(with cu_seqlens%), got %[2 x 5 x 24%]")
+  end)
+
   it("applies dropout to the probabilities with the mask F.dropout would draw", function()
     bert.manual_seed(9)
     local out = F.attention(q, k, v, {mask = mask, dropout = 0.4})

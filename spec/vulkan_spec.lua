@@ -356,6 +356,12 @@ describe("vulkan autograd", function()
       return F.attention(q, k, v, {mask = mask, dropout = 0.25, training = true})
     end, {randn({2, 2, 19, 8}, 53), randn({2, 2, 19, 8}, 54), randn({2, 2, 19, 8}, 55)}, 2e-4)
   end)
+
+  it("attention straight from the fused projection (F.attention_qkv: narrowed views on the device)", function()
+    local mask = bert.ones({2, 19}, "int32")
+    for j = 15, 19 do mask:set(0, 2, j) end
+    check(function(x) return F.attention_qkv(x, 2, {mask = mask}) end, {randn({2, 19, 48}, 56)}, 2e-4)
+  end)
 end)
 
 describe("vulkan training", function()

@@ -115,6 +115,14 @@ struct bert_backend {
                             const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
                             const bert_tensor *lse, const bert_tensor *g,
                             bert_tensor **dq, bert_tensor **dk, bert_tensor **dv);
+  /* attention_backward writing into views given: dq, dk, dv slices of one
+  ** gradient of a fused [B, T, 3H] projection (bert_attention_qkv), time
+  ** rows 3H apart.  NULL where a backend has none: bert_attention_qkv then
+  ** runs as three autograd views and bert_attention. */
+  int (*attention_backward_into)(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
+                                 const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
+                                 const bert_tensor *lse, const bert_tensor *g,
+                                 bert_tensor *dq, bert_tensor *dk, bert_tensor *dv);
   /* DeBERTa's disentangled attention (bert_attention_rel): kr, qr [A, R, d]
   ** or NULL, rows contiguous int32 [Tq, Tk] in [0, R), o->mask a contiguous
   ** [B, Tk] keep mask or NULL; gradients of q, k, v and the two tables */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/ag_ops.h"
 #include "core/autograd.h"
 #include "core/backend.h"
 
@@ -564,11 +565,13 @@ done:
   return rc;
 }
 
-bert_tensor *bert_attention(bert_tensor *q, bert_tensor *k, bert_tensor *v, const bert_attention_opts *o) {
+/* Checks q, k, v and the options, prepares them (*oc: the mask and offsets
+** contiguous, new references the caller releases; *s the dropout stream)
+** and runs the backend's forward: the result, unrecorded, and *lse. */
+static bert_tensor *attention_forward(const bert_backend *be, bert_tensor *q, bert_tensor *k, bert_tensor *v,
+                                      const bert_attention_opts *o, bert_attention_opts *oc, bert_stream *s,
+                                      bert_tensor **lse) {
   char s1[160], s2[160], s3[160];
-  bert_tensor *in[5] = {q, k, v, o->mask, o->cu_seqlens};
-  const bert_backend *be;
-  if (!BERT_DISPATCH(be, ATTENTION, attention, "attention", 5, (const bert_tensor *const *)in)) return NULL;
   int64_t B, A, Tq, Tk, max_len = 0;
   if (o->cu_seqlens) {
     if (check_varlen(q, k, v, o->cu_seqlens, o->mask, &max_len) != 0) return NULL;
@@ -596,40 +599,181 @@ bert_tensor *bert_attention(bert_tensor *q, bert_tensor *k, bert_tensor *v, cons
     bert_set_error("attention: dropout must be in [0, 1), got %g", o->dropout_p);
     return NULL;
   }
-  bert_attention_opts oc = *o;
-  oc.causal = o->causal != 0;
-  oc.max_seqlen = max_len;
-  oc.mask = o->mask ? bert_contiguous(o->mask) : NULL;
-  oc.cu_seqlens = o->cu_seqlens ? bert_contiguous(o->cu_seqlens) : NULL;
-  if ((o->mask && oc.mask == NULL) || (o->cu_seqlens && oc.cu_seqlens == NULL)) {
-    bert_tensor_release(oc.mask);
+  *oc = *o;
+  oc->causal = o->causal != 0;
+  oc->max_seqlen = max_len;
+  oc->mask = o->mask ? bert_contiguous(o->mask) : NULL;
+  oc->cu_seqlens = o->cu_seqlens ? bert_contiguous(o->cu_seqlens) : NULL;
+  if ((o->mask && oc->mask == NULL) || (o->cu_seqlens && oc->cu_seqlens == NULL)) {
+    bert_tensor_release(oc->mask);
+    bert_tensor_release(oc->cu_seqlens);
     return NULL;
   }
-  bert_stream s = {0, 0};
+  s->seed = s->offset = 0;
   if (o->training && o->dropout_p > 0) {
     uint64_t unused;
-    bert_rng_get_state(&s.seed, &unused);
-    s.offset = bert_rng_reserve_batch(B, A * Tq * Tk);   /* keyed by global sample */
+    bert_rng_get_state(&s->seed, &unused);
+    s->offset = bert_rng_reserve_batch(B, A * Tq * Tk);   /* keyed by global sample */
   }
+  bert_tensor *out = be->attention(q, k, v, oc, *s, lse);
+  if (out == NULL) {
+    bert_tensor_release(oc->mask);
+    bert_tensor_release(oc->cu_seqlens);
+  }
+  return out;
+}
+
+/* What backward needs besides the saved q, k, v (or qkv): the options, the
+** stream, lse, and the mask and offsets (saved after the tensors). */
+static void attention_save(bert_node *node, const bert_attention_opts *oc, bert_stream s, bert_tensor *lse) {
+  attention_state *st = node->state;
+  st->opts = *oc;
+  st->opts.mask = NULL;
+  st->opts.cu_seqlens = NULL;
+  st->stream = s;
+  bert_node_save(node, lse);
+  if ((st->has_mask = oc->mask != NULL)) bert_node_save(node, oc->mask);
+  if ((st->has_cu = oc->cu_seqlens != NULL)) bert_node_save(node, oc->cu_seqlens);
+}
+
+bert_tensor *bert_attention(bert_tensor *q, bert_tensor *k, bert_tensor *v, const bert_attention_opts *o) {
+  bert_tensor *in[5] = {q, k, v, o->mask, o->cu_seqlens};
+  const bert_backend *be;
+  if (!BERT_DISPATCH(be, ATTENTION, attention, "attention", 5, (const bert_tensor *const *)in)) return NULL;
+  bert_attention_opts oc;
+  bert_stream s;
   bert_tensor *lse = NULL;
   bert_node *node;
-  bert_tensor *out = bert_record(be->attention(q, k, v, &oc, s, &lse), &node, &attention_node, 3, in);
+  bert_tensor *out = bert_record(attention_forward(be, q, k, v, o, &oc, &s, &lse), &node, &attention_node, 3, in);
+  if (out == NULL) return NULL;
   if (node) {
-    attention_state *st = node->state;
-    st->opts = oc;
-    st->opts.mask = NULL;
-    st->opts.cu_seqlens = NULL;
-    st->stream = s;
     bert_node_save(node, q);
     bert_node_save(node, k);
     bert_node_save(node, v);
-    bert_node_save(node, lse);
-    if ((st->has_mask = oc.mask != NULL)) bert_node_save(node, oc.mask);
-    if ((st->has_cu = oc.cu_seqlens != NULL)) bert_node_save(node, oc.cu_seqlens);
+    attention_save(node, &oc, s, lse);
   }
   bert_tensor_release(lse);
   bert_tensor_release(oc.mask);
   bert_tensor_release(oc.cu_seqlens);
+  return out;
+}
+
+/* {------------------------------------------------------ self-attention from one fused projection */
+
+/* q, k, v as views of a contiguous qkv [B, T, 3H] ([total, 3H]): [B, A, T,
+** d] ([total, A, d]), head a of slice i at column i * H + a * d. */
+static int qkv_views(bert_tensor *qkv, int64_t A, bert_tensor *views[3]) {
+  int packed = qkv->ndim == 2;
+  int64_t W = qkv->shape[qkv->ndim - 1], H = W / 3, d = H / A;
+  for (int i = 0; i < 3; i++) {
+    int64_t shape4[4] = {qkv->shape[0], A, packed ? 0 : qkv->shape[1], d}, stride4[4] = {packed ? 0 : qkv->shape[1] * W, d, W, 1};
+    int64_t shape3[3] = {qkv->shape[0], A, d}, stride3[3] = {W, d, 1};
+    views[i] = bert_tensor_view_of(qkv->storage, BERT_F32, qkv->offset + i * H, packed ? 3 : 4,
+                                   packed ? shape3 : shape4, packed ? stride3 : stride4);
+    if (views[i] == NULL) {
+      for (int j = 0; j < i; j++) bert_tensor_release(views[j]);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+static void release3(bert_tensor *t[3]) {
+  for (int i = 0; i < 3; i++) bert_tensor_release(t[i]);
+}
+
+/* saved: 0 = qkv (contiguous), 1 = lse, then the mask and the offsets when present */
+static int attention_qkv_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
+  attention_state *st = node->state;
+  int at = 2;
+  bert_tensor *qkv = bert_node_saved(node, 0), *lse = bert_node_saved(node, 1);
+  bert_tensor *mask = st->has_mask ? bert_node_saved(node, at++) : NULL;
+  bert_tensor *cu = st->has_cu ? bert_node_saved(node, at++) : NULL;
+  if (!qkv || !lse || (st->has_mask && !mask) || (st->has_cu && !cu)) return -1;
+  const bert_tensor *ts[3] = {qkv, lse, g};
+  const bert_backend *be = backward_backend("attention_qkv backward", 3, ts);
+  if (be == NULL) return -1;
+  bert_attention_opts o = st->opts;
+  o.mask = mask;
+  o.cu_seqlens = cu;
+  int64_t A = out->shape[1];   /* heads: out is [B, A, T, d] or [total, A, d] */
+  bert_tensor *in[3], *gv[3], *grad = be->empty(BERT_F32, qkv->ndim, qkv->shape);
+  if (grad == NULL) return -1;
+  if (qkv_views(qkv, A, in) != 0) { bert_tensor_release(grad); return -1; }
+  int rc = -1;
+  if (qkv_views(grad, A, gv) == 0) {
+    rc = be->attention_backward_into(in[0], in[1], in[2], &o, st->stream, out, lse, g, gv[0], gv[1], gv[2]);
+    release3(gv);
+  }
+  release3(in);
+  if (rc != 0) { bert_tensor_release(grad); return -1; }
+  return bert_accumulate_grad_steal(node->inputs[0], grad);
+}
+
+static const bert_node_type attention_qkv_node = {"attention_qkv", attention_qkv_backward,
+                                                  sizeof(attention_state), 1};
+
+bert_tensor *bert_attention_qkv(bert_tensor *qkv, int64_t heads, const bert_attention_opts *o) {
+  char s1[160];
+  int packed = o->cu_seqlens != NULL;
+  int64_t W = qkv->ndim > 0 ? qkv->shape[qkv->ndim - 1] : 0;
+  if (qkv->dtype != BERT_F32 || qkv->ndim != (packed ? 2 : 3)) {
+    bert_set_error("attention_qkv: qkv must be float32 %s, got %s %s",
+                   packed ? "[total_tokens x 3*hidden] (with cu_seqlens)" : "[batch x seq x 3*hidden]",
+                   SHAPE(s1, qkv), bert_dtype_name(qkv->dtype));
+    return NULL;
+  }
+  if (heads < 1 || W == 0 || W % (3 * heads) != 0) {
+    bert_set_error("attention_qkv: the last size of qkv %s must be a positive multiple of 3 x heads (%lld)",
+                   SHAPE(s1, qkv), (long long)heads);
+    return NULL;
+  }
+  bert_tensor *in[3] = {qkv, o->mask, o->cu_seqlens};
+  const bert_backend *be = bert_backend_for("attention_qkv", 3, (const bert_tensor *const *)in);
+  if (be == NULL) return NULL;
+  bert_tensor *qc = bert_contiguous(qkv);
+  if (qc == NULL) return NULL;
+  bert_tensor *v3[3], *out = NULL;
+  if (be->attention_backward_into == NULL) {
+    /* three autograd views of qkv and the plain op */
+    int64_t H = W / 3, d = H / heads;
+    for (int i = 0; i < 3; i++) {
+      int64_t s4[4] = {qkv->shape[0], qkv->ndim == 3 ? qkv->shape[1] : 0, heads, d}, s3[3] = {qkv->shape[0], heads, d};
+      bert_tensor *n = bert_ag_narrow(qkv, qkv->ndim - 1, i * H, H);
+      bert_tensor *r = n ? bert_ag_view(n, packed ? 3 : 4, packed ? s3 : s4) : NULL;
+      v3[i] = r && !packed ? bert_ag_transpose(r, 1, 2) : r;
+      if (r && !packed) bert_tensor_release(r);
+      bert_tensor_release(n);
+      if (v3[i] == NULL) { for (int j = 0; j < i; j++) bert_tensor_release(v3[j]); bert_tensor_release(qc); return NULL; }
+    }
+    out = bert_attention(v3[0], v3[1], v3[2], o);
+    release3(v3);
+    bert_tensor_release(qc);
+    return out;
+  }
+  if (qkv_views(qc, heads, v3) != 0) { bert_tensor_release(qc); return NULL; }
+  const bert_tensor *args[5] = {v3[0], v3[1], v3[2], o->mask, o->cu_seqlens};
+  if (bert_backend_check(be, BERT_OP_ATTENTION, be->attention != NULL, "attention_qkv", 5, args) != 0) {
+    release3(v3);
+    bert_tensor_release(qc);
+    return NULL;
+  }
+  bert_attention_opts oc;
+  bert_stream s;
+  bert_tensor *lse = NULL;
+  bert_node *node;
+  out = bert_record(attention_forward(be, v3[0], v3[1], v3[2], o, &oc, &s, &lse), &node, &attention_qkv_node, 3, in);
+  release3(v3);
+  if (out != NULL) {
+    if (node) {
+      bert_node_save(node, qc);
+      attention_save(node, &oc, s, lse);
+    }
+    bert_tensor_release(lse);
+    bert_tensor_release(oc.mask);
+    bert_tensor_release(oc.cu_seqlens);
+  }
+  bert_tensor_release(qc);
   return out;
 }
 

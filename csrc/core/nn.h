@@ -51,7 +51,8 @@ bert_tensor *bert_embedding(bert_tensor *ids, bert_tensor *weight);
 **   dropout_p applies to the probabilities when training (varlen: the
 **   draws of the padded op over the sequences padded to the longest).
 **   scale <= 0 selects 1 / sqrt(d).
-** Result [B, A, Tq, d], contiguous. */
+** Result [B, A, Tq, d]: a transposed view of [B, Tq, A, d] memory (the
+** layer's context [B, Tq, H] is then a free reshape). */
 typedef struct {
   bert_tensor *mask;
   double mask_value;   /* for keep masks; 0 selects -FLT_MAX */
@@ -64,6 +65,14 @@ typedef struct {
 } bert_attention_opts;
 bert_tensor *bert_attention(bert_tensor *q, bert_tensor *k, bert_tensor *v,
                             const bert_attention_opts *opts);
+
+/* Self-attention straight from one fused projection: qkv [B, T, 3H] (q, k,
+** v its thirds, heads of d = H / heads each) or, with opts->cu_seqlens,
+** [total, 3H].  The result is bert_attention's on the three [B, heads, T,
+** d] views; the gradient of qkv is written in one [B, T, 3H] buffer by the
+** backward itself (no zeroed buffer and three adds, as three narrowed views
+** cost).  Backends without that backward get the views and bert_attention. */
+bert_tensor *bert_attention_qkv(bert_tensor *qkv, int64_t heads, const bert_attention_opts *opts);
 
 /* DeBERTa's disentangled attention, fused (attention_rel.c):
 ** S = scale (q k^T + q Kr[row]^T + k Qr[row]^T) + mask bias, softmax,

@@ -63,6 +63,7 @@ typedef struct {
   const int32_t *tile_lo, *tile_hi;   /* [B, ntiles]: live key range of each tile, or NULL (no mask) */
   const int32_t *first_live;     /* causal with a mask: [B] first live key (Tk: none), else NULL */
   int64_t ntiles;
+  int64_t grs;                   /* backward: floats between consecutive time rows of dq, dk, dv */
   int causal;
   float scale;
   attn_dropout drop;
@@ -82,6 +83,13 @@ static inline int64_t seq_len_k(const attn_ctx *c, int64_t b) { return c->cu ? c
 ** (a result row stride of A * d floats). */
 static inline int64_t res_row(const attn_ctx *c, int64_t b, int64_t a, int64_t i, int64_t T) {
   return c->cu ? (c->cu[b] + i) * c->A + a : (b * T + i) * c->A + a;
+}
+/* The first element of head a of batch row b in a gradient of q, k or v:
+** time-major like the results, consecutive time rows c->grs floats apart
+** (A * d, or 3 * A * d when the three are slices of one [B, T, 3H]
+** gradient, bert_attention_qkv). */
+static inline int64_t grad_at(const attn_ctx *c, int64_t b, int64_t a, int64_t T) {
+  return (c->cu ? c->cu[b] : b * T) * c->grs + a * c->d;
 }
 /* The log-sum-exp of row (b, a, i): [B, A, Tq] or, varlen, [A, total]; consecutive i adjacent. */
 static inline int64_t lse_at(const attn_ctx *c, int64_t b, int64_t a, int64_t i) {
@@ -206,27 +214,27 @@ static void backward_head(const attn_ctx *c, int64_t b, int64_t a, const float *
                           const float *lse, float *dQ, float *dK, float *dV, float *S, float *M,
                           float *dP, float *Dv) {
   int64_t d = c->d, bh = b * c->A + a, tq = seq_len_q(c, b), tk = seq_len_k(c, b), st = seq_start(c, b);
-  int64_t ld = c->A * d;
+  int64_t ld = c->A * d, gld = c->grs;
   const float *Q0 = c->q + b * c->qs[0] + a * c->qs[1] + st * c->qs[2];
   const float *K = c->k + b * c->ks[0] + a * c->ks[1] + st * c->ks[2];
   const float *V = c->v + b * c->vs[0] + a * c->vs[1] + st * c->vs[2];
   const float *bias = c->bias ? c->bias + b * c->bias_bstride : NULL;
-  int64_t qrow = res_row(c, b, a, 0, c->Tq), krow = res_row(c, b, a, 0, c->Tk);
+  int64_t qrow = res_row(c, b, a, 0, c->Tq);
   const float *Oh = O + qrow * d, *dOh = dO + qrow * d, *L = lse + lse_at(c, b, a, 0);
-  float *dQh = dQ + qrow * d, *dKh = dK + krow * d, *dVh = dV + krow * d;
+  float *dQh = dQ + grad_at(c, b, a, c->Tq), *dKh = dK + grad_at(c, b, a, c->Tk), *dVh = dV + grad_at(c, b, a, c->Tk);
   if (c->causal || tq == 0) {
-    zero_rows(dQh, ld, 0, tq, d);
-    zero_rows(dKh, ld, 0, tk, d);
-    zero_rows(dVh, ld, 0, tk, d);
+    zero_rows(dQh, gld, 0, tq, d);
+    zero_rows(dKh, gld, 0, tk, d);
+    zero_rows(dVh, gld, 0, tk, d);
   } else {
     for (int64_t t = 0; t * BC < tk; t++) {   /* the dead keys around each tile's live range */
       int64_t lo, hi, end = t * BC + BC < tk ? t * BC + BC : tk;
       tile_range(c, b, t, tk, 0, &lo, &hi);
       if (hi <= lo) lo = hi = end;
-      zero_rows(dKh, ld, t * BC, lo, d);
-      zero_rows(dVh, ld, t * BC, lo, d);
-      zero_rows(dKh, ld, hi, end, d);
-      zero_rows(dVh, ld, hi, end, d);
+      zero_rows(dKh, gld, t * BC, lo, d);
+      zero_rows(dVh, gld, t * BC, lo, d);
+      zero_rows(dKh, gld, hi, end, d);
+      zero_rows(dVh, gld, hi, end, d);
     }
   }
   attn_rows_dot(Oh, ld, dOh, ld, tq, d, Dv);
@@ -245,15 +253,15 @@ static void backward_head(const attn_ctx *c, int64_t b, int64_t a, const float *
         float *Sr = S + r0 * BC, *Mr = c->drop.on ? M + r0 * BC : NULL;
         const float *Q = Q0 + q0 * c->qs[2];
         piece_scores(c, bh, Q, K, bias, q0, rb, lo, n, Sr, Mr);
-        attn_bwd_rows rows = {Q, dOh + q0 * ld, L + q0, Dv + q0, dQh + q0 * ld, c->qs[2], ld, ld};
-        attn_bwd_keys keys = {K + lo * c->ks[2], V + lo * c->vs[2], dKh + lo * ld, dVh + lo * ld,
-                              c->ks[2], c->vs[2], ld};
+        attn_bwd_rows rows = {Q, dOh + q0 * ld, L + q0, Dv + q0, dQh + q0 * gld, c->qs[2], ld, gld};
+        attn_bwd_keys keys = {K + lo * c->ks[2], V + lo * c->vs[2], dKh + lo * gld, dVh + lo * gld,
+                              c->ks[2], c->vs[2], gld};
         attn_tile_backward(Sr, Mr, dP + r0 * BC, BC, rb, n, &rows, &keys, c->scale, d, !q_started,
                            !c->causal && i0 == 0);
         q_started = 1;
       }
     }
-    if (!q_started) zero_rows(dQh, ld, i0, i0 + br, d);   /* no keys at all */
+    if (!q_started) zero_rows(dQh, gld, i0, i0 + br, d);   /* no keys at all */
   }
 }
 
@@ -329,6 +337,7 @@ static int setup(attn_setup *a, const bert_tensor *q, const bert_tensor *k, cons
   c->scale = o->scale > 0 ? (float)o->scale : (float)(1.0 / sqrt((double)(d > 0 ? d : 1)));
   c->causal = o->causal != 0;
   c->ntiles = ntiles;
+  c->grs = c->A * d;
   int nonzero = 0;
   if (o->mask) {
     mask_fill(o, Bm * Tk, a->bias);
@@ -426,6 +435,26 @@ static bert_tensor *in_result_layout(const attn_ctx *c, const bert_tensor *t, in
   return r;
 }
 
+/* The backward of a set-up call into DQ, DK, DV (laid out as grad_at says). */
+static int backward_run(attn_ctx *c, const bert_tensor *out, const bert_tensor *lse, const bert_tensor *gout,
+                        float *DQ, float *DK, float *DV) {
+  bert_tensor *oc = in_result_layout(c, out, c->Tq), *gc = in_result_layout(c, gout, c->Tq);
+  int rc = -1;
+  int nt = bert_parallel_width();
+  size_t per = (size_t)3 * BR * BC + (size_t)c->Tq;
+  float *scratch = oc && gc ? malloc((size_t)nt * per * sizeof(float)) : NULL;
+  if (oc && gc && scratch == NULL) bert_set_error("attention backward: out of memory");
+  if (scratch) {
+    backward_job job = {c, bert_f32(oc), bert_f32(gc), bert_f32(lse), DQ, DK, DV, scratch, per};
+    bert_parallel_for(c->B * c->A, 1, backward_heads, &job);
+    rc = 0;
+  }
+  free(scratch);
+  bert_tensor_release(oc);
+  bert_tensor_release(gc);
+  return rc;
+}
+
 int cpu_attention_backward(const bert_tensor *q_in, const bert_tensor *k_in, const bert_tensor *v_in,
                            const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
                            const bert_tensor *lse, const bert_tensor *gout,
@@ -434,28 +463,40 @@ int cpu_attention_backward(const bert_tensor *q_in, const bert_tensor *k_in, con
   if (setup(&a, q_in, k_in, v_in, o, s) != 0) return -1;
   attn_ctx c = a.c;
   bert_tensor *dq = result_like(&c, c.Tq), *dk = result_like(&c, c.Tk), *dv = result_like(&c, c.Tk);
-  bert_tensor *oc = in_result_layout(&c, out, c.Tq), *gc = in_result_layout(&c, gout, c.Tq);
   int rc = -1;
-  if (!dq || !dk || !dv || !oc || !gc) goto done;
-  int64_t BH = c.B * c.A;
-  int nt = bert_parallel_width();
-  size_t per = (size_t)3 * BR * BC + (size_t)c.Tq;
-  float *scratch = malloc((size_t)nt * per * sizeof(float));
-  if (scratch == NULL) { bert_set_error("attention backward: out of memory"); goto done; }
-  const float *O = bert_f32(oc), *dO = bert_f32(gc), *LSE = bert_f32(lse);
-  float *DQ = bert_f32(dq), *DK = bert_f32(dk), *DV = bert_f32(dv);
-  backward_job job = {&c, O, dO, LSE, DQ, DK, DV, scratch, per};
-  bert_parallel_for(BH, 1, backward_heads, &job);
-  free(scratch);
-  *dq_out = dq; *dk_out = dk; *dv_out = dv;
-  dq = dk = dv = NULL;
-  rc = 0;
-done:
+  if (dq && dk && dv && backward_run(&c, out, lse, gout, bert_f32(dq), bert_f32(dk), bert_f32(dv)) == 0) {
+    *dq_out = dq; *dk_out = dk; *dv_out = dv;
+    dq = dk = dv = NULL;
+    rc = 0;
+  }
   bert_tensor_release(dq);
   bert_tensor_release(dk);
   bert_tensor_release(dv);
-  bert_tensor_release(oc);
-  bert_tensor_release(gc);
+  setup_free(&a);
+  return rc;
+}
+
+/* Does g (a gradient view handed in) lie as grad_at expects, rows rs apart? */
+static int grad_view_ok(const attn_ctx *c, const bert_tensor *g, int64_t T, int64_t rs) {
+  if (c->cu) return g->ndim == 3 && g->stride[2] == 1 && g->stride[1] == c->d && g->stride[0] == rs;
+  return g->ndim == 4 && g->stride[3] == 1 && g->stride[1] == c->d && g->stride[2] == rs &&
+         g->stride[0] == T * rs;
+}
+
+int cpu_attention_backward_into(const bert_tensor *q_in, const bert_tensor *k_in, const bert_tensor *v_in,
+                                const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
+                                const bert_tensor *lse, const bert_tensor *gout,
+                                bert_tensor *dq, bert_tensor *dk, bert_tensor *dv) {
+  attn_setup a;
+  if (setup(&a, q_in, k_in, v_in, o, s) != 0) return -1;
+  attn_ctx c = a.c;
+  c.grs = dq->ndim == 3 ? dq->stride[0] : dq->stride[2];
+  int rc = -1;
+  if (!grad_view_ok(&c, dq, c.Tq, c.grs) || !grad_view_ok(&c, dk, c.Tk, c.grs) ||
+      !grad_view_ok(&c, dv, c.Tk, c.grs))
+    bert_set_error("attention backward: the gradient views of q, k and v must be time-major slices of "
+                   "one buffer (head stride %lld, time rows %lld floats apart)", (long long)c.d, (long long)c.grs);
+  else rc = backward_run(&c, out, lse, gout, bert_f32(dq), bert_f32(dk), bert_f32(dv));
   setup_free(&a);
   return rc;
 }

@@ -59,6 +59,10 @@ int cpu_attention_backward(const bert_tensor *q, const bert_tensor *k, const ber
                            const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
                            const bert_tensor *lse, const bert_tensor *g,
                            bert_tensor **dq, bert_tensor **dk, bert_tensor **dv);
+int cpu_attention_backward_into(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
+                                const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
+                                const bert_tensor *lse, const bert_tensor *g,
+                                bert_tensor *dq, bert_tensor *dk, bert_tensor *dv);
 /* attention_rel.c */
 bert_tensor *cpu_attention_rel(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
                                const bert_tensor *kr, const bert_tensor *qr, const bert_tensor *rows,

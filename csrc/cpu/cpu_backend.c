@@ -57,6 +57,7 @@ const bert_backend bert_cpu_backend = {
   .cross_entropy_backward = cpu_cross_entropy_backward,
   .attention = cpu_attention,
   .attention_backward = cpu_attention_backward,
+  .attention_backward_into = cpu_attention_backward_into,
   .attention_rel = cpu_attention_rel,
   .attention_rel_backward = cpu_attention_rel_backward,
   .adamw_step = cpu_adamw_step,

@@ -82,30 +82,45 @@ static int l_embedding(lua_State *L) {
   return lbert_push_result(L, bert_embedding(ids, w), "embedding");
 }
 
+/* The options of F.attention and F.attention_qkv, from the table at arg. */
+static void attention_opts(lua_State *L, int arg, const char *fname, bert_attention_opts *o) {
+  check_opts(L, arg, fname);
+  memset(o, 0, sizeof *o);
+  bert_tensor **targets[2] = {&o->mask, &o->cu_seqlens};
+  const char *names[2] = {"mask", "cu_seqlens"};
+  for (int i = 0; i < 2; i++) {
+    if (opt_field(L, arg, names[i]) != LUA_TNIL) {
+      *targets[i] = lbert_test_tensor(L, -1);
+      if (*targets[i] == NULL)
+        luaL_error(L, "%s: option '%s' must be a tensor, got %s", fname, names[i], luaL_typename(L, -1));
+    }
+    lua_pop(L, 1);   /* the options table keeps it alive */
+  }
+  o->mask_value = opt_number(L, arg, fname, "mask_value", -FLT_MAX);
+  o->dropout_p = opt_number(L, arg, fname, "dropout", 0.0);
+  o->training = opt_bool(L, arg, "training", 1);
+  o->causal = opt_bool(L, arg, "causal", 0);
+  o->scale = opt_number(L, arg, fname, "scale", 0.0);
+  if (o->scale < 0) luaL_error(L, "%s: scale must be positive, got %g", fname, o->scale);
+}
+
 /* F.attention(q, k, v[, {mask=, mask_value=, causal=, cu_seqlens=, dropout=, training=, scale=}]) */
 static int l_attention(lua_State *L) {
   bert_tensor *q = lbert_check_tensor(L, 1), *k = lbert_check_tensor(L, 2);
   bert_tensor *v = lbert_check_tensor(L, 3);
-  check_opts(L, 4, "attention");
   bert_attention_opts o;
-  memset(&o, 0, sizeof o);
-  bert_tensor **targets[2] = {&o.mask, &o.cu_seqlens};
-  const char *names[2] = {"mask", "cu_seqlens"};
-  for (int i = 0; i < 2; i++) {
-    if (opt_field(L, 4, names[i]) != LUA_TNIL) {
-      *targets[i] = lbert_test_tensor(L, -1);
-      if (*targets[i] == NULL)
-        return luaL_error(L, "attention: option '%s' must be a tensor, got %s", names[i], luaL_typename(L, -1));
-    }
-    lua_pop(L, 1);   /* the options table keeps it alive */
-  }
-  o.mask_value = opt_number(L, 4, "attention", "mask_value", -FLT_MAX);
-  o.dropout_p = opt_number(L, 4, "attention", "dropout", 0.0);
-  o.training = opt_bool(L, 4, "training", 1);
-  o.causal = opt_bool(L, 4, "causal", 0);
-  o.scale = opt_number(L, 4, "attention", "scale", 0.0);
-  if (o.scale < 0) return luaL_error(L, "attention: scale must be positive, got %g", o.scale);
+  attention_opts(L, 4, "attention", &o);
   return lbert_push_result(L, bert_attention(q, k, v, &o), "attention");
+}
+
+/* F.attention_qkv(qkv, heads[, opts as F.attention]): qkv [B, T, 3H] (or
+** [total, 3H] with cu_seqlens), the fused Q, K, V projection */
+static int l_attention_qkv(lua_State *L) {
+  bert_tensor *qkv = lbert_check_tensor(L, 1);
+  lua_Integer heads = luaL_checkinteger(L, 2);
+  bert_attention_opts o;
+  attention_opts(L, 3, "attention_qkv", &o);
+  return lbert_push_result(L, bert_attention_qkv(qkv, (int64_t)heads, &o), "attention_qkv");
 }
 
 /* F.attention_rel(q, k, v, {rows =, kr =, qr =, mask =, causal =, dropout =, training =, scale =}):
@@ -164,6 +179,7 @@ static const luaL_Reg F_funcs[] = {
   {"dropout", l_dropout},
   {"embedding", l_embedding},
   {"attention", l_attention},
+  {"attention_qkv", l_attention_qkv},
   {"attention_rel", l_attention_rel},
   {"cross_entropy", l_cross_entropy},
   {NULL, NULL}

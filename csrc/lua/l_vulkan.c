@@ -323,7 +323,7 @@ static const char *const elementwise_methods[] = {
   NULL
 };
 static const char *const device_F[] = {
-  "linear", "layer_norm", "bias_gelu", "dropout", "embedding", "attention", "cross_entropy", NULL
+  "linear", "layer_norm", "bias_gelu", "dropout", "embedding", "attention", "attention_qkv", "cross_entropy", NULL
 };
 /* save_safetensors writes device tensors from host copies (l_io.c) */
 static const char *const device_module[] = {"matmul", "where", "cat", "stack", "save_safetensors", NULL};

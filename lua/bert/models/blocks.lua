@@ -243,6 +243,14 @@ local function has_varlen_op(device)
   return varlen_op[device]
 end
 
+--- Whether the varlen kernel (F.attention with cu_seqlens) serves a packed
+-- batch: the device has it, and attention dropout, when on, draws what the
+-- padded path would (the batch is as wide as its longest sequence).
+local function varlen_kernel_applies(packing, opts, device)
+  local dropping = opts.training and (opts.dropout or 0) > 0
+  return (not dropping or packing.longest == packing.T) and has_varlen_op(device)
+end
+
 --- Attention over each sequence's own rows: q, k, v [N, A, d] (views
 -- fine) -> [N, A, d].  opts: causal, dropout, training, as F.attention.
 -- The varlen kernel draws attention dropout as the padded op does on the
@@ -253,8 +261,7 @@ end
 -- grid, the padded kernel with the key mask, the real rows gathered again
 -- (the projections and the feed-forward stay packed).
 function M.varlen_attention(q, k, v, packing, opts)
-  local dropping = opts.training and (opts.dropout or 0) > 0
-  if (not dropping or packing.longest == packing.T) and has_varlen_op(q:device()) then
+  if varlen_kernel_applies(packing, opts, q:device()) then
     return F.attention(q, k, v, {cu_seqlens = packing.offsets, causal = opts.causal, dropout = opts.dropout,
                                  training = opts.training})
   end
@@ -427,11 +434,24 @@ function SelfAttention:attend(q, k, v, mask)
                                training = self.is_training})
 end
 
+-- Whether the plain attention runs straight from the fused projection
+-- (F.attention_qkv: its backward writes the projection's gradient in one
+-- buffer; with three narrowed views a zeroed buffer and three adds).
+function SelfAttention:fused_qkv(query_states)
+  return self.qkv_weight ~= nil and not query_states and self.qkv == SelfAttention.qkv
+    and self.attend == SelfAttention.attend
+end
+
 --- x [B, T, H], mask [B, T] (1 keep, 0 pad) -> context [B, T, H];
 -- or packed: x [N, H] and mask a packing (M.packing) -> context [N, H].
 function SelfAttention:forward(x, mask, extra, query_states)
   if getmetatable(mask) == Packing then return self:forward_packed(x, mask) end
   local B, T, H = x:size(1), x:size(2), x:size(3)
+  if self:fused_qkv(query_states) then
+    local ctx = F.attention_qkv(F.linear(x, self.qkv_weight, self.qkv_bias), self.heads,
+      {mask = mask, causal = self.causal, dropout = self.attention_dropout, training = self.is_training})
+    return ctx:transpose(2, 3):reshape(B, T, H)
+  end
   local q, k, v = self:qkv(x, query_states)
   local ctx = self:attend(q, k, v, mask, extra)
   return ctx:transpose(2, 3):reshape(B, T, H)
@@ -441,16 +461,19 @@ function SelfAttention:forward_packed(x, packing)
   local N, H = x:size(1), x:size(2)
   local A, d = self.heads, self.head_dim
   local q, k, v
+  local opts = {causal = self.causal, dropout = self.attention_dropout, training = self.is_training}
   if self.qkv_weight then
     local qkv = F.linear(x, self.qkv_weight, self.qkv_bias)   -- [N, 3H]
+    if self:fused_qkv() and varlen_kernel_applies(packing, opts, x:device()) then
+      opts.cu_seqlens = packing.offsets
+      return F.attention_qkv(qkv, A, opts):reshape(N, H)
+    end
     q, k, v = qkv:narrow(2, 1, H), qkv:narrow(2, H + 1, H), qkv:narrow(2, 2 * H + 1, H)
   else
     q, k, v = self:project(self.names[1], x), self:project(self.names[2], x), self:project(self.names[3], x)
   end
   local function heads(t) return t:view(N, A, d) end
-  local ctx = M.varlen_attention(heads(q), heads(k), heads(v), packing,
-    {causal = self.causal, dropout = self.attention_dropout, training = self.is_training})
-  return ctx:reshape(N, H)
+  return M.varlen_attention(heads(q), heads(k), heads(v), packing, opts):reshape(N, H)
 end
 -- }============================================================
 
