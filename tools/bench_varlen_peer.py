@@ -42,6 +42,60 @@ def read_lengths(path):
     return out
 
 
+def classify_setup(lengths, size="base", batch=32, batches=4, threads=2, seed=42, peer=None):
+    """The peer's model, optimizer and padded batches; returns (step, batches, real, padded)."""
+    peer_path = find_peer(peer)
+    sys.path.insert(0, os.path.dirname(peer_path))
+    import torch
+    import torch.nn.functional as F
+    import torch_bert
+
+    if len(lengths) < batch * batches:
+        sys.exit("bench_varlen_peer: %d lengths make fewer than --batches %d of --batch %d"
+                 % (len(lengths), batches, batch))
+    torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+    c = torch_bert.full_config(size)
+    model = torch_bert.Bert(c)
+    classifier = torch.nn.Linear(c["hidden_size"], 2)
+    torch.nn.init.normal_(classifier.weight, 0, 0.02)
+    torch.nn.init.zeros_(classifier.bias)
+    params = list(model.parameters()) + list(classifier.parameters())
+    opt = torch.optim.AdamW(params, lr=2e-5, weight_decay=0.01)
+    no_positions = torch.zeros(0, dtype=torch.long)
+
+    out, real, padded = [], 0, 0
+    g = torch.Generator().manual_seed(seed + 1)
+    for b in range(batches):
+        rows = lengths[b * batch:(b + 1) * batch]
+        width = (max(rows) + 15) // 16 * 16
+        ids = torch.randint(5, c["vocab_size"] - 1, (batch, width), generator=g)
+        mask = torch.zeros(batch, width, dtype=torch.long)
+        for k, n in enumerate(rows):
+            mask[k, :n] = 1
+            ids[k, n:] = 0
+            ids[k, 0] = 2
+        labels = torch.randint(0, 2, (batch,), generator=g)
+        out.append((ids, torch.zeros_like(ids), mask, labels))
+        real += sum(rows)
+        padded += batch * width
+
+    model.train()
+    classifier.train()
+
+    def step(b):
+        ids, tt, mask, labels = b
+        _, pooled, _, _ = model(ids, tt, mask, no_positions)
+        loss = F.cross_entropy(classifier(F.dropout(pooled, 0.1, True)), labels)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        return loss.item()
+
+    return step, out, real, padded
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lengths", required=True)
@@ -53,56 +107,9 @@ def main():
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--peer")
     args = ap.parse_args()
-
-    peer_path = find_peer(args.peer)
-    sys.path.insert(0, os.path.dirname(peer_path))
     import torch
-    import torch.nn.functional as F
-    import torch_bert
-
-    lengths = read_lengths(args.lengths)
-    if len(lengths) < args.batch * args.batches:
-        sys.exit("bench_varlen_peer: %d lengths make fewer than --batches %d of --batch %d"
-                 % (len(lengths), args.batches, args.batch))
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(args.threads)
-    c = torch_bert.full_config(args.size)
-    model = torch_bert.Bert(c)
-    classifier = torch.nn.Linear(c["hidden_size"], 2)
-    torch.nn.init.normal_(classifier.weight, 0, 0.02)
-    torch.nn.init.zeros_(classifier.bias)
-    params = list(model.parameters()) + list(classifier.parameters())
-    opt = torch.optim.AdamW(params, lr=2e-5, weight_decay=0.01)
-    no_positions = torch.zeros(0, dtype=torch.long)
-
-    batches, real, padded = [], 0, 0
-    g = torch.Generator().manual_seed(args.seed + 1)
-    for b in range(args.batches):
-        rows = lengths[b * args.batch:(b + 1) * args.batch]
-        width = (max(rows) + 15) // 16 * 16
-        ids = torch.randint(5, c["vocab_size"] - 1, (args.batch, width), generator=g)
-        mask = torch.zeros(args.batch, width, dtype=torch.long)
-        for k, n in enumerate(rows):
-            mask[k, :n] = 1
-            ids[k, n:] = 0
-            ids[k, 0] = 2
-        labels = torch.randint(0, 2, (args.batch,), generator=g)
-        batches.append((ids, torch.zeros_like(ids), mask, labels))
-        real += sum(rows)
-        padded += args.batch * width
-
-    model.train()
-    classifier.train()
-
-    def step(batch):
-        ids, tt, mask, labels = batch
-        _, pooled, _, _ = model(ids, tt, mask, no_positions)
-        loss = F.cross_entropy(classifier(F.dropout(pooled, 0.1, True)), labels)
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        return loss.item()
+    step, batches, real, padded = classify_setup(read_lengths(args.lengths), args.size, args.batch,
+                                                 args.batches, args.threads, args.seed, args.peer)
 
     step(batches[0])   # warm up
     times, cpu = [], []
