@@ -346,6 +346,35 @@ local function ref_attention(q, k, v, mask, mask_value, scale)
   return s:softmax(-1), v
 end
 
+describe("F.dropout_rows", function()
+  it("drops packed rows as F.dropout drops them in the padded [B, T, W] tensor, forward and backward", function()
+    local B, T, W = 3, 7, 1100   -- W over one mask block (1024)
+    local rows = bert.tensor({0, 1, 2, 7, 8, 14, 15, 16, 17, 18, 19, 20}, "int32")
+    local x = randn({12, W}, 61):requires_grad(true)
+    local g = randn({12, W}, 62)
+    bert.manual_seed(5)
+    local y = F.dropout_rows(x, 0.3, true, rows, B, T)
+    ;(y * g):sum():backward()
+    bert.manual_seed(5)
+    local m = F.dropout(bert.ones({B, T, W}), 0.3, true):reshape(B * T, W):index_select(1, rows)
+    assert.equal(0, maxdiff(y, x:detach() * m))
+    assert.equal(0, maxdiff(x:grad(), g * m))
+    assert.equal(0, maxdiff(x, F.dropout_rows(x, 0.3, false, rows, B, T)))   -- not training: x
+  end)
+
+  it("names the argument that is wrong", function()
+    local x, rows = randn({2, 4}, 63), bert.tensor({0, 5}, "int32")
+    assert.error_matches(function() F.dropout_rows(x, 0.1, true, rows, 2, 2) end,
+      "dropout_rows: rows%[2%] = 5 is outside the 2 x 2 batch")
+    assert.error_matches(function() F.dropout_rows(x, 0.1, true, bert.tensor({0}, "int32"), 2, 3) end,
+      "dropout_rows: rows must be int32 %[2%] %(one per row of x %[2 x 4%]%), got %[1%] int32")
+    assert.error_matches(function() F.dropout_rows(x, 1.5, true, rows, 2, 3) end,
+      "dropout_rows: probability must be in %[0, 1%], got 1.5")
+    assert.error_matches(function() F.dropout_rows(x, 0.1, true, rows, 0, 3) end,
+      "dropout_rows: batch and seq must be positive, got 0 and 3")
+  end)
+end)
+
 describe("F.attention", function()
   local B, A, T, d = 2, 3, 6, 4
   local q, k, v = randn({B, A, T, d}, 1), randn({B, A, T, d}, 2), randn({B, A, T, d}, 3)

@@ -95,6 +95,9 @@ struct bert_backend {
                             int tanh_mode, const bert_tensor *g);
   /* y = x * keep(stream, i) / (1 - p): forward and backward alike */
   bert_tensor *(*dropout)(const bert_tensor *x, double p, bert_stream s);
+  /* x [N, W] contiguous; rows contiguous int32 [N] (checked): row n takes
+  ** the mask of row rows[n] of a [*, W] dropout with stream s */
+  bert_tensor *(*dropout_rows)(const bert_tensor *x, double p, bert_stream s, const bert_tensor *rows);
   bert_tensor *(*embedding)(const bert_tensor *ids, const bert_tensor *w);
   int (*embedding_backward)(bert_tensor *w_in, const bert_tensor *ids, const bert_tensor *g);
   /* *lse: per-row log-sum-exp for backward; count: rows not ignored */

@@ -11,6 +11,7 @@
 #include "core/ag_ops.h"
 #include "core/autograd.h"
 #include "core/backend.h"
+#include "core/checked.h"
 
 #define SHAPE(buf, t) bert_shape_str((buf), sizeof(buf), (t)->ndim, (t)->shape)
 
@@ -276,6 +277,82 @@ bert_tensor *bert_dropout(bert_tensor *x_in, double p, int training) {
     st->stream = s;
   }
   bert_tensor_release(x);
+  return y;
+}
+
+/* saved: 0 = rows (contiguous, host) */
+static int dropout_rows_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
+  dropout_state *st = node->state;
+  (void)out;
+  bert_tensor *rows = bert_node_saved(node, 0);
+  const bert_backend *be = backward_backend("dropout_rows backward", 1, (const bert_tensor *const *)&g);
+  if (rows == NULL || be == NULL || be->dropout_rows == NULL) return -1;
+  bert_tensor *gc = bert_contiguous(g);
+  bert_tensor *dx = gc ? be->dropout_rows(gc, st->p, st->stream, rows) : NULL;
+  bert_tensor_release(gc);
+  if (dx == NULL) return -1;
+  return bert_accumulate_grad_steal(node->inputs[0], dx);
+}
+
+static const bert_node_type dropout_rows_node = {"dropout_rows", dropout_rows_backward, sizeof(dropout_state), 0};
+
+bert_tensor *bert_dropout_rows(bert_tensor *x_in, double p, int training, bert_tensor *rows_in, int64_t B,
+                               int64_t T) {
+  char s1[160], s2[160];
+  const bert_tensor *args[2] = {x_in, rows_in};
+  const bert_backend *be;
+  if (!BERT_DISPATCH(be, DROPOUT_ROWS, dropout_rows, "dropout_rows", 2, args)) return NULL;
+  if (x_in->dtype != BERT_F32 || x_in->ndim != 2) {
+    bert_set_error("dropout_rows: x must be float32 [rows x width], got %s %s", SHAPE(s1, x_in),
+                   bert_dtype_name(x_in->dtype));
+    return NULL;
+  }
+  if (!(p >= 0.0 && p <= 1.0)) {
+    bert_set_error("dropout_rows: probability must be in [0, 1], got %g", p);
+    return NULL;
+  }
+  int64_t N = x_in->shape[0], W = x_in->shape[1];
+  if (rows_in->dtype != BERT_I32 || rows_in->ndim != 1 || rows_in->shape[0] != N) {
+    bert_set_error("dropout_rows: rows must be int32 [%lld] (one per row of x %s), got %s %s", (long long)N,
+                   SHAPE(s1, x_in), SHAPE(s2, rows_in), bert_dtype_name(rows_in->dtype));
+    return NULL;
+  }
+  int64_t BT, TW;
+  if (B < 1 || T < 1 || bert_mul_i64(B, T, &BT) != 0 || bert_mul_i64(T, W, &TW) != 0) {
+    bert_set_error("dropout_rows: batch and seq must be positive, got %lld and %lld", (long long)B, (long long)T);
+    return NULL;
+  }
+  if (p == 0.0 || !training) {
+    bert_tensor_retain(x_in);
+    return x_in;
+  }
+  bert_tensor *rows = bert_contiguous(rows_in);
+  if (rows == NULL) return NULL;
+  const int32_t *r = bert_i32(rows);
+  for (int64_t n = 0; n < N; n++)
+    if (r[n] < 0 || r[n] >= BT) {
+      bert_set_error("dropout_rows: rows[%lld] = %d is outside the %lld x %lld batch", (long long)n + 1, (int)r[n],
+                     (long long)B, (long long)T);
+      bert_tensor_release(rows);
+      return NULL;
+    }
+  bert_tensor *x = bert_contiguous(x_in);
+  if (x == NULL) { bert_tensor_release(rows); return NULL; }
+  /* the stream bert_dropout reserves for a [B, T, W] tensor: the same masks */
+  bert_stream s;
+  uint64_t unused;
+  bert_rng_get_state(&s.seed, &unused);
+  s.offset = bert_rng_reserve_batch(B, TW);
+  bert_node *node;
+  bert_tensor *y = bert_record(be->dropout_rows(x, p, s, rows), &node, &dropout_rows_node, 1, &x_in);
+  if (node) {
+    dropout_state *st = node->state;
+    st->p = p;
+    st->stream = s;
+    bert_node_save(node, rows);
+  }
+  bert_tensor_release(x);
+  bert_tensor_release(rows);
   return y;
 }
 /* }====================================================== */

@@ -66,6 +66,12 @@ typedef struct {
 bert_tensor *bert_attention(bert_tensor *q, bert_tensor *k, bert_tensor *v,
                             const bert_attention_opts *opts);
 
+/* Dropout on the packed rows of a padded batch: x [N, W] holds rows
+** rows[n] (flat b * T + j) of a [B, T, W] tensor, and each takes the mask
+** bert_dropout would draw for that row of the [B, T, W] tensor, so packed
+** and padded runs drop the same units.  CPU only. */
+bert_tensor *bert_dropout_rows(bert_tensor *x, double p, int training, bert_tensor *rows, int64_t B, int64_t T);
+
 /* Self-attention straight from one fused projection: qkv [B, T, 3H] (q, k,
 ** v its thirds, heads of d = H / heads each) or, with opts->cu_seqlens,
 ** [total, 3H].  The result is bert_attention's on the three [B, heads, T,

@@ -85,6 +85,7 @@
   X(BIAS_GELU,           bias_gelu,           2) \
   X(BIAS_GELU_BACKWARD,  bias_gelu_backward,  3) \
   X(DROPOUT,             dropout,             1) \
+  X(DROPOUT_ROWS,        dropout_rows,        2) \
   X(EMBEDDING,           embedding,           2) \
   X(EMBEDDING_BACKWARD,  embedding_backward,  3) \
   X(CROSS_ENTROPY,       cross_entropy,       2) \

@@ -46,6 +46,7 @@ bert_tensor *cpu_bias_gelu(const bert_tensor *x, const bert_tensor *b, int tanh_
 int cpu_bias_gelu_backward(bert_tensor *const in[2], const bert_tensor *x, const bert_tensor *b,
                            int tanh_mode, const bert_tensor *g);
 bert_tensor *cpu_dropout(const bert_tensor *x, double p, bert_stream s);
+bert_tensor *cpu_dropout_rows(const bert_tensor *x, double p, bert_stream s, const bert_tensor *rows);
 bert_tensor *cpu_embedding(const bert_tensor *ids, const bert_tensor *w);
 int cpu_embedding_backward(bert_tensor *w_in, const bert_tensor *ids, const bert_tensor *g);
 bert_tensor *cpu_cross_entropy(const bert_tensor *logits, const bert_tensor *labels, int64_t ignore_index,

@@ -51,6 +51,7 @@ const bert_backend bert_cpu_backend = {
   .bias_gelu = cpu_bias_gelu,
   .bias_gelu_backward = cpu_bias_gelu_backward,
   .dropout = cpu_dropout,
+  .dropout_rows = cpu_dropout_rows,
   .embedding = cpu_embedding,
   .embedding_backward = cpu_embedding_backward,
   .cross_entropy = cpu_cross_entropy,

@@ -77,6 +77,18 @@ static int l_dropout(lua_State *L) {
 }
 
 /* F.embedding(ids, weight) */
+/* F.dropout_rows(x, p, training, rows, batch, seq): x [N, W] the packed rows
+** rows (int32 [N], flat b * seq + j) of a [batch, seq, W] tensor; the masks
+** are F.dropout's on that tensor */
+static int l_dropout_rows(lua_State *L) {
+  bert_tensor *x = lbert_check_tensor(L, 1);
+  double p = luaL_checknumber(L, 2);
+  int training = lua_toboolean(L, 3);
+  bert_tensor *rows = lbert_check_tensor(L, 4);
+  lua_Integer B = luaL_checkinteger(L, 5), T = luaL_checkinteger(L, 6);
+  return lbert_push_result(L, bert_dropout_rows(x, p, training, rows, (int64_t)B, (int64_t)T), "dropout_rows");
+}
+
 static int l_embedding(lua_State *L) {
   bert_tensor *ids = lbert_check_tensor(L, 1), *w = lbert_check_tensor(L, 2);
   return lbert_push_result(L, bert_embedding(ids, w), "embedding");
@@ -177,6 +189,7 @@ static const luaL_Reg F_funcs[] = {
   {"layer_norm", l_layer_norm},
   {"bias_gelu", l_bias_gelu},
   {"dropout", l_dropout},
+  {"dropout_rows", l_dropout_rows},
   {"embedding", l_embedding},
   {"attention", l_attention},
   {"attention_qkv", l_attention_qkv},

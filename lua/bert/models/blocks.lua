@@ -211,16 +211,16 @@ end
 --- packing:dropout(x, p, training): dropout of packed rows x [N, W] with
 -- the very mask the padded path draws for [B, T, W] (the same counters,
 -- keyed by global sample under data parallelism), read at the real rows:
--- packed and padded runs, on any rank count, drop the same units.
+-- packed and padded runs, on any rank count, drop the same units.  The
+-- CPU draws only the real rows' masks (F.dropout_rows); a device draws the
+-- padded mask and gathers its real rows.
 function Packing:dropout(x, p, training)
   if not training or p == 0 then return x end
   local device, W = x:device(), x:size(2)
+  if device == "cpu" then return F.dropout_rows(x, p, true, self.rows, self.B, self.T) end
   self.ones = self.ones or {}
   local key = device .. ":" .. W
-  if not self.ones[key] then
-    local ones = bert.ones({self.B, self.T, W})
-    self.ones[key] = device == "cpu" and ones or ones:to(device)
-  end
+  if not self.ones[key] then self.ones[key] = bert.ones({self.B, self.T, W}):to(device) end
   local scale = bert.no_grad(function() return self:pack(F.dropout(self.ones[key], p, true)) end)
   return x * scale
 end
