@@ -108,7 +108,7 @@ static int l_sgemm_reference_diff(lua_State *L) {
 static int l_data_address(lua_State *L) {
   bert_tensor *t = lbert_check_tensor(L, 1);
   luaL_argcheck(L, t->storage != NULL && t->storage->data != NULL, 1, "tensor has no host storage");
-  lua_pushinteger(L, (lua_Integer)(uintptr_t)((char *)t->storage->data + t->offset * (int64_t)bert_dtype_size(t->dtype)));
+  lua_pushinteger(L, (lua_Integer)(uintptr_t)bert_data(t));
   return 1;
 }
 
