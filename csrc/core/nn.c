@@ -517,23 +517,28 @@ bert_tensor *bert_cross_entropy(bert_tensor *l_in, bert_tensor *y_in, int64_t ig
 /* opts.mask and opts.cu_seqlens are saved (after lse) rather than kept as pointers */
 typedef struct { bert_attention_opts opts; bert_stream stream; int has_mask, has_cu; } attention_state;
 
+/* The options saved with a node (attention_save), the mask and the offsets
+** from saved index `at` on. */
+static int attention_saved_opts(bert_node *node, int at, bert_attention_opts *o) {
+  const attention_state *st = node->state;
+  *o = st->opts;
+  o->mask = st->has_mask ? bert_node_saved(node, at++) : NULL;
+  o->cu_seqlens = st->has_cu ? bert_node_saved(node, at++) : NULL;
+  return (st->has_mask && !o->mask) || (st->has_cu && !o->cu_seqlens) ? -1 : 0;
+}
+
 /* saved: 0 = q, 1 = k, 2 = v, 3 = lse, then the mask and the offsets when present */
 static int attention_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
   attention_state *st = node->state;
-  int at = 4;
   bert_tensor *q = bert_node_saved(node, 0), *k = bert_node_saved(node, 1), *v = bert_node_saved(node, 2);
   bert_tensor *lse = bert_node_saved(node, 3);
-  bert_tensor *mask = st->has_mask ? bert_node_saved(node, at++) : NULL;
-  bert_tensor *cu = st->has_cu ? bert_node_saved(node, at++) : NULL;
-  if (!q || !k || !v || !lse || (st->has_mask && !mask) || (st->has_cu && !cu)) return -1;
+  bert_attention_opts o;
+  if (!q || !k || !v || !lse || attention_saved_opts(node, 4, &o) != 0) return -1;
   const bert_tensor *ts[5] = {q, k, v, lse, g};
   const bert_backend *be = backward_backend("attention backward", 5, ts);
   if (be == NULL || bert_backend_check(be, BERT_OP_ATTENTION_BACKWARD, be->attention_backward != NULL,
                                        "attention backward", 5, ts) != 0)
     return -1;
-  bert_attention_opts o = st->opts;
-  o.mask = mask;
-  o.cu_seqlens = cu;
   /* g as it comes (the backend lays it out as it needs: the CPU kernel
   ** reads the usual transposed view of a [B, T, H] gradient in place) */
   bert_tensor *dq = NULL, *dk = NULL, *dv = NULL;
@@ -762,17 +767,12 @@ static void release3(bert_tensor *t[3]) {
 /* saved: 0 = qkv (contiguous), 1 = lse, then the mask and the offsets when present */
 static int attention_qkv_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
   attention_state *st = node->state;
-  int at = 2;
   bert_tensor *qkv = bert_node_saved(node, 0), *lse = bert_node_saved(node, 1);
-  bert_tensor *mask = st->has_mask ? bert_node_saved(node, at++) : NULL;
-  bert_tensor *cu = st->has_cu ? bert_node_saved(node, at++) : NULL;
-  if (!qkv || !lse || (st->has_mask && !mask) || (st->has_cu && !cu)) return -1;
+  bert_attention_opts o;
+  if (!qkv || !lse || attention_saved_opts(node, 2, &o) != 0) return -1;
   const bert_tensor *ts[3] = {qkv, lse, g};
   const bert_backend *be = backward_backend("attention_qkv backward", 3, ts);
   if (be == NULL) return -1;
-  bert_attention_opts o = st->opts;
-  o.mask = mask;
-  o.cu_seqlens = cu;
   int64_t A = out->shape[1];   /* heads: out is [B, A, T, d] or [total, A, d] */
   bert_tensor *in[3], *gv[3], *grad = be->empty(BERT_F32, qkv->ndim, qkv->shape);
   if (grad == NULL) return -1;
