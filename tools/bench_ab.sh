@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/bin/sh
 # Compares two builds of bert on one machine at the same moment: each pair
 # runs the BERT-base step of both builds *concurrently*, one thread each,
 # each pinned to its own core (swapped between pairs), so both see the same
@@ -7,8 +7,9 @@
 #   git worktree add ../base <commit> && make -C ../base
 #   tools/bench_ab.sh ../base . --pairs 4 --mode train
 # Prints one line per run: label, core, seconds per step; then each side's mean.
-set -euo pipefail
+set -eu
 usage="usage: tools/bench_ab.sh DIR_A DIR_B [--pairs N] [--mode train|infer] [--model base] [--steps 3]"
+case "${1:-}" in -h|--help) echo "$usage"; exit 0 ;; esac
 [ $# -ge 2 ] || { echo "$usage" >&2; exit 2; }
 for d in "$1" "$2"; do [ -d "$d" ] || { echo "bench_ab: no directory '$d'" >&2; exit 2; }; done
 A=$(cd "$1" && pwd); B=$(cd "$2" && pwd); shift 2
