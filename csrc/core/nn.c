@@ -808,26 +808,25 @@ bert_tensor *bert_attention_qkv(bert_tensor *qkv, int64_t heads, const bert_atte
   bert_tensor *in[3] = {qkv, o->mask, o->cu_seqlens};
   const bert_backend *be = bert_backend_for("attention_qkv", 3, (const bert_tensor *const *)in);
   if (be == NULL) return NULL;
-  bert_tensor *qc = bert_contiguous(qkv);
-  if (qc == NULL) return NULL;
   bert_tensor *v3[3], *out = NULL;
   if (be->attention_backward_into == NULL) {
     /* three autograd views of qkv and the plain op */
     int64_t H = W / 3, d = H / heads;
     for (int i = 0; i < 3; i++) {
-      int64_t s4[4] = {qkv->shape[0], qkv->ndim == 3 ? qkv->shape[1] : 0, heads, d}, s3[3] = {qkv->shape[0], heads, d};
+      int64_t s4[4] = {qkv->shape[0], packed ? 0 : qkv->shape[1], heads, d}, s3[3] = {qkv->shape[0], heads, d};
       bert_tensor *n = bert_ag_narrow(qkv, qkv->ndim - 1, i * H, H);
       bert_tensor *r = n ? bert_ag_view(n, packed ? 3 : 4, packed ? s3 : s4) : NULL;
       v3[i] = r && !packed ? bert_ag_transpose(r, 1, 2) : r;
       if (r && !packed) bert_tensor_release(r);
       bert_tensor_release(n);
-      if (v3[i] == NULL) { for (int j = 0; j < i; j++) bert_tensor_release(v3[j]); bert_tensor_release(qc); return NULL; }
+      if (v3[i] == NULL) { for (int j = 0; j < i; j++) bert_tensor_release(v3[j]); return NULL; }
     }
     out = bert_attention(v3[0], v3[1], v3[2], o);
     release3(v3);
-    bert_tensor_release(qc);
     return out;
   }
+  bert_tensor *qc = bert_contiguous(qkv);
+  if (qc == NULL) return NULL;
   if (qkv_views(qc, heads, v3) != 0) { bert_tensor_release(qc); return NULL; }
   const bert_tensor *args[5] = {v3[0], v3[1], v3[2], o->mask, o->cu_seqlens};
   if (bert_backend_check(be, BERT_OP_ATTENTION, be->attention != NULL, "attention_qkv", 5, args) != 0) {
@@ -839,7 +838,7 @@ bert_tensor *bert_attention_qkv(bert_tensor *qkv, int64_t heads, const bert_atte
   bert_stream s;
   bert_tensor *lse = NULL;
   bert_node *node;
-  out = bert_record(attention_forward(be, v3[0], v3[1], v3[2], o, &oc, &s, &lse), &node, &attention_qkv_node, 3, in);
+  out = bert_record(attention_forward(be, v3[0], v3[1], v3[2], o, &oc, &s, &lse), &node, &attention_qkv_node, 1, in);
   release3(v3);
   if (out != NULL) {
     if (node) {
