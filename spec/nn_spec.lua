@@ -371,7 +371,7 @@ describe("F.dropout_rows", function()
     assert.error_matches(function() F.dropout_rows(x, 1.5, true, rows, 2, 3) end,
       "dropout_rows: probability must be in %[0, 1%], got 1.5")
     assert.error_matches(function() F.dropout_rows(x, 0.1, true, rows, 0, 3) end,
-      "dropout_rows: batch and seq must be positive, got 0 and 3")
+      "dropout_rows: batch and seq must be positive and batch x seq x width %(4%) fit in 64 bits, got 0 and 3")
   end)
 end)
 

@@ -319,7 +319,8 @@ bert_tensor *bert_dropout_rows(bert_tensor *x_in, double p, int training, bert_t
   }
   int64_t BT, TW;
   if (B < 1 || T < 1 || bert_mul_i64(B, T, &BT) != 0 || bert_mul_i64(T, W, &TW) != 0) {
-    bert_set_error("dropout_rows: batch and seq must be positive, got %lld and %lld", (long long)B, (long long)T);
+    bert_set_error("dropout_rows: batch and seq must be positive and batch x seq x width (%lld) fit in 64 bits, "
+                   "got %lld and %lld", (long long)W, (long long)B, (long long)T);
     return NULL;
   }
   if (p == 0.0 || !training) {

@@ -178,8 +178,8 @@ static void forward_block(const attn_ctx *c, int64_t b, int64_t a, int64_t i0, f
   /* Without the causal mask every piece is the whole block: the first one
   ** writes O (GEMM beta 0) instead of adding to zeroed rows. */
   int started = c->causal;
-  for (int64_t i = 0; i < br; i++) { mrow[i] = -INFINITY; lrow[i] = 0.0f; }
   if (c->causal) attn_rows_start(Ob, ldo, br, d, mrow, lrow);
+  else for (int64_t i = 0; i < br; i++) { mrow[i] = -INFINITY; lrow[i] = 0.0f; }
   for (int64_t t = 0; t * BC < tk; t++) {
     int64_t lo, hi;
     tile_range(c, b, t, tk, full, &lo, &hi);
