@@ -49,8 +49,7 @@ local pretrain = require("bert.pretrain")
 
 local M = {}
 
-local TASK_KINDS = {spam = "classification", ["brown-genre"] = "classification", ["brown-pos"] = "tagging",
-                    ["synthetic-qa"] = "qa"}
+local TASK_KINDS = require("bert.finetune.tasks").kinds   -- every built-in task, the evaluation suite's included
 
 -- metrics kept from a pretraining summary and from a fine-tuning summary
 -- (every objective's held-out metrics, bert.objectives, in a fixed order)
@@ -63,7 +62,7 @@ do
     end
   end
 end
-M.finetune_metrics = {"accuracy", "macro_f1", "entity_f1", "exact_match", "f1"}
+M.finetune_metrics = {"accuracy", "macro_f1", "mcc", "pearson", "spearman", "entity_f1", "exact_match", "f1"}
 
 ------------------------------------------------------------- helpers
 
@@ -124,11 +123,7 @@ local function mean_sd(xs)
 end
 M.mean_sd = mean_sd
 
-local function fmt_duration(s)
-  if s < 90 then return string.format("%.0f s", s) end
-  if s < 5400 then return string.format("%.1f min", s / 60) end
-  return string.format("%.1f h", s / 3600)
-end
+local fmt_duration = require("bert.cli").format_duration
 
 ------------------------------------------------------------- loading
 

@@ -93,6 +93,13 @@ function M.default_lr(purpose, hidden_size)
   return 5e-5
 end
 
+--- A duration for people: "42 s", "7.5 min", "2.1 h".
+function M.format_duration(s)
+  if s < 90 then return string.format("%.0f s", s) end
+  if s < 5400 then return string.format("%.1f min", s / 60) end
+  return string.format("%.1f h", s / 3600)
+end
+
 -- The shared options: {flag, help, default, converter-maker | "flag" | choices}.
 M.OPTIONS = {
   model = {"--model", "Model size (tiny, mini, small, medium, base, large), a config.json, or a checkpoint directory", "tiny"},

@@ -62,7 +62,7 @@ function M.collate(features, opts)
   }
   if targets then
     if first.labels then batch.labels = bert.tensor(labels, "int32") end
-    if first.label then batch.labels = bert.tensor(label, "int32") end
+    if first.label then batch.labels = bert.tensor(label, math.type(first.label) == "float" and "float32" or "int32") end
     if first.start_position then
       batch.start_positions = bert.tensor(starts, "int32")
       batch.end_positions = bert.tensor(ends, "int32")

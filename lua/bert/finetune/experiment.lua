@@ -82,6 +82,7 @@ local function subset(list, n, salt)
   util.rng(tasks.SPLIT_SEED + salt):shuffle(copy)
   return util.take(copy, n)
 end
+M.subset = subset   -- the evaluation suite's baselines see the same examples
 
 local function fmt_metrics(m)
   local keys = {}
@@ -90,7 +91,8 @@ local function fmt_metrics(m)
   local parts = {}
   for _, k in ipairs(keys) do
     local v = m[k]
-    if k:find("accuracy") or k:find("f1$") or k:find("exact") or k:find("precision$") or k:find("recall$") then
+    if k:find("accuracy") or k:find("f1$") or k:find("exact") or k:find("precision$") or k:find("recall$")
+      or k == "mcc" or k:find("pearson") or k:find("spearman") then
       parts[#parts + 1] = string.format("%s %.2f%%", k, 100 * v)   -- fractions, printed as percentages
     else
       parts[#parts + 1] = string.format(math.type(v) == "integer" and "%s %d" or "%s %.4g", k, v)
@@ -114,12 +116,17 @@ end
 local KINDS = {}
 
 KINDS.classification = {
-  options = function() return {} end,
+  -- regression (STS-B) and the positive class of a binary F1 (MRPC) come
+  -- from the task and are kept in config.json for the pipeline
+  options = function(_, ctx)
+    local o = {regression = ctx.task.regression or nil, positive_label = ctx.task.positive_label}
+    return o, {regression = o.regression, positive_label = o.positive_label}
+  end,
   evaluate = function(mod, m, feats, _, opts) return mod.evaluate(m, feats, opts) end,
   labels = function(x) if type(x) == "table" then return {x.label} end return {x} end,
   step_metrics = true,
   report = function(details, ctx)
-    say("confusion matrix (rows gold, columns predicted):\n%s", details.confusion:format())
+    if details.confusion then say("confusion matrix (rows gold, columns predicted):\n%s", details.confusion:format()) end
     local task = ctx.task
     if task.label_names then
       local parts = {}
@@ -131,7 +138,7 @@ KINDS.classification = {
       lines[i] = util.json({id = ex.id or ex.line or i, gold = ex.label, predicted = details.predictions[i]})
     end
     write_output(ctx.out .. "/test_predictions.jsonl", table.concat(lines, "\n") .. "\n")
-    ctx.summary.confusion = details.confusion:totable()
+    if details.confusion then ctx.summary.confusion = details.confusion:totable() end
   end,
 }
 
@@ -200,7 +207,8 @@ local function load_data(kind, args)
     end
   end
   local train_ex = subset(task.train, args.max_train, 1)
-  local dev_ex = subset(task.dev, args.max_eval, 2)
+  -- max_dev: a smaller dev set for model selection alone (the evaluation suite's)
+  local dev_ex = subset(task.dev, args.max_dev or args.max_eval, 2)
   local test_ex = subset(task.test, args.max_eval, 3)
   say("task %s: %s", task.name, task.description or "")
   if task.note then say("note: %s", task.note) end
@@ -308,7 +316,8 @@ function M.run(kind, args)
   local settings = {task = task.name, kind = kind, max_length = args.seq_len}
   for k, v in pairs(kept or {}) do settings[k] = v end
   local model, info = finetune.load_model(model_src or args.model, {
-    kind = kind, labels = task.labels, from_scratch = args.from_scratch, tokenizer = tok, finetune = settings,
+    kind = kind, labels = task.labels, regression = task.regression, from_scratch = args.from_scratch, tokenizer = tok,
+    finetune = settings,
   })
   local seq_len = args.seq_len
   local maxpos = model.config.max_position_embeddings
@@ -407,7 +416,7 @@ function M.run(kind, args)
       epoch_evals[#epoch_evals + 1] = r
       return r
     end,
-    step_metrics = K.step_metrics and function(o, b)
+    step_metrics = K.step_metrics and not task.regression and function(o, b)
       -- packed per-token logits [N, C]: the labels of the same rows
       local labels = (o.packing and b.labels:dim() == 2) and o.packing:pack(b.labels) or b.labels
       return {accuracy = (train.accuracy(o.logits, labels))}
@@ -445,7 +454,7 @@ function M.run(kind, args)
 
   -- a model must beat the majority class; one that predicts a single class is flagged
   local majority
-  if K.labels then
+  if K.labels and not task.regression then
     majority = majority_baseline(K, task, train_ex, test_ex, details.predictions)
     say("  majority-class baseline (always '%s'): accuracy %.2f%%", tostring(majority.label), 100 * majority.accuracy)
     if majority.predicted_classes <= 1 then
@@ -467,7 +476,8 @@ function M.run(kind, args)
       weight_decay = args.weight_decay, seed = args.seed, tokenizer = tok_path, labels = task.labels},
   }
   for k, v in pairs(kept or {}) do summary.settings[k] = settings[k] or v end
-  for _, k in ipairs({"accuracy", "macro_f1", "entity_f1", "entity_precision", "entity_recall", "exact_match", "f1"}) do
+  for _, k in ipairs({"accuracy", "macro_f1", "mcc", "pearson", "spearman", "entity_f1", "entity_precision",
+                      "entity_recall", "exact_match", "f1"}) do
     if test_r[k] ~= nil then summary[k] = test_r[k] end
   end
   ctx.summary = summary

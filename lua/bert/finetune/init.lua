@@ -103,7 +103,8 @@ end
 --- Builds or loads the model for a task.
 -- spec: a checkpoint directory (ours or Hugging Face's) or a size name
 -- (tiny, mini, small, medium, base, large; always randomly initialised).
--- opts: kind ("classification" | "tagging" | "qa"), labels (list), or task
+-- opts: kind ("classification" | "tagging" | "qa"), labels (list),
+-- regression (one output scored by MSE: STS-B), or task
 -- (a task from finetune.tasks: its kind and labels),
 -- from_scratch (a directory's config with fresh weights), tokenizer (its
 -- vocabulary size sets a size name's vocab_size), config (more overrides),
@@ -115,13 +116,16 @@ function M.load_model(spec, opts)
     local o = {}
     for k, v in pairs(opts) do o[k] = v end
     o.kind, o.labels, o.task = o.kind or opts.task.kind, o.labels or opts.task.labels, nil
+    if o.regression == nil then o.regression = opts.task.regression end
     opts = o
   end
   local arch = M.architectures[opts.kind]
   if not arch then error("load_model: opts.kind must be classification, tagging or qa", 2) end
   local overrides = {}
   for k, v in pairs(opts.config or {}) do overrides[k] = v end
-  if opts.labels then
+  if opts.regression then   -- one output trained with MSE (HF's num_labels = 1)
+    overrides.num_labels, overrides.id2label, overrides.label2id = 1, {["0"] = "LABEL_0"}, {LABEL_0 = 0}
+  elseif opts.labels then
     local id2label, label2id = {}, {}
     for i, l in ipairs(opts.labels) do
       id2label[tostring(i - 1)] = l

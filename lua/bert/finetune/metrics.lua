@@ -1,7 +1,8 @@
 --- bert.finetune.metrics: classification, tagging and SQuAD metrics.
 --
--- Classification: accuracy, per-class and macro F1, a confusion matrix that
--- prints.  Tagging: entity chunks read the conlleval way (IOB1, IOB2, and
+-- Classification: accuracy, per-class, binary and macro F1, Matthews
+-- correlation, a confusion matrix that prints.  Regression: Pearson and
+-- Spearman correlation (ties at mean ranks).  Tagging: entity chunks read the conlleval way (IOB1, IOB2, and
 -- the E-/S- tags of IOBES), micro precision/recall/F1 over exact
 -- (type, start, end) matches, token accuracy.  SQuAD: the official answer
 -- normalisation, exact match and token F1, the maximum over gold answers,
@@ -60,6 +61,78 @@ function M.macro_f1(pred, gold, opts)
     sum = sum + f
   end
   return #classes > 0 and sum / #classes or 0, per
+end
+
+--- Matthews correlation coefficient (CoLA's metric), for two classes or
+-- more (Gorodkin's R_K, as scikit-learn's matthews_corrcoef): 0 when
+-- every prediction or every gold label is one class (the denominator is 0).
+function M.matthews_corrcoef(pred, gold)
+  assert(#pred == #gold, "matthews_corrcoef: prediction and gold lists differ in length")
+  local n = #gold
+  if n == 0 then return 0 end
+  local t, p, right = {}, {}, 0   -- per class: gold count, predicted count
+  for i = 1, n do
+    t[gold[i]] = (t[gold[i]] or 0) + 1
+    p[pred[i]] = (p[pred[i]] or 0) + 1
+    if pred[i] == gold[i] then right = right + 1 end
+  end
+  local tp, tt, pp = 0, 0, 0
+  for c, tc in pairs(t) do tp = tp + tc * (p[c] or 0) tt = tt + tc * tc end
+  for _, pc in pairs(p) do pp = pp + pc * pc end
+  local den = math.sqrt(n * n - pp) * math.sqrt(n * n - tt)
+  if den == 0 then return 0 end
+  return (right * n - tp) / den
+end
+
+--- F1 of one class (the positive label: MRPC's "1"), as GLUE reports it.
+function M.binary_f1(pred, gold, positive)
+  assert(#pred == #gold, "binary_f1: prediction and gold lists differ in length")
+  local tp, fp, fn = 0, 0, 0
+  for i = 1, #gold do
+    local g, q = gold[i] == positive, pred[i] == positive
+    if g and q then tp = tp + 1 elseif q then fp = fp + 1 elseif g then fn = fn + 1 end
+  end
+  local _, _, f = f1_of(tp, fp, fn)
+  return f
+end
+
+--- Pearson's r of two number lists (NaN when either is constant).
+function M.pearson(x, y)
+  assert(#x == #y, "pearson: the two lists differ in length")
+  local n = #x
+  if n < 2 then return 0 / 0 end
+  local mx, my = 0, 0
+  for i = 1, n do mx, my = mx + x[i], my + y[i] end
+  mx, my = mx / n, my / n
+  local sxy, sxx, syy = 0, 0, 0
+  for i = 1, n do
+    local dx, dy = x[i] - mx, y[i] - my
+    sxy, sxx, syy = sxy + dx * dy, sxx + dx * dx, syy + dy * dy
+  end
+  if sxx == 0 or syy == 0 then return 0 / 0 end
+  return sxy / math.sqrt(sxx * syy)
+end
+
+--- Ranks 1..n of a number list, tied values sharing their mean rank.
+function M.ranks(x)
+  local order = {}
+  for i = 1, #x do order[i] = i end
+  table.sort(order, function(a, b) if x[a] ~= x[b] then return x[a] < x[b] end return a < b end)
+  local r, i = {}, 1
+  while i <= #order do
+    local j = i
+    while j < #order and x[order[j + 1]] == x[order[i]] do j = j + 1 end
+    for k = i, j do r[order[k]] = (i + j) / 2 end
+    i = j + 1
+  end
+  return r
+end
+
+--- Spearman's rho: Pearson's r of the ranks, ties at their mean rank (as
+-- scipy.stats.spearmanr).
+function M.spearman(x, y)
+  assert(#x == #y, "spearman: the two lists differ in length")
+  return M.pearson(M.ranks(x), M.ranks(y))
 end
 
 local Confusion = class("Confusion")

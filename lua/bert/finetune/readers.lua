@@ -6,6 +6,7 @@
 --
 -- Classification (TSV or JSONL): text[, text_pair], label.
 -- CoNLL column format: word ... tag, blank lines between sentences.
+-- CoNLL-U (Universal Dependencies): FORM and UPOS.
 -- SQuAD v1.1 / v2.0 JSON.
 local util = require("bert.finetune.util")
 
@@ -314,6 +315,46 @@ function M.write_conll(path, sentences, predictions)
   return util.write_file(path, table.concat(parts, "\n") .. "\n")
 end
 -- }============================================================
+
+--- Reads CoNLL-U (Universal Dependencies): sentences of {words (FORM),
+-- tags (UPOS, or column opts.column), line, id (the `# sent_id`), text
+-- (the `# text`)}.  Multiword-token lines (ID 1-2) and empty nodes (ID
+-- 1.1) are skipped: the tags belong to the syntactic words.
+function M.read_conllu(path, opts)
+  opts = opts or {}
+  local col = opts.column or 4
+  local text = open_text(path)
+  local out, cur = {}, nil
+  local function flush()
+    if cur and #cur.words > 0 then out[#out + 1] = cur end
+    cur = nil
+  end
+  for n, line in lines(text) do
+    if line == "" then
+      flush()
+    else
+      cur = cur or {words = {}, tags = {}, line = n, source = path}
+      if line:sub(1, 1) == "#" then
+        local key, value = line:match("^#%s*([%w_]+)%s*=%s*(.-)%s*$")
+        if key == "sent_id" then cur.id = value elseif key == "text" then cur.text = value end
+      else
+        local cols = split_tabs(line)
+        if #cols ~= 10 then fail(path, n, "expected 10 tab-separated CoNLL-U columns, got %d", #cols) end
+        local id = cols[1]
+        if id:match("^%d+$") then
+          if cols[col] == "" or cols[col] == "_" then fail(path, n, "word '%s' has no tag in column %d", cols[2], col) end
+          cur.words[#cur.words + 1] = cols[2]
+          cur.tags[#cur.tags + 1] = cols[col]
+        elseif not (id:match("^%d+%-%d+$") or id:match("^%d+%.%d+$")) then
+          fail(path, n, "bad CoNLL-U ID '%s' (expected N, N-M or N.M)", id)
+        end
+      end
+    end
+  end
+  flush()
+  if #out == 0 then fail(path, nil, "no sentences") end
+  return out
+end
 
 -- {============================================================ SQuAD
 

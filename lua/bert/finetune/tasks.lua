@@ -16,6 +16,10 @@
 --   synthetic-qa SQuAD-format cloze questions generated from the Brown
 --                documents (bert.finetune.synthetic_qa); SYNTHETIC data,
 --                not SQuAD.  Written to data/synthetic_qa[_v2]/ on first use.
+--   cola sst2 mrpc stsb rte wnli   GLUE (data/glue); test = the official dev set
+--   squad        SQuAD v1.1 dev (data/squad) split by article
+--   wnut17       WNUT-17 NER (data/wnut17): train / dev / test as released
+--   pos-en pos-de pos-fr pos-zh   UD UPOS (data/ud): the dev file split 90/10, the test file
 -- A path: a file (split 80/10/10 by example with the fixed seed), a
 -- directory holding train.* and dev.* / validation.* (and test.*; without
 -- one the dev set is also the test set), or "train,dev[,test]" paths.
@@ -68,7 +72,11 @@ function M.split(list, fractions, seed)
   local n = #list
   local n_dev = math.floor(n * fractions[2] + 0.5)
   local n_test = math.floor(n * fractions[3] + 0.5)
-  if n >= 3 then n_dev, n_test = math.max(n_dev, 1), math.max(n_test, 1) end
+  -- at least one example in each part asked for (a zero fraction stays empty)
+  if n >= 3 then
+    if fractions[2] > 0 then n_dev = math.max(n_dev, 1) end
+    if fractions[3] > 0 then n_test = math.max(n_test, 1) end
+  end
   local train, dev, test = {}, {}, {}
   for k, i in ipairs(order) do
     if k <= n_test then test[#test + 1] = list[i]
@@ -251,9 +259,133 @@ local function synthetic_qa(data_dir, opts)
   return task
 end
 
+-- {============================================================ the evaluation suite
+-- The field's tasks (bert.evaluate runs them), from the files
+-- tools/fetch_data.sh writes.  Where a benchmark's test labels are not
+-- public or a train file is not at hand, the split is made here, fixed by
+-- SPLIT_SEED, and every task's `note` says which split its test is.
+
+local function sorted_labels(kind, lists)
+  local all = {}
+  for _, list in ipairs(lists) do
+    for _, ex in ipairs(list) do
+      if kind == "classification" then all[#all + 1] = ex.label
+      else for _, t in ipairs(ex.tags) do all[#all + 1] = t end end
+    end
+  end
+  local set = util.sorted_set(all)
+  for i, l in ipairs(set) do   -- "O" first: id 0 is "outside"
+    if l == "O" then table.remove(set, i) table.insert(set, 1, "O") break end
+  end
+  return set
+end
+
+-- GLUE (glue_data layout): columns by number where the header is not the
+-- reader's (CoLA has none; MRPC's and STS-B's name other columns);
+-- metric: the one that picks the checkpoint and the learning rate (MRPC:
+-- the mean of accuracy and F1, STS-B: of Pearson and Spearman, as the
+-- GLUE leaderboard averages them).
+M.glue = {
+  cola = {dir = "CoLA", header = false, text = 4, label = 2, labels = {"0", "1"}, metric = "mcc",
+    description = "CoLA: grammatical acceptability of single sentences (Matthews correlation)"},
+  sst2 = {dir = "SST-2", labels = {"0", "1"}, metric = "accuracy",
+    description = "SST-2: binary sentiment of movie-review sentences (accuracy)"},
+  mrpc = {dir = "MRPC", header = true, text = 4, pair = 5, label = 1, labels = {"0", "1"}, positive_label = "1",
+    metric = "accuracy_f1", description = "MRPC: are two news sentences paraphrases (F1 of class 1 and accuracy)"},
+  stsb = {dir = "STS-B", header = true, text = 8, pair = 9, label = 10, regression = true, metric = "pearson_spearman",
+    description = "STS-B: sentence-pair similarity 0-5, regression (Pearson and Spearman correlation)"},
+  rte = {dir = "RTE", labels = {"entailment", "not_entailment"}, metric = "accuracy",
+    description = "RTE: textual entailment of sentence pairs (accuracy)"},
+  wnli = {dir = "WNLI", labels = {"0", "1"}, metric = "accuracy",
+    description = "WNLI: Winograd pronoun entailment (accuracy; left out of the GLUE average, as BERT did)"},
+}
+
+local function glue(name)
+  local g = M.glue[name]
+  return function(data_dir, opts)
+    local function read(split)
+      local path = need(data_dir, "glue/" .. g.dir .. "/" .. split .. ".tsv", "glue", opts)
+      local ex = readers.read_classification(path, {format = "tsv", header = g.header, text_column = g.text,
+        pair_column = g.pair, label_column = g.label, labels = g.labels})
+      for _, e in ipairs(ex) do e.source = path end
+      return ex
+    end
+    local train, dev = M.split(read("train"), {0.9, 0.1, 0}, opts.split_seed)
+    return {
+      name = name, kind = "classification", labels = g.labels, regression = g.regression,
+      positive_label = g.positive_label, metric = g.metric, train = train, dev = dev, test = read("dev"),
+      description = g.description,
+      note = "test is GLUE's official dev set (its test labels are not public); dev is 10% of train held out for " ..
+        "model selection",
+    }
+  end
+end
+
+-- SQuAD v1.1: only the dev file is at hand, so it is split by article
+-- (no article's paragraphs in two parts): 34 articles train, 4 dev, 10 test.
+M.SQUAD_SPLIT = {train = 34, dev = 4, test = 10}
+
+local function squad(data_dir, opts)
+  local path = need(data_dir, "squad/dev-v1.1.json", "squad", opts)
+  local examples = readers.read_squad(path)
+  local titles, seen = {}, {}
+  for _, ex in ipairs(examples) do
+    if not seen[ex.title] then seen[ex.title] = true titles[#titles + 1] = ex.title end
+  end
+  local n = #titles
+  local frac = M.SQUAD_SPLIT
+  local total = frac.train + frac.dev + frac.test
+  local tr, dv, te = M.split(titles, {frac.train / total, frac.dev / total, frac.test / total}, opts.split_seed)
+  local part = {}
+  for _, t in ipairs(tr) do part[t] = "train" end
+  for _, t in ipairs(dv) do part[t] = "dev" end
+  for _, t in ipairs(te) do part[t] = "test" end
+  local task = {name = "squad", kind = "qa", metric = "f1", train = {}, dev = {}, test = {}, split_titles = {
+    train = tr, dev = dv, test = te}}
+  for _, ex in ipairs(examples) do table.insert(task[part[ex.title]], ex) end
+  task.description = "SQuAD v1.1 extractive QA (exact match and F1, the official normalisation)"
+  task.note = string.format("SQuAD v1.1 dev split by article (%d train, %d dev, %d test of %d articles): " ..
+    "not the official dev score", #tr, #dv, #te, n)
+  return task
+end
+
+local function wnut17(data_dir, opts)
+  local function read(file) return readers.read_conll(need(data_dir, "wnut17/" .. file, "wnut17", opts), {scheme = "iob2"}) end
+  local task = {name = "wnut17", kind = "tagging", metric = "entity_f1", train = read("wnut17train.conll"),
+    dev = read("emerging.dev.conll"), test = read("emerging.test.annotated"),
+    description = "WNUT-17 emerging and rare entities (6 types), entity-level F1 (exact span and type)"}
+  task.labels = sorted_labels("tagging", {task.train, task.dev, task.test})
+  return task
+end
+
+-- Universal Dependencies UPOS: the train files are not at hand, so a
+-- treebank's dev file is split 90/10 by sentence (train / model
+-- selection) and its test file is the test.
+M.ud = {en = "UD_English-EWT/en_ewt", de = "UD_German-GSD/de_gsd", fr = "UD_French-GSD/fr_gsd",
+  zh = "UD_Chinese-GSD/zh_gsd"}
+
+local function ud_pos(lang)
+  return function(data_dir, opts)
+    local base = "ud/" .. M.ud[lang]
+    local dev_file = readers.read_conllu(need(data_dir, base .. "-ud-dev.conllu", "ud", opts))
+    local train, dev = M.split(dev_file, {0.9, 0.1, 0}, opts.split_seed)
+    local task = {name = "pos-" .. lang, kind = "tagging", metric = "accuracy", train = train, dev = dev,
+      test = readers.read_conllu(need(data_dir, base .. "-ud-test.conllu", "ud", opts)),
+      description = "Universal Dependencies " .. M.ud[lang]:match("^([^/]+)") .. " UPOS tagging (token accuracy, " ..
+        "first sub-token)",
+      note = "train and dev are 90/10 of the treebank's dev file (its train file is not at hand); test is its test file"}
+    task.labels = sorted_labels("tagging", {task.train, task.dev, task.test})
+    return task
+  end
+end
+
 local builtin = {
   spam = spam, ["brown-genre"] = brown_genre, ["brown-pos"] = brown_pos, ["synthetic-qa"] = synthetic_qa,
+  squad = squad, wnut17 = wnut17,
 }
+for name in pairs(M.glue) do builtin[name] = glue(name) M.kinds[name] = "classification" end
+for lang in pairs(M.ud) do builtin["pos-" .. lang] = ud_pos(lang) M.kinds["pos-" .. lang] = "tagging" end
+M.kinds.squad, M.kinds.wnut17 = "qa", "tagging"
 
 -- {============================================================ files
 

@@ -1,0 +1,494 @@
+--- bert.evaluate: the evaluation suite.  One checkpoint, the field's tasks,
+-- one protocol, a table with the floors beside every score.
+--
+--   local evaluate = require("bert.evaluate")
+--   local results = evaluate.run{model = "runs/pretrain/checkpoint", suite = "glue", output = "runs/eval/x"}
+--
+-- Suites (SUITES): glue (CoLA, SST-2, MRPC, STS-B, RTE, WNLI), blimp
+-- (zero-shot minimal pairs), squad, wnut17, pos (UD English-EWT UPOS), lm
+-- (bits per byte of held-out text), all.  The tasks and their splits are
+-- bert.finetune.tasks'; the zero-shot scorers bert.evaluate.lm and
+-- bert.evaluate.blimp; the floors bert.evaluate.baselines.
+--
+-- Fine-tuning protocol (settings, all overridable): a fixed number of
+-- optimizer steps per task (not epochs: small training sets get the same
+-- number of updates as large ones), the learning rate chosen on the task's
+-- dev split from a small grid with the first seed, then every seed at that
+-- rate; the test figure is mean ± sample sd over the seeds.  Runs that
+-- predict one class for every test example are counted.  With
+-- from_scratch_control the same protocol runs from random weights of the
+-- same architecture.
+--
+-- Output directory: tasks/NAME/RUN/ (one fine-tuning run each, as
+-- experiments/finetune_*.lua writes it, less the weights unless
+-- keep_models), tasks/NAME/result.json (written last: a finished task is
+-- skipped on a rerun; a finished run is reused), results.json, results.md.
+local bert = require("bert")
+local cli = require("bert.cli")
+local fs = require("bert.fs")
+local util = require("bert.finetune.util")
+local tasks = require("bert.finetune.tasks")
+local metrics = require("bert.finetune.metrics")
+
+local M = {}
+
+M.SUITES = {
+  glue = {"cola", "sst2", "mrpc", "stsb", "rte", "wnli"},
+  blimp = {"blimp"},
+  squad = {"squad"},
+  wnut17 = {"wnut17"},
+  pos = {"pos-en"},
+  lm = {"lm"},
+}
+M.SUITES.all = {}
+for _, s in ipairs({"glue", "blimp", "squad", "wnut17", "pos", "lm"}) do
+  for _, t in ipairs(M.SUITES[s]) do table.insert(M.SUITES.all, t) end
+end
+M.ZERO_SHOT = {blimp = true, lm = true}
+
+-- The GLUE average leaves WNLI out, as BERT's paper did (its train and dev
+-- sets are adversarial: a model that learns the train set scores below the
+-- majority class).
+M.GLUE_AVERAGE = {cola = true, sst2 = true, mrpc = true, stsb = true, rte = true}
+
+M.defaults = {
+  steps = 600, seeds = {1, 2, 3}, batch_size = 32, warmup = 0.1, weight_decay = 0.01, seq_len = 128,
+  qa_seq_len = 256, max_dev = 1000, lr_grid = nil,   -- nil: the default rate by hidden size x {1/10, 1/3, 1}
+  blimp_pairs = nil, lm_max_bytes = nil, heldout = "data/english/heldout.txt",
+}
+
+--- The task's headline score (a fraction) from its metrics, as the
+-- benchmark reports it: CoLA MCC, MRPC mean of F1 and accuracy, STS-B mean
+-- of Pearson and Spearman, SQuAD F1, WNUT-17 entity F1, the rest accuracy.
+function M.headline(name, m)
+  if m == nil then return nil end
+  if name == "cola" then return m.mcc
+  elseif name == "mrpc" then return m.f1 and m.accuracy and (m.f1 + m.accuracy) / 2
+  elseif name == "stsb" then return m.pearson and m.spearman and (m.pearson + m.spearman) / 2
+  elseif name == "squad" then return m.f1
+  elseif name == "wnut17" then return m.entity_f1 or m.f1
+  end
+  return m.accuracy
+end
+
+M.headline_name = {cola = "MCC", mrpc = "F1/acc", stsb = "Pearson/Spearman", squad = "F1", wnut17 = "entity F1"}
+
+--- Metrics of predictions against a task's examples (what the models'
+-- evaluation reports, for the baselines): classification labels (numbers
+-- for regression), tag lists for tagging.
+function M.score_predictions(task, pred, examples)
+  if #pred ~= #examples then
+    error(string.format("score_predictions: %d predictions for %d examples of task %s", #pred, #examples, task.name), 2)
+  end
+  if task.kind == "classification" then
+    local gold = {}
+    for i, ex in ipairs(examples) do gold[i] = task.regression and tonumber(ex.label) or ex.label end
+    if task.regression then
+      local r = {pearson = metrics.pearson(pred, gold), spearman = metrics.spearman(pred, gold)}
+      if r.pearson ~= r.pearson then r.pearson, r.spearman = 0, 0 end   -- a constant: no correlation
+      return r
+    end
+    local r = {accuracy = metrics.accuracy(pred, gold), mcc = metrics.matthews_corrcoef(pred, gold)}
+    if task.positive_label then r.f1 = metrics.binary_f1(pred, gold, task.positive_label) end
+    return r
+  elseif task.kind == "tagging" then
+    local gold = {}
+    for i, ex in ipairs(examples) do gold[i] = ex.tags end
+    if metrics.is_entity_scheme(task.labels) then
+      local e = metrics.entity_scores(pred, gold)
+      return {accuracy = e.accuracy, entity_f1 = e.f1, entity_precision = e.precision, entity_recall = e.recall}
+    end
+    local right, n = 0, 0
+    for s, tags in ipairs(gold) do
+      for i, t in ipairs(tags) do n = n + 1 if pred[s][i] == t then right = right + 1 end end
+    end
+    return {accuracy = n > 0 and right / n or 0}
+  end
+  error("score_predictions: task " .. task.name .. " of kind " .. tostring(task.kind) .. " has no baseline metrics", 2)
+end
+
+--- The floors of a fine-tuning task on its test examples: {NAME = {metrics, headline}}.
+-- majority (the commonest training label; for regression the mean), a
+-- bag-of-words linear model (classification), the most frequent tag per
+-- word (tagging).  QA has none here.
+function M.baselines(task, train, test)
+  local base = require("bert.evaluate.baselines")
+  local out = {}
+  local function add(name, pred)
+    local m = M.score_predictions(task, pred, test)
+    out[name] = {metrics = m, headline = M.headline(task.name, m)}
+  end
+  if task.kind == "classification" then
+    add("majority", base.majority(train, test, {labels = task.labels, regression = task.regression}))
+    add("bag_of_words", base.bag_of_words(train, test, {regression = task.regression, labels = task.labels,
+      dev = task.dev}))
+  elseif task.kind == "tagging" then
+    add("most_frequent_tag", base.most_frequent_tag(train, test))
+  end
+  return out
+end
+
+-- {============================================================ statistics
+
+--- Mean and sample standard deviation (nil sd for one value) of a list.
+function M.mean_sd(xs)
+  local n = #xs
+  if n == 0 then return nil, nil end
+  local m = 0
+  for _, x in ipairs(xs) do m = m + x end
+  m = m / n
+  if n < 2 then return m, nil end
+  local v = 0
+  for _, x in ipairs(xs) do v = v + (x - m) ^ 2 end
+  return m, math.sqrt(v / (n - 1))
+end
+-- }============================================================
+
+local function say(opts, fmt, ...)
+  if opts.quiet then return end
+  io.stdout:write(string.format(fmt, ...), "\n")
+  io.stdout:flush()
+end
+
+local function read_json(path)
+  local text = util.read_file(path)
+  if not text then return nil end
+  local v = util.decode_json(text)
+  return type(v) == "table" and v or nil
+end
+
+local function write_json(path, v)
+  local ok, err = util.write_file(path, util.json(v) .. "\n")
+  if not ok then error(string.format("evaluate: cannot write %s: %s", path, tostring(err)), 0) end
+end
+
+local function fmt_lr(lr) return (string.format("%g", lr):gsub("%+", "")) end
+
+--- The learning-rate grid for a model of this hidden size: the default
+-- fine-tuning rate and a third and a tenth of it.
+function M.lr_grid(hidden_size)
+  local d = cli.default_lr("finetune", hidden_size)
+  return {d / 10, d / 3, d}
+end
+
+-- A progress line: run i of n with the elapsed time and, from the mean
+-- time per finished run, the time left.
+local function progress(opts, state, what)
+  state.done = state.done or 0
+  local elapsed = bert.wall_time() - state.started
+  local eta = state.done > 0 and (elapsed / state.done) * (state.total - state.done) or nil
+  say(opts, "[evaluate %d/%d] %s | elapsed %s%s", state.done + 1, state.total, what, cli.format_duration(elapsed),
+    eta and (" | ETA " .. cli.format_duration(eta)) or "")
+end
+
+-- One fine-tuning run (reused when its summary.json exists).
+local function finetune_run(name, kind, dir, settings, opts)
+  local done = read_json(dir .. "/summary.json")
+  if done and done.test then return done, true end
+  fs.remove_tree(dir)
+  local experiment = require("bert.finetune.experiment")
+  local args = {}
+  for k, v in pairs(settings) do args[k] = v end
+  args.task, args.output, args.quiet, args.no_plot = name, dir, not opts.verbose, true
+  local summary = experiment.run(kind, args)
+  if not opts.keep_models then fs.remove_tree(dir .. "/best") fs.remove_tree(dir .. "/tokenizer") end
+  return summary, false
+end
+
+--- Fine-tunes one task with the protocol; returns its result table
+-- {task, kind, metric, lr_grid, dev_by_lr, lr, seeds, runs, test = {metric = {mean, sd, values}},
+--  headline = {mean, sd}, one_class_runs, from_scratch = {...} (with the control), baselines}.
+function M.finetune_task(name, opts, state)
+  local kind = tasks.kinds[name]
+  local task = tasks.load(name, {data_dir = opts.data_dir, fetch = opts.fetch})
+  local dir = opts.output .. "/tasks/" .. name
+  assert(bert.mkdir(opts.output .. "/tasks")) assert(bert.mkdir(dir))
+  local hidden = opts.hidden_size
+  local grid = opts.lr_grid or M.lr_grid(hidden)
+  local base = {
+    model = opts.model, tokenizer = opts.tokenizer, steps = opts.steps, batch_size = opts.batch_size,
+    warmup = opts.warmup, weight_decay = opts.weight_decay, max_train = opts.max_train, max_dev = opts.max_dev,
+    max_eval = math.maxinteger, seq_len = kind == "qa" and opts.qa_seq_len or opts.seq_len, data_dir = opts.data_dir,
+    threads = opts.threads, eval_every = math.max(1, opts.steps // 2), fetch = opts.fetch, device = opts.device,
+    no_varlen = opts.no_varlen,
+  }
+  local function protocol(from_scratch)
+    local tag = from_scratch and "scratch-" or ""
+    local out = {dev_by_lr = {}, runs = {}}
+    local metric = task.metric
+    local best_lr, best_dev
+    for _, lr in ipairs(grid) do
+      progress(opts, state, string.format("%s%s lr %s seed %d (choosing the rate on dev)", tag, name, fmt_lr(lr),
+        opts.seeds[1]))
+      local s = {} for k, v in pairs(base) do s[k] = v end
+      s.lr, s.seed, s.from_scratch = lr, opts.seeds[1], from_scratch or nil
+      local r = finetune_run(name, kind, string.format("%s/%slr%s-seed%d", dir, tag, fmt_lr(lr), opts.seeds[1]), s, opts)
+      state.done = state.done + 1
+      local d = r.dev and r.dev[metric] or 0 / 0
+      out.dev_by_lr[fmt_lr(lr)] = d
+      out.runs[#out.runs + 1] = {lr = lr, seed = opts.seeds[1], dev = r.dev, test = r.test, summary = r}
+      if d == d and (best_dev == nil or d > best_dev) then best_lr, best_dev = lr, d end
+    end
+    best_lr = best_lr or grid[1]
+    out.lr = best_lr
+    local chosen = {}
+    for _, run in ipairs(out.runs) do if run.lr == best_lr then chosen[#chosen + 1] = run end end
+    for i = 2, #opts.seeds do
+      local seed = opts.seeds[i]
+      progress(opts, state, string.format("%s%s lr %s seed %d", tag, name, fmt_lr(best_lr), seed))
+      local s = {} for k, v in pairs(base) do s[k] = v end
+      s.lr, s.seed, s.from_scratch = best_lr, seed, from_scratch or nil
+      local r = finetune_run(name, kind, string.format("%s/%slr%s-seed%d", dir, tag, fmt_lr(best_lr), seed), s, opts)
+      state.done = state.done + 1
+      local run = {lr = best_lr, seed = seed, dev = r.dev, test = r.test, summary = r}
+      out.runs[#out.runs + 1] = run
+      chosen[#chosen + 1] = run
+    end
+    -- every test metric over the chosen rate's seeds
+    local values, heads, one_class = {}, {}, 0
+    for _, run in ipairs(chosen) do
+      for k, v in pairs(run.test or {}) do
+        if type(v) == "number" and k ~= "n" then values[k] = values[k] or {} table.insert(values[k], v) end
+      end
+      heads[#heads + 1] = M.headline(name, run.test)
+      local mb = run.summary.majority_baseline
+      if mb and mb.predicted_classes and mb.predicted_classes <= 1 then one_class = one_class + 1 end
+      run.summary = nil
+    end
+    for _, run in ipairs(out.runs) do run.summary = nil end
+    out.test = {}
+    for k, vs in pairs(values) do
+      local m, sd = M.mean_sd(vs)
+      out.test[k] = {mean = m, sd = sd, values = vs}
+    end
+    local hm, hsd = M.mean_sd(heads)
+    out.headline = {mean = hm, sd = hsd, values = heads}
+    out.one_class_runs = one_class
+    out.seeds = opts.seeds
+    return out
+  end
+
+  local t0 = bert.wall_time()
+  local result = {task = name, kind = kind, metric = task.metric, headline_name = M.headline_name[name] or "accuracy",
+    description = task.description, note = task.note, lr_grid = grid, steps = opts.steps, batch_size = opts.batch_size,
+    n_train = opts.max_train and math.min(opts.max_train, #task.train) or #task.train, n_dev = #task.dev,
+    n_test = #task.test}
+  local pre = protocol(false)
+  for k, v in pairs(pre) do result[k] = v end
+  if opts.from_scratch_control then result.from_scratch = protocol(true) end
+  local train = require("bert.finetune.experiment").subset(task.train, opts.max_train, 1)
+  result.baselines = M.baselines(task, train, task.test)
+  result.seconds = bert.wall_time() - t0
+  return result
+end
+
+-- Loads the checkpoint and its tokenizer once for the zero-shot tasks.
+local function zero_shot_model(opts)
+  if opts._zs then return opts._zs.model, opts._zs.tok end
+  local lm = require("bert.evaluate.lm")
+  local model, tok = lm.load(opts.model, {tokenizer = opts.tokenizer, kind = opts.lm_kind})
+  opts._zs = {model = model, tok = tok}
+  return model, tok
+end
+
+function M.blimp_task(opts, state)
+  progress(opts, state, "blimp (zero-shot minimal pairs)")
+  local blimp = require("bert.evaluate.blimp")
+  local model, tok = zero_shot_model(opts)
+  local r = blimp.run(model, tok, {data_dir = opts.data_dir, pairs_per_paradigm = opts.blimp_pairs,
+    progress = not opts.quiet, batch_tokens = opts.batch_tokens})
+  state.done = state.done + 1
+  r.task, r.kind = "blimp", "zero-shot"
+  r.headline = {mean = r.overall}
+  r.headline_name = "accuracy"
+  return r
+end
+
+function M.lm_task(opts, state)
+  progress(opts, state, "lm (bits per byte of held-out text)")
+  local lm = require("bert.evaluate.lm")
+  local model, tok = zero_shot_model(opts)
+  if not fs.exists(opts.heldout) then
+    if opts.fetch and opts.heldout == M.defaults.heldout then opts.fetch("english") end
+    if not fs.exists(opts.heldout) then
+      error(string.format("evaluate: the held-out text %s is missing: run `sh tools/fetch_data.sh english` " ..
+        "(or pass --heldout FILE)", opts.heldout), 0)
+    end
+  end
+  local r = lm.bits_per_byte(model, tok, opts.heldout, {max_bytes = opts.lm_max_bytes, progress = not opts.quiet,
+    batch_tokens = opts.batch_tokens})
+  state.done = state.done + 1
+  r.task, r.kind, r.heldout = "lm", "zero-shot", opts.heldout
+  r.headline = {mean = r.bits_per_byte}
+  r.headline_name = "bits per byte (lower is better)"
+  return r
+end
+
+-- {============================================================ the report
+
+local function pct(x) return x and string.format("%.1f", 100 * x) or "–" end
+local function pm(h)
+  if not h or not h.mean then return "–" end
+  if h.sd then return string.format("%.1f ± %.1f", 100 * h.mean, 100 * h.sd) end
+  return pct(h.mean)
+end
+
+--- The GLUE average of the tasks run (WNLI left out): mean of the
+-- per-seed-mean headline scores.
+function M.glue_average(results)
+  local sum, n, names = 0, 0, {}
+  for _, t in ipairs(M.SUITES.glue) do
+    local r = results.tasks[t]
+    if M.GLUE_AVERAGE[t] and r and r.headline and r.headline.mean then
+      sum, n = sum + r.headline.mean, n + 1
+      names[#names + 1] = t
+    end
+  end
+  if n == 0 then return nil end
+  return {mean = sum / n, tasks = names}
+end
+
+--- results.md: one row per task, the floors beside each score.
+function M.markdown(results)
+  local L = {}
+  local function add(s) L[#L + 1] = s end
+  add("# Evaluation of " .. results.model)
+  add("")
+  add(string.format("%s, %s. Protocol: %d optimizer steps per task, batch %d, learning rate chosen on dev from {%s} " ..
+    "with seed %d, then seeds %s at that rate; test = mean ± sample sd over the seeds (percentages).",
+    results.date, results.command or "", results.protocol.steps, results.protocol.batch_size,
+    table.concat(results.protocol.lr_grid_text or {}, ", "), results.protocol.seeds[1],
+    table.concat(results.protocol.seeds, ",")))
+  add("")
+  local fine = {}
+  for _, name in ipairs(results.order) do
+    local r = results.tasks[name]
+    if r and not M.ZERO_SHOT[name] then fine[#fine + 1] = r end
+  end
+  if #fine > 0 then
+    add("| task | metric | pretrained | from scratch | majority | bag of words / most frequent tag | lr | runs predicting one class | minutes |")
+    add("|---|---|---|---|---|---|---|---|---|")
+    for _, r in ipairs(fine) do
+      local b = r.baselines or {}
+      local bow = b.bag_of_words or b.most_frequent_tag
+      add(string.format("| %s | %s | %s | %s | %s | %s | %s | %d/%d | %.1f |", r.task, r.headline_name, pm(r.headline),
+        r.from_scratch and pm(r.from_scratch.headline) or "not run", b.majority and pct(b.majority.headline) or "–",
+        bow and pct(bow.headline) or "–", fmt_lr(r.lr), r.one_class_runs or 0, #(r.seeds or {}), (r.seconds or 0) / 60))
+    end
+    local g = results.glue_average
+    if g then
+      add(string.format("| GLUE average (%s) | | %s | %s | | | | | |", table.concat(g.tasks, ", "), pct(g.mean),
+        results.glue_average_scratch and pct(results.glue_average_scratch.mean) or "not run"))
+    end
+    add("")
+    for _, r in ipairs(fine) do
+      if r.note then add(string.format("- %s: %s.", r.task, r.note)) end
+    end
+    add("")
+  end
+  local lmr = results.tasks.lm
+  if lmr then
+    add(string.format("Language modelling: **%.3f bits per byte** of %s (%d bytes, %s scoring).",
+      lmr.bits_per_byte, lmr.heldout, lmr.bytes or 0, lmr.method or "model"))
+    add("")
+  end
+  local bl = results.tasks.blimp
+  if bl then
+    local blimp = require("bert.evaluate.blimp")
+    add(blimp.markdown(bl))
+    add("")
+  end
+  return table.concat(L, "\n") .. "\n"
+end
+-- }============================================================
+
+--- Runs a suite (opts: model, suite or tasks, output, and the protocol's
+-- settings; see M.defaults) and writes results.json and results.md.
+function M.run(opts)
+  local o = {}
+  for k, v in pairs(M.defaults) do o[k] = v end
+  for k, v in pairs(opts) do o[k] = v end
+  opts = o
+  if type(opts.model) ~= "string" then error("evaluate.run: opts.model must be a checkpoint directory", 2) end
+  local names = opts.tasks
+  if not names then
+    names = M.SUITES[opts.suite or "all"]
+    if not names then
+      local s = {}
+      for k in pairs(M.SUITES) do s[#s + 1] = k end
+      table.sort(s)
+      error(string.format("evaluate.run: unknown suite '%s' (%s)", tostring(opts.suite), table.concat(s, ", ")), 2)
+    end
+  end
+  for _, n in ipairs(names) do
+    if not (M.ZERO_SHOT[n] or tasks.kinds[n]) then
+      error(string.format("evaluate.run: unknown task '%s'", tostring(n)), 2)
+    end
+  end
+  if opts.threads then bert.set_num_threads(opts.threads) end
+  local finetune = require("bert.finetune")
+  local dir = finetune.model_dir(opts.model)
+  if not dir and not opts.from_scratch then
+    error(string.format("evaluate: --model %s is not a checkpoint directory (config.json + model.safetensors)",
+      opts.model), 0)
+  end
+  local config = dir and read_json(dir .. "/config.json") or {}
+  opts.hidden_size = opts.hidden_size or config.hidden_size or 128
+  opts.output = opts.output or ("runs/evaluate/" .. opts.model:gsub("/+$", ""):gsub("/checkpoint$", ""):gsub("^.*/", ""))
+  assert(bert.mkdir(opts.output))
+
+  -- runs to make: per fine-tuning task the grid plus the other seeds (twice with the control)
+  local state = {started = bert.wall_time(), total = 0, done = 0}
+  for _, n in ipairs(names) do
+    if M.ZERO_SHOT[n] then state.total = state.total + 1
+    else
+      local per = #(opts.lr_grid or M.lr_grid(opts.hidden_size)) + #opts.seeds - 1
+      state.total = state.total + per * (opts.from_scratch_control and 2 or 1)
+    end
+  end
+
+  local results = {model = opts.model, date = os.date("!%Y-%m-%d %H:%M UTC"), command = opts.command, order = names,
+    tasks = {}, protocol = {steps = opts.steps, batch_size = opts.batch_size, seeds = opts.seeds,
+      lr_grid = opts.lr_grid or M.lr_grid(opts.hidden_size), max_train = opts.max_train, max_dev = opts.max_dev,
+      warmup = opts.warmup, seq_len = opts.seq_len, qa_seq_len = opts.qa_seq_len,
+      from_scratch_control = opts.from_scratch_control == true}}
+  results.protocol.lr_grid_text = {}
+  for i, lr in ipairs(results.protocol.lr_grid) do results.protocol.lr_grid_text[i] = fmt_lr(lr) end
+  for _, n in ipairs(names) do
+    local marker = opts.output .. "/tasks/" .. n .. "/result.json"
+    local r = read_json(marker)
+    if r then
+      say(opts, "[evaluate] %s: finished earlier (%s)", n, marker)
+      state.done = state.done + (M.ZERO_SHOT[n] and 1 or
+        (#results.protocol.lr_grid + #opts.seeds - 1) * (opts.from_scratch_control and 2 or 1))
+    else
+      if n == "blimp" then r = M.blimp_task(opts, state)
+      elseif n == "lm" then r = M.lm_task(opts, state)
+      else r = M.finetune_task(n, opts, state) end
+      assert(bert.mkdir(opts.output .. "/tasks")) assert(bert.mkdir(opts.output .. "/tasks/" .. n))
+      write_json(marker, r)
+    end
+    results.tasks[n] = r
+    if r.headline and r.headline.mean then
+      say(opts, "[evaluate] %s: %s %s%s", n, r.headline_name or "score",
+        n == "lm" and string.format("%.3f", r.headline.mean) or pm(r.headline),
+        r.baselines and r.baselines.majority and (" (majority " .. pct(r.baselines.majority.headline) .. ")") or "")
+    end
+  end
+  results.glue_average = M.glue_average(results)
+  do   -- the control's GLUE average
+    local scratch = {tasks = {}}
+    for k, r in pairs(results.tasks) do if r.from_scratch then scratch.tasks[k] = r.from_scratch end end
+    results.glue_average_scratch = M.glue_average(scratch)
+  end
+  results.seconds = bert.wall_time() - state.started
+  write_json(opts.output .. "/results.json", results)
+  local md = M.markdown(results)
+  local ok, err = util.write_file(opts.output .. "/results.md", md)
+  if not ok then error("evaluate: cannot write results.md: " .. tostring(err), 0) end
+  say(opts, "\n%s", md)
+  say(opts, "wrote %s/results.json and results.md (%.1f minutes)", opts.output, results.seconds / 60)
+  return results
+end
+
+return M

@@ -1,0 +1,223 @@
+-- The evaluation suite: GLUE/STS-B/MRPC metrics against hand-computed
+-- values, the task readers and splits on small self-made files, regression
+-- fine-tuning, and the suite's orchestration (protocol, table, resume).
+local bert = require("bert")
+local metrics = require("bert.finetune.metrics")
+local readers = require("bert.finetune.readers")
+local tasks = require("bert.finetune.tasks")
+local util = require("bert.finetune.util")
+local evaluate = require("bert.evaluate")
+
+local FIX = "spec/fixtures/finetune/"
+
+local function near(a, b, tol) return math.abs(a - b) <= (tol or 1e-9) end
+
+local function tmpdir()
+  local d = os.tmpname()
+  os.remove(d)
+  assert(bert.mkdir(d))
+  return d
+end
+
+local function write(path, text)
+  local dir = path:match("^(.*)/[^/]+$")
+  os.execute("mkdir -p '" .. dir .. "'")
+  assert(util.write_file(path, text))
+end
+
+local function error_of(fn, ...)
+  local ok, err = pcall(fn, ...)
+  assert.is_false(ok, "expected an error")
+  return tostring(err)
+end
+
+describe("evaluation metrics", function()
+  it("Matthews correlation: binary and multiclass by hand, 0 for one predicted class", function()
+    -- TP 2, FP 1, TN 1, FN 1: (2*1 - 1*1) / sqrt(3*3*2*2) = 1/6
+    assert.is_true(near(1 / 6, metrics.matthews_corrcoef({"1", "1", "0", "0", "1"}, {"1", "0", "0", "1", "1"})))
+    -- 3 classes: 4 right of 6, every class twice in gold and prediction: (4*6 - 12) / (36 - 12) = 0.5
+    assert.is_true(near(0.5, metrics.matthews_corrcoef({0, 1, 1, 0, 2, 2}, {0, 1, 2, 0, 1, 2})))
+    assert.equals(0, metrics.matthews_corrcoef({"1", "1", "1"}, {"1", "0", "1"}))
+    assert.is_true(near(1, metrics.matthews_corrcoef({"a", "b"}, {"a", "b"})))
+    assert.is_true(near(-1, metrics.matthews_corrcoef({"a", "b"}, {"b", "a"})))
+  end)
+
+  it("binary F1 of the positive class (MRPC)", function()
+    -- positive "1": TP 2, FP 1, FN 1 -> P 2/3, R 2/3, F1 2/3
+    assert.is_true(near(2 / 3, metrics.binary_f1({"1", "1", "0", "0", "1"}, {"1", "0", "0", "1", "1"}, "1")))
+    assert.equals(0, metrics.binary_f1({"0", "0"}, {"1", "1"}, "1"))
+  end)
+
+  it("Pearson by hand; Spearman with ties at mean ranks", function()
+    -- sxy 11, sxx 5, syy 26
+    assert.is_true(near(11 / math.sqrt(130), metrics.pearson({1, 2, 3, 4}, {2, 4, 5, 9})))
+    assert.are.same({1, 2.5, 2.5, 4}, metrics.ranks({1, 2, 2, 3}))
+    assert.are.same({3, 1.5, 1.5}, metrics.ranks({7, 5, 5}))
+    -- ranks x {1, 2.5, 2.5, 4}, y {1, 3, 2, 4}: sxy 4.5, sxx 4.5, syy 5
+    assert.is_true(near(4.5 / math.sqrt(22.5), metrics.spearman({1, 2, 2, 3}, {1, 3, 2, 4})))
+    assert.is_true(near(1, metrics.spearman({1, 2, 3}, {10, 20, 300})))   -- monotone, not linear
+    local r = metrics.pearson({1, 1, 1}, {1, 2, 3})
+    assert.is_true(r ~= r, "a constant list has no correlation (NaN)")
+  end)
+end)
+
+describe("evaluation task files", function()
+  it("reads CoNLL-U: words and UPOS, multiword tokens and empty nodes skipped", function()
+    local d = tmpdir()
+    write(d .. "/x.conllu", table.concat({
+      "# sent_id = s1", "# text = I can't go.",
+      "1\tI\tI\tPRON\t_\t_\t0\t_\t_\t_",
+      "2-3\tcan't\t_\t_\t_\t_\t_\t_\t_\t_",
+      "2\tca\tcan\tAUX\t_\t_\t0\t_\t_\t_",
+      "3\tn't\tnot\tPART\t_\t_\t0\t_\t_\t_",
+      "3.1\tgo\tgo\tVERB\t_\t_\t_\t_\t_\t_",
+      "4\t.\t.\tPUNCT\t_\t_\t0\t_\t_\t_", "",
+      "1\tYes\tyes\tINTJ\t_\t_\t0\t_\t_\t_", ""}, "\n"))
+    local s = readers.read_conllu(d .. "/x.conllu")
+    assert.equals(2, #s)
+    assert.are.same({"I", "ca", "n't", "."}, s[1].words)
+    assert.are.same({"PRON", "AUX", "PART", "PUNCT"}, s[1].tags)
+    assert.equals("s1", s[1].id)
+    assert.equals("I can't go.", s[1].text)
+    write(d .. "/bad.conllu", "1\tI\tI\tPRON\t_\t_\n")
+    assert.truthy(error_of(readers.read_conllu, d .. "/bad.conllu"):find("bad.conllu:1: expected 10", 1, true))
+  end)
+
+  it("GLUE tasks: CoLA without a header, MRPC with a BOM, STS-B as regression; test is the official dev", function()
+    local d = tmpdir()
+    local cola, mrpc, stsb = {}, {"\239\187\191Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"},
+      {"index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"}
+    for i = 1, 20 do
+      cola[i] = string.format("src\t%d\t\tsentence number %d .", i % 2, i)
+      mrpc[i + 1] = string.format("%d\t%d\t%d\tfirst %d\tsecond %d", i % 2, i, i + 100, i, i)
+      stsb[i + 1] = string.format("%d\tg\tf\ty\t0\tn\tn\tleft %d\tright %d\t%.3f", i, i, i, i / 4)
+    end
+    write(d .. "/glue/CoLA/train.tsv", table.concat(cola, "\n") .. "\n")
+    write(d .. "/glue/CoLA/dev.tsv", table.concat(cola, "\n", 1, 5) .. "\n")
+    write(d .. "/glue/MRPC/train.tsv", table.concat(mrpc, "\n") .. "\n")
+    write(d .. "/glue/MRPC/dev.tsv", table.concat(mrpc, "\n", 1, 4) .. "\n")
+    write(d .. "/glue/STS-B/train.tsv", table.concat(stsb, "\n") .. "\n")
+    write(d .. "/glue/STS-B/dev.tsv", table.concat(stsb, "\n", 1, 3) .. "\n")
+    local t = tasks.load("cola", {data_dir = d})
+    assert.equals(18, #t.train) assert.equals(2, #t.dev) assert.equals(5, #t.test)
+    assert.equals("mcc", t.metric)
+    assert.equals("sentence number 1 .", t.test[1].text)
+    assert.equals("1", t.test[1].label)
+    local m = tasks.load("mrpc", {data_dir = d})
+    assert.equals(3, #m.test)
+    assert.equals("first 1", m.test[1].text) assert.equals("second 1", m.test[1].text_pair)
+    assert.equals("1", m.positive_label)
+    local s = tasks.load("stsb", {data_dir = d})
+    assert.is_true(s.regression) assert.is_nil(s.labels)
+    assert.equals("0.250", s.test[1].label)
+    assert.equals("right 1", s.test[1].text_pair)
+    -- the split is fixed: the same examples every time
+    local again = tasks.load("cola", {data_dir = d})
+    for i, ex in ipairs(t.dev) do assert.equals(ex.text, again.dev[i].text) end
+    -- a missing file names the command that fetches it
+    assert.truthy(error_of(tasks.load, "rte", {data_dir = d}):find("tools/fetch_data.sh glue", 1, true))
+  end)
+
+  it("SQuAD is split by article: no article's questions in two parts", function()
+    local d = tmpdir()
+    local data = {}
+    for a = 1, 12 do
+      local qas = {}
+      for q = 1, 3 do qas[q] = {id = a .. "-" .. q, question = "what " .. q, answers = {{text = "word", answer_start = 4}}} end
+      data[a] = {title = "Article_" .. a, paragraphs = {{context = "the word here", qas = qas}}}
+    end
+    write(d .. "/squad/dev-v1.1.json", require("cjson").encode({version = "1.1", data = data}))
+    local t = tasks.load("squad", {data_dir = d})
+    local part = {}
+    for _, name in ipairs({"train", "dev", "test"}) do
+      for _, ex in ipairs(t[name]) do
+        assert.is_true(part[ex.title] == nil or part[ex.title] == name, ex.title .. " is in two parts")
+        part[ex.title] = name
+      end
+    end
+    assert.equals(36, #t.train + #t.dev + #t.test)
+    assert.is_true(#t.test > 0 and #t.dev > 0)
+    assert.truthy(t.note:find("not the official dev score", 1, true))
+  end)
+end)
+
+describe("regression fine-tuning (STS-B's head)", function()
+  it("trains a one-output head with MSE and reports Pearson and Spearman", function()
+    local d = tmpdir()
+    local rows = {"index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"}
+    local words = {"the", "food", "was", "good", "bad", "service"}
+    for i = 1, 40 do
+      rows[#rows + 1] = string.format("%d\tg\tf\ty\t0\tn\tn\t%s %s\t%s\t%.1f", i, words[i % 6 + 1], words[(i * 7) % 6 + 1],
+        words[(i * 5) % 6 + 1], (i % 5) * 1.0)
+    end
+    write(d .. "/glue/STS-B/train.tsv", table.concat(rows, "\n") .. "\n")
+    write(d .. "/glue/STS-B/dev.tsv", table.concat(rows, "\n", 1, 12) .. "\n")
+    local experiment = require("bert.finetune.experiment")
+    local s = experiment.run("classification", {task = "stsb", model = "tiny", from_scratch = true, data_dir = d,
+      tokenizer = FIX .. "vocab.txt", steps = 4, batch_size = 8, lr = 1e-3, output = d .. "/run", quiet = true,
+      no_plot = true, threads = 1})
+    assert.is_number(s.test.pearson) assert.is_number(s.test.spearman) assert.is_number(s.test.mse)
+    assert.is_true(s.test.pearson >= -1 and s.test.pearson <= 1)
+    assert.is_nil(s.majority_baseline)
+    local cfg = util.decode_json(util.read_file(d .. "/run/best/config.json"))
+    assert.equals(1, #(function() local n = {} for k in pairs(cfg.id2label) do n[#n + 1] = k end return n end)())
+  end)
+end)
+
+describe("bert.evaluate", function()
+  it("headline scores as the benchmarks report them", function()
+    assert.equals(0.3, evaluate.headline("cola", {mcc = 0.3, accuracy = 0.9}))
+    assert.is_true(near(0.8, evaluate.headline("mrpc", {f1 = 0.9, accuracy = 0.7})))
+    assert.is_true(near(0.6, evaluate.headline("stsb", {pearson = 0.5, spearman = 0.7})))
+    assert.equals(0.4, evaluate.headline("squad", {f1 = 0.4, exact_match = 0.3}))
+    assert.equals(0.2, evaluate.headline("wnut17", {entity_f1 = 0.2, accuracy = 0.9}))
+    assert.equals(0.9, evaluate.headline("rte", {accuracy = 0.9}))
+    local m, sd = evaluate.mean_sd({1, 2, 3, 4})
+    assert.equals(2.5, m) assert.is_true(near(math.sqrt(5 / 3), sd))
+    local avg = evaluate.glue_average({tasks = {cola = {headline = {mean = 0.2}}, rte = {headline = {mean = 0.6}},
+      wnli = {headline = {mean = 0.1}}}})
+    assert.is_true(near(0.4, avg.mean), "WNLI is left out of the GLUE average")
+  end)
+
+  it("baselines are scored with the task's own metrics", function()
+    local task = {name = "cola", kind = "classification", labels = {"0", "1"}}
+    local r = evaluate.score_predictions(task, {"1", "1", "1"}, {{label = "1"}, {label = "0"}, {label = "1"}})
+    assert.is_true(near(2 / 3, r.accuracy)) assert.equals(0, r.mcc)
+    local pos = {name = "pos-en", kind = "tagging", labels = {"NOUN", "VERB"}}
+    local p = evaluate.score_predictions(pos, {{"NOUN", "NOUN"}}, {{tags = {"NOUN", "VERB"}}})
+    assert.equals(0.5, p.accuracy)
+    assert.truthy(error_of(evaluate.score_predictions, task, {"1"}, {{label = "1"}, {label = "0"}})
+      :find("1 predictions for 2 examples of task cola", 1, true))
+  end)
+
+  it("runs a fine-tuning task with the protocol, writes the table, and skips it when rerun", function()
+    local d = tmpdir()
+    local rows = {"sentence\tlabel"}
+    for i = 1, 30 do rows[#rows + 1] = (i % 2 == 0 and "the food was good" or "the service was bad") .. "\t" .. i % 2 end
+    write(d .. "/glue/SST-2/train.tsv", table.concat(rows, "\n") .. "\n")
+    write(d .. "/glue/SST-2/dev.tsv", table.concat(rows, "\n", 1, 9) .. "\n")
+    local ckpt = d .. "/ckpt"
+    local tok = assert(require("bert.tokenizer").load(FIX .. "vocab.txt"))
+    local model = bert.model("BertForMaskedLM", "tiny", {vocab_size = tok:vocab_size()})
+    assert(model:save_pretrained(ckpt))
+    assert(require("bert.model_dir").save_tokenizer(ckpt, tok))
+    local opts = {model = ckpt, tasks = {"sst2"}, data_dir = d, output = d .. "/eval", steps = 2, batch_size = 8,
+      seeds = {1, 2}, lr_grid = {1e-3, 3e-3}, quiet = true, threads = 1}
+    local r = evaluate.run(opts)
+    local t = r.tasks.sst2
+    assert.equals(3, #t.runs, "two rates with seed 1, then seed 2 at the chosen rate")
+    assert.equals(2, #t.test.accuracy.values)
+    assert.is_number(t.headline.mean)
+    assert.is_number(t.baselines.majority.headline)
+    assert.is_number(t.baselines.bag_of_words.headline)
+    local md = util.read_file(d .. "/eval/results.md")
+    assert.truthy(md:find("| sst2 | accuracy |", 1, true))
+    assert.truthy(md:find("GLUE average", 1, true))
+    assert.truthy(util.exists(d .. "/eval/tasks/sst2/result.json"))
+    -- a rerun reads the finished task instead of training again
+    os.execute("rm -rf '" .. d .. "/eval/tasks/sst2/'*seed*")
+    local again = evaluate.run(opts)
+    assert.equals(t.headline.mean, again.tasks.sst2.headline.mean)
+    assert.truthy(error_of(evaluate.run, {model = ckpt, suite = "nope", quiet = true}):find("unknown suite 'nope'", 1, true))
+  end)
+end)
