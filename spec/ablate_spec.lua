@@ -440,6 +440,42 @@ return {
     assert.matches("| synthetic-qa_exact_match | synthetic-qa_f1 |", read(dir .. "/results.md"), 1, true)
   end)
 
+  it("runs the evaluation suite on every cell's checkpoint (the 'evaluation' field)", function()
+    -- an SST-2-shaped task in a data folder of the spec's own
+    os.execute("mkdir -p '" .. root .. "/evaldata/glue/SST-2'")
+    for _, split in ipairs({"train", "dev"}) do
+      local lines = {"sentence\tlabel"}
+      for _ = 1, 24 do
+        local s = {}
+        for _ = 1, 3 + rnd(5) do s[#s + 1] = words[rnd(#words)] end
+        lines[#lines + 1] = table.concat(s, " ") .. "\t" .. (table.concat(s, " "):find("bird") and "1" or "0")
+      end
+      write(root .. "/evaldata/glue/SST-2/" .. split .. ".tsv", table.concat(lines, "\n") .. "\n")
+    end
+    local path = root .. "/ev.lua"
+    write(path, string.format([[
+return {
+  name = "ev",
+  axes = {{name = "objective", values = {"mlm"}}},
+  fixed = {model = %q, corpus = %q, tokenizer = "wordpiece", vocab_size = 120, batch_size = 4, seq_len = 32,
+           max_eval = 16, threads = 1},
+  seeds = {1},
+  budget = {steps = 2},
+  evaluation = {tasks = {"sst2"}, data_dir = %q, steps = 2, batch_size = 8, seeds = {1, 2}, lr_grid = {1e-3}},
+}
+]], root .. "/config.json", root .. "/corpus.txt", root .. "/evaldata"))
+    local dir = root .. "/ev-out"
+    assert.is_true(ablate_cmd(path .. " --output " .. dir, root .. "/log9"), read(root .. "/log9.err"))
+    local results = cjson.decode(read(dir .. "/results.json"))
+    assert.same({}, results.missing)
+    local m = results.rows[1].metrics
+    assert.is_number(m.eval_sst2.mean)
+    assert.is_number(m.eval_glue.mean)
+    local ev = cjson.decode(read(dir .. "/cells/objective=mlm_seed=1/evaluate/results.json"))
+    assert.equal(2, #ev.tasks.sst2.runs)   -- one rate with seed 1, then seed 2
+    assert.near(ev.tasks.sst2.headline.mean, m.eval_sst2.mean, 1e-12)
+  end)
+
   it("draws a learning curve for a numeric axis, from the finished cells (some missing)", function()
     -- the pretrain-vs-scratch shape: a fine-tuning axis of labelled values and one of set sizes;
     -- the cells' results are written by hand, so the means and sds are known

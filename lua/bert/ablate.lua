@@ -23,6 +23,11 @@
 --       -- bert.finetune.experiment settings; kind from the task for spam,
 --       -- brown-genre (classification), brown-pos (tagging), synthetic-qa (qa)
 --   finetune = {...}      -- settings shared by every downstream task
+--   evaluation = {suite = "glue", steps = 300, seeds = {1, 2, 3}, ...}
+--       -- bert.evaluate.run settings: the evaluation suite on every cell's
+--       -- checkpoint (cells/ID/evaluate/), each task's headline score (mean
+--       -- over the fine-tuning seeds) a metric `eval_TASK`, with eval_glue
+--       -- (the GLUE average); `downstream` may then be left out
 --   planned = {{axis = "objective", values = {"clm"}, missing = "why"}, ...}
 --       -- values the ablation is meant to have that cannot run yet: listed
 --       -- at the start and in results.md, never run (a value that cannot run
@@ -40,6 +45,7 @@
 --   teacher-SEED/               the teacher of that seed's distill cells
 --   cells/ID/done.json          a finished cell's metrics (the done-marker)
 --   cells/ID/TASK/              its fine-tuning runs
+--   cells/ID/evaluate/          its evaluation suite (with `evaluation`)
 --   results.json, results.md, plots/*.png (bars per metric; curve-AXIS-METRIC.png
 --   and .dat, a learning curve per numeric axis)
 local cjson = require("cjson")
@@ -176,8 +182,19 @@ function M.load(path, opts)
   for _, k in ipairs({"steps", "time_budget", "output", "resume", "seed"}) do
     need(fixed[k] == nil, "'fixed' may not set " .. k .. " (the grid sets it: budget, seeds, directories)")
   end
-  local downstream = spec.downstream or {{task = "spam", max_train = 1000}}
-  need(type(downstream) == "table" and #downstream >= 1, "'downstream' must be a non-empty list of tasks")
+  local evaluation = spec.evaluation
+  if evaluation ~= nil then
+    need(type(evaluation) == "table", "'evaluation' must be a table of bert.evaluate settings")
+    for _, k in ipairs({"model", "output"}) do
+      need(evaluation[k] == nil, "'evaluation' may not set " .. k .. " (the grid sets it: each cell's checkpoint)")
+    end
+    local suites = require("bert.evaluate").SUITES
+    need(evaluation.tasks ~= nil or suites[evaluation.suite or "all"] ~= nil,
+      "'evaluation.suite' must be one of the evaluation suites, got " .. tostring(evaluation.suite))
+  end
+  local downstream = spec.downstream or (evaluation and {}) or {{task = "spam", max_train = 1000}}
+  need(type(downstream) == "table" and (#downstream >= 1 or evaluation ~= nil),
+    "'downstream' must be a non-empty list of tasks")
   for i, d in ipairs(downstream) do
     need(type(d) == "table" and type(d.task) == "string", "downstream " .. i .. " needs a task name")
     need(d.kind or TASK_KINDS[d.task], "downstream " .. i .. " (" .. d.task .. ") needs a kind " ..
@@ -223,7 +240,7 @@ function M.load(path, opts)
   end
   local grid = {name = spec.name or path:match("([^/]+)%.lua$") or path, description = spec.description,
                 file = path, budget_scale = scale, seeds = spec.seeds, axes = {}, cells = {}, pretrain_runs = {},
-                downstream = {}, planned = planned, teachers = {}}
+                downstream = {}, planned = planned, teachers = {}, evaluation = evaluation}
   for _, axis in ipairs(spec.axes) do grid.axes[#grid.axes + 1] = axis.name end
   for i, d in ipairs(downstream) do
     local dd = copy(spec.finetune)
@@ -544,6 +561,16 @@ function M.run(grid, dir, opts)
         for _, k in ipairs(M.finetune_metrics) do
           if type(ft[k]) == "number" then result.metrics[task.name .. "_" .. k] = ft[k] end
         end
+      end
+      if grid.evaluation then   -- the evaluation suite on this cell's checkpoint (resumable per task)
+        local eopts = copy(grid.evaluation)
+        eopts.model, eopts.output, eopts.quiet = ckpt, cell_dir .. "/evaluate", true
+        eopts.fetch = function(what) os.execute("sh tools/fetch_data.sh " .. what) end
+        local ev = require("bert.evaluate").run(eopts)
+        for name, r in pairs(ev.tasks) do
+          if r.headline and r.headline.mean then result.metrics["eval_" .. name:gsub("%-", "_")] = r.headline.mean end
+        end
+        if ev.glue_average then result.metrics.eval_glue = ev.glue_average.mean end
       end
       result.seconds = bert.wall_time() - t0
       write_json(cell_dir .. "/done.json", result)   -- the done-marker, written last
