@@ -44,8 +44,8 @@ function M.parser()
   cli.add(parser, "tokenizer", {default = "wordpiece", help = "wordpiece, bpe or unigram (train one), or a tokenizer file/directory to load",
     convert = cli.choice_or_path("--tokenizer", {"wordpiece", "bpe", "unigram"}, "tokenizer file or directory")})
   parser:option("--vocab-size", "Vocabulary size when training a tokenizer", "8000"):convert(cli.integer("--vocab-size", 10))
-  parser:option("--corpus", "brown, kjv, or a file in BERT's plain format", "brown")
-    :convert(cli.choice_or_path("--corpus", {"brown", "kjv"}, "corpus file"))
+  parser:option("--corpus", "brown, kjv, english (tools/fetch_english.sh), or a file in BERT's plain format", "brown")
+    :convert(cli.choice_or_path("--corpus", {"brown", "kjv", "english"}, "corpus file"))
   parser:option("--objective", "mlm-nsp (BERT), mlm-sop (ALBERT), mlm (RoBERTa, full sentences), electra " ..
     "(replaced-token detection: ELECTRA, DeBERTa-v3), clm (GPT's left-to-right LM), bilm (ELMo's two " ..
     "one-directional LMs) or distill (DistilBERT, with --teacher); " ..
@@ -234,7 +234,7 @@ function M.run(args)
   -- read and checked before anything is written to the run directory (rank 0
   -- fetches; the other ranks read it once rank 0 is ready, below)
   local corpus_path = args.corpus
-  if args.corpus == "brown" or args.corpus == "kjv" then
+  if args.corpus == "brown" or args.corpus == "kjv" or args.corpus == "english" then
     corpus_path = string.format("data/%s/%s.txt", args.corpus, args.corpus)
     if not exists(corpus_path) and dist.is_main() then
       io.stderr:write("pretrain: fetching the ", args.corpus, " corpus (tools/fetch_data.sh)\n")
