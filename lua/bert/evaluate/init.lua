@@ -85,7 +85,9 @@ function M.score_predictions(task, pred, examples)
     for i, ex in ipairs(examples) do gold[i] = task.regression and tonumber(ex.label) or ex.label end
     if task.regression then
       local r = {pearson = metrics.pearson(pred, gold), spearman = metrics.spearman(pred, gold)}
-      if r.pearson ~= r.pearson then r.pearson, r.spearman = 0, 0 end   -- a constant: no correlation
+      -- a constant prediction (the mean) has no correlation: scored 0, as the models' are
+      if r.pearson ~= r.pearson then r.pearson = 0 end
+      if r.spearman ~= r.spearman then r.spearman = 0 end
       return r
     end
     local r = {accuracy = metrics.accuracy(pred, gold), mcc = metrics.matthews_corrcoef(pred, gold)}
@@ -157,8 +159,18 @@ local function read_json(path)
   return type(v) == "table" and v or nil
 end
 
+-- A copy with NaN and infinities as JSON null: one undefined figure (a
+-- correlation of a constant) must not lose a finished task's results.
+local function finite(v)
+  if type(v) == "number" then return (v == v and v ~= math.huge and v ~= -math.huge) and v or util.null end
+  if type(v) ~= "table" then return v end
+  local out = {}
+  for k, x in pairs(v) do out[k] = finite(x) end
+  return out
+end
+
 local function write_json(path, v)
-  local ok, err = util.write_file(path, util.json(v) .. "\n")
+  local ok, err = util.write_file(path, util.json(finite(v)) .. "\n")
   if not ok then error(string.format("evaluate: cannot write %s: %s", path, tostring(err)), 0) end
 end
 
@@ -295,8 +307,8 @@ function M.blimp_task(opts, state)
   progress(opts, state, "blimp (zero-shot minimal pairs)")
   local blimp = require("bert.evaluate.blimp")
   local model, tok = zero_shot_model(opts)
-  local r = blimp.run(model, tok, {data_dir = opts.data_dir, pairs_per_paradigm = opts.blimp_pairs,
-    progress = not opts.quiet, batch_tokens = opts.batch_tokens})
+  local r = blimp.run(model, tok, {dir = (opts.data_dir or os.getenv("BERT_DATA") or "data") .. "/blimp",
+    pairs = opts.blimp_pairs, progress = not opts.quiet})
   state.done = state.done + 1
   r.task, r.kind = "blimp", "zero-shot"
   r.headline = {mean = r.overall}
@@ -315,8 +327,7 @@ function M.lm_task(opts, state)
         "(or pass --heldout FILE)", opts.heldout), 0)
     end
   end
-  local r = lm.bits_per_byte(model, tok, opts.heldout, {max_bytes = opts.lm_max_bytes, progress = not opts.quiet,
-    batch_tokens = opts.batch_tokens})
+  local r = lm.bits_per_byte(model, tok, opts.heldout, {max_bytes = opts.lm_max_bytes, progress = not opts.quiet})
   state.done = state.done + 1
   r.task, r.kind, r.heldout = "lm", "zero-shot", opts.heldout
   r.headline = {mean = r.bits_per_byte}
