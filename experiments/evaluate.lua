@@ -64,7 +64,8 @@ p:option("--blimp-pairs", "BLiMP: the first N pairs of each of the 67 paradigms 
   :convert(cli.integer("--blimp-pairs", 1))
 p:option("--heldout", "Held-out text for bits per byte (BERT's plain format)", d.heldout)
 p:option("--lm-max-bytes", "Score at most this many bytes of the held-out text"):convert(cli.integer("--lm-max-bytes", 1))
-p:option("--qa-seq-len", "SQuAD: tokens per window", tostring(d.qa_seq_len)):convert(cli.integer("--qa-seq-len", 8))
+p:option("--qa-seq-len", "SQuAD: tokens per window (default 128: the length our pretraining runs train " ..
+  "positions to; BERT's is 384)", tostring(d.qa_seq_len)):convert(cli.integer("--qa-seq-len", 8))
 p:flag("--keep-models", "Keep every fine-tuned model (default: only summaries and predictions)")
 p:flag("--verbose", "Print every fine-tuning run's own log")
 cli.add(p, "tokenizer", "batch_size", "warmup", "weight_decay", "seq_len", "threads", "data_dir", "device", "no_varlen",

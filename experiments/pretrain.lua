@@ -1,6 +1,7 @@
 -- Pretraining BERT: masked language modelling plus next-sentence prediction
--- (or sentence-order prediction, or neither), on Brown, the KJV Bible or any
--- corpus in BERT's plain format.  `--help` lists the flags.
+-- (or sentence-order prediction, or neither), on Brown, the KJV Bible, the
+-- English corpus (six sources, evaluation texts removed) or any corpus in
+-- BERT's plain format.  `--help` lists the flags.
 --
 --   lua5.4 experiments/pretrain.lua --model tiny --corpus brown --time-budget 600 --output runs/x
 --   lua5.4 experiments/pretrain.lua --objective none ...     # RoBERTa's ablation of NSP

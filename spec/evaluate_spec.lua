@@ -58,6 +58,12 @@ describe("evaluation metrics", function()
     assert.is_true(near(1, metrics.spearman({1, 2, 3}, {10, 20, 300})))   -- monotone, not linear
     local r = metrics.pearson({1, 1, 1}, {1, 2, 3})
     assert.is_true(r ~= r, "a constant list has no correlation (NaN)")
+    local c = {}
+    for i = 1, 1000 do c[i] = 2.4 end   -- its float mean is not exactly 2.4
+    local y = {}
+    for i = 1, 1000 do y[i] = i end
+    r = metrics.pearson(c, y)
+    assert.is_true(r ~= r, "rounding must not give a constant a correlation")
   end)
 end)
 

@@ -7,7 +7,7 @@
 --   local cli = require("bert.cli")
 --   local p = cli.parser("pretrain.lua", "Pretrain a BERT model.")
 --   cli.add(p, "model", "steps", "time_budget", "lr", "warmup", "seed", "resume")
---   p:option("--corpus", "...", "brown"):convert(cli.choice_or_path("--corpus", {"brown", "kjv"}, "a corpus file"))
+--   p:option("--corpus", "...", "brown"):convert(cli.choice_or_path("--corpus", {"brown", "kjv", "english"}, "a corpus file"))
 --   local args = p:parse()
 --
 -- Tools that parse their own arguments call cli.help(arg, usage) first, so

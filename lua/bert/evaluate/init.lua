@@ -52,8 +52,8 @@ M.ZERO_SHOT = {blimp = true, lm = true}
 M.GLUE_AVERAGE = {cola = true, sst2 = true, mrpc = true, stsb = true, rte = true}
 
 M.defaults = {
-  steps = 600, seeds = {1, 2, 3}, batch_size = 32, warmup = 0.1, weight_decay = 0.01, seq_len = 128,
-  qa_seq_len = 256, max_dev = 1000, lr_grid = nil,   -- nil: the default rate by hidden size x {1/10, 1/3, 1}
+  steps = 200, seeds = {1, 2, 3}, batch_size = 32, warmup = 0.1, weight_decay = 0.01, seq_len = 128,
+  qa_seq_len = 128, max_dev = 1000, lr_grid = nil,   -- nil: the default rate by hidden size x {1/10, 1/3, 1}
   blimp_pairs = nil, lm_max_bytes = nil, heldout = "data/english/heldout.txt",
 }
 
@@ -122,8 +122,15 @@ function M.baselines(task, train, test)
   end
   if task.kind == "classification" then
     add("majority", base.majority(train, test, {labels = task.labels, regression = task.regression}))
+    -- its L2 strength is chosen on the task's dev split by the task's own headline score
+    local function dev_score(pred, gold)
+      local examples = {}
+      for i, g in ipairs(gold) do examples[i] = {label = g} end
+      local h = M.headline(task.name, M.score_predictions(task, pred, examples))
+      return h or M.score_predictions(task, pred, examples).accuracy
+    end
     add("bag_of_words", base.bag_of_words(train, test, {regression = task.regression, labels = task.labels,
-      dev = task.dev}))
+      dev = task.dev, score = dev_score}))
   elseif task.kind == "tagging" then
     add("most_frequent_tag", base.most_frequent_tag(train, test))
   end
@@ -221,7 +228,8 @@ function M.finetune_task(name, opts, state)
     model = opts.model, tokenizer = opts.tokenizer, steps = opts.steps, batch_size = opts.batch_size,
     warmup = opts.warmup, weight_decay = opts.weight_decay, max_train = opts.max_train, max_dev = opts.max_dev,
     max_eval = math.maxinteger, seq_len = kind == "qa" and opts.qa_seq_len or opts.seq_len, data_dir = opts.data_dir,
-    threads = opts.threads, eval_every = math.max(1, opts.steps // 2), fetch = opts.fetch, device = opts.device,
+    -- one dev evaluation, after the last step: the rate is chosen on it, not the step
+    threads = opts.threads, eval_every = opts.steps, fetch = opts.fetch, device = opts.device,
     no_varlen = opts.no_varlen,
   }
   local function protocol(from_scratch)

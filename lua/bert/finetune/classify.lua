@@ -102,7 +102,8 @@ function M.evaluate(model, features, opts)
     local r = {pearson = metrics.pearson(pred, gold), spearman = metrics.spearman(pred, gold),
       mse = #features > 0 and se / #features or 0, n = #features}
     -- a constant prediction has no correlation: scored 0, as a floor, not NaN
-    if r.pearson ~= r.pearson then r.pearson, r.spearman = 0, 0 end
+    if r.pearson ~= r.pearson then r.pearson = 0 end
+    if r.spearman ~= r.spearman then r.spearman = 0 end
     r.pearson_spearman = (r.pearson + r.spearman) / 2
     return r, {predictions = pred, gold = gold}
   end

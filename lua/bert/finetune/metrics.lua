@@ -101,6 +101,8 @@ function M.pearson(x, y)
   assert(#x == #y, "pearson: the two lists differ in length")
   local n = #x
   if n < 2 then return 0 / 0 end
+  local function constant(v) for i = 2, n do if v[i] ~= v[1] then return false end end return true end
+  if constant(x) or constant(y) then return 0 / 0 end   -- exactly: rounding must not make it 1e-16
   local mx, my = 0, 0
   for i = 1, n do mx, my = mx + x[i], my + y[i] end
   mx, my = mx / n, my / n
