@@ -60,8 +60,8 @@ p:option("--max-train", "Fine-tune on a fixed subset of N training examples (the
 p:option("--max-dev", "Choose the rate and checkpoint on at most N dev examples", tostring(d.max_dev))
   :convert(cli.integer("--max-dev", 1))
 p:flag("--scratch", "Also run every fine-tuning task from random weights of the same architecture (the control)")
-p:option("--blimp-pairs", "BLiMP: the first N pairs of each of the 67 paradigms (default all 1,000)")
-  :convert(cli.integer("--blimp-pairs", 1))
+p:option("--blimp-pairs", "BLiMP: the first N pairs of each of the 67 paradigms (1000: all of them)",
+  tostring(d.blimp_pairs)):convert(cli.integer("--blimp-pairs", 1))
 p:option("--heldout", "Held-out text for bits per byte (BERT's plain format)", d.heldout)
 p:option("--lm-max-bytes", "Score at most this many bytes of the held-out text"):convert(cli.integer("--lm-max-bytes", 1))
 p:option("--qa-seq-len", "SQuAD: tokens per window (default 128: the length our pretraining runs train " ..
