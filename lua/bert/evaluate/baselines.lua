@@ -550,19 +550,10 @@ local function predict(X, x, C, F, labels)
   return out
 end
 
+-- Pearson's r for choosing the L2 strength; a constant prediction scores 0
 local function pearson(a, b)
-  local n = #a
-  if n < 2 then return 0 end
-  local ma, mb = 0, 0
-  for i = 1, n do ma, mb = ma + a[i], mb + b[i] end
-  ma, mb = ma / n, mb / n
-  local sab, saa, sbb = 0, 0, 0
-  for i = 1, n do
-    local da, db = a[i] - ma, b[i] - mb
-    sab, saa, sbb = sab + da * db, saa + da * da, sbb + db * db
-  end
-  if saa == 0 or sbb == 0 then return 0 end
-  return sab / math.sqrt(saa * sbb)
+  local r = require("bert.finetune.metrics").pearson(a, b)
+  return r == r and r or 0
 end
 
 local function accuracy(pred, gold)

@@ -265,7 +265,8 @@ end
 -- public or a train file is not at hand, the split is made here, fixed by
 -- SPLIT_SEED, and every task's `note` says which split its test is.
 
-local function sorted_labels(kind, lists)
+local function labels_of(kind, lists)
+  if kind == "qa" then return nil end
   local all = {}
   for _, list in ipairs(lists) do
     for _, ex in ipairs(list) do
@@ -274,7 +275,8 @@ local function sorted_labels(kind, lists)
     end
   end
   local set = util.sorted_set(all)
-  for i, l in ipairs(set) do   -- "O" first: id 0 is "outside"
+  -- "O" first for entity tags, so the fallback and id 0 are "outside"
+  for i, l in ipairs(set) do
     if l == "O" then table.remove(set, i) table.insert(set, 1, "O") break end
   end
   return set
@@ -354,7 +356,7 @@ local function wnut17(data_dir, opts)
   local task = {name = "wnut17", kind = "tagging", metric = "entity_f1", train = read("wnut17train.conll"),
     dev = read("emerging.dev.conll"), test = read("emerging.test.annotated"),
     description = "WNUT-17 emerging and rare entities (6 types), entity-level F1 (exact span and type)"}
-  task.labels = sorted_labels("tagging", {task.train, task.dev, task.test})
+  task.labels = labels_of("tagging", {task.train, task.dev, task.test})
   return task
 end
 
@@ -374,7 +376,7 @@ local function ud_pos(lang)
       description = "Universal Dependencies " .. M.ud[lang]:match("^([^/]+)") .. " UPOS tagging (token accuracy, " ..
         "first sub-token)",
       note = "train and dev are 90/10 of the treebank's dev file (its train file is not at hand); test is its test file"}
-    task.labels = sorted_labels("tagging", {task.train, task.dev, task.test})
+    task.labels = labels_of("tagging", {task.train, task.dev, task.test})
     return task
   end
 end
@@ -402,22 +404,6 @@ local function read_any(kind, path, opts, labels)
   end
 end
 
-local function labels_of(kind, lists)
-  if kind == "qa" then return nil end
-  local all = {}
-  for _, list in ipairs(lists) do
-    for _, ex in ipairs(list) do
-      if kind == "classification" then all[#all + 1] = ex.label
-      else for _, t in ipairs(ex.tags) do all[#all + 1] = t end end
-    end
-  end
-  local set = util.sorted_set(all)
-  -- "O" first for entity tags, so the fallback and id 0 are "outside"
-  for i, l in ipairs(set) do
-    if l == "O" then table.remove(set, i) table.insert(set, 1, "O") break end
-  end
-  return set
-end
 
 local function find_split(dir, names)
   local exts = {"tsv", "jsonl", "json", "txt", "conll", "iob", "iob1", "iob2", "csv"}
