@@ -318,7 +318,9 @@ function M.blimp_task(opts, state)
   progress(opts, state, "blimp (zero-shot minimal pairs)")
   local blimp = require("bert.evaluate.blimp")
   local model, tok = zero_shot_model(opts)
-  local r = blimp.run(model, tok, {dir = (opts.data_dir or os.getenv("BERT_DATA") or "data") .. "/blimp",
+  local dir = (opts.data_dir or os.getenv("BERT_DATA") or "data") .. "/blimp"
+  if not fs.exists(dir .. "/models_summary.jsonl") and opts.fetch then opts.fetch("blimp") end
+  local r = blimp.run(model, tok, {dir = dir,
     pairs = opts.blimp_pairs, chunk = 4096, progress = not opts.quiet and function(done, total, seconds)
       say(opts, "  blimp: %d/%d sentences scored, %s%s", done, total, cli.format_duration(seconds),
         done < total and (", ETA " .. cli.format_duration(seconds / done * (total - done))) or "")
