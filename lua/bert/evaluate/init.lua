@@ -198,7 +198,8 @@ end
 local function progress(opts, state, what)
   state.done = state.done or 0
   local elapsed = bert.wall_time() - state.started
-  local eta = state.done > 0 and (elapsed / state.done) * (state.total - state.done) or nil
+  local ran = state.done - (state.skipped or 0)   -- runs made by this process: what the time was spent on
+  local eta = ran > 0 and (elapsed / ran) * (state.total - state.done) or nil
   say(opts, "[evaluate %d/%d] %s | elapsed %s%s", state.done + 1, state.total, what, cli.format_duration(elapsed),
     eta and (" | ETA " .. cli.format_duration(eta)) or "")
 end
@@ -245,8 +246,9 @@ function M.finetune_task(name, opts, state)
         opts.seeds[1]))
       local s = {} for k, v in pairs(base) do s[k] = v end
       s.lr, s.seed, s.from_scratch = lr, opts.seeds[1], from_scratch or nil
-      local r = finetune_run(name, kind, string.format("%s/%slr%s-seed%d", dir, tag, fmt_lr(lr), opts.seeds[1]), s, opts)
-      state.done = state.done + 1
+      local r, reused = finetune_run(name, kind, string.format("%s/%slr%s-seed%d", dir, tag, fmt_lr(lr), opts.seeds[1]),
+        s, opts)
+      state.done, state.skipped = state.done + 1, (state.skipped or 0) + (reused and 1 or 0)
       local d = r.dev and r.dev[metric] or 0 / 0
       out.dev_by_lr[fmt_lr(lr)] = d
       out.runs[#out.runs + 1] = {lr = lr, seed = opts.seeds[1], dev = r.dev, test = r.test, summary = r}
@@ -261,8 +263,9 @@ function M.finetune_task(name, opts, state)
       progress(opts, state, string.format("%s%s lr %s seed %d", tag, name, fmt_lr(best_lr), seed))
       local s = {} for k, v in pairs(base) do s[k] = v end
       s.lr, s.seed, s.from_scratch = best_lr, seed, from_scratch or nil
-      local r = finetune_run(name, kind, string.format("%s/%slr%s-seed%d", dir, tag, fmt_lr(best_lr), seed), s, opts)
-      state.done = state.done + 1
+      local r, reused = finetune_run(name, kind, string.format("%s/%slr%s-seed%d", dir, tag, fmt_lr(best_lr), seed), s,
+        opts)
+      state.done, state.skipped = state.done + 1, (state.skipped or 0) + (reused and 1 or 0)
       local run = {lr = best_lr, seed = seed, dev = r.dev, test = r.test, summary = r}
       out.runs[#out.runs + 1] = run
       chosen[#chosen + 1] = run
@@ -489,8 +492,9 @@ function M.run(opts)
     local r = read_json(marker)
     if r then
       say(opts, "[evaluate] %s: finished earlier (%s)", n, marker)
-      state.done = state.done + (M.ZERO_SHOT[n] and 1 or
-        (#results.protocol.lr_grid + #opts.seeds - 1) * (opts.from_scratch_control and 2 or 1))
+      local runs = M.ZERO_SHOT[n] and 1 or
+        (#results.protocol.lr_grid + #opts.seeds - 1) * (opts.from_scratch_control and 2 or 1)
+      state.done, state.skipped = state.done + runs, (state.skipped or 0) + runs
     else
       if n == "blimp" then r = M.blimp_task(opts, state)
       elseif n == "lm" then r = M.lm_task(opts, state)
