@@ -384,10 +384,17 @@ return {
     assert.near(-0.2, a.difference, 1e-12)
     assert.near(-0.2 / math.sqrt(0.02 ^ 2 / 3 + 0.02 ^ 2 / 3), a.welch_t, 1e-9)
     assert.is_true(a.beyond_spread)           -- 0.2 > 0.02 + 0.02
+    -- Welch: se = 0.02 * sqrt(2/3), df = 4, t(0.975, 4) = 2.776445
+    local se = 0.02 * math.sqrt(2 / 3)
+    assert.near(4, a.df, 1e-9)
+    assert.near(-0.2 - 2.776445 * se, a.ci95[1], 1e-6)
+    assert.near(-0.2 + 2.776445 * se, a.ci95[2], 1e-6)
+    assert.is_true(a.finding)
     local b = c[2].metrics.acc
     assert.equal("pretrained, size=300", c[2].baseline)
     assert.near((0.895 + 0.905 + 0.935) / 3 - 0.91, b.difference, 1e-12)
     assert.is_false(b.beyond_spread)          -- 0.0017 < 0.01 + 0.0208
+    assert.is_false(b.finding)                -- its interval holds 0
     -- a single seed on a side: no comparison of that metric
     local one = ablate.comparisons({row("a", {1, 2}), row("b", {3})}, {"acc"})
     assert.same({}, one[1].metrics)

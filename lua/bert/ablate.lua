@@ -116,17 +116,7 @@ end
 -- A name safe as a directory: letters, digits and . _ - = kept.
 local function slug(s) return (s:gsub("[^%w%._%-=]", "_")) end
 
-local function mean_sd(xs)
-  local n = #xs
-  if n == 0 then return nil end
-  local s = 0
-  for _, x in ipairs(xs) do s = s + x end
-  local mean = s / n
-  if n == 1 then return mean, nil, 1 end
-  local ss = 0
-  for _, x in ipairs(xs) do ss = ss + (x - mean) ^ 2 end
-  return mean, math.sqrt(ss / (n - 1)), n   -- the sample standard deviation
-end
+local mean_sd = require("bert.stats").mean_sd
 M.mean_sd = mean_sd
 
 local fmt_duration = require("bert.cli").format_duration
@@ -688,8 +678,16 @@ function M.comparisons(rows, names)
           if x and y and x.sd and y.sd then
             local d = x.mean - y.mean
             local se = math.sqrt(x.sd ^ 2 / x.n + y.sd ^ 2 / y.n)
-            entry.metrics[k] = {difference = d, welch_t = se > 0 and d / se or nil,
-              beyond_spread = math.abs(d) > x.sd + y.sd}
+            local m = {difference = d, welch_t = se > 0 and d / se or nil, beyond_spread = math.abs(d) > x.sd + y.sd}
+            -- the stated rule (bert.stats): a finding when the 95% Welch interval excludes 0
+            local w = x.values and y.values and require("bert.stats").welch(x.values, y.values)
+            if w then
+              m.ci95, m.df, m.p = w.ci, w.df, w.p
+              m.finding = w.ci[1] > 0 or w.ci[2] < 0
+            else
+              m.finding = false
+            end
+            entry.metrics[k] = m
           end
         end
         out[#out + 1] = entry
@@ -794,9 +792,9 @@ function M.summarize(dir)
     md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
   end
   if #results.comparisons > 0 then
-    md[#md + 1] = "\nAgainst the baseline row (the first value of the first axis): difference of the means " ..
-      "(Welch's t); **bold** where the difference is larger than the spread (|difference| > the sum of the two " ..
-      "sample sds, so the ±sd bars do not overlap). Metrics with fewer than two seeds on a side are left blank.\n"
+    md[#md + 1] = "\nAgainst the baseline row (the first value of the first axis): difference of the means, " ..
+      "its 95% Welch interval and Welch's t. The rule: a difference is a finding when its 95% interval excludes 0 " ..
+      "(**bold**); nothing else is. Metrics with fewer than two seeds on a side are left blank.\n"
     local chead, crule = {"cell", "baseline"}, {"---", "---"}
     for _, k in ipairs(names) do chead[#chead + 1] = k; crule[#crule + 1] = "---:" end
     md[#md + 1] = "| " .. table.concat(chead, " | ") .. " |"
@@ -807,9 +805,11 @@ function M.summarize(dir)
         local m = c.metrics[k]
         local cellv = ""
         if m then
-          cellv = string.format(k:find("perplexity$") and "%+.1f" or "%+.4f", m.difference) ..
+          local f = k:find("perplexity$") and "%+.1f" or "%+.4f"
+          cellv = string.format(f, m.difference) ..
+            (m.ci95 and string.format(" [" .. f .. ", " .. f .. "]", m.ci95[1], m.ci95[2]) or "") ..
             (m.welch_t and string.format(" (t %.1f)", m.welch_t) or "")
-          if m.beyond_spread then cellv = "**" .. cellv .. "**" end
+          if m.finding then cellv = "**" .. cellv .. "**" end
         end
         line[#line + 1] = cellv
       end

@@ -143,17 +143,7 @@ end
 -- {============================================================ statistics
 
 --- Mean and sample standard deviation (nil sd for one value) of a list.
-function M.mean_sd(xs)
-  local n = #xs
-  if n == 0 then return nil, nil end
-  local m = 0
-  for _, x in ipairs(xs) do m = m + x end
-  m = m / n
-  if n < 2 then return m, nil end
-  local v = 0
-  for _, x in ipairs(xs) do v = v + (x - m) ^ 2 end
-  return m, math.sqrt(v / (n - 1))
-end
+M.mean_sd = require("bert.stats").mean_sd
 -- }============================================================
 
 local function say(opts, fmt, ...)
