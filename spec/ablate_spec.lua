@@ -468,7 +468,8 @@ return {
            max_eval = 16, threads = 1},
   seeds = {1},
   budget = {steps = 2},
-  evaluation = {tasks = {"sst2"}, data_dir = %q, steps = 2, batch_size = 8, seeds = {1, 2}, lr_grid = {1e-3}},
+  evaluation = {tasks = {"sst2"}, data_dir = %q, steps = 2, batch_size = 8, seeds = {1, 2}, lr_grid = {1e-3},
+                from_scratch_control = true},
 }
 ]], root .. "/config.json", root .. "/corpus.txt", root .. "/evaldata"))
     local dir = root .. "/ev-out"
@@ -481,6 +482,10 @@ return {
     local ev = cjson.decode(read(dir .. "/cells/objective=mlm_seed=1/evaluate/results.json"))
     assert.equal(2, #ev.tasks.sst2.runs)   -- one rate with seed 1, then seed 2
     assert.near(ev.tasks.sst2.headline.mean, m.eval_sst2.mean, 1e-12)
+    -- the control: the same protocol from random weights, and pretrained - scratch
+    assert.equal(2, #ev.tasks.sst2.from_scratch.runs)
+    assert.near(ev.tasks.sst2.from_scratch.headline.mean, m.eval_sst2_scratch.mean, 1e-12)
+    assert.near(m.eval_sst2.mean - m.eval_sst2_scratch.mean, m.eval_sst2_gain.mean, 1e-12)
   end)
 
   it("draws a learning curve for a numeric axis, from the finished cells (some missing)", function()

@@ -27,7 +27,9 @@
 --       -- bert.evaluate.run settings: the evaluation suite on every cell's
 --       -- checkpoint (cells/ID/evaluate/), each task's headline score (mean
 --       -- over the fine-tuning seeds) a metric `eval_TASK`, with eval_glue
---       -- (the GLUE average); `downstream` may then be left out
+--       -- (the GLUE average); with from_scratch_control = true also
+--       -- eval_TASK_scratch (the same architecture from random weights) and
+--       -- eval_TASK_gain (pretrained - scratch); `downstream` may then be left out
 --   planned = {{axis = "objective", values = {"clm"}, missing = "why"}, ...}
 --       -- values the ablation is meant to have that cannot run yet: listed
 --       -- at the start and in results.md, never run (a value that cannot run
@@ -557,10 +559,19 @@ function M.run(grid, dir, opts)
         eopts.model, eopts.output, eopts.quiet = ckpt, cell_dir .. "/evaluate", true
         eopts.fetch = function(what) os.execute("sh tools/fetch_data.sh " .. what) end
         local ev = require("bert.evaluate").run(eopts)
-        for name, r in pairs(ev.tasks) do
-          if r.headline and r.headline.mean then result.metrics["eval_" .. name:gsub("%-", "_")] = r.headline.mean end
+        -- with from_scratch_control, the control's score and pretrained - scratch beside each
+        local function put(key, pre, scratch)
+          result.metrics[key] = pre
+          if scratch then result.metrics[key .. "_scratch"], result.metrics[key .. "_gain"] = scratch, pre - scratch end
         end
-        if ev.glue_average then result.metrics.eval_glue = ev.glue_average.mean end
+        for name, r in pairs(ev.tasks) do
+          if r.headline and r.headline.mean then
+            put("eval_" .. name:gsub("%-", "_"), r.headline.mean, r.from_scratch and r.from_scratch.headline.mean)
+          end
+        end
+        if ev.glue_average then
+          put("eval_glue", ev.glue_average.mean, ev.glue_average_scratch and ev.glue_average_scratch.mean)
+        end
       end
       result.seconds = bert.wall_time() - t0
       write_json(cell_dir .. "/done.json", result)   -- the done-marker, written last
