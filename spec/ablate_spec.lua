@@ -447,7 +447,7 @@ return {
     assert.matches("| synthetic-qa_exact_match | synthetic-qa_f1 |", read(dir .. "/results.md"), 1, true)
   end)
 
-  it("runs the evaluation suite on every cell's checkpoint (the 'evaluation' field)", function()
+  it("runs the evaluation suite on every cell's checkpoint and snapshot, with the from-scratch control", function()
     -- an SST-2-shaped task in a data folder of the spec's own
     os.execute("mkdir -p '" .. root .. "/evaldata/glue/SST-2'")
     for _, split in ipairs({"train", "dev"}) do
@@ -465,7 +465,7 @@ return {
   name = "ev",
   axes = {{name = "objective", values = {"mlm"}}},
   fixed = {model = %q, corpus = %q, tokenizer = "wordpiece", vocab_size = 120, batch_size = 4, seq_len = 32,
-           max_eval = 16, threads = 1},
+           max_eval = 16, threads = 1, snapshots = "0.5"},
   seeds = {1},
   budget = {steps = 2},
   evaluation = {tasks = {"sst2"}, data_dir = %q, steps = 2, batch_size = 8, seeds = {1, 2}, lr_grid = {1e-3},
@@ -486,6 +486,12 @@ return {
     assert.equal(2, #ev.tasks.sst2.from_scratch.runs)
     assert.near(ev.tasks.sst2.from_scratch.headline.mean, m.eval_sst2_scratch.mean, 1e-12)
     assert.near(m.eval_sst2.mean - m.eval_sst2_scratch.mean, m.eval_sst2_gain.mean, 1e-12)
+    -- the learning curve: the snapshot at half the steps, evaluated without a second control
+    assert.is_number(m["eval_sst2@0.5"].mean)
+    assert.near(m["eval_sst2@0.5"].mean - m.eval_sst2_scratch.mean, m["eval_sst2_gain@0.5"].mean, 1e-12)
+    local at = cjson.decode(read(dir .. "/cells/objective=mlm_seed=1/evaluate-at-0.5/results.json"))
+    assert.is_nil(at.tasks.sst2.from_scratch)
+    assert.truthy(at.model:find("snapshot%-1$"))
   end)
 
   it("draws a learning curve for a numeric axis, from the finished cells (some missing)", function()

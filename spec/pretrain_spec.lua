@@ -181,6 +181,25 @@ describe("experiments/pretrain.lua", function()
     assert.is_true(last_lr < 0.15 * peak, string.format("learning rate %.3g at the end (peak %.3g)", last_lr, peak))
   end)
 
+  it("keeps --snapshots at fractions of --steps: model directories for a learning curve", function()
+    local out = tmpdir()
+    assert.is_true(pretrain(out, "--steps 4 --snapshots 0.5,0.25 --objective none --threads 1"))
+    for _, step in ipairs({1, 2}) do
+      local d = out .. "/snapshot-" .. step
+      assert.truthy(io.open(d .. "/config.json"), d)
+      assert.truthy(io.open(d .. "/model.safetensors"), d)
+      assert.is_nil(io.open(d .. "/optimizer.safetensors"), "a snapshot is a model, not a checkpoint")
+    end
+    local summary = cjson.decode(assert(io.open(out .. "/summary.json")):read("a"))
+    assert.same({{fraction = 0.25, step = 1, name = "snapshot-1"}, {fraction = 0.5, step = 2, name = "snapshot-2"}},
+      summary.snapshots)
+    local bad = tmpdir()
+    assert.is_falsy(pretrain(bad, "--time-budget 5 --snapshots 0.5"))
+    assert.truthy(assert(io.open(bad .. ".err")):read("a"):find("--snapshots needs --steps", 1, true))
+    assert.is_falsy(pretrain(bad, "--steps 4 --snapshots 1.5"))
+    assert.truthy(assert(io.open(bad .. ".err")):read("a"):find("expected fractions in (0, 1)", 1, true))
+  end)
+
   it("stops with a clear error on a corrupt checkpoint", function()
     local out = tmpdir()
     assert.is_true(pretrain(out, "--steps 3"))

@@ -426,6 +426,42 @@ local function run_finetuning(cell_dir, ckpt, seed, task, overrides, found)
   return experiment.run(task.kind, opts)
 end
 
+-- The evaluation suite (bert.evaluate, resumable per task) on a cell's
+-- checkpoint, then on each learning-curve snapshot its pretraining kept
+-- (--snapshots): each task's headline score as result.metrics eval_TASK and
+-- eval_TASK@FRACTION; with from_scratch_control, the control (run once, on
+-- the final checkpoint's architecture) as eval_TASK_scratch and
+-- pretrained - scratch as eval_TASK_gain[@FRACTION].
+local function evaluate_cell(settings, result, ckpt, cell_dir, snapshots, run_dir)
+  local scratch = {}
+  local function point(model, out, suffix, control)
+    local opts = copy(settings)
+    opts.model, opts.output, opts.quiet, opts.from_scratch_control = model, out, true, control or nil
+    opts.fetch = function(what) os.execute("sh tools/fetch_data.sh " .. what) end
+    local ev = require("bert.evaluate").run(opts)
+    local scores = {}
+    for name, r in pairs(ev.tasks) do
+      if r.headline and r.headline.mean then
+        local key = "eval_" .. name:gsub("%-", "_")
+        scores[key] = r.headline.mean
+        if r.from_scratch and r.from_scratch.headline.mean then scratch[key] = r.from_scratch.headline.mean end
+      end
+    end
+    if ev.glue_average then scores.eval_glue = ev.glue_average.mean end
+    if ev.glue_average_scratch then scratch.eval_glue = ev.glue_average_scratch.mean end
+    for key, v in pairs(scores) do
+      result.metrics[key .. suffix] = v
+      if scratch[key] then result.metrics[key .. "_gain" .. suffix] = v - scratch[key] end
+    end
+  end
+  point(ckpt, cell_dir .. "/evaluate", "", settings.from_scratch_control)
+  for key, v in pairs(scratch) do result.metrics[key .. "_scratch"] = v end
+  for _, sn in ipairs(snapshots) do
+    point(run_dir .. "/" .. sn.name, string.format("%s/evaluate-at-%g", cell_dir, sn.fraction),
+      string.format("@%g", sn.fraction), false)
+  end
+end
+
 -- Whether a saved grid.json holds grid's settings: the same grid named by
 -- another path (relative, absolute, another checkout) is the same grid.
 local function same_settings(saved_text, grid)
@@ -554,24 +590,9 @@ function M.run(grid, dir, opts)
           if type(ft[k]) == "number" then result.metrics[task.name .. "_" .. k] = ft[k] end
         end
       end
-      if grid.evaluation then   -- the evaluation suite on this cell's checkpoint (resumable per task)
-        local eopts = copy(grid.evaluation)
-        eopts.model, eopts.output, eopts.quiet = ckpt, cell_dir .. "/evaluate", true
-        eopts.fetch = function(what) os.execute("sh tools/fetch_data.sh " .. what) end
-        local ev = require("bert.evaluate").run(eopts)
-        -- with from_scratch_control, the control's score and pretrained - scratch beside each
-        local function put(key, pre, scratch)
-          result.metrics[key] = pre
-          if scratch then result.metrics[key .. "_scratch"], result.metrics[key .. "_gain"] = scratch, pre - scratch end
-        end
-        for name, r in pairs(ev.tasks) do
-          if r.headline and r.headline.mean then
-            put("eval_" .. name:gsub("%-", "_"), r.headline.mean, r.from_scratch and r.from_scratch.headline.mean)
-          end
-        end
-        if ev.glue_average then
-          put("eval_glue", ev.glue_average.mean, ev.glue_average_scratch and ev.glue_average_scratch.mean)
-        end
+      if grid.evaluation then
+        evaluate_cell(grid.evaluation, result, ckpt, cell_dir, pre.snapshots or {},
+          pretrain_dir(dir, cell.pretrain_id))
       end
       result.seconds = bert.wall_time() - t0
       write_json(cell_dir .. "/done.json", result)   -- the done-marker, written last

@@ -74,6 +74,20 @@ function M.parser()
     "max_eval", {help = "Held-out sequences per evaluation (default: all)"},
     "save_every", "log_every", "output", {default = "runs/pretrain"},
     "resume", "no_plot", "no_varlen")
+  parser:option("--snapshots", "Also keep the model at these fractions of --steps (e.g. 0.0625,0.25) as " ..
+    "OUTPUT/snapshot-STEP/: the points of a learning curve"):convert(function(v)
+    local out = {}
+    for item in v:gmatch("[^,]+") do
+      local f = tonumber(item)
+      if not f or not (f > 0 and f < 1) then
+        return nil, "option --snapshots: expected fractions in (0, 1) separated by commas, got '" .. v .. "'"
+      end
+      out[#out + 1] = f
+    end
+    if #out == 0 then return nil, "option --snapshots: expected at least one fraction, got '" .. v .. "'" end
+    table.sort(out)
+    return table.concat(out, ",")
+  end)
   parser:option("--optimizer", "adamw or lamb (ALBERT's)", "adamw"):choices({"adamw", "lamb"})
   parser:option("--beta2", "The optimizer's beta2 (RoBERTa: 0.98)", "0.999"):convert(function(v)
     local b = tonumber(v)
@@ -229,6 +243,16 @@ function M.run(args)
     if why then die(why) end
   end
   if not args.steps and not args.time_budget then args.steps = 1000 end
+  -- learning-curve snapshots at fractions of a step budget (a time budget's total is not known ahead)
+  local snapshots = {}
+  if args.snapshots then
+    if not args.steps then die("--snapshots needs --steps: the fractions are of a fixed number of steps") end
+    for f in tostring(args.snapshots):gmatch("[^,]+") do
+      local step = math.max(1, math.floor(tonumber(f) * args.steps + 0.5))
+      -- the directory's name, not its path: a run directory may be moved
+      snapshots[#snapshots + 1] = {fraction = tonumber(f), step = step, name = string.format("snapshot-%d", step)}
+    end
+  end
 
   -- {============================================================ corpus
   -- read and checked before anything is written to the run directory (rank 0
@@ -444,6 +468,11 @@ function M.run(args)
     output = args.output, save_every = args.save_every, eval_every = args.eval_every, tokenizer = tok,
     log_every = args.log_every, evaluate = evaluate, step_metrics = batch_metrics,
     sharded_batches = true, fingerprint = args,
+    snapshot_steps = #snapshots > 0 and (function()
+      local steps = {}
+      for i, sn in ipairs(snapshots) do steps[i] = sn.step end
+      return steps
+    end)() or nil,
     on_nonfinite = args.on_nonfinite, repair = args.repair,
     get_state = function() return {loader = loader:state(), schedule_total = schedule_total, warmup_steps = warmup_steps} end,
     set_state = function(s)
@@ -512,6 +541,7 @@ function M.run(args)
     mask_prob = args.mask_prob, span_mask = args.span_mask == true, ngram_mask = args.ngram_mask,
     phrase_mask = args.phrase_mask == true,
     optimizer = args.optimizer or "adamw", beta2 = args.beta2 or 0.999, eps = args.eps or 1e-6, recipe = args.recipe}
+  final.snapshots = #snapshots > 0 and snapshots or nil   -- {fraction, step, name}: a learning curve's points
   final.ranks = dist.size()
   final.distributed = summary.distributed   -- gradient all-reduce: wait after backward, overlap
   if not dist.is_main() then return final end   -- rank 0 writes the summary

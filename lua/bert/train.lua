@@ -14,6 +14,7 @@
 --     get_state = function() return {...} end, set_state = function(s) end,  -- e.g. the loader position
 --     on_nonfinite = "stop" | "skip", max_skipped = 10,  -- a NaN/Inf loss or gradient (bert.anomaly)
 --     repair = false,                                   -- resume drops corrupt metrics lines
+--     snapshot_steps = {62, 250},                       -- also keep the model at these steps (output/snapshot-STEP/)
 --   }
 --   trainer:resume()          -- continues from output/checkpoint when there is one
 --   local summary = trainer:run()
@@ -140,6 +141,20 @@ function Trainer:save(name)
   if not ok then return nil, err end
   remove_tree(old)
   return true
+end
+
+--- Writes output/snapshot-STEP/ (the model and its tokenizer, no optimizer:
+-- a learning curve's point, evaluated later) unless it is there already.
+function Trainer:snapshot()
+  if not (self.output and self.writes) then return true end
+  local final = string.format("%s/snapshot-%d", self.output, self.step)
+  if exists(final .. "/config.json") then return true end
+  local tmp = final .. ".tmp"
+  remove_tree(tmp)
+  local ok, err = require("bert.model_dir").save(tmp, self.model, self.tokenizer)
+  if not ok then return nil, err end
+  remove_tree(final)
+  return os.rename(tmp, final)
 end
 
 --- Restores output/checkpoint when present; returns true if it resumed.
@@ -335,6 +350,9 @@ function Trainer:run()
     end
     if self.save_every and self.output and self.step % self.save_every == 0 then
       assert(self:save())
+    end
+    if self.snapshot_steps and self.output then
+      for _, at in ipairs(self.snapshot_steps) do if at == self.step then assert(self:snapshot()) end end
     end
     if self.stopped_early then break end
     if self.after_step then self.after_step(self) end
