@@ -148,6 +148,20 @@ describe("evaluation task files", function()
 end)
 
 describe("regression fine-tuning (STS-B's head)", function()
+  it("every family's sequence-classification head takes num_labels = 1: one output, MSE on float targets", function()
+    for _, fam in ipairs({"bert", "roberta", "albert", "electra", "distilbert", "deberta-v2", "bilm"}) do
+      local arch = bert.models.architecture_for(fam, "sequence_classification")
+      local m = bert.model(arch, "tiny", {vocab_size = 50, num_labels = 1})
+      local out = m:forward{input_ids = bert.tensor({{2, 5, 7, 3, 0}, {2, 8, 3, 0, 0}}, "int32"),
+        attention_mask = bert.tensor({{1, 1, 1, 1, 0}, {1, 1, 1, 0, 0}}, "int32"),
+        labels = bert.tensor({0.5, 2.0}, "float32")}
+      assert.same({2, 1}, out.logits:shape(), arch)
+      local lg = out.logits:totable()
+      local mse = ((lg[1][1] - 0.5) ^ 2 + (lg[2][1] - 2.0) ^ 2) / 2
+      assert.is_true(math.abs(out.loss:item() - mse) <= 1e-5 * (1 + mse), arch)
+    end
+  end)
+
   it("trains a one-output head with MSE and reports Pearson and Spearman", function()
     local d = tmpdir()
     local rows = {"index\tgenre\tfilename\tyear\told_index\tsource1\tsource2\tsentence1\tsentence2\tscore"}
