@@ -239,5 +239,17 @@ describe("bert.evaluate", function()
     local again = evaluate.run(opts)
     assert.equals(t.headline.mean, again.tasks.sst2.headline.mean)
     assert.truthy(error_of(evaluate.run, {model = ckpt, suite = "nope", quiet = true}):find("unknown suite 'nope'", 1, true))
+    -- the control alone first (it needs no trained weights), then a --scratch run reads its runs
+    local o2 = {}
+    for k, v in pairs(opts) do o2[k] = v end
+    o2.output, o2.from_scratch_control, o2.scratch_only = d .. "/eval2", true, true
+    evaluate.run(o2)
+    assert.is_nil(util.exists(d .. "/eval2/tasks/sst2/result.json") or nil, "the control alone finishes no task")
+    local first = util.read_file(d .. "/eval2/tasks/sst2/scratch-lr0.001-seed1/summary.json")
+    assert.truthy(first)
+    o2.scratch_only = nil
+    local both = evaluate.run(o2)
+    assert.equals(first, util.read_file(d .. "/eval2/tasks/sst2/scratch-lr0.001-seed1/summary.json"), "read, not rerun")
+    assert.equals(3, #both.tasks.sst2.from_scratch.runs)
   end)
 end)

@@ -289,6 +289,10 @@ function M.finetune_task(name, opts, state)
     description = task.description, note = task.note, lr_grid = grid, steps = opts.steps, batch_size = opts.batch_size,
     n_train = opts.max_train and math.min(opts.max_train, #task.train) or #task.train, n_dev = #task.dev,
     n_test = #task.test}
+  if opts.scratch_only then   -- the control alone: its runs are kept for a later run to read
+    protocol(true)
+    return nil
+  end
   local pre = protocol(false)
   for k, v in pairs(pre) do result[k] = v end
   if opts.from_scratch_control then result.from_scratch = protocol(true) end
@@ -463,10 +467,10 @@ function M.run(opts)
   -- runs to make: per fine-tuning task the grid plus the other seeds (twice with the control)
   local state = {started = bert.wall_time(), total = 0, done = 0}
   for _, n in ipairs(names) do
-    if M.ZERO_SHOT[n] then state.total = state.total + 1
+    if M.ZERO_SHOT[n] then state.total = state.total + (opts.scratch_only and 0 or 1)
     else
       local per = #(opts.lr_grid or M.lr_grid(opts.hidden_size)) + #opts.seeds - 1
-      state.total = state.total + per * (opts.from_scratch_control and 2 or 1)
+      state.total = state.total + per * ((opts.from_scratch_control and not opts.scratch_only) and 2 or 1)
     end
   end
 
@@ -485,6 +489,8 @@ function M.run(opts)
       local runs = M.ZERO_SHOT[n] and 1 or
         (#results.protocol.lr_grid + #opts.seeds - 1) * (opts.from_scratch_control and 2 or 1)
       state.done, state.skipped = state.done + runs, (state.skipped or 0) + runs
+    elseif opts.scratch_only then
+      if not M.ZERO_SHOT[n] then M.finetune_task(n, opts, state) end
     else
       if n == "blimp" then r = M.blimp_task(opts, state)
       elseif n == "lm" then r = M.lm_task(opts, state)
@@ -492,12 +498,19 @@ function M.run(opts)
       assert(bert.mkdir(opts.output .. "/tasks")) assert(bert.mkdir(opts.output .. "/tasks/" .. n))
       write_json(marker, r)
     end
+    if opts.scratch_only then goto next_task end
     results.tasks[n] = r
     if r.headline and r.headline.mean then
       say(opts, "[evaluate] %s: %s %s%s", n, r.headline_name or "score",
         n == "lm" and string.format("%.3f", r.headline.mean) or pm(r.headline),
         r.baselines and r.baselines.majority and (" (majority " .. pct(r.baselines.majority.headline) .. ")") or "")
     end
+    ::next_task::
+  end
+  if opts.scratch_only then
+    say(opts, "[evaluate] the from-scratch control's runs are in %s/tasks/*/scratch-*: a run with --scratch " ..
+      "into this directory reads them", opts.output)
+    return results
   end
   results.glue_average = M.glue_average(results)
   do   -- the control's GLUE average
