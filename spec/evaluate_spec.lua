@@ -251,5 +251,13 @@ describe("bert.evaluate", function()
     local both = evaluate.run(o2)
     assert.equals(first, util.read_file(d .. "/eval2/tasks/sst2/scratch-lr0.001-seed1/summary.json"), "read, not rerun")
     assert.equals(3, #both.tasks.sst2.from_scratch.runs)
+    -- another protocol into the same directory is refused, naming the setting
+    o2.steps = 3
+    local perr = error_of(evaluate.run, o2)
+    assert.truthy(perr:find("holds runs made with steps = 2, not 3", 1, true), perr)
+    -- other seeds: the finished task is evaluated again, its matching runs read
+    o2.steps, o2.seeds = 2, {1, 2, 3}
+    local more = evaluate.run(o2)
+    assert.equals(3, #more.tasks.sst2.test.accuracy.values)
   end)
 end)

@@ -60,6 +60,11 @@ M.defaults = {
   blimp_pairs = 200, lm_max_bytes = nil, heldout = "data/english/heldout.txt",
 }
 
+-- The settings every run of an output directory must share (what a run's
+-- directory name, TASK/[scratch-]lrRATE-seedSEED, does not say).
+M.FIXED = {"model", "tokenizer", "steps", "batch_size", "warmup", "weight_decay", "seq_len", "qa_seq_len", "max_train",
+  "max_dev", "no_varlen"}
+
 --- The task's headline score (a fraction) from its metrics, as the
 -- benchmark reports it: CoLA MCC, MRPC mean of F1 and accuracy, STS-B mean
 -- of Pearson and Spearman, SQuAD F1, WNUT-17 entity F1, the rest accuracy.
@@ -302,6 +307,28 @@ function M.finetune_task(name, opts, state)
   return result
 end
 
+local function same_list(a, b)
+  if type(a) ~= "table" or type(b) ~= "table" or #a ~= #b then return false end
+  for i = 1, #a do if math.abs(a[i] - b[i]) > 1e-12 * math.abs(b[i]) then return false end end
+  return true
+end
+
+--- Why a finished task's result does not answer this run's settings (nil
+-- when it does): other seeds or rates, no control when one is asked for,
+-- other BLiMP pairs or held-out text.
+function M.stale(r, opts)
+  if r.task == "blimp" then
+    return r.pairs_requested ~= (opts.blimp_pairs or util.null) and "other --blimp-pairs" or nil
+  elseif r.task == "lm" then
+    if r.heldout ~= opts.heldout then return "another held-out file" end
+    return r.max_bytes_requested ~= (opts.lm_max_bytes or util.null) and "another --lm-max-bytes" or nil
+  end
+  if not same_list(r.seeds, opts.seeds) then return "other seeds" end
+  if not same_list(r.lr_grid, opts.lr_grid or M.lr_grid(opts.hidden_size)) then return "another rate grid" end
+  if opts.from_scratch_control and not r.from_scratch then return "no from-scratch control" end
+  return nil
+end
+
 -- Loads the checkpoint and its tokenizer once for the zero-shot tasks.
 local function zero_shot_model(opts)
   if opts._zs then return opts._zs.model, opts._zs.tok end
@@ -323,7 +350,7 @@ function M.blimp_task(opts, state)
         done < total and (", ETA " .. cli.format_duration(seconds / done * (total - done))) or "")
     end or nil})
   state.done = state.done + 1
-  r.task, r.zero_shot = "blimp", true
+  r.task, r.zero_shot, r.pairs_requested = "blimp", true, opts.blimp_pairs or util.null
   r.headline = {mean = r.overall}
   r.headline_name = "accuracy"
   return r
@@ -342,7 +369,7 @@ function M.lm_task(opts, state)
   end
   local r = lm.bits_per_byte(model, tok, opts.heldout, {max_bytes = opts.lm_max_bytes})
   state.done = state.done + 1
-  r.task, r.zero_shot, r.heldout = "lm", true, opts.heldout
+  r.task, r.zero_shot, r.heldout, r.max_bytes_requested = "lm", true, opts.heldout, opts.lm_max_bytes or util.null
   r.headline = {mean = r.bits_per_byte}
   r.headline_name = "bits per byte (lower is better)"
   return r
@@ -463,6 +490,27 @@ function M.run(opts)
   opts.hidden_size = opts.hidden_size or config.hidden_size or 128
   opts.output = opts.output or ("runs/evaluate/" .. opts.model:gsub("/+$", ""):gsub("/checkpoint$", ""):gsub("^.*/", ""))
   assert(bert.mkdir(opts.output))
+  -- the runs of an output directory are read back by name (task, rate, seed): a rerun must
+  -- train them the same way, or it would mix runs of two protocols without a word
+  local fixed = {}
+  for _, k in ipairs(M.FIXED) do fixed[k] = opts[k] == nil and util.null or opts[k] end
+  local saved = read_json(opts.output .. "/protocol.json")
+  if saved then
+    for _, k in ipairs(M.FIXED) do
+      local a, b = saved[k], fixed[k]
+      if a == util.null then a = nil end
+      if b == util.null then b = nil end
+      if a ~= b then
+        local function show(v)   -- JSON's 2.0 is the 2 it was written as
+          return tostring(math.type(v) == "float" and v == math.floor(v) and math.tointeger(v) or v)
+        end
+        error(string.format("evaluate: %s holds runs made with %s = %s, not %s: use another --output (or remove it)",
+          opts.output, k, show(a), show(b)), 0)
+      end
+    end
+  else
+    write_json(opts.output .. "/protocol.json", fixed)
+  end
 
   -- runs to make: per fine-tuning task the grid plus the other seeds (twice with the control)
   local state = {started = bert.wall_time(), total = 0, done = 0}
@@ -484,6 +532,12 @@ function M.run(opts)
   for _, n in ipairs(names) do
     local marker = opts.output .. "/tasks/" .. n .. "/result.json"
     local r = read_json(marker)
+    local stale = r and M.stale(r, opts)
+    if stale then
+      say(opts, "[evaluate] %s: finished earlier with %s: evaluating it again (its runs are read where they match)",
+        n, stale)
+      r = nil
+    end
     if r then
       say(opts, "[evaluate] %s: finished earlier (%s)", n, marker)
       local runs = M.ZERO_SHOT[n] and 1 or
