@@ -13,7 +13,8 @@ PKGS="lua5.4 liblua5.4-dev luarocks lua-busted lua-cjson lua-argparse
       libopenblas-dev libdnnl-dev libutf8proc-dev pkg-config gcc make
       libvulkan-dev glslc mesa-vulkan-drivers gnuplot-nox
       nodejs
-      openmpi-bin libopenmpi-dev"
+      openmpi-bin libopenmpi-dev
+      curl xz-utils unzip zip"
 # `tools/deps.sh fuzz` (make fuzz): clang with libFuzzer, its sanitizers and OpenMP
 [ "${1:-}" = fuzz ] && PKGS="clang libclang-rt-14-dev libomp-14-dev liblua5.4-dev libopenblas-dev libutf8proc-dev lua-cjson make"
 missing=""
