@@ -281,7 +281,7 @@ function Trainer:run_eval()
     io.stderr:write(string.format("eval at step %d: %s\n", self.step, table.concat(parts, ", ")))
   end
   if self.keep_best and result[self.keep_best] and (self.best == nil or result[self.keep_best] > self.best) then
-    self.best = result[self.keep_best]
+    self.best, self.best_step = result[self.keep_best], self.step
     self.evals_since_best = 0
     if self.output then assert(self:save("best")) end
   elseif self.keep_best then

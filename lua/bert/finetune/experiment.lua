@@ -442,10 +442,17 @@ function M.run(kind, args)
 
   -- {------------------------------------------------ test with the best checkpoint
   local best_dir = out .. "/best"
-  local weights = assert(bert.load_safetensors(best_dir .. "/model.safetensors"))
-  model:load_state_dict(weights)
+  local dev_best
+  if trainer.best_step == trainer.step and #epoch_evals > 0 then
+    -- the last evaluation was the best: the model in memory is best/ and its dev result is known
+    dev_best = epoch_evals[#epoch_evals]
+  else
+    local weights = assert(bert.load_safetensors(best_dir .. "/model.safetensors"))
+    model:load_state_dict(weights)
+    model:evaluate()
+    dev_best = bert.no_grad(function() return (evaluate(model, dev_f, dev_ex, "dev")) end)
+  end
   model:evaluate()
-  local dev_best = bert.no_grad(function() return (evaluate(model, dev_f, dev_ex, "dev")) end)
   ctx.opts, ctx.settings, ctx.model, ctx.out = opts, settings, model, out
   if K.after_dev then K.after_dev(dev_best, ctx) end
   local tt = bert.wall_time()
