@@ -68,6 +68,8 @@ p:option("--heldout", "Held-out text for bits per byte (BERT's plain format)", d
 p:option("--lm-max-bytes", "Score at most this many bytes of the held-out text"):convert(cli.integer("--lm-max-bytes", 1))
 p:option("--qa-seq-len", "SQuAD: tokens per window (default 128: the length our pretraining runs train " ..
   "positions to; BERT's is 384)", tostring(d.qa_seq_len)):convert(cli.integer("--qa-seq-len", 8))
+p:option("--qa-batch-size", "SQuAD: windows per batch", tostring(d.qa_batch_size))
+  :convert(cli.integer("--qa-batch-size", 1))
 p:flag("--keep-models", "Keep every fine-tuned model (default: only summaries and predictions)")
 p:flag("--verbose", "Print every fine-tuning run's own log")
 cli.add(p, "tokenizer", "batch_size", "warmup", "weight_decay", "seq_len", "threads", "data_dir", "device", "no_varlen",
@@ -87,7 +89,7 @@ cli.main("evaluate.lua", function()
     lr_grid = args.lr_grid, max_train = args.max_train, max_dev = args.max_dev,
     from_scratch_control = args.scratch or args.scratch_only, scratch_only = args.scratch_only,
     blimp_pairs = args.blimp_pairs, heldout = args.heldout, lm_max_bytes = args.lm_max_bytes,
-    qa_seq_len = args.qa_seq_len, keep_models = args.keep_models, verbose = args.verbose, quiet = args.quiet,
+    qa_seq_len = args.qa_seq_len, qa_batch_size = args.qa_batch_size, keep_models = args.keep_models, verbose = args.verbose, quiet = args.quiet,
     tokenizer = args.tokenizer, batch_size = args.batch_size, warmup = args.warmup, weight_decay = args.weight_decay,
     seq_len = args.seq_len, threads = args.threads, data_dir = args.data_dir, device = args.device,
     no_varlen = args.no_varlen, command = "lua5.4 " .. table.concat(quoted, " "),
