@@ -416,7 +416,7 @@ function M.markdown(results)
   end
   if #fine == 0 then add(string.format("%s, %s.", results.date, results.command or "")) end
   if #fine > 0 then add(string.format("%s, %s. Protocol: %d optimizer steps per task, batch %d, learning rate chosen on dev from {%s} " ..
-    "with seed %d, then seeds %s at that rate; test = mean ± sample sd over the seeds (percentages).",
+    "with seed %d; seeds %s at that rate; test = mean ± sample sd over the seeds (percentages).",
     results.date, results.command or "", results.protocol.steps, results.protocol.batch_size,
     table.concat(results.protocol.lr_grid_text or {}, ", "), results.protocol.seeds[1],
     table.concat(results.protocol.seeds, ","))) end
