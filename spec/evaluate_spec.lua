@@ -244,7 +244,7 @@ describe("bert.evaluate", function()
     for k, v in pairs(opts) do o2[k] = v end
     o2.output, o2.from_scratch_control, o2.scratch_only = d .. "/eval2", true, true
     evaluate.run(o2)
-    assert.is_nil(util.exists(d .. "/eval2/tasks/sst2/result.json") or nil, "the control alone finishes no task")
+    assert.is_falsy(util.exists(d .. "/eval2/tasks/sst2/result.json"), "the control alone finishes no task")
     local first = util.read_file(d .. "/eval2/tasks/sst2/scratch-lr0.001-seed1/summary.json")
     assert.truthy(first)
     o2.scratch_only = nil
