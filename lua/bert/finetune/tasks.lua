@@ -20,6 +20,9 @@
 --   squad        SQuAD v1.1 dev (data/squad) split by article
 --   wnut17       WNUT-17 NER (data/wnut17): train / dev / test as released
 --   pos-en pos-de pos-fr pos-zh   UD UPOS (data/ud): the dev file split 90/10, the test file
+--   xnli pawsx pos-xling   zero-shot cross-lingual transfer: fine-tuned on
+--                English, tested on every language (task.test_sets); see
+--                M.xling below
 -- A path: a file (split 80/10/10 by example with the fixed seed), a
 -- directory holding train.* and dev.* / validation.* (and test.*; without
 -- one the dev set is also the test set), or "train,dev[,test]" paths.
@@ -381,6 +384,91 @@ local function ud_pos(lang)
   end
 end
 
+-- {============================================================ cross-lingual
+
+-- Zero-shot cross-lingual transfer, as mBERT was measured (Pires et al.
+-- 2019; Wu & Dredze 2019; XTREME): fine-tune on English only, test on every
+-- language.  A task gets test_sets = {{name = LANG, examples}, ...}, English
+-- first (task.test is English's), and metrics per language.
+--
+-- XNLI and PAWS-X: only the dev sets are at hand (XTREME's per-language tsv,
+-- sentence1 TAB sentence2 TAB label, CRLF), and each language's file holds
+-- translations of the same English pairs, line for line.  English's file is
+-- split by line with the fixed seed (M.XLING_SPLIT: train / dev for model
+-- selection / test), and every language is tested on the test lines only,
+-- so that no test pair is a translation of a training pair.  PAWS-X pairs
+-- with an empty or "NS" (not translated) sentence are dropped, as XTREME
+-- does.
+M.XLING_SPLIT = {0.6, 0.1, 0.3}
+M.xling = {
+  xnli = {langs = {"en", "ar", "bg", "de", "el", "es", "fr", "hi", "ru", "sw", "th", "tr", "ur", "vi", "zh"},
+    labels = {"contradiction", "entailment", "neutral"},
+    description = "XNLI: natural language inference in 15 languages, zero-shot from English (accuracy)"},
+  pawsx = {langs = {"en", "de", "es", "fr", "ja", "ko", "zh"}, labels = {"0", "1"},
+    description = "PAWS-X: adversarial paraphrase pairs in 7 languages, zero-shot from English (accuracy)"},
+}
+
+local function xling_pairs(name)
+  local x = M.xling[name]
+  return function(data_dir, opts)
+    local function read(lang)
+      local path = need(data_dir, name .. "/dev-" .. lang .. ".tsv", name, opts)
+      local rows = readers.read_classification(path, {format = "tsv", header = false, text_column = 1,
+        pair_column = 2, label_column = 3, labels = x.labels})
+      local by_line = {}
+      for _, e in ipairs(rows) do
+        local untranslated = e.text == "" or e.text == "NS" or (e.text_pair or "") == "" or e.text_pair == "NS"
+        if not untranslated then e.source = path by_line[e.line] = e end
+      end
+      return by_line, rows
+    end
+    local english, rows = read("en")
+    local lines = {}
+    for _, e in ipairs(rows) do if english[e.line] then lines[#lines + 1] = e.line end end
+    local tr, dv, te = M.split(lines, M.XLING_SPLIT, opts.split_seed)
+    table.sort(te)
+    local function pick(by_line, list)
+      local out = {}
+      for _, n in ipairs(list) do if by_line[n] then out[#out + 1] = by_line[n] end end
+      return out
+    end
+    local task = {name = name, kind = "classification", labels = x.labels, metric = "accuracy",
+      train = pick(english, tr), dev = pick(english, dv), test = pick(english, te), test_sets = {},
+      description = x.description,
+      note = string.format("only the dev sets are at hand: English's is split by line %d/%d/%d%% (train, model " ..
+        "selection, test) and every language is tested on the test lines' translations",
+        M.XLING_SPLIT[1] * 100, M.XLING_SPLIT[2] * 100, M.XLING_SPLIT[3] * 100)}
+    for _, lang in ipairs(x.langs) do
+      task.test_sets[#task.test_sets + 1] = {name = lang, examples = lang == "en" and task.test or pick(read(lang), te)}
+    end
+    return task
+  end
+end
+
+-- UD POS: fine-tuned on English-EWT exactly as pos-en (90/10 of its dev
+-- file), tested on the test files of every treebank at hand.  The upper
+-- bound with the target language's own data is pos-de, pos-fr, pos-zh.
+M.XLING_UD = {"en", "de", "fr", "zh"}
+
+local function pos_xling(data_dir, opts)
+  local task = ud_pos("en")(data_dir, opts)
+  task.name, task.test_sets = "pos-xling", {{name = "en", examples = task.test}}
+  for i = 2, #M.XLING_UD do
+    local lang = M.XLING_UD[i]
+    task.test_sets[i] = {name = lang,
+      examples = readers.read_conllu(need(data_dir, "ud/" .. M.ud[lang] .. "-ud-test.conllu", "ud", opts))}
+  end
+  local lists = {task.train, task.dev}
+  for _, set in ipairs(task.test_sets) do lists[#lists + 1] = set.examples end
+  task.labels = labels_of("tagging", lists)
+  task.description = "UD UPOS tagging zero-shot from English-EWT to the German, French and Chinese GSD test sets " ..
+    "(token accuracy, first sub-token)"
+  task.note = "fine-tuned on 90% of English-EWT's dev file (its train file is not at hand), model selection on " ..
+    "the other 10%; every language's test file is its test"
+  return task
+end
+-- }============================================================
+
 local builtin = {
   spam = spam, ["brown-genre"] = brown_genre, ["brown-pos"] = brown_pos, ["synthetic-qa"] = synthetic_qa,
   squad = squad, wnut17 = wnut17,
@@ -388,6 +476,8 @@ local builtin = {
 for name in pairs(M.glue) do builtin[name] = glue(name) M.kinds[name] = "classification" end
 for lang in pairs(M.ud) do builtin["pos-" .. lang] = ud_pos(lang) M.kinds["pos-" .. lang] = "tagging" end
 M.kinds.squad, M.kinds.wnut17 = "qa", "tagging"
+for name in pairs(M.xling) do builtin[name] = xling_pairs(name) M.kinds[name] = "classification" end
+builtin["pos-xling"], M.kinds["pos-xling"] = pos_xling, "tagging"
 
 -- {============================================================ files
 
