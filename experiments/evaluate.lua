@@ -38,18 +38,21 @@ local d = evaluate.defaults
 local p = cli.parser("evaluate.lua", "Evaluate a checkpoint on GLUE, BLiMP, SQuAD, WNUT-17, UD POS and held-out " ..
   "bits per byte, with the floors printed beside every score.",
   "Writes OUTPUT/results.json, OUTPUT/results.md and OUTPUT/tasks/TASK/ (every fine-tuning run; result.json marks a " ..
-  "finished task, skipped on a rerun).  Data: sh tools/fetch_data.sh glue blimp squad wnut17 ud english " ..
+  "finished task, skipped on a rerun).  Data: sh tools/fetch_data.sh glue blimp squad wnut17 ud xnli pawsx english " ..
   "(run on first use; BERT_DATA_MIRROR=DIR unpacks a local mirror instead of downloading).")
 p:option("--model", "Checkpoint directory (config.json + model.safetensors + tokenizer), e.g. a pretraining run's " ..
   "checkpoint/"):args(1)
-p:option("--suite", "glue, blimp, squad, wnut17, pos, lm or all", "all")
+p:option("--suite", "glue, blimp, squad, wnut17, pos, lm or all (English); xnli, pawsx or ud-xling (fine-tuned on " ..
+  "English, scored per language)", "all")
   :convert(function(v)
     if evaluate.SUITES[v] then return v end
     return nil, "option --suite: '" .. v .. "' is not one of " .. table.concat(suites, ", ")
   end)
 p:option("--tasks", "Comma-separated task names instead of a suite (cola, sst2, mrpc, stsb, rte, wnli, squad, " ..
-  "wnut17, pos-en, pos-de, pos-fr, pos-zh, blimp, lm)")
+  "wnut17, pos-en, pos-de, pos-fr, pos-zh, xnli, pawsx, pos-xling, blimp, lm)")
 p:option("--output", "Output directory (default runs/evaluate/MODEL)")
+p:option("--control-model", "A second checkpoint (e.g. pretrained on English alone) run with the same protocol into " ..
+  "OUTPUT/control/; the table gives each language's difference with its 95% Welch interval over the seeds")
 p:option("--steps", "Optimizer steps per fine-tuning run", tostring(d.steps)):convert(cli.integer("--steps", 1))
 p:option("--seeds", "Fine-tuning seeds: the first chooses the learning rate, all are reported",
   table.concat(d.seeds, ",")):convert(number_list("--seeds", true))
@@ -88,6 +91,7 @@ cli.main("evaluate.lua", function()
     model = args.model, suite = args.suite, tasks = tasks, output = args.output, steps = args.steps, seeds = args.seeds,
     lr_grid = args.lr_grid, max_train = args.max_train, max_dev = args.max_dev,
     from_scratch_control = args.scratch or args.scratch_only, scratch_only = args.scratch_only,
+    control_model = args.control_model,
     blimp_pairs = args.blimp_pairs, heldout = args.heldout, lm_max_bytes = args.lm_max_bytes,
     qa_seq_len = args.qa_seq_len, qa_batch_size = args.qa_batch_size, keep_models = args.keep_models, verbose = args.verbose, quiet = args.quiet,
     tokenizer = args.tokenizer, batch_size = args.batch_size, warmup = args.warmup, weight_decay = args.weight_decay,

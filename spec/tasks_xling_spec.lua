@@ -135,3 +135,47 @@ describe("pos-xling", function()
     assert.same({"NOUN", "PROPN", "PUNCT"}, t.labels)
   end)
 end)
+
+describe("the per-language table", function()
+  it("gives each language's score, the control's and the difference with its Welch interval", function()
+    local evaluate = require("bert.evaluate")
+    local r = {task = "xnli", headline_name = "accuracy",
+      languages = {{name = "en", n = 9, mean = 0.6, sd = 0.01, values = {0.59, 0.6, 0.61}},
+                   {name = "de", n = 9, mean = 0.5, sd = 0.1, values = {0.4, 0.5, 0.6}},
+                   {name = "sw", n = 9, mean = 0.4, values = {0.4}}},
+      language_baselines = {en = {majority = {headline = 0.34}, bag_of_words = {headline = 0.45}}}}
+    local control = {languages = {{name = "en", mean = 0.5, sd = 0.01, values = {0.49, 0.5, 0.51}},
+                                  {name = "de", mean = 0.45, sd = 0.1, values = {0.35, 0.45, 0.55}},
+                                  {name = "sw", mean = 0.3, values = {0.3}}}}
+    local lines = {}
+    evaluate.language_table(function(s) lines[#lines + 1] = s end, r, control)
+    local text = table.concat(lines, "\n")
+    -- en: +10 points, se = sqrt(2 * 0.01^2 / 3), df 4, t quantile 2.776: [+7.7, +12.3], a finding (bold)
+    assert.truthy(text:find("| en | 9 | 60.0 ± 1.0 | not run | 50.0 ± 1.0 | **+10.0 [+7.7, +12.3]** | 34.0 | 45.0 |",
+      1, true), text)
+    -- de: +5 points inside a wide interval: not bold
+    assert.truthy(text:find("| de | 9 | 50.0 ± 10.0 | not run | 45.0 ± 10.0 | +5.0 [-17.7, +27.7] |", 1, true), text)
+    assert.truthy(text:find("| sw | 9 | 40.0 | not run | 30.0 | +10.0 (no interval", 1, true), text)
+  end)
+end)
+
+describe("fine-tuning a cross-lingual task", function()
+  it("tests the one model on every language and reports each in summary.test_sets", function()
+    local d = tmpdir()
+    local labels = {"entailment", "neutral", "contradiction"}
+    for _, lang in ipairs(tasks.xling.xnli.langs) do write(d .. "/xnli/dev-" .. lang .. ".tsv", pairs_file(lang, 30, labels)) end
+    local experiment = require("bert.finetune.experiment")
+    local s = experiment.run("classification", {task = "xnli", model = "tiny", from_scratch = true, data_dir = d,
+      tokenizer = "spec/fixtures/finetune/vocab.txt", steps = 2, batch_size = 8, lr = 1e-3, output = d .. "/run",
+      quiet = true, no_plot = true, threads = 1})
+    local n = 0
+    for _, lang in ipairs(tasks.xling.xnli.langs) do
+      local m = s.test_sets[lang]
+      assert.is_number(m.accuracy, lang)
+      assert.is_true(m.accuracy >= 0 and m.accuracy <= 1)
+      n = n + 1
+    end
+    assert.equals(15, n)
+    assert.equals(s.test.accuracy, s.test_sets.en.accuracy)
+  end)
+end)

@@ -6,7 +6,11 @@
 --
 -- Suites (SUITES): glue (CoLA, SST-2, MRPC, STS-B, RTE, WNLI), blimp
 -- (zero-shot minimal pairs), squad, wnut17, pos (UD English-EWT UPOS), lm
--- (bits per byte of held-out text), all.  The tasks and their splits are
+-- (bits per byte of held-out text), all; and the cross-lingual suites xnli,
+-- pawsx, ud-xling (fine-tuned on English, scored per language; not in all).
+-- control_model names a second checkpoint (e.g. one pretrained on English
+-- alone) that runs the same protocol into OUTPUT/control/: each score gets
+-- the difference and its 95% Welch interval over the fine-tuning seeds.  The tasks and their splits are
 -- bert.finetune.tasks'; the zero-shot scorers bert.evaluate.lm and
 -- bert.evaluate.blimp; the floors bert.evaluate.baselines.
 --
@@ -39,6 +43,9 @@ M.SUITES = {
   wnut17 = {"wnut17"},
   pos = {"pos-en"},
   lm = {"lm"},
+  xnli = {"xnli"},
+  pawsx = {"pawsx"},
+  ["ud-xling"] = {"pos-xling"},
 }
 M.SUITES.all = {}
 for _, s in ipairs({"glue", "blimp", "squad", "wnut17", "pos", "lm"}) do
@@ -249,7 +256,8 @@ function M.finetune_task(name, opts, state)
       state.done, state.skipped = state.done + 1, (state.skipped or 0) + (reused and 1 or 0)
       local d = r.dev and r.dev[metric] or 0 / 0
       out.dev_by_lr[fmt_lr(lr)] = d
-      out.runs[#out.runs + 1] = {lr = lr, seed = opts.seeds[1], dev = r.dev, test = r.test, summary = r}
+      out.runs[#out.runs + 1] = {lr = lr, seed = opts.seeds[1], dev = r.dev, test = r.test, test_sets = r.test_sets,
+        summary = r}
       if d == d and (best_dev == nil or d > best_dev) then best_lr, best_dev = lr, d end
     end
     best_lr = best_lr or grid[1]
@@ -264,7 +272,7 @@ function M.finetune_task(name, opts, state)
       local r, reused = finetune_run(name, kind, string.format("%s/%slr%s-seed%d", dir, tag, fmt_lr(best_lr), seed), s,
         opts)
       state.done, state.skipped = state.done + 1, (state.skipped or 0) + (reused and 1 or 0)
-      local run = {lr = best_lr, seed = seed, dev = r.dev, test = r.test, summary = r}
+      local run = {lr = best_lr, seed = seed, dev = r.dev, test = r.test, test_sets = r.test_sets, summary = r}
       out.runs[#out.runs + 1] = run
       chosen[#chosen + 1] = run
     end
@@ -289,6 +297,19 @@ function M.finetune_task(name, opts, state)
     out.headline = {mean = hm, sd = hsd, values = heads}
     out.one_class_runs = one_class
     out.seeds = opts.seeds
+    -- cross-lingual tasks: the headline per test language, over the same seeds
+    if task.test_sets then
+      out.languages = {}
+      for _, set in ipairs(task.test_sets) do
+        local vs = {}
+        for _, run in ipairs(chosen) do
+          local m = run.test_sets and run.test_sets[set.name]
+          if m then vs[#vs + 1] = M.headline(name, m) end
+        end
+        local m, sd = M.mean_sd(vs)
+        out.languages[#out.languages + 1] = {name = set.name, mean = m, sd = sd, values = vs, n = #set.examples}
+      end
+    end
     return out
   end
 
@@ -306,6 +327,10 @@ function M.finetune_task(name, opts, state)
   if opts.from_scratch_control then result.from_scratch = protocol(true) end
   local train = require("bert.finetune.experiment").subset(task.train, opts.max_train, 1)
   result.baselines = M.baselines(task, train, task.test)
+  if task.test_sets then
+    result.language_baselines = {}
+    for _, set in ipairs(task.test_sets) do result.language_baselines[set.name] = M.baselines(task, train, set.examples) end
+  end
   result.seconds = bert.wall_time() - t0
   return result
 end
@@ -403,6 +428,41 @@ function M.glue_average(results)
   return {mean = sum / n, tasks = names}
 end
 
+--- A cross-lingual task's scores per test language (English, where it was
+-- fine-tuned, first), with the control checkpoint's beside them when one ran.
+function M.language_table(add, r, control)
+  local stats = require("bert.stats")
+  local cl = {}
+  for _, l in ipairs(control and control.languages or {}) do cl[l.name] = l end
+  add(string.format("%s per test language (%s, mean ± sd over the seeds; fine-tuned on English only):", r.task,
+    r.headline_name or "accuracy"))
+  add("")
+  add("| language | test examples | pretrained | from scratch | control model | pretrained − control [95% CI] | " ..
+    "majority | bag of words / most frequent tag |")
+  add("|---|---:|---|---|---|---|---|---|")
+  local scratch = {}
+  for _, l in ipairs(r.from_scratch and r.from_scratch.languages or {}) do scratch[l.name] = l end
+  for _, l in ipairs(r.languages) do
+    local b = (r.language_baselines or {})[l.name] or {}
+    local bow = b.bag_of_words or b.most_frequent_tag
+    local c, diff = cl[l.name], "–"
+    if c then
+      local w = stats.welch(l.values, c.values)
+      if w then
+        local finding = w.ci[1] > 0 or w.ci[2] < 0
+        diff = string.format(finding and "**%+.1f [%+.1f, %+.1f]**" or "%+.1f [%+.1f, %+.1f]", 100 * w.difference,
+          100 * w.ci[1], 100 * w.ci[2])
+      elseif l.mean and c.mean then
+        diff = string.format("%+.1f (no interval: fewer than two seeds or no spread)", 100 * (l.mean - c.mean))
+      end
+    end
+    add(string.format("| %s | %d | %s | %s | %s | %s | %s | %s |", l.name, l.n or 0, pm(l),
+      scratch[l.name] and pm(scratch[l.name]) or "not run", c and pm(c) or "not run", diff,
+      b.majority and pct(b.majority.headline) or "–", bow and pct(bow.headline) or "–"))
+  end
+  add("")
+end
+
 --- results.md: one row per task, the floors beside each score.
 function M.markdown(results)
   local L = {}
@@ -441,6 +501,9 @@ function M.markdown(results)
       if r.note then add(string.format("- %s: %s.", r.task, r.note)) end
     end
     add("")
+    for _, r in ipairs(fine) do
+      if r.languages then M.language_table(add, r, results.control and results.control.tasks[r.task]) end
+    end
   end
   local lmr = results.tasks.lm
   if lmr then
@@ -575,6 +638,14 @@ function M.run(opts)
     local scratch = {tasks = {}}
     for k, r in pairs(results.tasks) do if r.from_scratch then scratch.tasks[k] = r.from_scratch end end
     results.glue_average_scratch = M.glue_average(scratch)
+  end
+  if opts.control_model then
+    local c = {}
+    for k, v in pairs(opts) do c[k] = v end
+    c.model, c.control_model, c.output, c._zs, c.hidden_size = opts.control_model, nil, opts.output .. "/control", nil, nil
+    c.from_scratch_control = false
+    say(opts, "[evaluate] the control model %s, the same protocol, into %s", opts.control_model, c.output)
+    results.control = {model = opts.control_model, output = c.output, tasks = M.run(c).tasks}
   end
   results.seconds = bert.wall_time() - state.started
   write_json(opts.output .. "/results.json", results)

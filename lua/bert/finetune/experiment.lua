@@ -458,6 +458,15 @@ function M.run(kind, args)
   local tt = bert.wall_time()
   local test_r, details = bert.no_grad(function() return evaluate(model, test_f, test_ex, "test") end)
   say("test (%d examples, %.1fs): %s", #test_ex, bert.wall_time() - tt, fmt_metrics(test_r))
+  -- a cross-lingual task: the same model on every language's test set
+  local test_sets
+  for _, set in ipairs(task.test_sets or {}) do
+    local ex = subset(set.examples, args.max_eval, 3)
+    test_sets = test_sets or {}
+    test_sets[set.name] = set.examples == task.test and test_r or
+      bert.no_grad(function() return (evaluate(model, mod.encode(tok, ex, opts), ex, "test " .. set.name)) end)
+    say("  test %s (%d examples): %s", set.name, #ex, fmt_metrics(test_sets[set.name]))
+  end
 
   -- a model must beat the majority class; one that predicts a single class is flagged
   local majority
@@ -474,7 +483,7 @@ function M.run(kind, args)
   local summary = {
     task = task.name, kind = kind, model = args.model, from_scratch = info.from_scratch == true,
     architecture = model.architecture, parameters = model:num_parameters(),
-    test = test_r, dev = dev_best, dev_per_eval = epoch_evals, majority_baseline = majority,
+    test = test_r, test_sets = test_sets, dev = dev_best, dev_per_eval = epoch_evals, majority_baseline = majority,
     stopped_early = run.stopped_early,
     steps = run.step, epochs = args.epochs, train_seconds = run.train_seconds, tokens_per_s = run.tokens_per_s,
     wall_seconds = bert.wall_time() - t_start,
