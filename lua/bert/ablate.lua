@@ -92,12 +92,7 @@ local function canonical(v)
 end
 M.canonical = canonical
 
-local function read_json(path)
-  local text = fs.read_file(path)
-  if not text then return nil end
-  local ok, v = pcall(cjson.decode, text)
-  return ok and v or nil
-end
+local read_json = fs.read_json
 
 local function write_json(path, value)
   local ok, err = fs.write_atomic(path, canonical(value) .. "\n")

@@ -213,7 +213,7 @@ function M.run(args)
   -- nil when the file is missing; a damaged file stops the run, naming it
   local function read_json(path, what)
     if not exists(path) then return nil end
-    local value, err = validate.json_file(path, what)
+    local value, err = fs.read_json(path, what or "file")
     if not value then die(err) end
     return value
   end
