@@ -2,6 +2,7 @@
 -- Writes go through a temporary file and a rename, so a reader never sees
 -- a half-written file.
 local core = require("bert.core")
+local cjson = require("cjson.safe")
 
 local M = {}
 
@@ -13,6 +14,23 @@ function M.read_file(path)
   f:close()
   if not s then return nil, path .. ": " .. tostring(rerr) end
   return s
+end
+
+--- The JSON object (a table) in the file at path; or nil and a message
+-- that names the path, and `what` (e.g. "run settings") when given.
+function M.read_json(path, what)
+  local text, err = M.read_file(path)
+  if not text then
+    if what then return nil, string.format("%s: cannot read %s (%s)", path, what, tostring(err)) end
+    return nil, err
+  end
+  local corrupt = what and string.format("corrupt %s: ", what) or ""
+  local value, jerr = cjson.decode(text)
+  if value == nil then return nil, string.format("%s: %sinvalid JSON (%s)", path, corrupt, tostring(jerr)) end
+  if type(value) ~= "table" then
+    return nil, string.format("%s: %sexpected a JSON object, got %s", path, corrupt, type(value))
+  end
+  return value
 end
 
 --- Is there a readable file or a directory at path?

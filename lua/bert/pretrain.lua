@@ -13,6 +13,8 @@ local cjson = require("cjson")
 local bert = require("bert")
 local cli = require("bert.cli")
 local dist = require("bert.distributed")
+local fs = require("bert.fs")
+local validate = require("bert.data.validate")
 local objectives = require("bert.objectives")
 local recipes = require("bert.recipes")
 
@@ -202,38 +204,42 @@ function M.settings(overrides)
   return args
 end
 
---- Runs (or, with args.resume = DIR, resumes) one pretraining run; see the
--- module comment.  args.quiet leaves out the closing printout.
-function M.run(args)
+-- M.run goes in stages, each filling in its part of `run`, the table of one
+-- run's state: settings, corpus, run directory, data, model, optimizer,
+-- trainer, training, summary.
 
-  local function die(msg) error("pretrain: " .. msg, 0) end
-  local fs = require("bert.fs")
-  local exists = fs.exists
-  local validate = require("bert.data.validate")
-  -- nil when the file is missing; a damaged file stops the run, naming it
-  local function read_json(path, what)
-    if not exists(path) then return nil end
-    local value, err = validate.json_file(path, what)
-    if not value then die(err) end
-    return value
-  end
-  local function write_json(path, value)
-    local f = assert(io.open(path .. ".tmp", "wb"))
-    f:write(cjson.encode(value), "\n")
-    f:close()
-    assert(os.rename(path .. ".tmp", path))
-  end
+-- {============================================================ settings
+local function die(msg) error("pretrain: " .. msg, 0) end
 
-  -- A resumed run takes its settings from the run directory, so that the
-  -- data, model and schedule are those of the interrupted run.
-  if args.resume then
-    local saved = read_json(args.resume .. "/args.json", "run settings")
-    if not saved then die("--resume: " .. args.resume .. "/args.json is missing; not a run directory") end
-    local control = {repair = args.repair or false, detect_anomaly = args.detect_anomaly or false}   -- this invocation's
-    for k, v in pairs(saved) do args[k] = v end
-    for k, v in pairs(control) do args[k] = v end
-    args.output = args.resume
-  end
+-- nil when the file is missing; a damaged file stops the run, naming it
+local function read_saved(path, what)
+  if not fs.exists(path) then return nil end
+  local value, err = fs.read_json(path, what or "file")
+  if not value then die(err) end
+  return value
+end
+
+local function write_json(path, value)
+  local f = assert(io.open(path .. ".tmp", "wb"))
+  f:write(cjson.encode(value), "\n")
+  f:close()
+  assert(os.rename(path .. ".tmp", path))
+end
+
+-- A resumed run takes its settings from the run directory, so that the
+-- data, model and schedule are those of the interrupted run.
+local function resume_settings(args)
+  local saved = read_saved(args.resume .. "/args.json", "run settings")
+  if not saved then die("--resume: " .. args.resume .. "/args.json is missing; not a run directory") end
+  local control = {repair = args.repair or false, detect_anomaly = args.detect_anomaly or false}   -- this invocation's
+  for k, v in pairs(saved) do args[k] = v end
+  for k, v in pairs(control) do args[k] = v end
+  args.output = args.resume
+end
+
+-- Refuses settings that cannot run; run.objective, run.snapshots.
+local function check_settings(run)
+  local args = run.args
   local unsupported = M.unsupported(args)
   if unsupported then die(unsupported) end
   if args.recipe_settings and not args.resume and dist.is_main() then io.stderr:write("pretrain: ", args.recipe_settings, "\n") end
@@ -253,35 +259,48 @@ function M.run(args)
       snapshots[#snapshots + 1] = {fraction = tonumber(f), step = step, name = string.format("snapshot-%d", step)}
     end
   end
+  run.objective, run.snapshots = objective, snapshots
+end
+-- }============================================================
 
-  -- {============================================================ corpus
-  -- read and checked before anything is written to the run directory (rank 0
-  -- fetches; the other ranks read it once rank 0 is ready, below)
+-- {============================================================ corpus
+-- read and checked before anything is written to the run directory (rank 0
+-- fetches; the other ranks read it once rank 0 is ready, in prepare_data)
+
+-- run.corpus_path: the corpus file, fetched on rank 0 for a named corpus
+local function find_corpus(run)
+  local args = run.args
   local corpus_path = args.corpus
   if args.corpus == "brown" or args.corpus == "kjv" or args.corpus == "english" then
     corpus_path = string.format("data/%s/%s.txt", args.corpus, args.corpus)
-    if not exists(corpus_path) and dist.is_main() then
+    if not fs.exists(corpus_path) and dist.is_main() then
       io.stderr:write("pretrain: fetching the ", args.corpus, " corpus (tools/fetch_data.sh)\n")
-      if os.execute("sh tools/fetch_data.sh " .. args.corpus) ~= true or not exists(corpus_path) then
+      if os.execute("sh tools/fetch_data.sh " .. args.corpus) ~= true or not fs.exists(corpus_path) then
         die("could not fetch " .. args.corpus)
       end
     end
   end
-  local function read_corpus()
-    if not exists(corpus_path) then die("corpus file " .. corpus_path .. " not found") end
-    local docs, cerr = validate.corpus(corpus_path, {allow_invalid_utf8 = args.allow_invalid_utf8,
-                                                     max_line_bytes = args.max_line_bytes})
-    if not docs then die(cerr) end
-    return docs
-  end
-  local documents = dist.is_main() and read_corpus() or nil
-  -- }============================================================
-  if args.detect_anomaly then bert.set_detect_anomaly(true) end
+  run.corpus_path = corpus_path
+end
+
+-- The corpus' documents, checked.
+local function read_corpus(run)
+  local args, corpus_path = run.args, run.corpus_path
+  if not fs.exists(corpus_path) then die("corpus file " .. corpus_path .. " not found") end
+  local docs, cerr = validate.corpus(corpus_path, {allow_invalid_utf8 = args.allow_invalid_utf8,
+                                                   max_line_bytes = args.max_line_bytes})
+  if not docs then die(cerr) end
+  return docs
+end
+-- }============================================================
+
+-- Creates the run directory and writes args.json there.
+local function prepare_output(args)
   assert(bert.mkdir(args.output))
   if not args.resume and dist.is_main() then
     -- a fresh run in an old directory: keep the tokenizer and shards only if
     -- they were made with the same data settings, drop everything else
-    local old = read_json(args.output .. "/args.json")
+    local old = read_saved(args.output .. "/args.json")
     local same = old ~= nil
     for _, k in ipairs({"corpus", "tokenizer", "vocab_size", "seq_len", "objective", "masking", "dupe_factor",
                         "whole_word_mask", "seed",
@@ -293,21 +312,18 @@ function M.run(args)
     for _, name in ipairs(stale) do os.execute(string.format("rm -rf '%s/%s'", args.output, name)) end
   end
   if dist.is_main() then write_json(args.output .. "/args.json", args) end
+end
 
-  if args.threads then bert.set_num_threads(args.threads) end
-  bert.manual_seed(args.seed)
-  local pre = require("bert.data.pretraining")
+-- {============================================================ data
 
-  -- {============================================================ data
-  dist.wait_for_main()   -- rank 0 fetches, trains the tokenizer and writes the shards; the others then read them
-  documents = documents or read_corpus()
-  local train_docs, eval_docs = pre.split_documents(documents, {heldout = 0.05, seed = args.seed})
-
-  -- tokenizer: trained on the training documents only, then saved with the run
+-- run.tok, run.tok_dir: trained on the training documents only, then saved
+-- with the run; or --tokenizer's file
+local function load_tokenizer(run, train_docs)
+  local args = run.args
   local tok_dir = args.output .. "/tokenizer"
   local tok
   if args.tokenizer == "wordpiece" or args.tokenizer == "bpe" or args.tokenizer == "unigram" then
-    if exists(tok_dir .. "/tokenizer.json") then
+    if fs.exists(tok_dir .. "/tokenizer.json") then
       local terr
       tok, terr = bert.tokenizer.load(tok_dir .. "/tokenizer.json")
       if not tok then die(tostring(terr)) end
@@ -331,70 +347,98 @@ function M.run(args)
     tok = bert.tokenizer.load(args.tokenizer)
     if not tok then die("cannot load tokenizer " .. args.tokenizer) end
   end
+  run.tok, run.tok_dir = tok, tok_dir
+end
 
-  -- ERNIE's phrases: learned from the training documents once, kept with the data
-  local phrases
-  if args.phrase_mask then
-    local how
-    assert(bert.mkdir(args.output .. "/data"))
-    phrases, how = require("bert.data.chunker").ensure(args.output .. "/data/phrases.txt",
-      {documents = train_docs, tokenizer = tok, repair = args.repair})
-    if not phrases then die(tostring(how) .. " (--repair learns it again from the corpus)") end
-    io.stderr:write("pretrain: phrases: ", how, "\n")
-  end
+-- ERNIE's phrases: learned from the training documents once, kept with the data
+local function learn_phrases(run, train_docs)
+  local args = run.args
+  if not args.phrase_mask then return nil end
+  assert(bert.mkdir(args.output .. "/data"))
+  local phrases, how = require("bert.data.chunker").ensure(args.output .. "/data/phrases.txt",
+    {documents = train_docs, tokenizer = run.tok, repair = args.repair})
+  if not phrases then die(tostring(how) .. " (--repair learns it again from the corpus)") end
+  io.stderr:write("pretrain: phrases: ", how, "\n")
+  return phrases
+end
 
-  local function shards(name, docs, masking, dupe, seed)
-    local dir = args.output .. "/data/" .. name
-    if exists(dir .. "/meta.json") then
-      -- every shard is read and checked now, not when training reaches it
-      local ok, err = pre.read(dir)
-      if ok then return read_json(dir .. "/meta.json", "shard set description") end
-      if not args.repair then die(tostring(err) .. " (--repair rebuilds the data from the corpus)") end
-      io.stderr:write("pretrain: --repair: rebuilding ", dir, " (", tostring(err), ")\n")
-      os.execute(string.format("rm -rf '%s'", dir))
-    end
-    local t0 = bert.wall_time()
-    local ok, info = pcall(pre.create_shards, {
-      documents = docs, tokenizer = tok, output = dir, max_seq_length = args.seq_len,
-      objective = objective.data(args), masking = masking, dupe_factor = dupe,
-      whole_word_mask = args.whole_word_mask, seed = seed,
-      masked_lm_prob = args.mask_prob,
-      -- Google's 20 at 128 tokens and 0.15; more where the length and rate ask for more
-      max_predictions_per_seq = math.max(20, math.ceil(args.seq_len * args.mask_prob)),
-      mask_mode = args.span_mask and "span" or args.ngram_mask and "ngram" or args.phrase_mask and "phrase" or "tokens",
-      max_span = args.ngram_mask, phrases = phrases,
-    })
-    if not ok then die(corpus_path .. ": " .. tostring(info)) end
-    io.stderr:write(string.format("pretrain: %s: %d instances in %.1f s\n", name, info.instances, bert.wall_time() - t0))
-    return read_json(dir .. "/meta.json") or info
+-- The shard set OUTPUT/data/NAME of docs (checked, or with --repair
+-- rebuilt, when it exists); returns its meta.json.
+local function shards(run, name, docs, masking, dupe, seed, phrases)
+  local args, objective, pre = run.args, run.objective, run.pre
+  local dir = args.output .. "/data/" .. name
+  if fs.exists(dir .. "/meta.json") then
+    -- every shard is read and checked now, not when training reaches it
+    local ok, err = pre.read(dir)
+    if ok then return read_saved(dir .. "/meta.json", "shard set description") end
+    if not args.repair then die(tostring(err) .. " (--repair rebuilds the data from the corpus)") end
+    io.stderr:write("pretrain: --repair: rebuilding ", dir, " (", tostring(err), ")\n")
+    os.execute(string.format("rm -rf '%s'", dir))
   end
-  local train_meta = shards("train", train_docs, args.masking, args.masking == "static" and args.dupe_factor or 1, args.seed)
+  local t0 = bert.wall_time()
+  local ok, info = pcall(pre.create_shards, {
+    documents = docs, tokenizer = run.tok, output = dir, max_seq_length = args.seq_len,
+    objective = objective.data(args), masking = masking, dupe_factor = dupe,
+    whole_word_mask = args.whole_word_mask, seed = seed,
+    masked_lm_prob = args.mask_prob,
+    -- Google's 20 at 128 tokens and 0.15; more where the length and rate ask for more
+    max_predictions_per_seq = math.max(20, math.ceil(args.seq_len * args.mask_prob)),
+    mask_mode = args.span_mask and "span" or args.ngram_mask and "ngram" or args.phrase_mask and "phrase" or "tokens",
+    max_span = args.ngram_mask, phrases = phrases,
+  })
+  if not ok then die(run.corpus_path .. ": " .. tostring(info)) end
+  io.stderr:write(string.format("pretrain: %s: %d instances in %.1f s\n", name, info.instances, bert.wall_time() - t0))
+  return read_saved(dir .. "/meta.json") or info
+end
+
+-- The tokenizer and the training and held-out shards (rank 0 makes them,
+-- the other ranks then read them): run.tok, run.tok_dir, run.train_meta,
+-- run.eval_meta.
+local function prepare_data(run, documents)
+  local args = run.args
+  dist.wait_for_main()   -- rank 0 fetches, trains the tokenizer and writes the shards; the others then read them
+  documents = documents or read_corpus(run)
+  local train_docs, eval_docs = run.pre.split_documents(documents, {heldout = 0.05, seed = args.seed})
+  load_tokenizer(run, train_docs)
+  local phrases = learn_phrases(run, train_docs)
+  run.train_meta = shards(run, "train", train_docs, args.masking, args.masking == "static" and args.dupe_factor or 1,
+    args.seed, phrases)
   -- held-out data: one fixed masking, so every evaluation sees the same targets
-  local eval_meta = shards("eval", eval_docs, "static", 1, args.seed + 1000)
-  if (eval_meta.instances or 0) < 1 then die(corpus_path .. ": the held-out documents give no sequences; use a larger corpus") end
+  run.eval_meta = shards(run, "eval", eval_docs, "static", 1, args.seed + 1000, phrases)
+  if (run.eval_meta.instances or 0) < 1 then
+    die(run.corpus_path .. ": the held-out documents give no sequences; use a larger corpus")
+  end
   dist.main_ready()
-  documents, train_docs, eval_docs = nil, nil, nil
-  collectgarbage()
+end
 
-  -- --batch-size is the global batch: each rank reads its rows of it
+-- run.loader: this rank's rows of the training batches (--batch-size is
+-- the global batch), run.shard_rows
+local function open_loader(run)
+  local args = run.args
   local shard_first, shard_rows = dist.shard(args.batch_size, "pretrain: --batch-size")
-  local loader, lerr = pre.Loader{dir = args.output .. "/data/train", batch_size = args.batch_size,
-                                  seq_len = args.seq_len, masking = args.masking, seed = args.seed, shuffle = true,
-                                  shard_first = shard_first, shard_rows = shard_rows}
+  local loader, lerr = run.pre.Loader{dir = args.output .. "/data/train", batch_size = args.batch_size,
+                                      seq_len = args.seq_len, masking = args.masking, seed = args.seed, shuffle = true,
+                                      shard_first = shard_first, shard_rows = shard_rows}
   if not loader then die(lerr) end
-  -- }============================================================
+  run.loader, run.shard_rows = loader, shard_rows
+end
+-- }============================================================
 
-  -- {============================================================ model
-  -- --model FAMILY-SIZE (albert-tiny), a bare size (BERT's) or a config.json: the family's pretraining head
+-- {============================================================ model
+-- --model FAMILY-SIZE (albert-tiny), a bare size (BERT's) or a config.json:
+-- the family's pretraining head, on the device; run.model, run.arch and
+-- run.ctx (what the objective's functions are given)
+local function build_model(run)
+  local args, objective = run.args, run.objective
   local resolved = bert.models.resolve(args.model)
   local family = resolved and resolved.family
     or (require("bert.models.config").read_json(args.model) or {}).model_type or "bert"
   local unigram_id = nil
   local ctx = {
-    args = args, tokenizer = tok, family = family, size = resolved and resolved.size or args.model,
-    config_overrides = {vocab_size = tok:vocab_size(), max_position_embeddings = math.max(512, args.seq_len)},
+    args = args, tokenizer = run.tok, family = family, size = resolved and resolved.size or args.model,
+    config_overrides = {vocab_size = run.tok:vocab_size(), max_position_embeddings = math.max(512, args.seq_len)},
     unigram_id = function()
-      if unigram_id == nil then unigram_id = pre.unigram_counts(args.output .. "/data/train"):argmax():item() end
+      if unigram_id == nil then unigram_id = run.pre.unigram_counts(args.output .. "/data/train"):argmax():item() end
       return unigram_id
     end,
   }
@@ -411,37 +455,46 @@ function M.run(args)
   -- instances shorter than --seq-len cost only their tokens (dropout draws
   -- the padded path's masks: the same run on any rank count)
   if objective.varlen and not args.no_varlen then model:set_varlen(true) end
+  run.model, run.arch, run.ctx = model, arch, ctx
+end
+
+-- run.lr (the peak), run.opt, and run.schedule: {total, warmup} steps and
+-- lr_at(step).  With a time budget the schedule's length is estimated from
+-- the first steps, then re-estimated after every step from the wall time
+-- per step so far (evaluations and saves included), so that the learning
+-- rate reaches zero as the budget runs out; --steps caps it.  The total and
+-- the warmup are saved with the checkpoints (resume replays them).
+local function make_optimizer(run)
+  local args, model = run.args, run.model
   local lr = args.lr or cli.default_lr("pretrain", model.config.hidden_size)
   if dist.is_main() then
     io.stderr:write(string.format("pretrain: peak learning rate %g%s\n", lr,
       args.lr and "" or string.format(" (the default for hidden size %d; --lr to change)", model.config.hidden_size)))
   end
   -- (runs written before --optimizer/--beta2/--eps existed resume with what they used)
-  local opt = (args.optimizer == "lamb" and bert.optim.LAMB or bert.optim.AdamW)(model,
+  run.opt = (args.optimizer == "lamb" and bert.optim.LAMB or bert.optim.AdamW)(model,
     {lr = lr, weight_decay = args.weight_decay, eps = args.eps or 1e-6, betas = {0.9, args.beta2 or 0.999}})
-
-  -- With a time budget the schedule's length is estimated from the first
-  -- steps, then re-estimated after every step from the wall time per step so
-  -- far (evaluations and saves included), so that the learning rate reaches
-  -- zero as the budget runs out; --steps caps it.  The total and the warmup
-  -- are saved with the checkpoints (resume replays them).
-  local schedule_total = not args.time_budget and args.steps or nil
-  local warmup_steps = schedule_total and math.max(1, cli.warmup_steps(args.warmup, schedule_total)) or nil
-  local function lr_at(step)
-    local total = schedule_total or math.huge
-    local warmup = warmup_steps or math.max(1, cli.warmup_steps(args.warmup, 10000))
+  local schedule = {total = not args.time_budget and args.steps or nil}
+  schedule.warmup = schedule.total and math.max(1, cli.warmup_steps(args.warmup, schedule.total)) or nil
+  function schedule.lr_at(step)
+    local total = schedule.total or math.huge
+    local warmup = schedule.warmup or math.max(1, cli.warmup_steps(args.warmup, 10000))
     if step < warmup then return lr * (step + 1) / warmup end
     if total == math.huge then return lr end
     return lr * math.max(0, (total - step) / math.max(1, total - warmup))
   end
-  -- }============================================================
+  run.lr, run.schedule = lr, schedule
+end
+-- }============================================================
 
-  -- {============================================================ evaluation
-  local function batch_metrics(out, batch) return objective.step_metrics(ctx, out, batch) end
-
-  local function evaluate(m)
-    local ev = assert(pre.Loader{dir = args.output .. "/data/eval", batch_size = math.min(args.batch_size, eval_meta.instances),
-                                 seq_len = args.seq_len, masking = "static", seed = 0, shuffle = false})
+-- {============================================================ evaluation
+-- The held-out metrics of model m (the objective's), over every rank.
+local function evaluator(run)
+  local args, objective, ctx = run.args, run.objective, run.ctx
+  return function(m)
+    local ev = assert(run.pre.Loader{dir = args.output .. "/data/eval",
+                                     batch_size = math.min(args.batch_size, run.eval_meta.instances),
+                                     seq_len = args.seq_len, masking = "static", seed = 0, shuffle = false})
     local nbatches = math.max(1, ev:batches_per_epoch())
     if args.max_eval then nbatches = math.min(nbatches, math.max(1, math.ceil(args.max_eval / args.batch_size))) end
     local sums = objective.eval_init(ctx)
@@ -460,24 +513,30 @@ function M.run(args)
     for i, k in ipairs(keys) do sums[k] = values[i] end
     return objective.eval_finish(ctx, sums)
   end
-  -- }============================================================
+end
+-- }============================================================
 
+-- run.trainer and run.evaluate; a resumed run continues from its checkpoint
+local function make_trainer(run)
+  local args, objective, ctx, loader, schedule = run.args, run.objective, run.ctx, run.loader, run.schedule
+  run.evaluate = evaluator(run)
   local trainer = bert.train.Trainer{
-    model = model, optimizer = opt, schedule = lr_at, next_batch = function() return loader:next() end,
+    model = run.model, optimizer = run.opt, schedule = schedule.lr_at, next_batch = function() return loader:next() end,
     steps = args.steps, time_budget = args.time_budget, accum = args.accum, clip = args.clip > 0 and args.clip or nil,
-    output = args.output, save_every = args.save_every, eval_every = args.eval_every, tokenizer = tok,
-    log_every = args.log_every, evaluate = evaluate, step_metrics = batch_metrics,
+    output = args.output, save_every = args.save_every, eval_every = args.eval_every, tokenizer = run.tok,
+    log_every = args.log_every, evaluate = run.evaluate,
+    step_metrics = function(out, batch) return objective.step_metrics(ctx, out, batch) end,
     sharded_batches = true, fingerprint = args,
-    snapshot_steps = #snapshots > 0 and (function()
+    snapshot_steps = #run.snapshots > 0 and (function()
       local steps = {}
-      for i, sn in ipairs(snapshots) do steps[i] = sn.step end
+      for i, sn in ipairs(run.snapshots) do steps[i] = sn.step end
       return steps
     end)() or nil,
     on_nonfinite = args.on_nonfinite, repair = args.repair,
-    get_state = function() return {loader = loader:state(), schedule_total = schedule_total, warmup_steps = warmup_steps} end,
+    get_state = function() return {loader = loader:state(), schedule_total = schedule.total, warmup_steps = schedule.warmup} end,
     set_state = function(s)
       loader:set_state(s.loader)
-      schedule_total, warmup_steps = s.schedule_total, s.warmup_steps
+      schedule.total, schedule.warmup = s.schedule_total, s.warmup_steps
     end,
   }
   if args.resume then
@@ -485,11 +544,17 @@ function M.run(args)
     if not ok then die(tostring(err)) end
     if dist.is_main() then io.stderr:write(string.format("pretrain: resumed %s at step %d\n", args.output, trainer.step)) end
   end
+  run.trainer = trainer
+end
 
-  -- with a time budget, size the schedule from measured steps (after a
-  -- warm-up step), then keep resizing it while training
+-- Trains to the end of the budget: run.summary (the Trainer's),
+-- run.training_wall (seconds, evaluations and saves included).  With a
+-- time budget, sizes the schedule from measured steps (after a warm-up
+-- step), then keeps resizing it while training.
+local function train(run)
+  local args, trainer, schedule = run.args, run.trainer, run.schedule
   local started = bert.wall_time()
-  if schedule_total == nil and args.time_budget then
+  if schedule.total == nil and args.time_budget then
     trainer.steps, trainer.save_every = trainer.step + 1, false
     trainer:run()
     local t0 = bert.wall_time()
@@ -497,70 +562,104 @@ function M.run(args)
     trainer:run()
     local per_step = (bert.wall_time() - t0) / 5
     local left = args.time_budget - (bert.wall_time() - started)
-    schedule_total = dist.broadcast_number(trainer.step + math.max(1, math.floor(left / per_step)))
-    if args.steps then schedule_total = math.min(schedule_total, args.steps) end
-    warmup_steps = math.max(1, cli.warmup_steps(args.warmup, schedule_total))
-    trainer.steps, trainer.save_every = schedule_total, args.save_every
+    schedule.total = dist.broadcast_number(trainer.step + math.max(1, math.floor(left / per_step)))
+    if args.steps then schedule.total = math.min(schedule.total, args.steps) end
+    schedule.warmup = math.max(1, cli.warmup_steps(args.warmup, schedule.total))
+    trainer.steps, trainer.save_every = schedule.total, args.save_every
     trainer.time_budget = left
     trainer.after_step = bert.train.fit_to_budget{
       time_budget = args.time_budget, started = started, start_step = 0, max_steps = args.steps,
-      on_total = function(total) schedule_total = total end,
+      on_total = function(total) schedule.total = total end,
     }
     if dist.is_main() then
       io.stderr:write(string.format("pretrain: %.2f s per step: planning %d steps for the %g s budget (re-estimated while training)\n",
-        per_step, schedule_total, args.time_budget))
+        per_step, schedule.total, args.time_budget))
     end
-  elseif schedule_total and trainer.steps == nil then
-    trainer.steps = schedule_total   -- a resumed time-budgeted run replays its saved schedule
+  elseif schedule.total and trainer.steps == nil then
+    trainer.steps = schedule.total   -- a resumed time-budgeted run replays its saved schedule
   end
 
   if dist.is_main() then
     io.stderr:write(string.format("pretrain: %s (%s, %d parameters), objective %s, %s masking, %d training sequences%s\n",
-      arch or "model", args.model, model:num_parameters(), args.objective, args.masking, train_meta.instances,
-      dist.size() > 1 and string.format(", %d ranks x %d sequences", dist.size(), shard_rows) or ""))
+      run.arch or "model", args.model, run.model:num_parameters(), args.objective, args.masking, run.train_meta.instances,
+      dist.size() > 1 and string.format(", %d ranks x %d sequences", dist.size(), run.shard_rows) or ""))
   end
-  local summary = trainer:run()
-  local training_wall = bert.wall_time() - started
-  loader:close()
+  run.summary = trainer:run()
+  run.training_wall = bert.wall_time() - started
+  run.loader:close()
+end
 
-  -- final held-out evaluation
+-- The final held-out evaluation and the run's figures: summary.json's table.
+local function final_summary(run)
+  local args, model, summary = run.args, run.model, run.summary
   model:evaluate()
-  local final = bert.no_grad(function() return evaluate(model) end)
+  local final = bert.no_grad(function() return run.evaluate(model) end)
   final.tokens_per_s = summary.tokens_per_s
   final.steps = summary.step
   final.train_seconds = summary.train_seconds
-  final.wall_seconds = training_wall   -- steps, evaluations and saves: what --time-budget limits
+  final.wall_seconds = run.training_wall   -- steps, evaluations and saves: what --time-budget limits
   final.objective = args.objective
   final.model = args.model
   final.parameters = model:num_parameters()
   final.kind = "pretraining"
   final.corpus = args.corpus
-  final.settings = {lr = lr, batch_size = args.batch_size, accum = args.accum, seq_len = args.seq_len,
-    warmup_steps = warmup_steps, weight_decay = args.weight_decay, seed = args.seed, masking = args.masking,
+  final.settings = {lr = run.lr, batch_size = args.batch_size, accum = args.accum, seq_len = args.seq_len,
+    warmup_steps = run.schedule.warmup, weight_decay = args.weight_decay, seed = args.seed, masking = args.masking,
     whole_word_mask = args.whole_word_mask == true, corpus = args.corpus, time_budget = args.time_budget,
     mask_prob = args.mask_prob, span_mask = args.span_mask == true, ngram_mask = args.ngram_mask,
     phrase_mask = args.phrase_mask == true,
     optimizer = args.optimizer or "adamw", beta2 = args.beta2 or 0.999, eps = args.eps or 1e-6, recipe = args.recipe}
-  final.snapshots = #snapshots > 0 and snapshots or nil   -- {fraction, step, name}: a learning curve's points
+  final.snapshots = #run.snapshots > 0 and run.snapshots or nil   -- {fraction, step, name}: a learning curve's points
   final.ranks = dist.size()
   final.distributed = summary.distributed   -- gradient all-reduce: wait after backward, overlap
-  if not dist.is_main() then return final end   -- rank 0 writes the summary
-  trainer:log({step = trainer.step, eval = final})
+  return final
+end
+
+-- Rank 0: summary.json, metrics.csv and the plots; the closing printout
+-- unless args.quiet.
+local function write_results(run, final)
+  local args = run.args
+  run.trainer:log({step = run.trainer.step, eval = final})
   write_json(args.output .. "/summary.json", final)
 
   assert(require("bert.plot").write_csv(args.output))
   local plotted = not args.no_plot and require("bert.plot").runs({args.output})
 
-  if args.quiet then return final end
-  print("\n" .. objective.describe(ctx, final))
+  if args.quiet then return end
+  print("\n" .. run.objective.describe(run.ctx, final))
   print(string.format("%d steps in %.0f s (%.0f s with evaluations and saves%s), %.0f tokens/s", final.steps,
-    final.train_seconds, training_wall, args.time_budget and string.format(", %.1f%% of the budget",
-    100 * training_wall / args.time_budget) or "", final.tokens_per_s))
+    final.train_seconds, run.training_wall, args.time_budget and string.format(", %.1f%% of the budget",
+    100 * run.training_wall / args.time_budget) or "", final.tokens_per_s))
   print("run directory: " .. args.output)
   print("  checkpoint:  " .. args.output .. "/checkpoint  (config.json, model.safetensors and the tokenizer files)")
-  print("  tokenizer:   " .. tok_dir)
+  print("  tokenizer:   " .. run.tok_dir)
   print("  metrics:     " .. args.output .. "/metrics.jsonl (and .csv), " .. args.output .. "/summary.json")
   if plotted then print("  plots:       " .. args.output .. "/loss.png, " .. args.output .. "/accuracy.png") end
+end
+
+--- Runs (or, with args.resume = DIR, resumes) one pretraining run; see the
+-- module comment.  args.quiet leaves out the closing printout.
+function M.run(args)
+  if args.resume then resume_settings(args) end
+  local run = {args = args}
+  check_settings(run)
+  find_corpus(run)
+  local documents = dist.is_main() and read_corpus(run) or nil
+  if args.detect_anomaly then bert.set_detect_anomaly(true) end
+  prepare_output(args)
+  if args.threads then bert.set_num_threads(args.threads) end
+  bert.manual_seed(args.seed)
+  run.pre = require("bert.data.pretraining")
+  prepare_data(run, documents)
+  documents = nil
+  collectgarbage()
+  open_loader(run)
+  build_model(run)
+  make_optimizer(run)
+  make_trainer(run)
+  train(run)
+  local final = final_summary(run)
+  if dist.is_main() then write_results(run, final) end   -- rank 0 writes the summary
   return final
 end
 

@@ -462,157 +462,162 @@ local function metaspace_fields(p, field, cfg)
   cfg.split = typed(p.split, "boolean", field .. ".split") ~= false
 end
 
-local function parse_tokenizer_json(path, j)
-  typed(j, "table", "(top level)")
-  local m = need(j.model, "table", "model")
-  local cfg = {}
-  local mtype = typed(m.type, "string", "model.type") or (jnull(m.merges) and "BPE") or "WordPiece"
-  local unigram = mtype == "Unigram"
-  if mtype == "WordPiece" then
-    cfg.model = "wordpiece"
-    cfg.unk_token = typed(m.unk_token, "string", "model.unk_token") or "[UNK]"
-    cfg.continuing_subword_prefix = typed(m.continuing_subword_prefix, "string",
-                                          "model.continuing_subword_prefix") or "##"
-    cfg.max_input_chars_per_word = typed(m.max_input_chars_per_word, "integer",
-                                         "model.max_input_chars_per_word") or 100
-    cfg.vocab = need(m.vocab, "table", "model.vocab")
-  elseif mtype == "BPE" then
-    cfg.model = "bpe"
-    cfg.vocab = need(m.vocab, "table", "model.vocab")
-    cfg.unk_token = typed(m.unk_token, "string", "model.unk_token")
-    local p = typed(m.continuing_subword_prefix, "string", "model.continuing_subword_prefix")
-    if p and p ~= "" then jerr("model.continuing_subword_prefix", "not supported") end
-    local suf = typed(m.end_of_word_suffix, "string", "model.end_of_word_suffix")
-    if suf and suf ~= "" then jerr("model.end_of_word_suffix", "not supported") end
-    local flat = {}
-    for i, mg in ipairs(typed(m.merges, "table", "model.merges") or {}) do
-      local a, b
-      if type(mg) == "table" then a, b = mg[1], mg[2]
-      elseif type(mg) == "string" then a, b = mg:match("^([^ ]+) ([^ ]+)$") end
-      if type(a) ~= "string" or type(b) ~= "string" then
-        jerr("model.merges[" .. i .. "]", "expected [a, b] or \"a b\"")
-      end
-      flat[#flat + 1] = a; flat[#flat + 1] = b
+-- {------------------------------------------------ tokenizer.json's sections
+-- Each reads one section of a tokenizer.json into cfg (the C tokenizer's
+-- configuration), refusing what it does not support with jerr.
+
+local function wordpiece_model(m, cfg)
+  cfg.model = "wordpiece"
+  cfg.unk_token = typed(m.unk_token, "string", "model.unk_token") or "[UNK]"
+  cfg.continuing_subword_prefix = typed(m.continuing_subword_prefix, "string",
+                                        "model.continuing_subword_prefix") or "##"
+  cfg.max_input_chars_per_word = typed(m.max_input_chars_per_word, "integer",
+                                       "model.max_input_chars_per_word") or 100
+  cfg.vocab = need(m.vocab, "table", "model.vocab")
+end
+
+local function bpe_model(m, cfg)
+  cfg.model = "bpe"
+  cfg.vocab = need(m.vocab, "table", "model.vocab")
+  cfg.unk_token = typed(m.unk_token, "string", "model.unk_token")
+  local p = typed(m.continuing_subword_prefix, "string", "model.continuing_subword_prefix")
+  if p and p ~= "" then jerr("model.continuing_subword_prefix", "not supported") end
+  local suf = typed(m.end_of_word_suffix, "string", "model.end_of_word_suffix")
+  if suf and suf ~= "" then jerr("model.end_of_word_suffix", "not supported") end
+  local flat = {}
+  for i, mg in ipairs(typed(m.merges, "table", "model.merges") or {}) do
+    local a, b
+    if type(mg) == "table" then a, b = mg[1], mg[2]
+    elseif type(mg) == "string" then a, b = mg:match("^([^ ]+) ([^ ]+)$") end
+    if type(a) ~= "string" or type(b) ~= "string" then
+      jerr("model.merges[" .. i .. "]", "expected [a, b] or \"a b\"")
     end
-    cfg.merges = flat
-  elseif unigram then
-    local pieces, scores = {}, {}
-    for i, e in ipairs(need(m.vocab, "table", "model.vocab")) do
-      local f = "model.vocab[" .. i .. "]"
-      typed(e, "table", f)
-      pieces[i] = need(e[1], "string", f .. "[1]")
-      scores[i] = need(e[2], "number", f .. "[2]")
-    end
-    if #pieces == 0 then jerr("model.vocab", "expected a non-empty array of [piece, score]") end
-    local unk = typed(m.unk_id, "integer", "model.unk_id")
-    if unk and unk >= #pieces then
-      jerr("model.unk_id", string.format("%d is outside the vocabulary (%d pieces)", unk, #pieces))
-    end
-    local u = {unk_id = unk, byte_fallback = typed(m.byte_fallback, "boolean", "model.byte_fallback")}
-    local n = typed(j.normalizer, "table", "normalizer")
-    if n then
-      u.normalizers = {}
-      unigram_normalizers(n, "normalizer", u.normalizers, u)
-    end
-    local p = typed(j.pre_tokenizer, "table", "pre_tokenizer")
-    if p then
-      local pt = need(p.type, "string", "pre_tokenizer.type")
-      local field = "pre_tokenizer"
-      if pt == "Sequence" then
-        local list = need(p.pretokenizers, "table", "pre_tokenizer.pretokenizers")
-        if #list ~= 1 then jerr("pre_tokenizer.pretokenizers", "only a one-element Sequence is supported") end
-        p = need(list[1], "table", "pre_tokenizer.pretokenizers[1]")
-        field = "pre_tokenizer.pretokenizers[1]"
-        pt = need(p.type, "string", field .. ".type")
-      end
-      if pt == "Metaspace" then metaspace_fields(p, field, u)
-      elseif pt == "WhitespaceSplit" then u.pre_tokenizer = "whitespace_split"
-      else jerr(field .. ".type", "unsupported pre-tokenizer " .. pt .. " for a Unigram model") end
+    flat[#flat + 1] = a; flat[#flat + 1] = b
+  end
+  cfg.merges = flat
+end
+
+-- A Unigram model's pre-tokenizer (Metaspace, alone or as a one-element
+-- Sequence, or WhitespaceSplit) into u.
+local function unigram_pre_tokenizer(p, u)
+  if not p then
+    u.pre_tokenizer = "none"
+    return
+  end
+  local pt = need(p.type, "string", "pre_tokenizer.type")
+  local field = "pre_tokenizer"
+  if pt == "Sequence" then
+    local list = need(p.pretokenizers, "table", "pre_tokenizer.pretokenizers")
+    if #list ~= 1 then jerr("pre_tokenizer.pretokenizers", "only a one-element Sequence is supported") end
+    p = need(list[1], "table", "pre_tokenizer.pretokenizers[1]")
+    field = "pre_tokenizer.pretokenizers[1]"
+    pt = need(p.type, "string", field .. ".type")
+  end
+  if pt == "Metaspace" then metaspace_fields(p, field, u)
+  elseif pt == "WhitespaceSplit" then u.pre_tokenizer = "whitespace_split"
+  else jerr(field .. ".type", "unsupported pre-tokenizer " .. pt .. " for a Unigram model") end
+end
+
+-- A Unigram model with its normalizer and pre-tokenizer: a new cfg.
+local function unigram_model(j, m)
+  local pieces, scores = {}, {}
+  for i, e in ipairs(need(m.vocab, "table", "model.vocab")) do
+    local f = "model.vocab[" .. i .. "]"
+    typed(e, "table", f)
+    pieces[i] = need(e[1], "string", f .. "[1]")
+    scores[i] = need(e[2], "number", f .. "[2]")
+  end
+  if #pieces == 0 then jerr("model.vocab", "expected a non-empty array of [piece, score]") end
+  local unk = typed(m.unk_id, "integer", "model.unk_id")
+  if unk and unk >= #pieces then
+    jerr("model.unk_id", string.format("%d is outside the vocabulary (%d pieces)", unk, #pieces))
+  end
+  local u = {unk_id = unk, byte_fallback = typed(m.byte_fallback, "boolean", "model.byte_fallback")}
+  local n = typed(j.normalizer, "table", "normalizer")
+  if n then
+    u.normalizers = {}
+    unigram_normalizers(n, "normalizer", u.normalizers, u)
+  end
+  unigram_pre_tokenizer(typed(j.pre_tokenizer, "table", "pre_tokenizer"), u)
+  u.post = nil
+  local cfg = unigram_config(pieces, scores, nil, {}, false, u)
+  cfg.unk_id = unk
+  return cfg
+end
+
+-- The normalizer and pre-tokenizer of a WordPiece or BPE model.
+local function normalizer_and_pre_tokenizer(j, cfg)
+  local n = typed(j.normalizer, "table", "normalizer")
+  if n then
+    local nt = need(n.type, "string", "normalizer.type")
+    if nt == "BertNormalizer" then
+      cfg.normalizer = {
+        clean_text = typed(n.clean_text, "boolean", "normalizer.clean_text") ~= false,
+        handle_chinese_chars = typed(n.handle_chinese_chars, "boolean",
+                                     "normalizer.handle_chinese_chars") ~= false,
+        strip_accents = typed(n.strip_accents, "boolean", "normalizer.strip_accents"),
+        lowercase = typed(n.lowercase, "boolean", "normalizer.lowercase") ~= false}
+    elseif nt == "Lowercase" then
+      cfg.normalizer = {clean_text = false, handle_chinese_chars = false,
+                        strip_accents = false, lowercase = true}
     else
-      u.pre_tokenizer = "none"
-    end
-    u.post = nil
-    cfg = unigram_config(pieces, scores, nil, {}, false, u)
-    cfg.unk_id = unk
-  else
-    jerr("model.type", "unsupported model " .. tostring(mtype))
-  end
-  if not unigram then
-    local n = typed(j.normalizer, "table", "normalizer")
-    if n then
-      local nt = need(n.type, "string", "normalizer.type")
-      if nt == "BertNormalizer" then
-        cfg.normalizer = {
-          clean_text = typed(n.clean_text, "boolean", "normalizer.clean_text") ~= false,
-          handle_chinese_chars = typed(n.handle_chinese_chars, "boolean",
-                                       "normalizer.handle_chinese_chars") ~= false,
-          strip_accents = typed(n.strip_accents, "boolean", "normalizer.strip_accents"),
-          lowercase = typed(n.lowercase, "boolean", "normalizer.lowercase") ~= false}
-      elseif nt == "Lowercase" then
-        cfg.normalizer = {clean_text = false, handle_chinese_chars = false,
-                          strip_accents = false, lowercase = true}
-      else
-        jerr("normalizer.type", "unsupported normalizer " .. nt)
-      end
-    end
-    local p = typed(j.pre_tokenizer, "table", "pre_tokenizer")
-    if p then
-      local pt = need(p.type, "string", "pre_tokenizer.type")
-      if pt == "BertPreTokenizer" then cfg.pre_tokenizer = "bert"
-      elseif pt == "ByteLevel" then
-        cfg.pre_tokenizer = "byte_level"
-        cfg.add_prefix_space = typed(p.add_prefix_space, "boolean", "pre_tokenizer.add_prefix_space") == true
-        cfg.use_regex = typed(p.use_regex, "boolean", "pre_tokenizer.use_regex") ~= false
-      elseif pt == "WhitespaceSplit" then cfg.pre_tokenizer = "whitespace_split"
-      else jerr("pre_tokenizer.type", "unsupported pre-tokenizer " .. pt) end
+      jerr("normalizer.type", "unsupported normalizer " .. nt)
     end
   end
-  local function lookup(t)
-    if unigram then
-      for i, p in ipairs(cfg.vocab_list) do if p == t then return i - 1 end end
-      return nil
-    end
-    return cfg.vocab[t]
-  end
-  local pp = typed(j.post_processor, "table", "post_processor")
-  if pp then
-    local pt = need(pp.type, "string", "post_processor.type")
-    if pt == "TemplateProcessing" then
-      local sp = {}
-      for k, v in pairs(typed(pp.special_tokens, "table", "post_processor.special_tokens") or {}) do
-        local f = "post_processor.special_tokens." .. tostring(k)
-        typed(v, "table", f)
-        local ids = {}
-        for i, id in ipairs(need(v.ids, "table", f .. ".ids")) do
-          ids[i] = need(id, "integer", f .. ".ids[" .. i .. "]")
-        end
-        sp[k] = ids
-      end
-      cfg.post = {single = json_template(pp.single or {}, sp, "post_processor.single"),
-                  pair = json_template(pp.pair or {}, sp, "post_processor.pair")}
-    elseif pt == "BertProcessing" or pt == "RobertaProcessing" then
-      local cls = need(pp.cls, "table", "post_processor.cls")
-      local sep = need(pp.sep, "table", "post_processor.sep")
-      local c = need(cls[2], "integer", "post_processor.cls[2]")
-      local s2 = need(sep[2], "integer", "post_processor.sep[2]")
-      if pt == "BertProcessing" then cfg.post = bert_template(c, s2)
-      else
-        cfg.post = roberta_template(c, s2)
-        cfg.trim_offsets = typed(pp.trim_offsets, "boolean", "post_processor.trim_offsets") ~= false
-        cfg.post_add_prefix_space = typed(pp.add_prefix_space, "boolean",
-                                          "post_processor.add_prefix_space") ~= false
-      end
+  local p = typed(j.pre_tokenizer, "table", "pre_tokenizer")
+  if p then
+    local pt = need(p.type, "string", "pre_tokenizer.type")
+    if pt == "BertPreTokenizer" then cfg.pre_tokenizer = "bert"
     elseif pt == "ByteLevel" then
-      cfg.trim_offsets = typed(pp.trim_offsets, "boolean", "post_processor.trim_offsets") ~= false
-      cfg.post_add_prefix_space = cfg.add_prefix_space
-    else
-      jerr("post_processor.type", "unsupported post-processor " .. pt)
-    end
-  elseif unigram then
-    cfg.post = nil
+      cfg.pre_tokenizer = "byte_level"
+      cfg.add_prefix_space = typed(p.add_prefix_space, "boolean", "pre_tokenizer.add_prefix_space") == true
+      cfg.use_regex = typed(p.use_regex, "boolean", "pre_tokenizer.use_regex") ~= false
+    elseif pt == "WhitespaceSplit" then cfg.pre_tokenizer = "whitespace_split"
+    else jerr("pre_tokenizer.type", "unsupported pre-tokenizer " .. pt) end
   end
-  local d = typed(j.decoder, "table", "decoder")
-  if d and unigram then
+end
+
+-- The special tokens around a sequence or a pair: cfg.post and the
+-- offsets' settings.
+local function post_processor(pp, cfg)
+  local pt = need(pp.type, "string", "post_processor.type")
+  if pt == "TemplateProcessing" then
+    local sp = {}
+    for k, v in pairs(typed(pp.special_tokens, "table", "post_processor.special_tokens") or {}) do
+      local f = "post_processor.special_tokens." .. tostring(k)
+      typed(v, "table", f)
+      local ids = {}
+      for i, id in ipairs(need(v.ids, "table", f .. ".ids")) do
+        ids[i] = need(id, "integer", f .. ".ids[" .. i .. "]")
+      end
+      sp[k] = ids
+    end
+    cfg.post = {single = json_template(pp.single or {}, sp, "post_processor.single"),
+                pair = json_template(pp.pair or {}, sp, "post_processor.pair")}
+  elseif pt == "BertProcessing" or pt == "RobertaProcessing" then
+    local cls = need(pp.cls, "table", "post_processor.cls")
+    local sep = need(pp.sep, "table", "post_processor.sep")
+    local c = need(cls[2], "integer", "post_processor.cls[2]")
+    local s2 = need(sep[2], "integer", "post_processor.sep[2]")
+    if pt == "BertProcessing" then cfg.post = bert_template(c, s2)
+    else
+      cfg.post = roberta_template(c, s2)
+      cfg.trim_offsets = typed(pp.trim_offsets, "boolean", "post_processor.trim_offsets") ~= false
+      cfg.post_add_prefix_space = typed(pp.add_prefix_space, "boolean",
+                                        "post_processor.add_prefix_space") ~= false
+    end
+  elseif pt == "ByteLevel" then
+    cfg.trim_offsets = typed(pp.trim_offsets, "boolean", "post_processor.trim_offsets") ~= false
+    cfg.post_add_prefix_space = cfg.add_prefix_space
+  else
+    jerr("post_processor.type", "unsupported post-processor " .. pt)
+  end
+end
+
+-- The decoder: for a Unigram model only whether it falls back to bytes
+-- (anywhere in a Sequence); else WordPiece's or ByteLevel's.
+local function decoder(d, cfg, unigram)
+  if unigram then
     local function scan(x, f)
       local dt = need(x.type, "string", f .. ".type")
       if dt == "Sequence" then
@@ -622,17 +627,19 @@ local function parse_tokenizer_json(path, j)
       elseif dt == "ByteFallback" then cfg.decoder_byte_fallback = true end
     end
     scan(d, "decoder")
+    return
   end
-  if d and not unigram then
-    local dt = need(d.type, "string", "decoder.type")
-    if dt == "WordPiece" then
-      cfg.decoder = "wordpiece"
-      cfg.decoder_prefix = typed(d.prefix, "string", "decoder.prefix") or "##"
-      cfg.cleanup = typed(d.cleanup, "boolean", "decoder.cleanup") ~= false
-    elseif dt == "ByteLevel" then cfg.decoder = "byte_level" end
-  end
+  local dt = need(d.type, "string", "decoder.type")
+  if dt == "WordPiece" then
+    cfg.decoder = "wordpiece"
+    cfg.decoder_prefix = typed(d.prefix, "string", "decoder.prefix") or "##"
+    cfg.cleanup = typed(d.cleanup, "boolean", "decoder.cleanup") ~= false
+  elseif dt == "ByteLevel" then cfg.decoder = "byte_level" end
+end
+
+local function added_tokens(list)
   local added = {}
-  for i, a in ipairs(typed(j.added_tokens, "table", "added_tokens") or {}) do
+  for i, a in ipairs(list or {}) do
     local f = "added_tokens[" .. i .. "]"
     typed(a, "table", f)
     added[#added + 1] = {
@@ -643,14 +650,45 @@ local function parse_tokenizer_json(path, j)
       single_word = typed(a.single_word, "boolean", f .. ".single_word") == true,
       normalized = typed(a.normalized, "boolean", f .. ".normalized") == true}
   end
-  cfg.added_tokens = added
-  local pad = typed(j.padding, "table", "padding")
+  return added
+end
+
+-- padding's ids, else those of [PAD] or <pad> in the vocabulary, else 0
+local function padding(pad, cfg, unigram)
   if pad then
     cfg.pad_id = typed(pad.pad_id, "integer", "padding.pad_id")
     cfg.pad_type_id = typed(pad.pad_type_id, "integer", "padding.pad_type_id")
-  else
-    cfg.pad_id = lookup("[PAD]") or lookup("<pad>") or 0
+    return
   end
+  local function lookup(t)
+    if unigram then
+      for i, p in ipairs(cfg.vocab_list) do if p == t then return i - 1 end end
+      return nil
+    end
+    return cfg.vocab[t]
+  end
+  cfg.pad_id = lookup("[PAD]") or lookup("<pad>") or 0
+end
+-- }------------------------------------------------
+
+local function parse_tokenizer_json(path, j)
+  typed(j, "table", "(top level)")
+  local m = need(j.model, "table", "model")
+  local cfg = {}
+  local mtype = typed(m.type, "string", "model.type") or (jnull(m.merges) and "BPE") or "WordPiece"
+  local unigram = mtype == "Unigram"
+  if mtype == "WordPiece" then wordpiece_model(m, cfg)
+  elseif mtype == "BPE" then bpe_model(m, cfg)
+  elseif unigram then cfg = unigram_model(j, m)
+  else jerr("model.type", "unsupported model " .. tostring(mtype)) end
+  if not unigram then normalizer_and_pre_tokenizer(j, cfg) end
+  local pp = typed(j.post_processor, "table", "post_processor")
+  if pp then post_processor(pp, cfg)
+  elseif unigram then cfg.post = nil end
+  local d = typed(j.decoder, "table", "decoder")
+  if d then decoder(d, cfg, unigram) end
+  cfg.added_tokens = added_tokens(typed(j.added_tokens, "table", "added_tokens"))
+  padding(typed(j.padding, "table", "padding"), cfg, unigram)
   return cfg
 end
 

@@ -3,7 +3,6 @@
 --
 --   validate.text(text, path[, opts])      -> text (maybe repaired), or nil, msg
 --   validate.corpus(path[, opts])          -> documents, or nil, msg
---   validate.json_file(path[, what])       -> value, or nil, msg
 --
 -- A corpus (BERT's plain format: a sentence per line, blank lines between
 -- documents) must be UTF-8 without NUL bytes, have lines of at most
@@ -14,7 +13,6 @@
 -- invalid byte with U+FFFD instead of refusing the file.
 --
 -- Files are read with bert.fs.
-local cjson = require("cjson.safe")
 local read_all = require("bert.fs").read_file
 
 local M = {}
@@ -108,20 +106,6 @@ function M.corpus(path, opts)
       "a blank line between documents)", path, #docs, #docs == 1 and "" or "s", min_docs)
   end
   return docs
-end
-
---- Reads a JSON file that must decode to a table; nil, "path: ..." otherwise.
-function M.json_file(path, what)
-  local text, err = read_all(path)
-  if not text then return nil, string.format("%s: cannot read %s (%s)", path, what or "the file", tostring(err)) end
-  local value, jerr = cjson.decode(text)
-  if value == nil then
-    return nil, string.format("%s: corrupt %s: invalid JSON (%s)", path, what or "file", tostring(jerr))
-  end
-  if type(value) ~= "table" then
-    return nil, string.format("%s: corrupt %s: expected a JSON object, got %s", path, what or "file", type(value))
-  end
-  return value
 end
 
 return M

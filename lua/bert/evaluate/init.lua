@@ -166,12 +166,7 @@ local function say(opts, fmt, ...)
   io.stdout:flush()
 end
 
-local function read_json(path)
-  local text = util.read_file(path)
-  if not text then return nil end
-  local v = util.decode_json(text)
-  return type(v) == "table" and v or nil
-end
+local read_json = require("bert.fs").read_json
 
 -- A copy with NaN and infinities as JSON null: one undefined figure (a
 -- correlation of a constant) must not lose a finished task's results.

@@ -268,55 +268,64 @@ local function eval_progress(name)
   end
 end
 
---- Runs a fine-tuning experiment from settings (the flags' names with _);
--- returns the summary (also written to OUTPUT/summary.json).
-function M.run(kind, args)
-  dist.init()
-  if args.resume then
-    -- continue a run: its saved settings win, except where to resume from
-    local text = util.read_file(args.resume .. "/args.json")
-    local saved = text and util.decode_json(text)
-    if type(saved) ~= "table" then
-      error("--resume: " .. args.resume .. "/args.json is missing or unreadable; not a fine-tuning run directory", 0)
-    end
-    local resume, fetch = args.resume, args.fetch
-    args = {}
-    for k, v in pairs(saved) do   -- JSON has one number type: whole numbers come back as integers
-      args[k] = (math.type(v) == "float" and v == math.floor(v) and math.tointeger(v)) or v
-    end
-    args.resume, args.output, args.fetch = resume, resume, fetch
+-- {============================================================ run
+-- M.run goes in stages, each filling in its part of `run`, the table of one
+-- experiment's state: settings, data, tokenizer and model, features, run
+-- directory, trainer, training, test, summary.
+
+-- A resumed run's settings: its args.json, except where to resume from.
+local function resumed_settings(args)
+  local text = util.read_file(args.resume .. "/args.json")
+  local saved = text and util.decode_json(text)
+  if type(saved) ~= "table" then
+    error("--resume: " .. args.resume .. "/args.json is missing or unreadable; not a fine-tuning run directory", 0)
   end
+  local resume, fetch = args.resume, args.fetch
+  args = {}
+  for k, v in pairs(saved) do   -- JSON has one number type: whole numbers come back as integers
+    args[k] = (math.type(v) == "float" and v == math.floor(v) and math.tointeger(v)) or v
+  end
+  args.resume, args.output, args.fetch = resume, resume, fetch
+  return args
+end
+
+-- The run's settings (defaults filled in), threads and seed: a new `run`.
+local function start(kind, args)
   args = M.settings(kind, args)
-  local K, mod = KINDS[kind], finetune.kind_module(kind)
-  local t_start = bert.wall_time()
+  local run = {kind = kind, args = args, K = KINDS[kind], mod = finetune.kind_module(kind), t_start = bert.wall_time()}
   quiet = args.quiet == true
-  local sizes = setmetatable({}, {__index = function(_, name)   -- FAMILY-SIZE or a bare size name
+  run.sizes = setmetatable({}, {__index = function(_, name)   -- FAMILY-SIZE or a bare size name
     local r = bert.models.resolve(name)
     return r and r.size ~= nil or nil
   end})
   if args.threads then bert.set_num_threads(args.threads) end
   bert.manual_seed(args.seed)
-  if sizes[args.model] and not args.from_scratch then
+  if run.sizes[args.model] and not args.from_scratch then
     say("note: --model %s is a size name: random initialisation (as --from-scratch)", args.model)
     args.from_scratch = true
   end
-  if not sizes[args.model] and not finetune.model_dir(args.model) and args.model == M.DEFAULT_MODEL then
+  if not run.sizes[args.model] and not finetune.model_dir(args.model) and args.model == M.DEFAULT_MODEL then
     error(string.format("no model at %s (the demo's pretrained checkpoint): pass --model DIR, " ..
       "or --model mini --from-scratch", M.DEFAULT_MODEL), 0)
   end
+  return run
+end
 
-  local task, train_ex, dev_ex, test_ex = load_data(kind, args)
-
-  -- {------------------------------------------------ tokenizer and model
-  local model_src = not sizes[args.model] and finetune.model_dir(args.model) or nil
+-- run.tok (and tok_path, pad_id), run.model (and info, seq_len, packs),
+-- the kind's run.opts and run.settings (kept in config.json), run.ctx.
+local function load_model(run)
+  local args, K, task = run.args, run.K, run.task
+  local model_src = not run.sizes[args.model] and finetune.model_dir(args.model) or nil
   local tok, tok_path = load_tokenizer(args, model_src)
-  local pad_id = tok:token_to_id("[PAD]") or tok:token_to_id("<pad>") or 0
-  local ctx = {args = args, task = task, train_ex = train_ex, test_ex = test_ex, seq_len = args.seq_len}
-  local opts, kept = K.options(args, ctx)
-  local settings = {task = task.name, kind = kind, max_length = args.seq_len}
+  run.tok, run.tok_path = tok, tok_path
+  run.pad_id = tok:token_to_id("[PAD]") or tok:token_to_id("<pad>") or 0
+  run.ctx = {args = args, task = task, train_ex = run.train_ex, test_ex = run.test_ex, seq_len = args.seq_len}
+  local opts, kept = K.options(args, run.ctx)
+  local settings = {task = task.name, kind = run.kind, max_length = args.seq_len}
   for k, v in pairs(kept or {}) do settings[k] = v end
+  run.opts, run.kept, run.settings = opts, kept, settings
   local model, info = finetune.load_model(model_src or args.model, {
-    kind = kind, labels = task.labels, regression = task.regression, from_scratch = args.from_scratch, tokenizer = tok,
+    kind = run.kind, labels = task.labels, regression = task.regression, from_scratch = args.from_scratch, tokenizer = tok,
     finetune = settings,
   })
   local seq_len = args.seq_len
@@ -344,20 +353,28 @@ function M.run(kind, args)
   if info.missing and #info.missing > 0 then
     say("  newly initialised: %s", table.concat(info.missing, ", "))
   end
+  run.model, run.info, run.seq_len, run.maxpos, run.packs = model, info, seq_len, maxpos, packs
+end
 
-  -- {------------------------------------------------ features
+-- run.train_f, run.dev_f, run.test_f: the examples as model inputs
+local function encode(run)
+  local opts, tok, mod = run.opts, run.tok, run.mod
   local t0 = bert.wall_time()
-  opts.max_length, opts.labels, opts.pad_id, opts.batch_size = seq_len, task.labels, pad_id, args.eval_batch_size
-  local train_f = mod.encode(tok, train_ex, opts)
-  local dev_f = mod.encode(tok, dev_ex, opts)
-  local test_f = mod.encode(tok, test_ex, opts)
+  opts.max_length, opts.labels, opts.pad_id, opts.batch_size = run.seq_len, run.task.labels, run.pad_id, run.args.eval_batch_size
+  run.train_f = mod.encode(tok, run.train_ex, opts)
+  run.dev_f = mod.encode(tok, run.dev_ex, opts)
+  run.test_f = mod.encode(tok, run.test_ex, opts)
   local ntok = 0
-  for _, f in ipairs(train_f) do ntok = ntok + #f.ids end
+  for _, f in ipairs(run.train_f) do ntok = ntok + #f.ids end
   say("encoded in %.1fs: %d training features (mean %.0f tokens), %d dev, %d test", bert.wall_time() - t0,
-    #train_f, ntok / math.max(#train_f, 1), #dev_f, #test_f)
+    #run.train_f, ntok / math.max(#run.train_f, 1), #run.dev_f, #run.test_f)
+end
 
-  -- {------------------------------------------------ output directory
-  local out = args.output or default_output(task.name, args)
+-- run.out: the run directory, with args.json and the tokenizer; a fresh
+-- run drops an earlier run's results there
+local function prepare_output(run)
+  local args = run.args
+  local out = args.output or default_output(run.task.name, args)
   assert(bert.mkdir(out))
   if not args.resume and dist.is_main() then
     for _, p in ipairs({"metrics.jsonl", "metrics.csv", "summary.json"}) do os.remove(out .. "/" .. p) end
@@ -369,51 +386,59 @@ function M.run(kind, args)
   write_output(out .. "/args.json", util.json(saved_args) .. "\n")
   local tok_dir = out .. "/tokenizer"
   assert(bert.mkdir(tok_dir))
-  if dist.is_main() then assert(require("bert.model_dir").save_tokenizer(tok_dir, tok, {model_max_length = maxpos})) end
+  if dist.is_main() then assert(require("bert.model_dir").save_tokenizer(tok_dir, run.tok, {model_max_length = run.maxpos})) end
+  run.out = out
+end
 
-  -- {------------------------------------------------ training
+-- run.trainer (resumed from the checkpoint with args.resume), with
+-- run.evaluate(m, feats, examples, name), run.lr, run.total (steps; a time
+-- budget resizes it while training), run.per_epoch, run.epoch_evals (the
+-- dev results) and run.warmup_of(n)
+local function make_trainer(run)
+  local args, K, task, model, opts = run.args, run.K, run.task, run.model, run.opts
   local eval_name = "dev"
   if not quiet and dist.is_main() then opts.progress = eval_progress(function() return eval_name end) end
-  local function evaluate(m, feats, examples, name)
+  function run.evaluate(m, feats, examples, name)
     eval_name = name
-    return K.evaluate(mod, m, feats, examples, opts)
+    return K.evaluate(run.mod, m, feats, examples, opts)
   end
-  local metric = task.metric
   -- packed, a training batch is as wide as its longest sequence: the varlen
   -- attention then draws the padded path's dropout masks (blocks.varlen_attention)
-  local loader = batch.Loader(train_f, {batch_size = args.batch_size, seed = args.seed,
-    collate = {pad_id = pad_id, pad_multiple = packs and 1 or nil}})
+  local loader = batch.Loader(run.train_f, {batch_size = args.batch_size, seed = args.seed,
+    collate = {pad_id = run.pad_id, pad_multiple = run.packs and 1 or nil}})
   local per_epoch = math.max(1, math.ceil(loader:steps_per_epoch() / args.accum))   -- optimizer steps
-  local total = args.steps or per_epoch * args.epochs
+  run.per_epoch, run.total = per_epoch, args.steps or per_epoch * args.epochs
   local lr = args.lr or cli.default_lr("finetune", model.config.hidden_size)
   if not args.lr then
     say("learning rate %g: the default for hidden size %d (--lr to change)", lr, model.config.hidden_size)
   end
+  run.lr = lr
   -- linear warmup and decay over `total` steps; with a time budget the
   -- total is resized while training to the steps that fit
-  local function warmup_of(n) return cli.warmup_steps(args.warmup, n) end
+  function run.warmup_of(n) return cli.warmup_steps(args.warmup, n) end
   local function lr_at(step)
-    local w = warmup_of(total)
+    local total = run.total
+    local w = run.warmup_of(total)
     if step < w then return lr * (step + 1) / w end
     return lr * math.max(0, (total - step) / math.max(1, total - w))
   end
   local opt = bert.optim.AdamW(model:named_parameters(), {lr = lr, weight_decay = args.weight_decay})
-  local epoch_evals = {}
+  run.epoch_evals = {}
   local trainer
   trainer = train.Trainer{
     model = model, optimizer = opt,
     schedule = lr_at,
     next_batch = function() return loader:next() end,
-    steps = total, time_budget = args.time_budget, clip = args.clip > 0 and args.clip or nil,
-    patience = args.patience, tokenizer = tok, accum = args.accum, fingerprint = args,   -- same on every rank
+    steps = run.total, time_budget = args.time_budget, clip = args.clip > 0 and args.clip or nil,
+    patience = args.patience, tokenizer = run.tok, accum = args.accum, fingerprint = args,   -- same on every rank
     after_step = args.time_budget and train.fit_to_budget{time_budget = args.time_budget, started = bert.wall_time(),
-      max_steps = total, on_total = function(t) total = t end} or nil,
-    output = out, save_every = per_epoch, eval_every = args.eval_every or per_epoch, log_every = args.log_every,
-    keep_best = metric,
+      max_steps = run.total, on_total = function(t) run.total = t end} or nil,
+    output = run.out, save_every = per_epoch, eval_every = args.eval_every or per_epoch, log_every = args.log_every,
+    keep_best = task.metric,
     evaluate = function(m)   -- on the dev set; the Trainer prints and logs the result
-      local r = evaluate(m, dev_f, dev_ex, "dev")
+      local r = run.evaluate(m, run.dev_f, run.dev_ex, "dev")
       r.epoch = trainer.step / per_epoch
-      epoch_evals[#epoch_evals + 1] = r
+      run.epoch_evals[#run.epoch_evals + 1] = r
       return r
     end,
     step_metrics = K.step_metrics and not task.regression and function(o, b)
@@ -425,84 +450,103 @@ function M.run(kind, args)
     get_state = function() return loader:state() end,
     set_state = function(s) loader:set_state(s) end,
   }
-  if args.resume and trainer:resume() then say("resumed from %s/checkpoint at step %d", out, trainer.step) end
+  if args.resume and trainer:resume() then say("resumed from %s/checkpoint at step %d", run.out, trainer.step) end
+  run.trainer = trainer
+end
+
+-- Trains: run.result (the Trainer's summary); a run that never evaluated
+-- (a time budget ran out first) is evaluated and kept as best/ now.
+local function fit(run)
+  local args, trainer, total, per_epoch = run.args, run.trainer, run.total, run.per_epoch
   say("training: %d steps (%s x %d steps, batch %d), lr %.1e, warmup %d steps, eval on dev each %d steps%s -> %s",
     total, args.steps and string.format("%.2f epochs", total / per_epoch) or (args.epochs .. " epochs"), per_epoch,
-    args.batch_size, lr, warmup_of(total), args.eval_every or per_epoch,
-    args.time_budget and string.format(", resized to fit %g s", args.time_budget) or "", out)
-  local run = trainer:run()
+    args.batch_size, run.lr, run.warmup_of(total), args.eval_every or per_epoch,
+    args.time_budget and string.format(", resized to fit %g s", args.time_budget) or "", run.out)
+  run.result = trainer:run()
   if trainer.best == nil then
     -- no evaluation happened (a time budget ran out first): evaluate and keep this model
-    local r = bert.no_grad(function() return evaluate(model, dev_f, dev_ex, "dev") end)
+    local r = bert.no_grad(function() return run.evaluate(run.model, run.dev_f, run.dev_ex, "dev") end)
     say("  dev at step %d: %s", trainer.step, fmt_metrics(r))
-    trainer.best = r[metric]
+    trainer.best = r[run.task.metric]
     trainer:log({step = trainer.step, eval = r})
     assert(trainer:save("best"))
   end
+end
 
-  -- {------------------------------------------------ test with the best checkpoint
-  local best_dir = out .. "/best"
-  local dev_best
-  if trainer.best_step == trainer.step and #epoch_evals > 0 then
+-- The best checkpoint on dev (run.dev_best) and on test (run.test_r,
+-- run.details), and the majority-class baseline (run.majority): a model
+-- must beat it; one that predicts a single class is flagged.
+local function test_best(run)
+  local K, task, model, trainer, ctx = run.K, run.task, run.model, run.trainer, run.ctx
+  local best_dir = run.out .. "/best"
+  if trainer.best_step == trainer.step and #run.epoch_evals > 0 then
     -- the last evaluation was the best: the model in memory is best/ and its dev result is known
-    dev_best = epoch_evals[#epoch_evals]
+    run.dev_best = run.epoch_evals[#run.epoch_evals]
   else
     local weights = assert(bert.load_safetensors(best_dir .. "/model.safetensors"))
     model:load_state_dict(weights)
     model:evaluate()
-    dev_best = bert.no_grad(function() return (evaluate(model, dev_f, dev_ex, "dev")) end)
+    run.dev_best = bert.no_grad(function() return (run.evaluate(model, run.dev_f, run.dev_ex, "dev")) end)
   end
   model:evaluate()
-  ctx.opts, ctx.settings, ctx.model, ctx.out = opts, settings, model, out
-  if K.after_dev then K.after_dev(dev_best, ctx) end
+  ctx.opts, ctx.settings, ctx.model, ctx.out = run.opts, run.settings, model, run.out
+  if K.after_dev then K.after_dev(run.dev_best, ctx) end
   local tt = bert.wall_time()
-  local test_r, details = bert.no_grad(function() return evaluate(model, test_f, test_ex, "test") end)
-  say("test (%d examples, %.1fs): %s", #test_ex, bert.wall_time() - tt, fmt_metrics(test_r))
+  run.test_r, run.details = bert.no_grad(function() return run.evaluate(model, run.test_f, run.test_ex, "test") end)
+  say("test (%d examples, %.1fs): %s", #run.test_ex, bert.wall_time() - tt, fmt_metrics(run.test_r))
   -- a cross-lingual task: the same model on every language's test set
-  local test_sets
   for _, set in ipairs(task.test_sets or {}) do
-    local ex = subset(set.examples, args.max_eval, 3)
-    test_sets = test_sets or {}
-    test_sets[set.name] = set.examples == task.test and test_r or
-      bert.no_grad(function() return (evaluate(model, mod.encode(tok, ex, opts), ex, "test " .. set.name)) end)
-    say("  test %s (%d examples): %s", set.name, #ex, fmt_metrics(test_sets[set.name]))
+    local ex = subset(set.examples, run.args.max_eval, 3)
+    run.test_sets = run.test_sets or {}
+    run.test_sets[set.name] = set.examples == task.test and run.test_r or bert.no_grad(function()
+      return (run.evaluate(model, run.mod.encode(run.tok, ex, run.opts), ex, "test " .. set.name)) end)
+    say("  test %s (%d examples): %s", set.name, #ex, fmt_metrics(run.test_sets[set.name]))
   end
 
-  -- a model must beat the majority class; one that predicts a single class is flagged
-  local majority
   if K.labels and not task.regression then
-    majority = majority_baseline(K, task, train_ex, test_ex, details.predictions)
+    local majority = majority_baseline(K, task, run.train_ex, run.test_ex, run.details.predictions)
     say("  majority-class baseline (always '%s'): accuracy %.2f%%", tostring(majority.label), 100 * majority.accuracy)
     if majority.predicted_classes <= 1 then
       say("  WARNING: the model predicts one class for every test example: it has learned nothing beyond the " ..
         "class prior (train longer, raise --lr, or use more data)")
     end
+    run.majority = majority
   end
+end
 
-  -- {------------------------------------------------ reports
+-- summary.json's table; the kind's report (its printout, the test
+-- predictions) and summary.json written.
+local function write_summary(run)
+  local args, task, model, info, result, test_r = run.args, run.task, run.model, run.info, run.result, run.test_r
   local summary = {
-    task = task.name, kind = kind, model = args.model, from_scratch = info.from_scratch == true,
+    task = task.name, kind = run.kind, model = args.model, from_scratch = info.from_scratch == true,
     architecture = model.architecture, parameters = model:num_parameters(),
-    test = test_r, test_sets = test_sets, dev = dev_best, dev_per_eval = epoch_evals, majority_baseline = majority,
-    stopped_early = run.stopped_early,
-    steps = run.step, epochs = args.epochs, train_seconds = run.train_seconds, tokens_per_s = run.tokens_per_s,
-    wall_seconds = bert.wall_time() - t_start,
-    n_train = #train_ex, n_train_features = #train_f, n_dev = #dev_ex, n_test = #test_ex,
-    settings = {lr = lr, batch_size = args.batch_size, accum = args.accum, seq_len = seq_len, warmup = warmup_of(total),
-      weight_decay = args.weight_decay, seed = args.seed, tokenizer = tok_path, labels = task.labels},
+    test = test_r, test_sets = run.test_sets, dev = run.dev_best, dev_per_eval = run.epoch_evals,
+    majority_baseline = run.majority,
+    stopped_early = result.stopped_early,
+    steps = result.step, epochs = args.epochs, train_seconds = result.train_seconds, tokens_per_s = result.tokens_per_s,
+    wall_seconds = bert.wall_time() - run.t_start,
+    n_train = #run.train_ex, n_train_features = #run.train_f, n_dev = #run.dev_ex, n_test = #run.test_ex,
+    settings = {lr = run.lr, batch_size = args.batch_size, accum = args.accum, seq_len = run.seq_len,
+      warmup = run.warmup_of(run.total), weight_decay = args.weight_decay, seed = args.seed, tokenizer = run.tok_path,
+      labels = task.labels},
   }
-  for k, v in pairs(kept or {}) do summary.settings[k] = settings[k] or v end
+  for k, v in pairs(run.kept or {}) do summary.settings[k] = run.settings[k] or v end
   for _, k in ipairs({"accuracy", "macro_f1", "mcc", "pearson", "spearman", "entity_f1", "entity_precision",
                       "entity_recall", "exact_match", "f1"}) do
     if test_r[k] ~= nil then summary[k] = test_r[k] end
   end
-  ctx.summary = summary
-  K.report(details, ctx)
-  write_output(out .. "/summary.json", util.json(summary) .. "\n")
+  run.ctx.summary = summary
+  run.K.report(run.details, run.ctx)
+  write_output(run.out .. "/summary.json", util.json(summary) .. "\n")
+  return summary
+end
 
-  -- the kept model needs no optimizer state; the resumable checkpoint goes
-  -- unless asked for
-  if not dist.is_main() then return summary end   -- rank 0 tidies up and plots
+-- Rank 0: the kept model needs no optimizer state; the resumable
+-- checkpoint goes unless asked for; the metrics as CSV and the plots.
+local function tidy_up(run)
+  local args, out = run.args, run.out
+  local best_dir = out .. "/best"
   os.remove(best_dir .. "/optimizer.safetensors")
   if not args.keep_checkpoint then fs.remove_tree(out .. "/checkpoint") end
   assert(require("bert.plot").write_csv(out))
@@ -512,8 +556,26 @@ function M.run(kind, args)
   end
   say("wrote %s/summary.json; model: %s (predict: lua5.4 experiments/predict.lua --model %s --text ...)",
     out, best_dir, out)
+end
+
+--- Runs a fine-tuning experiment from settings (the flags' names with _);
+-- returns the summary (also written to OUTPUT/summary.json).
+function M.run(kind, args)
+  dist.init()
+  if args.resume then args = resumed_settings(args) end
+  local run = start(kind, args)
+  run.task, run.train_ex, run.dev_ex, run.test_ex = load_data(kind, run.args)
+  load_model(run)
+  encode(run)
+  prepare_output(run)
+  make_trainer(run)
+  fit(run)
+  test_best(run)
+  local summary = write_summary(run)
+  if dist.is_main() then tidy_up(run) end   -- rank 0 tidies up and plots
   return summary
 end
+-- }============================================================
 
 M.headline = {
   classification = {"accuracy", "macro_f1"},

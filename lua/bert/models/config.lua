@@ -39,16 +39,7 @@ M.int_keys = {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_h
   "max_position_embeddings", "type_vocab_size", "pad_token_id", "num_labels", "embedding_size",
   "bos_token_id", "eos_token_id"}
 
-local function read_json(path)
-  local f, err = io.open(path, "rb")
-  if not f then return nil, err end
-  local text = f:read("a")
-  f:close()
-  local obj, jerr = cjson.decode(text)
-  if obj == nil then return nil, string.format("%s: invalid JSON (%s)", path, jerr) end
-  if type(obj) ~= "table" then return nil, path .. ": expected a JSON object" end
-  return obj
-end
+local read_json = require("bert.fs").read_json
 M.read_json = read_json
 
 local function fail(where, fmt, ...)

@@ -1,0 +1,309 @@
+--- bert.ablate.report: a grid directory's results: results.json,
+-- results.md (mean ± sd per cell, comparisons against the baseline row),
+-- plots/ (pretraining curves, bars per metric, learning curves).
+local bert = require("bert")
+local fs = require("bert.fs")
+local common = require("bert.ablate.common")
+local read_json, write_json, fmt_value, slug = common.read_json, common.write_json, common.fmt_value, common.slug
+local mean_sd, pretrain_dir = common.mean_sd, common.pretrain_dir
+
+local M = {}
+
+------------------------------------------------------------- summary
+
+-- The value of axis `name` in a cell: the setting the cell ran with (the
+-- fine-tuning one for "finetune.X", scaled by --budget-scale as run), or nil.
+local function cell_setting(grid, cell, name)
+  local ft = name:match("^finetune%.(.+)$")
+  if ft then return (cell.finetune or {})[ft] end
+  for _, r in ipairs(grid.pretrain_runs or {}) do
+    if r.id == cell.pretrain_id then return r.settings[name] end
+  end
+end
+
+--- The learning curves of a summary: for every axis whose values are
+-- numbers (given as plain values, so that a cell's label holds NAME=VALUE),
+-- and every metric that can depend on it (the downstream ones for a
+-- fine-tuning axis), one line per combination of the other axes' values:
+-- {axis, metric, logx, lines = {{label, points = {{x, mean, sd, n}}}}}.
+-- rows: the summary's rows (label, metrics[k] = {mean, sd, n}).
+function M.learning_curves(grid, rows, metric_names)
+  local first_cell = {}
+  for _, c in ipairs(grid.cells) do first_cell[c.label] = first_cell[c.label] or c end
+  local pretrain_metric = {}
+  for _, k in ipairs(common.pretrain_metrics) do pretrain_metric[k] = true end
+  local curves = {}
+  for _, axis in ipairs(grid.axes) do
+    local short = axis:gsub("^finetune%.", "")
+    local xs, distinct, ok = {}, {}, #rows > 0
+    for _, r in ipairs(rows) do
+      local x = first_cell[r.label] and cell_setting(grid, first_cell[r.label], axis)
+      -- the other axes' labels: the label's parts less this axis' NAME=VALUE
+      local rest, found = {}, false
+      for part in (r.label .. ", "):gmatch("(.-), ") do
+        if not found and part:sub(1, #short + 1) == short .. "=" then found = true else rest[#rest + 1] = part end
+      end
+      if type(x) ~= "number" or not found then ok = false; break end
+      xs[r.label] = {x = x, line = #rest > 0 and table.concat(rest, ", ") or axis}
+      distinct[x] = true
+    end
+    local ndistinct = 0
+    for _ in pairs(distinct) do ndistinct = ndistinct + 1 end
+    if ok and ndistinct >= 2 then
+      local lo, hi = math.huge, -math.huge
+      for _, v in pairs(xs) do lo, hi = math.min(lo, v.x), math.max(hi, v.x) end
+      local logx = lo > 0 and hi / lo >= 8
+      for _, k in ipairs(metric_names) do
+        if not (axis:find("^finetune%.") and pretrain_metric[k]) then
+          local lines, by_line = {}, {}
+          for _, r in ipairs(rows) do
+            local m = r.metrics[k]
+            if m then
+              local key = xs[r.label].line
+              if not by_line[key] then
+                by_line[key] = {label = key, points = {}}
+                lines[#lines + 1] = by_line[key]
+              end
+              table.insert(by_line[key].points, {x = xs[r.label].x, mean = m.mean, sd = m.sd, n = m.n})
+            end
+          end
+          for _, line in ipairs(lines) do table.sort(line.points, function(a, b) return a.x < b.x end) end
+          if #lines > 0 then curves[#curves + 1] = {axis = axis, metric = k, logx = logx, lines = lines} end
+        end
+      end
+    end
+  end
+  return curves
+end
+
+--- Each row against its baseline: the row whose label differs only in the
+-- first axis, at that axis' first value (nsp: mlm and mlm-sop against
+-- mlm-nsp; pretrain-vs-scratch: scratch against pretrained at each set
+-- size).  Per metric with at least two seeds on both sides: the difference
+-- of the means, Welch's t, and whether the difference is larger than the
+-- spread (|difference| > sd + sd of the baseline: the ±sd error bars do
+-- not overlap).
+function M.comparisons(rows, names)
+  local function parts(label)
+    local t = {}
+    for p in (label .. ", "):gmatch("(.-), ") do t[#t + 1] = p end
+    return t
+  end
+  local out = {}
+  if #rows < 2 then return out end
+  local base_part = parts(rows[1].label)[1]
+  local by_label = {}
+  for _, r in ipairs(rows) do by_label[r.label] = r end
+  for _, r in ipairs(rows) do
+    local p = parts(r.label)
+    if p[1] ~= base_part then
+      p[1] = base_part
+      local b = by_label[table.concat(p, ", ")]
+      if b then
+        local entry = {label = r.label, baseline = b.label, metrics = {}}
+        for _, k in ipairs(names) do
+          local x, y = r.metrics[k], b.metrics[k]
+          if x and y and x.sd and y.sd then
+            local d = x.mean - y.mean
+            local se = math.sqrt(x.sd ^ 2 / x.n + y.sd ^ 2 / y.n)
+            local m = {difference = d, welch_t = se > 0 and d / se or nil, beyond_spread = math.abs(d) > x.sd + y.sd}
+            -- the stated rule (bert.stats): a finding when the 95% Welch interval excludes 0
+            local w = x.values and y.values and require("bert.stats").welch(x.values, y.values)
+            if w then
+              m.ci95, m.df, m.p = w.ci, w.df, w.p
+              m.finding = w.ci[1] > 0 or w.ci[2] < 0
+            else
+              m.finding = false
+            end
+            entry.metrics[k] = m
+          end
+        end
+        out[#out + 1] = entry
+      end
+    end
+  end
+  return out
+end
+
+--- Rebuilds DIR/results.json, DIR/results.md and DIR/plots/ from the
+-- finished cells of DIR (unfinished ones are listed as missing).  Returns
+-- the results table.
+function M.summarize(dir)
+  local grid = read_json(dir .. "/grid.json")
+  if type(grid) ~= "table" or type(grid.cells) ~= "table" then
+    error("ablate: " .. dir .. "/grid.json is missing or unreadable: not an ablation directory", 0)
+  end
+  local rows, by_label, cells, missing, names, seen_name = {}, {}, {}, {}, {}, {}
+  local is_pretrain_metric = {}
+  for _, k in ipairs(common.pretrain_metrics) do is_pretrain_metric[k] = true end
+  for _, cell in ipairs(grid.cells) do
+    local done = read_json(dir .. "/cells/" .. cell.id .. "/done.json")
+    if done and (cell.finetune or {}).from_scratch == true then
+      -- fine-tuned from fresh weights: the grid's pretraining run is not this cell's model
+      for k in pairs(done.metrics) do if is_pretrain_metric[k] then done.metrics[k] = nil end end
+      done.pretrain_tokens_per_s = nil
+    end
+    if done then
+      cells[#cells + 1] = done
+      local row = by_label[cell.label]
+      if not row then
+        row = {label = cell.label, seeds = {}, values = {}, parameters = done.parameters, tokens_per_s = {}}
+        by_label[cell.label] = row
+        rows[#rows + 1] = row
+      end
+      row.seeds[#row.seeds + 1] = cell.seed
+      row.tokens_per_s[#row.tokens_per_s + 1] = done.pretrain_tokens_per_s
+      for k, v in pairs(done.metrics) do
+        row.values[k] = row.values[k] or {}
+        table.insert(row.values[k], v)
+        if not seen_name[k] then seen_name[k] = true; names[#names + 1] = k end
+      end
+    else
+      missing[#missing + 1] = cell.id
+    end
+  end
+  -- pretraining metrics first, in their fixed order, then the downstream ones
+  local order = {}
+  for i, k in ipairs(common.pretrain_metrics) do order[k] = i end
+  table.sort(names, function(a, b)
+    local oa, ob = order[a] or 100, order[b] or 100
+    if oa ~= ob then return oa < ob end
+    return a < b
+  end)
+  local out_rows = {}
+  for _, row in ipairs(rows) do
+    local r = {label = row.label, seeds = row.seeds, parameters = row.parameters, metrics = {}}
+    r.tokens_per_s = mean_sd(row.tokens_per_s)
+    for _, k in ipairs(names) do
+      if row.values[k] then
+        local m, sd, n = mean_sd(row.values[k])
+        r.metrics[k] = {mean = m, sd = sd, n = n, values = row.values[k]}
+      end
+    end
+    out_rows[#out_rows + 1] = r
+  end
+  local results = {name = grid.name, description = grid.description, file = grid.file, budget_scale = grid.budget_scale,
+    axes = grid.axes, downstream = grid.downstream, rows = out_rows, cells = cells, missing = missing,
+    metric_names = names, comparisons = M.comparisons(out_rows, names)}
+  write_json(dir .. "/results.json", results)
+
+  -- the table: one row per cell, mean ± sd over seeds
+  local md = {string.format("# Ablation: %s\n", grid.name)}
+  if grid.description then md[#md + 1] = grid.description .. "\n" end
+  md[#md + 1] = string.format("Grid file `%s`, budget scale %g; %d of %d cells finished%s. Mean ± sample sd over seeds.\n",
+    grid.file, grid.budget_scale, #cells, #grid.cells,
+    #missing > 0 and (" (missing: " .. table.concat(missing, " ") .. ")") or "")
+  for _, p in ipairs(grid.planned or {}) do
+    local vals = {}
+    for _, v in ipairs(p.values) do vals[#vals + 1] = fmt_value(v) end
+    md[#md + 1] = string.format("Not run (not implemented yet): %s = %s: %s.\n", p.axis, table.concat(vals, ", "), p.missing)
+  end
+  local head = {"cell", "seeds", "parameters", "pretraining tokens/s"}
+  for _, k in ipairs(names) do head[#head + 1] = k end
+  md[#md + 1] = "| " .. table.concat(head, " | ") .. " |"
+  local rule = {}
+  for i = 1, #head do rule[i] = i == 1 and "---" or "---:" end
+  md[#md + 1] = "|" .. table.concat(rule, "|") .. "|"
+  local function pm(m, sd, fmt)
+    if m == nil then return "" end
+    if sd == nil then return string.format(fmt, m) end
+    return string.format(fmt .. " ± " .. fmt, m, sd)
+  end
+  for _, r in ipairs(out_rows) do
+    local tps_m, tps_sd = mean_sd(by_label[r.label].tokens_per_s)
+    local params = r.parameters and string.format("%d", math.floor(r.parameters + 0.5)) or ""
+    local line = {r.label, tostring(#r.seeds), params, pm(tps_m, tps_sd, "%.0f")}
+    for _, k in ipairs(names) do
+      local m = r.metrics[k]
+      line[#line + 1] = m and pm(m.mean, m.sd, k:find("perplexity$") and "%.1f" or "%.4f") or ""
+    end
+    md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
+  end
+  if #results.comparisons > 0 then
+    md[#md + 1] = "\nAgainst the baseline row (the first value of the first axis): difference of the means, " ..
+      "its 95% Welch interval and Welch's t. The rule: a difference is a finding when its 95% interval excludes 0 " ..
+      "(**bold**); nothing else is. Metrics with fewer than two seeds on a side are left blank.\n"
+    local chead, crule = {"cell", "baseline"}, {"---", "---"}
+    for _, k in ipairs(names) do chead[#chead + 1] = k; crule[#crule + 1] = "---:" end
+    md[#md + 1] = "| " .. table.concat(chead, " | ") .. " |"
+    md[#md + 1] = "|" .. table.concat(crule, "|") .. "|"
+    for _, c in ipairs(results.comparisons) do
+      local line = {c.label, c.baseline}
+      for _, k in ipairs(names) do
+        local m = c.metrics[k]
+        local cellv = ""
+        if m then
+          local f = k:find("perplexity$") and "%+.1f" or "%+.4f"
+          cellv = string.format(f, m.difference) ..
+            (m.ci95 and string.format(" [" .. f .. ", " .. f .. "]", m.ci95[1], m.ci95[2]) or "") ..
+            (m.welch_t and string.format(" (t %.1f)", m.welch_t) or "")
+          if m.finding then cellv = "**" .. cellv .. "**" end
+        end
+        line[#line + 1] = cellv
+      end
+      md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
+    end
+  end
+  local ok, err = fs.write_atomic(dir .. "/results.md", table.concat(md, "\n") .. "\n")
+  if not ok then error("ablate: cannot write " .. dir .. "/results.md: " .. tostring(err), 0) end
+
+  -- plots: the pretraining curves of every finished run, and one bar chart per metric
+  local plot = require("bert.plot")
+  assert(bert.mkdir(dir .. "/plots"))
+  local run_dirs, labels, seen_run = {}, {}, {}
+  for _, c in ipairs(cells) do
+    local d = pretrain_dir(dir, c.pretrain_id)
+    if not seen_run[d] and fs.exists(d .. "/metrics.jsonl") then
+      seen_run[d] = true
+      run_dirs[#run_dirs + 1] = d
+      labels[#labels + 1] = c.pretrain_id
+    end
+  end
+  local made, perr = {}, nil
+  if #run_dirs > 0 then
+    local files, e = plot.runs(run_dirs, {output = dir .. "/plots", labels = labels})
+    if files then for _, f in ipairs(files) do made[#made + 1] = f end else perr = e end
+  end
+  -- and per row (its seeds together), where the all-runs figure is crowded
+  for _, r in ipairs(out_rows) do
+    local rdirs, rlabels = {}, {}
+    for _, c in ipairs(cells) do
+      local d = pretrain_dir(dir, c.pretrain_id)
+      if c.label == r.label and fs.exists(d .. "/metrics.jsonl") then
+        rdirs[#rdirs + 1] = d
+        rlabels[#rlabels + 1] = "seed " .. c.seed
+      end
+    end
+    if #rdirs > 0 then
+      local sub = dir .. "/plots/" .. slug(r.label)
+      assert(bert.mkdir(sub))
+      local files, e = plot.runs(rdirs, {output = sub, labels = rlabels})
+      if files then for _, f in ipairs(files) do made[#made + 1] = f end else perr = perr or e end
+    end
+  end
+  for _, k in ipairs(names) do
+    local bars = {}
+    for _, r in ipairs(out_rows) do
+      if r.metrics[k] then bars[#bars + 1] = {label = r.label, mean = r.metrics[k].mean, sd = r.metrics[k].sd} end
+    end
+    local png = dir .. "/plots/" .. slug(k) .. ".png"
+    local okb, e = plot.bars(png, grid.name .. ": " .. k .. " (mean ± sd over seeds)", k, bars)
+    if okb then made[#made + 1] = png else perr = perr or e end
+  end
+  -- learning curves: one figure per numeric axis and metric
+  for _, curve in ipairs(M.learning_curves(grid, out_rows, names)) do
+    local png = dir .. "/plots/curve-" .. slug(curve.axis) .. "-" .. slug(curve.metric) .. ".png"
+    local xlabel = curve.axis == "finetune.max_train" and "fine-tuning examples (finetune.max_train)" or curve.axis
+    local okc, e = plot.curves(png, string.format("%s: %s against %s (mean ± sd over seeds)", grid.name, curve.metric,
+      curve.axis), xlabel, curve.metric, curve.lines, {logx = curve.logx})
+    curve.png, curve.data = png, png:gsub("%.png$", "") .. ".dat"
+    if okc then made[#made + 1] = png else perr = perr or e end
+    results.curves = results.curves or {}
+    results.curves[#results.curves + 1] = curve
+  end
+  results.plots, results.plot_error = made, perr
+  if results.curves then write_json(dir .. "/results.json", results) end   -- with the curves' points
+  return results
+end
+
+return M

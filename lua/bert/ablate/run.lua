@@ -1,0 +1,304 @@
+--- bert.ablate.run: runs a grid's cells (pretraining, fine-tuning, the
+-- evaluation suite), resumably, reusing equal runs of the grids next to it.
+local cjson = require("cjson")
+local bert = require("bert")
+local fs = require("bert.fs")
+local pretrain = require("bert.pretrain")
+local common = require("bert.ablate.common")
+local report = require("bert.ablate.report")
+local canonical, read_json, write_json, copy = common.canonical, common.read_json, common.write_json, common.copy
+local fmt_value, slug, fmt_duration = common.fmt_value, common.slug, common.fmt_duration
+local split_dir, follow, pretrain_dir = common.split_dir, common.follow, common.pretrain_dir
+
+local M = {}
+
+local function say(fmt, ...)
+  io.stdout:write(string.format(fmt, ...), "\n")
+  io.stdout:flush()
+end
+
+------------------------------------------------------------- reuse
+
+-- Grids often share a cell: nsp's "mlm" is tokenizer's "wordpiece", and
+-- family's "bert" is nsp's "mlm-nsp".  A run is deterministic given its
+-- settings (seed included), so a finished pretraining run of a grid next to
+-- this one (same parent directory) with equal settings is read instead of
+-- recomputed, and so are the fine-tunings made from it with equal task
+-- settings.  The cell's pretrain/ID/ then holds only reused.json, naming the
+-- run it reads.
+
+
+-- The settings that decide a pretraining run's result, as text; nil for a
+-- run whose teacher lives inside its own grid (another grid's teacher-SEED
+-- may differ).
+local function reuse_key(settings, steps)
+  if type(settings.teacher) == "string" and settings.teacher:find("^{grid}/") then return nil end
+  local s = copy(settings)
+  s.no_plot, s.quiet, s.log_every = nil, nil, nil   -- printing and plotting only
+  if s.objective then s.objective = require("bert.objectives").names[s.objective] or s.objective end
+  s.steps = s.steps or steps
+  return canonical(s)
+end
+
+-- Finished pretraining runs of the grids next to dir, by reuse_key.
+local function reusable_runs(dir)
+  local parent, own = split_dir(dir)
+  local index = {}
+  for _, name in ipairs(fs.listdir(parent) or {}) do
+    local gdir = (parent == "/" and "" or parent) .. "/" .. name
+    local g = name ~= own and read_json(gdir .. "/grid.json")
+    for _, r in ipairs(g and g.pretrain_runs or {}) do
+      local key = reuse_key(r.settings)
+      if key and not index[key] and fs.exists(gdir .. "/pretrain/" .. r.id .. "/summary.json")
+          and not fs.exists(gdir .. "/pretrain/" .. r.id .. "/reused.json") then
+        index[key] = {grid_name = name, grid_dir = gdir, grid = g, run_id = r.id}
+      end
+    end
+  end
+  return index
+end
+
+-- The finished fine-tuning of `task` in the reused grid from the same run,
+-- seed and settings, or nil.
+local function reusable_finetuning(found, seed, task, overrides)
+  local task_key, over_key
+  for _, t in ipairs(found.grid.downstream or {}) do
+    if t.name == task.name then task_key = canonical(t) end
+  end
+  if task_key ~= canonical(task) then return nil end
+  over_key = canonical(overrides or {})
+  for _, c in ipairs(found.grid.cells or {}) do
+    if c.pretrain_id == found.run_id and c.seed == seed and canonical(c.finetune or {}) == over_key then
+      local path = found.grid_dir .. "/cells/" .. c.id .. "/" .. slug(task.name) .. "/summary.json"
+      local summary = read_json(path)
+      if summary then return summary, path end
+    end
+  end
+end
+
+-- Runs (or resumes, or skips) one pretraining run into out; returns its summary.
+local function run_pretraining(out, run)
+  local done = read_json(out .. "/summary.json")
+  if done then return done, "done" end
+  local settings = copy(run.settings)
+  settings.quiet = true
+  if fs.exists(out .. "/args.json") and fs.exists(out .. "/checkpoint") then
+    say("  resuming the pretraining run %s from its checkpoint", run.id)
+    return pretrain.run(pretrain.settings({resume = out, quiet = true})), "resumed"
+  end
+  settings.output = out
+  return pretrain.run(pretrain.settings(settings)), "ran"
+end
+
+-- Fine-tunes a pretrained checkpoint on one downstream task (a killed
+-- fine-tuning run starts again: it is short next to pretraining).
+local function run_finetuning(cell_dir, ckpt, seed, task, overrides, found)
+  local experiment = require("bert.finetune.experiment")
+  local out = cell_dir .. "/" .. slug(task.name)
+  local done = read_json(out .. "/summary.json")
+  if done then return done end
+  local other, path = nil, nil
+  if found then other, path = reusable_finetuning(found, seed, task, overrides) end
+  if other then
+    say("  %s: reusing the finished fine-tuning %s", task.name, path)
+    assert(bert.mkdir(out))
+    local ok, err = fs.write_atomic(out .. "/summary.json", fs.read_file(path))   -- verbatim: the same figures
+    if not ok then error("ablate: cannot write " .. out .. "/summary.json: " .. tostring(err), 0) end
+    return other, path
+  end
+  local opts = {}
+  for k, v in pairs(task) do if k ~= "kind" and k ~= "name" then opts[k] = v end end
+  for k, v in pairs(overrides) do opts[k] = v end
+  opts.model, opts.output, opts.seed, opts.quiet, opts.no_plot = ckpt, out, seed, true, true
+  opts.fetch = function(what) os.execute("sh tools/fetch_data.sh " .. what) end
+  return experiment.run(task.kind, opts)
+end
+
+-- The evaluation suite (bert.evaluate, resumable per task) on a cell's
+-- checkpoint, then on each learning-curve snapshot its pretraining kept
+-- (--snapshots): each task's headline score as result.metrics eval_TASK and
+-- eval_TASK@FRACTION; with from_scratch_control, the control (run once, on
+-- the final checkpoint's architecture) as eval_TASK_scratch and
+-- pretrained - scratch as eval_TASK_gain[@FRACTION].
+local function evaluate_cell(settings, result, ckpt, cell_dir, snapshots, run_dir)
+  local scratch = {}
+  local function point(model, out, suffix, control)
+    local opts = copy(settings)
+    opts.model, opts.output, opts.quiet, opts.from_scratch_control = model, out, true, control or nil
+    opts.fetch = function(what) os.execute("sh tools/fetch_data.sh " .. what) end
+    local ev = require("bert.evaluate").run(opts)
+    local scores = {}
+    for name, r in pairs(ev.tasks) do
+      if r.headline and r.headline.mean then
+        local key = "eval_" .. name:gsub("%-", "_")
+        scores[key] = r.headline.mean
+        if r.from_scratch and r.from_scratch.headline.mean then scratch[key] = r.from_scratch.headline.mean end
+      end
+    end
+    if ev.glue_average then scores.eval_glue = ev.glue_average.mean end
+    if ev.glue_average_scratch then scratch.eval_glue = ev.glue_average_scratch.mean end
+    for key, v in pairs(scores) do
+      result.metrics[key .. suffix] = v
+      if scratch[key] then result.metrics[key .. "_gain" .. suffix] = v - scratch[key] end
+    end
+  end
+  point(ckpt, cell_dir .. "/evaluate", "", settings.from_scratch_control)
+  for key, v in pairs(scratch) do result.metrics[key .. "_scratch"] = v end
+  for _, sn in ipairs(snapshots) do
+    point(run_dir .. "/" .. sn.name, string.format("%s/evaluate-at-%g", cell_dir, sn.fraction),
+      string.format("@%g", sn.fraction), false)
+  end
+end
+
+-- Whether a saved grid.json holds grid's settings: the same grid named by
+-- another path (relative, absolute, another checkout) is the same grid.
+local function same_settings(saved_text, grid)
+  local ok, saved = pcall(cjson.decode, saved_text)
+  if not ok or type(saved) ~= "table" then return false end
+  local file = grid.file
+  saved.file, grid.file = nil, nil
+  local same = canonical(saved) == canonical(grid)
+  grid.file = file
+  return same
+end
+
+--- Runs every cell of a grid under dir, skipping finished cells (those
+-- with cells/ID/done.json), resuming a killed pretraining run from its
+-- checkpoint; then writes the summary (bert.ablate.report).
+function M.run(grid, dir, opts)
+  opts = opts or {}
+  assert(bert.mkdir(dir .. "/cells"))
+  assert(bert.mkdir(dir .. "/pretrain"))
+  local saved = fs.read_file(dir .. "/grid.json")
+  local text = canonical(grid)
+  if saved and saved:gsub("%s+$", "") ~= text and not same_settings(saved, grid) then
+    error("ablate: " .. dir .. " holds a grid with other settings (grid.json differs): " ..
+      "use another --output, or remove " .. dir, 0)
+  end
+  if not saved then write_json(dir .. "/grid.json", grid) end
+  local runs = {}
+  for _, r in ipairs(grid.pretrain_runs) do runs[r.id] = r end
+  -- opts.shard = {K or {K1, K2, ...}, N}: cells whose index i has (i - 1) % N + 1 among the Ks
+  local shard_set
+  if opts.shard then
+    shard_set = {}
+    for _, k in ipairs(type(opts.shard[1]) == "table" and opts.shard[1] or {opts.shard[1]}) do shard_set[k] = true end
+  end
+  local function mine(i) return not opts.shard or shard_set[(i - 1) % opts.shard[2] + 1] == true end
+  local todo, finished = 0, 0
+  for i, cell in ipairs(grid.cells) do
+    if fs.exists(dir .. "/cells/" .. cell.id .. "/done.json") then finished = finished + 1
+    elseif mine(i) then todo = todo + 1 end
+  end
+  say("ablate: %s: %d cells (%d finished), %d seeds, %d downstream task(s), output %s%s",
+    grid.name, #grid.cells, finished, #grid.seeds, #grid.downstream, dir,
+    opts.shard and string.format(" (shard %s/%d: %d cells to run)", type(opts.shard[1]) == "table" and
+      table.concat(opts.shard[1], ",") or opts.shard[1], opts.shard[2], todo) or "")
+  for _, p in ipairs(grid.planned or {}) do
+    local vals = {}
+    for _, v in ipairs(p.values) do vals[#vals + 1] = fmt_value(v) end
+    say("  not run (not implemented yet): %s = %s: %s", p.axis, table.concat(vals, ", "), p.missing)
+  end
+  local reusable = opts.reuse ~= false and reusable_runs(dir) or {}
+  local started, ran = bert.wall_time(), 0
+  for i, cell in ipairs(grid.cells) do
+    local cell_dir = dir .. "/cells/" .. cell.id
+    if fs.exists(cell_dir .. "/done.json") then
+      say("[%d/%d] %s, seed %d: finished, skipped", i, #grid.cells, cell.label, cell.seed)
+    elseif not mine(i) then
+      say("[%d/%d] %s, seed %d: another shard's", i, #grid.cells, cell.label, cell.seed)
+    else
+      local t0 = bert.wall_time()
+      say("[%d/%d] %s, seed %d: pretraining %d steps", i, #grid.cells, cell.label, cell.seed, cell.pretrain_steps)
+      local run = runs[cell.pretrain_id]
+      local teacher = run.settings.teacher
+      if type(teacher) == "string" and teacher:find("^{grid}/") then
+        -- this seed's teacher first (once: a finished one is skipped)
+        -- (or a finished run of a grid next to this one with the teacher's settings)
+        for _, t in ipairs(grid.teachers or {}) do
+          local tdir = dir .. "/" .. t.id
+          if t.seed == cell.seed and not fs.exists(tdir .. "/summary.json") and not fs.exists(tdir .. "/reused.json") then
+            local tkey = reuse_key(t.settings, t.pretrain_steps)
+            local tfound = opts.reuse ~= false and tkey and reusable[tkey]
+            if tfound and not fs.exists(tdir .. "/args.json") then
+              say("  the teacher for seed %d: reusing the finished pretraining run %s/pretrain/%s (equal settings)",
+                t.seed, tfound.grid_dir, tfound.run_id)
+              assert(bert.mkdir(tdir))
+              write_json(tdir .. "/reused.json", {grid = tfound.grid_name, run = tfound.run_id})
+            else
+              say("  pretraining the teacher for seed %d: %d steps into %s", t.seed, t.pretrain_steps, tdir)
+              run_pretraining(tdir, t)
+            end
+          end
+        end
+        run = {id = run.id, settings = copy(run.settings)}
+        local tid, rest = teacher:match("^{grid}/([^/]+)(.*)$")
+        run.settings.teacher = follow(dir .. "/" .. tid, dir) .. rest
+      end
+      local own = dir .. "/pretrain/" .. run.id
+      local key = reuse_key(run.settings, cell.pretrain_steps)
+      local found = key and reusable[key]
+      if found and not fs.exists(own .. "/reused.json") then
+        if fs.exists(own .. "/args.json") then
+          found = nil   -- this grid started the run itself: resume it
+        else
+          say("  reusing the finished pretraining run %s/pretrain/%s (equal settings)", found.grid_dir, found.run_id)
+          assert(bert.mkdir(own))
+          write_json(own .. "/reused.json", {grid = found.grid_name, run = found.run_id})
+        end
+      end
+      local pre
+      if fs.exists(own .. "/reused.json") then
+        pre = read_json(pretrain_dir(dir, run.id) .. "/summary.json")
+        if not pre then
+          error("ablate: " .. own .. "/reused.json names a run without summary.json (" ..
+            pretrain_dir(dir, run.id) .. "): remove " .. own .. " to pretrain this cell here", 0)
+        end
+      else
+        found = nil
+        pre = run_pretraining(own, run)
+      end
+      assert(bert.mkdir(cell_dir))
+      local result = {id = cell.id, label = cell.label, seed = cell.seed, pretrain_id = cell.pretrain_id,
+        parameters = pre.parameters, pretrain_tokens_per_s = pre.tokens_per_s, pretrain_steps = pre.steps,
+        pretrain_seconds = pre.train_seconds, metrics = {}}
+      local reused = read_json(own .. "/reused.json")
+      if reused then result.pretrain_reused_from = reused.grid .. "/pretrain/" .. reused.run end
+      for _, k in ipairs(common.pretrain_metrics) do
+        if type(pre[k]) == "number" then result.metrics[k] = pre[k] end
+      end
+      local ckpt = pretrain_dir(dir, cell.pretrain_id) .. "/checkpoint"
+      for _, task in ipairs(grid.downstream) do
+        local ft, reused_path = run_finetuning(cell_dir, ckpt, cell.seed, task, cell.finetune, found)
+        if reused_path then
+          result.finetune_reused_from = result.finetune_reused_from or {}
+          result.finetune_reused_from[task.name] = reused_path
+        end
+        for _, k in ipairs(common.finetune_metrics) do
+          if type(ft[k]) == "number" then result.metrics[task.name .. "_" .. k] = ft[k] end
+        end
+      end
+      if grid.evaluation then
+        evaluate_cell(grid.evaluation, result, ckpt, cell_dir, pre.snapshots or {},
+          pretrain_dir(dir, cell.pretrain_id))
+      end
+      result.seconds = bert.wall_time() - t0
+      write_json(cell_dir .. "/done.json", result)   -- the done-marker, written last
+      ran, todo = ran + 1, todo - 1
+      local per_cell = (bert.wall_time() - started) / ran
+      local parts = {}
+      for _, k in ipairs({"mlm_accuracy"}) do
+        if result.metrics[k] then parts[#parts + 1] = string.format("%s %.4f", k, result.metrics[k]) end
+      end
+      for _, task in ipairs(grid.downstream) do
+        local k = task.name .. "_accuracy"
+        if result.metrics[k] then parts[#parts + 1] = string.format("%s %.4f", k, result.metrics[k]) end
+      end
+      say("[%d/%d] done in %s: %s | grid ETA %s (%d cells left)", i, #grid.cells, fmt_duration(result.seconds),
+        table.concat(parts, ", "), fmt_duration(per_cell * todo), todo)
+    end
+  end
+  return report.summarize(dir)
+end
+
+return M
