@@ -4,7 +4,7 @@
 -- cell by cell, with the same fine-tuning settings for every cell; then
 -- DIR/results.json, DIR/results.md (mean ± sd over seeds) and DIR/plots/.
 -- A rerun skips finished cells and resumes a killed pretraining run from its
--- checkpoint.  The engine is lua/bert/ablate.lua.
+-- checkpoint.  The engine is lua/bert/ablate/.
 --
 --   lua5.4 experiments/ablate.lua experiments/ablations/nsp.lua
 --   lua5.4 experiments/ablate.lua experiments/ablations/nsp.lua --budget-scale 0.05   # a quick look
