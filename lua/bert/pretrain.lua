@@ -46,8 +46,18 @@ function M.parser()
   cli.add(parser, "tokenizer", {default = "wordpiece", help = "wordpiece, bpe or unigram (train one), or a tokenizer file/directory to load",
     convert = cli.choice_or_path("--tokenizer", {"wordpiece", "bpe", "unigram"}, "tokenizer file or directory")})
   parser:option("--vocab-size", "Vocabulary size when training a tokenizer", "8000"):convert(cli.integer("--vocab-size", 10))
-  parser:option("--corpus", "brown, kjv, english (tools/fetch_english.sh), or a file in BERT's plain format", "brown")
-    :convert(cli.choice_or_path("--corpus", {"brown", "kjv", "english"}, "corpus file"))
+  parser:option("--corpus", "brown, kjv, english (tools/fetch_english.sh), multilingual (tools/fetch_multilingual.sh: " ..
+    "languages mixed by --lang-alpha), or a file in BERT's plain format", "brown")
+    :convert(cli.choice_or_path("--corpus", {"brown", "kjv", "english", "multilingual"}, "corpus file"))
+  parser:option("--lang-alpha", "--corpus multilingual: each language's share of the sentences is p^alpha, " ..
+    "normalised (p its share in the corpus): 1 keeps the corpus' shares, 0.7 mBERT's, 0.3 XLM-R's, 0 equal shares " ..
+    "(default 0.7)"):convert(function(v)
+    local n = tonumber(v)
+    if not n or n ~= n or n < 0 or n > 1 then
+      return nil, "option --lang-alpha: expected a number from 0 to 1, got '" .. v .. "'"
+    end
+    return n + 0.0
+  end)
   parser:option("--objective", "mlm-nsp (BERT), mlm-sop (ALBERT), mlm (RoBERTa, full sentences), electra " ..
     "(replaced-token detection: ELECTRA, DeBERTa-v3), clm (GPT's left-to-right LM), bilm (ELMo's two " ..
     "one-directional LMs) or distill (DistilBERT, with --teacher); " ..
@@ -267,11 +277,47 @@ end
 -- read and checked before anything is written to the run directory (rank 0
 -- fetches; the other ranks read it once rank 0 is ready, in prepare_data)
 
+-- The multilingual corpus mixed with language exponent alpha (built and
+-- fetched on first use); its path and the mix's plan, printed.
+local function ml_dir() return (os.getenv("BERT_DATA") or "data") .. "/multilingual" end
+
+local function multilingual_corpus(alpha)
+  local ml = require("bert.data.multilingual")
+  local dir = ml_dir()
+  if not fs.exists(dir .. "/stats.json") then
+    io.stderr:write("pretrain: building the multilingual corpus (tools/fetch_data.sh multilingual)\n")
+    if os.execute("sh tools/fetch_data.sh multilingual") ~= true or not fs.exists(dir .. "/stats.json") then
+      die("could not build the multilingual corpus")
+    end
+  end
+  local path, plan = ml.prepare(dir, alpha, 1)
+  if not path then die(tostring(plan)) end
+  io.stderr:write(string.format("pretrain: multilingual corpus, alpha %g: %d sentences\n", alpha, plan.total_sentences))
+  io.stderr:write(string.format("  %-8s %10s %8s %8s %8s\n", "language", "sentences", "share", "sampled", "passes"))
+  local langs = {}
+  for l in pairs(plan.languages) do langs[#langs + 1] = l end
+  table.sort(langs)
+  for _, l in ipairs(langs) do
+    local x = plan.languages[l]
+    io.stderr:write(string.format("  %-8s %10d %7.2f%% %7.2f%% %8.2f\n", l, x.sentences, 100 * x.share, 100 * x.rate,
+      x.passes))
+  end
+  return path, plan
+end
+
 -- run.corpus_path: the corpus file, fetched on rank 0 for a named corpus
 local function find_corpus(run)
   local args = run.args
   local corpus_path = args.corpus
-  if args.corpus == "brown" or args.corpus == "kjv" or args.corpus == "english" then
+  if args.lang_alpha ~= nil and args.corpus ~= "multilingual" then
+    die("--lang-alpha samples the languages of --corpus multilingual, not of " .. tostring(args.corpus))
+  end
+  if args.corpus == "multilingual" then
+    local alpha = args.lang_alpha or 0.7
+    if dist.is_main() then run.corpus_path, run.language_plan = multilingual_corpus(alpha)
+    else run.corpus_path = require("bert.data.multilingual").path(ml_dir(), alpha, 1) end
+    return
+  elseif args.corpus == "brown" or args.corpus == "kjv" or args.corpus == "english" then
     corpus_path = string.format("data/%s/%s.txt", args.corpus, args.corpus)
     if not fs.exists(corpus_path) and dist.is_main() then
       io.stderr:write("pretrain: fetching the ", args.corpus, " corpus (tools/fetch_data.sh)\n")
@@ -302,7 +348,7 @@ local function prepare_output(args)
     -- they were made with the same data settings, drop everything else
     local old = read_saved(args.output .. "/args.json")
     local same = old ~= nil
-    for _, k in ipairs({"corpus", "tokenizer", "vocab_size", "seq_len", "objective", "masking", "dupe_factor",
+    for _, k in ipairs({"corpus", "lang_alpha", "tokenizer", "vocab_size", "seq_len", "objective", "masking", "dupe_factor",
                         "whole_word_mask", "seed",
                         "span_mask", "ngram_mask", "phrase_mask", "mask_prob"}) do
       if old and old[k] ~= args[k] then same = false end
@@ -342,6 +388,16 @@ local function load_tokenizer(run, train_docs)
       assert(require("bert.model_dir").save_tokenizer(tok_dir, tok))
       io.stderr:write(string.format("pretrain: trained a %s vocabulary of %d in %.1f s\n",
         args.tokenizer, tok:vocab_size(), bert.wall_time() - t0))
+      if args.corpus == "multilingual" then   -- what the shared vocabulary costs each language
+        local ml = require("bert.data.multilingual")
+        local by_lang = ml.read(ml_dir())
+        if by_lang then
+          run.fertility = ml.fertility(tok, by_lang)
+          write_json(tok_dir .. "/fertility.json", run.fertility)
+          io.stderr:write("pretrain: the vocabulary per language (first sentences of each document, up to 2,000):\n",
+            ml.fertility_table(run.fertility), "\n")
+        end
+      end
     end
   else
     tok = bert.tokenizer.load(args.tokenizer)
@@ -603,6 +659,8 @@ local function final_summary(run)
   final.parameters = model:num_parameters()
   final.kind = "pretraining"
   final.corpus = args.corpus
+  final.lang_alpha = args.corpus == "multilingual" and (args.lang_alpha or 0.7) or nil
+  final.fertility = args.corpus == "multilingual" and read_saved(run.tok_dir .. "/fertility.json") or nil
   final.settings = {lr = run.lr, batch_size = args.batch_size, accum = args.accum, seq_len = args.seq_len,
     warmup_steps = run.schedule.warmup, weight_decay = args.weight_decay, seed = args.seed, masking = args.masking,
     whole_word_mask = args.whole_word_mask == true, corpus = args.corpus, time_budget = args.time_budget,

@@ -13,7 +13,7 @@
 --                                       (under-sampling), until its sentences are q_l of the
 --                                       corpus' total; the documents shuffled together
 --   ml.prepare(dir, alpha, seed)     -> the path of DIR/mix/alpha-A-seed-S.txt (written once,
---                                       atomically) and its plan
+--                                       atomically) and its plan; ml.path(dir, alpha, seed) the path
 --   ml.fertility(tok, by_lang, opts) -> {LANG = {sentences, words, chars, tokens, unknown,
 --                                       tokens_per_word, tokens_per_char, unknown_rate}}
 --   ml.fertility_table(f)            -> the same as text, a line per language
@@ -130,9 +130,13 @@ end
 
 local function fmt_alpha(a) return (string.format("%.4f", a):gsub("0+$", ""):gsub("%.$", "")) end
 
+function M.path(dir, alpha, seed)
+  return string.format("%s/mix/alpha-%s-seed-%d.txt", dir, fmt_alpha(alpha), seed or 1)
+end
+
 function M.prepare(dir, alpha, seed)
   seed = seed or 1
-  local path = string.format("%s/mix/alpha-%s-seed-%d.txt", dir, fmt_alpha(alpha), seed)
+  local path = M.path(dir, alpha, seed)
   local plan_path = path:gsub("%.txt$", ".json")
   local cjson = require("cjson")
   if fs.exists(path) and fs.exists(plan_path) then
