@@ -86,6 +86,17 @@ describe("vulkan refuses what the cpu refuses", function()
     assert.equal(4, F.attention(q, k, k):numel())
   end)
 
+  it("F.attention_rel and F.dropout_rows refuse in their front-ends; t:set, a host write, by name", function()
+    local q = vk(randn({1, 2, 3, 4}, 30))
+    local e = err_of(function() return F.attention_rel(q, q, q, {kr = vk(randn({2, 5, 4}, 31)),
+                                                                 rows = bert.zeros({3, 3}, "int32")}) end)
+    assert.truthy(e:find("attention_rel: not supported on device vulkan", 1, true), e)
+    e = err_of(function() return F.dropout_rows(vk(randn({2, 4}, 32)), 0.1, true, bert.tensor({0, 1}, "int32"), 1, 2) end)
+    assert.truthy(e:find("dropout_rows: not supported on device vulkan", 1, true), e)
+    e = err_of(function() return q:set(1, 1, 1, 1, 1) end)
+    assert.truthy(e:find("set: argument #1 is a vulkan tensor, but 'set' runs on the cpu only", 1, true), e)
+  end)
+
   it("save_safetensors writes device tensors from host copies (in C, no Lua wrapper)", function()
     local a = randn({3, 4}, 25)
     local path = os.tmpname()

@@ -16,9 +16,9 @@
 
 #include "lbert.h"
 #include "core/autograd.h"
+#include "core/backend.h"
 #include "core/ops.h"
 #include "dist/dist.h"
-#include "vulkan/vk.h"
 
 #define REDUCER_MT "bert.dist.Reducer"
 
@@ -39,7 +39,7 @@ static bert_tensor *check_buffer(lua_State *L, int arg, const char *fn, bert_dis
   bert_tensor *t = lbert_test_tensor(L, arg);
   if (t == NULL)
     luaL_error(L, "distributed.%s: argument #%d expected a bert.Tensor, got %s", fn, arg, luaL_typename(L, arg));
-  if (bert_is_vk(t)) luaL_error(L, "distributed.%s: argument #%d is a device tensor; pass a CPU tensor", fn, arg);
+  if (!bert_is_host(t)) luaL_error(L, "distributed.%s: argument #%d is a device tensor; pass a CPU tensor", fn, arg);
   if (!bert_is_contiguous(t)) luaL_error(L, "distributed.%s: argument #%d must be contiguous", fn, arg);
   *type = t->dtype == BERT_I32 ? BERT_DIST_I32 : BERT_DIST_F32;
   return t;

@@ -1,5 +1,5 @@
 /*
-** bert.core.F: the fused nn ops (csrc/nn/) for Lua.
+** bert.core.F: the fused nn ops (their front-ends: core/nn.c) for Lua.
 */
 #include <float.h>
 #include <string.h>

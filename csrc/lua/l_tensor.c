@@ -68,13 +68,31 @@ bert_tensor *lbert_test_tensor(lua_State *L, int arg) {
   if (box == NULL) return NULL;
   if (*box == NULL || (*box)->storage == NULL)
     luaL_argerror(L, arg, "tensor has been freed");
-  if ((*box)->storage->kind == BERT_STORAGE_DEVICE) return lbert_vk_check_arg(L, arg, *box);
   return *box;
 }
 
 bert_tensor *lbert_check_tensor(lua_State *L, int arg) {
   bert_tensor *t = lbert_test_tensor(L, arg);
   if (t == NULL) luaL_typeerror(L, arg, BERT_TENSOR_MT);
+  return t;
+}
+
+bert_tensor *lbert_check_host_copy(lua_State *L, int arg, const char *fname) {
+  bert_tensor *t = lbert_check_tensor(L, arg);
+  if (bert_is_host(t)) return t;
+  arg = lua_absindex(L, arg);
+  bert_tensor *h = bert_backend_of(t)->to_host(t);
+  if (h == NULL) { lbert_core_error(L, fname); return NULL; }
+  lbert_push_tensor(L, h);
+  lua_replace(L, arg);
+  return h;
+}
+
+bert_tensor *lbert_check_host(lua_State *L, int arg, const char *fname) {
+  bert_tensor *t = lbert_check_tensor(L, arg);
+  if (!bert_is_host(t))
+    luaL_error(L, "%s: argument #%d is a %s tensor, but '%s' runs on the cpu only (move it with t:to(\"cpu\"))",
+               fname, arg, bert_backend_of(t)->name, fname);
   return t;
 }
 
@@ -479,7 +497,7 @@ static void push_elem(lua_State *L, const bert_tensor *t, int64_t flat) {
 
 static int m_item(lua_State *L) {
   char b[160];
-  bert_tensor *t = lbert_check_tensor(L, 1);
+  bert_tensor *t = lbert_check_host_copy(L, 1, "item");
   if (bert_numel(t) != 1)
     return luaL_error(L, "item: tensor %s has %I elements, expected exactly 1",
                       shape_s(b, sizeof b, t), (lua_Integer)bert_numel(t));
@@ -507,7 +525,7 @@ static int64_t element_offset(lua_State *L, bert_tensor *t, int first, const cha
 }
 
 static int m_get(lua_State *L) {
-  bert_tensor *t = lbert_check_tensor(L, 1);
+  bert_tensor *t = lbert_check_host_copy(L, 1, "get");
   int64_t off = element_offset(L, t, 2, "get");
   if (t->dtype == BERT_F32) lua_pushnumber(L, ((float *)t->storage->data)[off]);
   else lua_pushinteger(L, ((int32_t *)t->storage->data)[off]);
@@ -515,7 +533,7 @@ static int m_get(lua_State *L) {
 }
 
 static int m_set(lua_State *L) {
-  bert_tensor *t = lbert_check_tensor(L, 1);
+  bert_tensor *t = lbert_check_host(L, 1, "set");
   lua_Number v = luaL_checknumber(L, 2);
   int64_t off = element_offset(L, t, 3, "set");
   check_inplace(L, t, "set");
@@ -543,7 +561,7 @@ static void totable_rec(lua_State *L, const bert_tensor *t, int d, int64_t off) 
 }
 
 static int m_totable(lua_State *L) {
-  bert_tensor *t = lbert_check_tensor(L, 1);
+  bert_tensor *t = lbert_check_host_copy(L, 1, "totable");
   if (t->ndim == 0) push_elem(L, t, 0);
   else totable_rec(L, t, 0, t->offset);
   return 1;
@@ -597,7 +615,7 @@ static int m_tostring(lua_State *L) {
   bert_tensor *t = *box;
   char sb[160];
   if (t == NULL || t->storage == NULL) { lua_pushliteral(L, "bert.Tensor (freed)"); return 1; }
-  if (t->storage->kind == BERT_STORAGE_DEVICE) t = lbert_vk_check_arg(L, 1, t);   /* a host copy */
+  t = lbert_check_host_copy(L, 1, "tostring");
   int64_t numel = bert_numel(t);
   printer p = {NULL, t, numel > 1000, 1, 1};
   /* width of the widest shown value, and whether floats are all integral */
@@ -765,12 +783,26 @@ static int m_copy_(lua_State *L) {
   return 1;
 }
 
-/* t:to(dtype) converts; t:to("cpu" | "vulkan") moves (l_vulkan.c). */
+/* t into the memory of backend to: a host copy, or a device copy of the host copy. */
+static bert_tensor *move_to(const bert_tensor *t, const bert_backend *to) {
+  const bert_backend *from = bert_backend_of(t);
+  if (to->is_host) return from->to_host(t);
+  if (from->is_host) return to->from_host(t);
+  bert_tensor *h = from->to_host(t), *d = h ? to->from_host(h) : NULL;
+  bert_tensor_release(h);
+  return d;
+}
+
+/* t:to(dtype) converts; t:to(device) moves ("cpu", "vulkan": a registered backend's name). */
 static int m_to(lua_State *L) {
   bert_tensor *t = lbert_check_tensor(L, 1);
   const char *what = luaL_checkstring(L, 2);
+  const bert_backend *be = bert_backend_find(what);
   bert_dtype dt;
-  if (strcmp(what, "cpu") == 0 || strcmp(what, "vulkan") == 0) return lbert_vk_to(L, t, what);
+  if (be) {
+    if (be == bert_backend_of(t)) { lua_settop(L, 1); return 1; }
+    return lbert_push_result(L, move_to(t, be), "to");
+  }
   if (bert_dtype_from_name(what, &dt) == 0) {
     if (dt == t->dtype) { lua_settop(L, 1); return 1; }
     return lbert_push_result(L, bert_to_dtype(t, dt), "to");
@@ -1022,9 +1054,10 @@ static int m_scatter_add(lua_State *L) {
   return 1;
 }
 
-/* t:nonzero() -> int32 [n] flat 0-based positions of non-zero elements */
+/* t:nonzero() -> int32 [n] flat 0-based positions of non-zero elements;
+** the result's size depends on the data: computed on the host */
 static int m_nonzero(lua_State *L) {
-  return lbert_push_result(L, bert_nonzero_flat(lbert_check_tensor(L, 1)), "nonzero");
+  return lbert_push_result(L, bert_nonzero_flat(lbert_check_host_copy(L, 1, "nonzero")), "nonzero");
 }
 
 /* bert.cat(list, dim) and bert.stack(list, dim) */

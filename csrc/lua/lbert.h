@@ -28,6 +28,12 @@ void lbert_dist_info(lua_State *L);   /* pushes backend_info().distributed */
 /* Tensor userdata helpers (l_tensor.c). */
 bert_tensor *lbert_check_tensor(lua_State *L, int arg);
 bert_tensor *lbert_test_tensor(lua_State *L, int arg);
+/* The opt-in of bindings that touch host memory themselves (every op goes
+** through its core front-end instead, which says whether a device runs it):
+** a reader gets a host copy of a device tensor, which takes the argument's
+** place on the stack; a writer refuses a device tensor, naming fname. */
+bert_tensor *lbert_check_host_copy(lua_State *L, int arg, const char *fname);
+bert_tensor *lbert_check_host(lua_State *L, int arg, const char *fname);
 void lbert_push_tensor(lua_State *L, bert_tensor *t);   /* takes ownership */
 void lbert_gc_after_backward(lua_State *L);              /* returns dead tensors' blocks */
 int lbert_core_error(lua_State *L, const char *fname);  /* raises bert_last_error */
@@ -36,10 +42,5 @@ int lbert_push_result(lua_State *L, bert_tensor *t, const char *fname);
 /* A 1-based (negative: from the end) Lua dim at arg -> 0-based, for ndim
 ** dims (+extra for positions one past the end, as unsqueeze takes). */
 int lbert_check_dim(lua_State *L, int arg, int ndim, int extra);
-
-/* Vulkan (l_vulkan.c): the guard lbert_test_tensor applies to device
-** tensors (returns the tensor to use, or raises), and t:to(device). */
-bert_tensor *lbert_vk_check_arg(lua_State *L, int arg, bert_tensor *t);
-int lbert_vk_to(lua_State *L, bert_tensor *t, const char *device);
 
 #endif

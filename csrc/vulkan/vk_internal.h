@@ -1,5 +1,5 @@
 /*
-** The device layer (vk_device.c) as the op layer (vk_ops.c) uses it: no
+** The device layer (vk_device.c) as the kernels (vk_kernels.h) use it: no
 ** Vulkan types here, so the op layer compiles without the headers.
 */
 #ifndef BERT_VK_INTERNAL_H

@@ -1,6 +1,6 @@
 /*
 ** Opcodes, modes and flag bits shared by the Vulkan kernels' C side
-** (vk_ops.c) and their shaders (glslc -I csrc/vulkan): plain #defines that
+** (vk_*.c) and their shaders (glslc -I csrc/vulkan): plain #defines that
 ** read the same in C and GLSL.  The per-op opcodes of eltwise.comp come
 ** from the op list (core/op_list.h) through tools/gen_op_glsl.c, which
 ** writes build/gen/bert_ops.glsl from these bases.
