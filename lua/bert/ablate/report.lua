@@ -125,6 +125,36 @@ function M.comparisons(rows, names)
   return out
 end
 
+-- The per-seed scores of a cell's evaluation suite (cells/ID/evaluate/ and
+-- evaluate-at-F/ results.json), by the metric names the cell reports:
+-- eval_TASK (the fine-tuning seeds' headline scores at the chosen rate),
+-- eval_TASK_LANG per test language, eval_TASK_scratch (the control), each
+-- with "@F" for a snapshot.  A grid of hours-long cells pretrains once per
+-- cell, and then these are the spread its comparisons can use.
+local function evaluation_samples(cell_dir)
+  local out = {}
+  local function take(results, suffix)
+    for name, r in pairs(results.tasks or {}) do
+      local key = "eval_" .. name:gsub("%-", "_")
+      if r.headline and r.headline.values and #r.headline.values > 0 then out[key .. suffix] = r.headline.values end
+      if r.from_scratch and r.from_scratch.headline and r.from_scratch.headline.values then
+        out[key .. "_scratch" .. suffix] = r.from_scratch.headline.values
+      end
+      for _, l in ipairs(r.languages or {}) do
+        if l.values and #l.values > 0 then out[key .. "_" .. l.name .. suffix] = l.values end
+      end
+    end
+  end
+  local final = read_json(cell_dir .. "/evaluate/results.json")
+  if final then take(final, "") end
+  for _, name in ipairs(fs.listdir(cell_dir) or {}) do
+    local f = name:match("^evaluate%-at%-(.+)$")
+    local r = f and read_json(cell_dir .. "/" .. name .. "/results.json")
+    if r then take(r, "@" .. f) end
+  end
+  return out
+end
+
 --- Rebuilds DIR/results.json, DIR/results.md and DIR/plots/ from the
 -- finished cells of DIR (unfinished ones are listed as missing).  Returns
 -- the results table.
@@ -158,6 +188,12 @@ function M.summarize(dir)
         table.insert(row.values[k], v)
         if not seen_name[k] then seen_name[k] = true; names[#names + 1] = k end
       end
+      row.samples = row.samples or {}
+      for k, vs in pairs(evaluation_samples(dir .. "/cells/" .. cell.id)) do
+        row.samples[k] = row.samples[k] or {}
+        for _, v in ipairs(vs) do table.insert(row.samples[k], v) end
+        if not seen_name[k] then seen_name[k] = true; names[#names + 1] = k end
+      end
     else
       missing[#missing + 1] = cell.id
     end
@@ -175,9 +211,12 @@ function M.summarize(dir)
     local r = {label = row.label, seeds = row.seeds, parameters = row.parameters, metrics = {}}
     r.tokens_per_s = mean_sd(row.tokens_per_s)
     for _, k in ipairs(names) do
-      if row.values[k] then
-        local m, sd, n = mean_sd(row.values[k])
-        r.metrics[k] = {mean = m, sd = sd, n = n, values = row.values[k]}
+      -- one pretraining run: the spread is the fine-tuning seeds' (marked in the table)
+      local over_finetuning = #row.seeds == 1 and row.samples[k] ~= nil
+      local vs = over_finetuning and row.samples[k] or row.values[k]
+      if vs then
+        local m, sd, n = mean_sd(vs)
+        r.metrics[k] = {mean = m, sd = sd, n = n, values = vs, over = over_finetuning and "fine-tuning seeds" or nil}
       end
     end
     out_rows[#out_rows + 1] = r
@@ -193,6 +232,12 @@ function M.summarize(dir)
   md[#md + 1] = string.format("Grid file `%s`, budget scale %g; %d of %d cells finished%s. Mean ± sample sd over seeds.\n",
     grid.file, grid.budget_scale, #cells, #grid.cells,
     #missing > 0 and (" (missing: " .. table.concat(missing, " ") .. ")") or "")
+  local marked = false
+  for _, r in ipairs(out_rows) do for _, m in pairs(r.metrics) do marked = marked or m.over ~= nil end end
+  if marked then
+    md[#md + 1] = "† over the evaluation suite's fine-tuning seeds of the row's one pretraining run: the spread " ..
+      "of fine-tuning, not of pretraining; a difference between such rows holds for these pretraining runs.\n"
+  end
   for _, p in ipairs(grid.planned or {}) do
     local vals = {}
     for _, v in ipairs(p.values) do vals[#vals + 1] = fmt_value(v) end
@@ -215,7 +260,8 @@ function M.summarize(dir)
     local line = {r.label, tostring(#r.seeds), params, pm(tps_m, tps_sd, "%.0f")}
     for _, k in ipairs(names) do
       local m = r.metrics[k]
-      line[#line + 1] = m and pm(m.mean, m.sd, k:find("perplexity$") and "%.1f" or "%.4f") or ""
+      line[#line + 1] = m and (pm(m.mean, m.sd, k:find("perplexity$") and "%.1f" or "%.4f") .. (m.over and " †" or ""))
+        or ""
     end
     md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
   end

@@ -1,0 +1,63 @@
+-- bert.ablate's report on a grid of one pretraining run per cell: the
+-- comparisons use the evaluation suite's fine-tuning seeds (read from each
+-- cell's evaluate/ and evaluate-at-F/ results.json), marked as such.
+local bert = require("bert")
+local cjson = require("cjson")
+local ablate = require("bert.ablate")
+local util = require("bert.finetune.util")
+
+local function tmpdir()
+  local d = os.tmpname()
+  os.remove(d)
+  assert(bert.mkdir(d))
+  return d
+end
+
+local function write(path, value)
+  os.execute("mkdir -p '" .. path:match("^(.*)/[^/]+$") .. "'")
+  assert(util.write_file(path, type(value) == "string" and value or cjson.encode(value)))
+end
+
+describe("the ablation report with one pretraining run per cell", function()
+  it("compares rows over the fine-tuning seeds, per task, per language and per snapshot", function()
+    local d = tmpdir()
+    local cells = {
+      {id = "objective=mlm-nsp_seed=1", label = "objective=mlm-nsp", pretrain_id = "a", seed = 1, finetune = {}},
+      {id = "objective=mlm_seed=1", label = "objective=mlm", pretrain_id = "b", seed = 1, finetune = {}},
+    }
+    write(d .. "/grid.json", {name = "toy", file = "toy.lua", budget_scale = 1, axes = {"objective"}, cells = cells,
+      pretrain_runs = {}, planned = {}})
+    local scores = {
+      ["objective=mlm-nsp_seed=1"] = {rte = {0.60, 0.61, 0.62, 0.60, 0.62}, de = {0.50, 0.52, 0.51, 0.50, 0.52}},
+      ["objective=mlm_seed=1"] = {rte = {0.50, 0.51, 0.52, 0.50, 0.52}, de = {0.50, 0.53, 0.51, 0.49, 0.52}},
+    }
+    for _, c in ipairs(cells) do
+      local s = scores[c.id]
+      local mean = 0
+      for _, v in ipairs(s.rte) do mean = mean + v / #s.rte end
+      write(d .. "/cells/" .. c.id .. "/done.json", {id = c.id, label = c.label, seed = 1, pretrain_id = c.pretrain_id,
+        metrics = {mlm_accuracy = 0.3, eval_rte = mean}})
+      write(d .. "/cells/" .. c.id .. "/evaluate/results.json", {tasks = {
+        rte = {headline = {mean = mean, values = s.rte}},
+        xnli = {headline = {mean = 0.5, values = s.de}, languages = {{name = "de", values = s.de}}}}})
+      write(d .. "/cells/" .. c.id .. "/evaluate-at-0.25/results.json", {tasks = {
+        rte = {headline = {values = {0.5, 0.5, 0.5}}}}})
+    end
+    local results = ablate.summarize(d)
+    local row = results.rows[1]
+    assert.equals("fine-tuning seeds", row.metrics.eval_rte.over)
+    assert.equals(5, row.metrics.eval_rte.n)
+    assert.is_nil(row.metrics.mlm_accuracy.over)
+    assert.equals(5, row.metrics.eval_xnli_de.n)
+    assert.equals(3, row.metrics["eval_rte@0.25"].n)
+    local c = results.comparisons[1]
+    assert.equals("objective=mlm", c.label)
+    -- RTE: -0.10 with sd 0.01 a side: a finding; German: within the spread
+    assert.is_true(math.abs(c.metrics.eval_rte.difference + 0.1) < 1e-9)
+    assert.is_true(c.metrics.eval_rte.finding)
+    assert.is_false(c.metrics.eval_xnli_de.finding)
+    local md = assert(util.read_file(d .. "/results.md"))
+    assert.truthy(md:find("† over the evaluation suite's fine-tuning seeds", 1, true))
+    assert.truthy(md:find("0.6100 ± 0.0100 †", 1, true), md)
+  end)
+end)
