@@ -10,6 +10,7 @@ local bert = require("bert.core")
 local class = require("bert.nn.class")
 local nn = require("bert.nn")
 local blocks = require("bert.models.blocks")
+local varlen = require("bert.models.packing")
 
 local Module, Linear, LayerNorm, Dropout = nn.Module, nn.Linear, nn.LayerNorm, nn.Dropout
 local F = bert.F
@@ -273,7 +274,7 @@ end
 function TokenClassification:forward(inputs)
   local base, ids, mask = self.base:forward(inputs)
   local packing = base.packing
-  local logits = self.classifier(blocks.dropout(self.dropout, base.last_hidden_state, packing))   -- [B, T, C] or [N, C]
+  local logits = self.classifier(varlen.dropout(self.dropout, base.last_hidden_state, packing))   -- [B, T, C] or [N, C]
   local out = {logits = logits, last_hidden_state = base.last_hidden_state, packing = packing}
   if inputs.labels then
     local labels = ignore_padding(check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids), mask)
@@ -302,7 +303,7 @@ end
 function QuestionAnswering:forward(inputs)
   local base, ids, mask = self.base:forward(inputs)
   local h, packing = base.last_hidden_state, base.packing
-  if self.dropout then h = blocks.dropout(self.dropout, h, packing) end
+  if self.dropout then h = varlen.dropout(self.dropout, h, packing) end
   local logits = self.qa(h)    -- [B, T, 2], or packed [N, 2]
   local starts, ends
   if packing then
