@@ -116,7 +116,6 @@ end
 function Backbone:has_pooler() return false end
 -- no packed (varlen) path: the reversal works on the padded [B, T] grid
 function Backbone:set_varlen() return self, false end
-function Backbone:set_max_length(n) self.max_length = n end
 
 --- forward{input_ids, token_type_ids?, attention_mask?} ->
 -- {last_hidden_state [B, T, 2H] = [forward ; backward], forward_hidden,

@@ -360,6 +360,47 @@ function Layer:forward(x, mask, extra, query_states)
   return self.m.output(inner, x1, mask)
 end
 
+local MappedLayer = class("MappedLayer", Module)
+M.MappedLayer = MappedLayer
+MappedLayer.recompute_unit = true
+
+--- The post-LN layer under a family's own names, with its own dropout
+-- (ALBERT's, DistilBERT's): a subclass sets
+--   names: {piece, checkpoint path} pairs in the checkpoint's order, the
+--     pieces attention (SelfAttention), attention_out, attention_norm,
+--     ffn_in, ffn_out, output_norm; paths below the layer ("attention.dense");
+--   qkv: the projections' names (default SelfAttention's);
+--   dropout_after: {attention = bool, ffn = bool}, where hidden dropout applies.
+-- x1 = attention_norm(x + drop?(attention_out(MHA(x)))),
+-- y = output_norm(x1 + drop?(ffn_out(act(ffn_in(x1))))).
+function MappedLayer:__init(a)
+  Module.__init(self)
+  local H, I, std, eps = a.hidden_size, a.intermediate_size, a.initializer_range, a.layer_norm_eps
+  local make = {
+    attention = function() return SelfAttention(a, {names = self.qkv}) end,
+    attention_out = function() return Linear(H, H, {std = std}) end,
+    attention_norm = function() return LayerNorm(H, eps) end,
+    ffn_in = function() return Linear(H, I, {std = std}) end,
+    ffn_out = function() return Linear(I, H, {std = std}) end,
+    output_norm = function() return LayerNorm(H, eps) end,
+  }
+  self.piece = {}
+  for _, np in ipairs(self.names) do self.piece[np[1]] = M.place(self, np[2], make[np[1]]()) end
+  self.act = a.hidden_act
+  self.dropout = Dropout(a.hidden_dropout_prob)
+  self:add_module_unnamed(self.dropout)
+end
+
+function MappedLayer:forward(x, mask)
+  local piece, after = self.piece, self.dropout_after
+  local ctx = piece.attention_out(piece.attention(x, mask))
+  if after.attention then ctx = varlen.dropout(self.dropout, ctx, mask) end
+  local x1 = piece.attention_norm(ctx, x)
+  local f = piece.ffn_out(M.linear_act(piece.ffn_in, self.act, x1))
+  if after.ffn then f = varlen.dropout(self.dropout, f, mask) end
+  return piece.output_norm(f, x1)
+end
+
 local Encoder = class("Encoder", Module)
 M.Encoder = Encoder
 
@@ -461,13 +502,17 @@ M.Backbone = Backbone
 -- "encoder", "pooler" (a Linear or a container with dense; tanh applied).
 -- opts.token_types: whether token_type_ids are read; opts.varlen = false:
 -- the family cannot run packed (DeBERTa's relative attention needs the
--- padded [B, T] grid), so set_varlen leaves it padded.
+-- padded [B, T] grid), so set_varlen leaves it padded; opts.max_length:
+-- the longest sequence it takes (default max_position_embeddings; RoBERTa's
+-- is less its padding_idx + 1 offset).
 function Backbone:__init(a, parts, opts)
   Module.__init(self)
+  opts = opts or {}
   self.arch = a
   self.roles = {}
-  self.token_types = (opts or {}).token_types
-  self.varlen_supported = (opts or {}).varlen ~= false
+  self.token_types = opts.token_types
+  self.varlen_supported = opts.varlen ~= false
+  self.max_length = opts.max_length or a.max_position_embeddings
   self.varlen = false
   for _, part in ipairs(parts) do
     if part[2] then
@@ -539,10 +584,6 @@ function Backbone:forward(inputs)
   end
   return out, ids, mask
 end
-
---- The longest sequence a backbone takes (a.max_position_embeddings,
--- less RoBERTa's padding_idx + 1 offset).
-function Backbone:set_max_length(n) self.max_length = n end
 -- }============================================================
 
 return M

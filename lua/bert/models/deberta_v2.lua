@@ -258,14 +258,12 @@ end
 -- }============================================================
 
 function F.backbone(a)
-  local b = blocks.Backbone(a, {
+  return blocks.Backbone(a, {
     {"embeddings", blocks.Embeddings(a, {
       positions = a.position_biased_input and "absolute" or "none", position_table = true,
       width = a.embedding_size or a.hidden_size, project = true, mask_output = true}), "embeddings"},
     {"encoder", Encoder(a), "encoder"},
   }, {token_types = (a.type_vocab_size or 0) > 0, varlen = false})   -- relative positions need the [B, T] grid
-  b:set_max_length(a.max_position_embeddings)
-  return b
 end
 
 F.heads = {
