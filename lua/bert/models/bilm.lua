@@ -173,11 +173,9 @@ function LM:forward(inputs)
     local labels = blocks.check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids)
     local targets = heads.next_token_targets(labels)
     local rtargets = heads.next_token_targets(permute_rows(labels, base.reversal))
-    out.logits, out.target_positions, out.targets = heads.masked_lm(self.mlm, base.forward_hidden, targets)
-    out.backward_logits, out.backward_target_positions, out.backward_targets =
-      heads.masked_lm(self.mlm, base.backward_reversed, rtargets)
-    out.forward_loss = bert.F.cross_entropy(out.logits, out.targets)
-    out.backward_loss = bert.F.cross_entropy(out.backward_logits, out.backward_targets)
+    out.logits, out.target_positions, out.targets, out.forward_loss = heads.decode(self.mlm, base.forward_hidden, targets)
+    out.backward_logits, out.backward_target_positions, out.backward_targets, out.backward_loss =
+      heads.decode(self.mlm, base.backward_reversed, rtargets)
     out.loss = (out.forward_loss + out.backward_loss) * 0.5
   else
     out.logits = heads.mlm_logits(self.mlm, base.forward_hidden)
