@@ -36,13 +36,9 @@ for name, s in pairs(require("bert.models.config").sizes) do
                    num_attention_heads = s.num_attention_heads, intermediate_size = s.intermediate_size}
 end
 
-F.defaults = {
-  max_position_embeddings = 512, type_vocab_size = 2,
-  hidden_act = "gelu", hidden_dropout_prob = 0.1, attention_probs_dropout_prob = 0.1,
-  initializer_range = 0.02, layer_norm_eps = 1e-12, pad_token_id = 0,
-  position_embedding_type = "absolute", tie_word_embeddings = true,
+F.defaults = require("bert.models.config").extend(bert_family.defaults, {
   is_decoder = true,   -- both stacks are causal; config.json says so
-}
+})
 
 function F.validate(c, a, where)
   bert_family.validate(c, a, where)

@@ -22,7 +22,8 @@ local blocks = require("bert.models.blocks")
 local heads = require("bert.models.heads")
 
 local F = {
-  model_type = "deberta-v2", short_name = "deberta", class_prefix = "DebertaV2", prefix = "deberta",
+  model_type = "deberta-v2", short_name = "deberta", short_aliases = {"deberta-v3"},
+  class_prefix = "DebertaV2", prefix = "deberta",
   default_vocab = 128100,   -- the SentencePiece vocabulary of deberta-v3
   base_pooler = false,
   int_keys = {"position_buckets", "max_relative_positions"},
