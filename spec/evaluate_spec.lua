@@ -149,7 +149,7 @@ end)
 
 describe("regression fine-tuning (STS-B's head)", function()
   it("every family's sequence-classification head takes num_labels = 1: one output, MSE on float targets", function()
-    for _, fam in ipairs({"bert", "roberta", "albert", "electra", "distilbert", "deberta-v2", "bilm"}) do
+    for _, fam in ipairs(bert.models.registry.order) do
       local arch = bert.models.architecture_for(fam, "sequence_classification")
       local m = bert.model(arch, "tiny", {vocab_size = 50, num_labels = 1})
       local out = m:forward{input_ids = bert.tensor({{2, 5, 7, 3, 0}, {2, 8, 3, 0, 0}}, "int32"),

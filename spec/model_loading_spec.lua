@@ -249,11 +249,9 @@ describe("sizes and names", function()
 end)
 
 describe("adding a family", function()
-  it("takes one file of differences plus registry lines (docs/families.md)", function()
+  it("takes one file of differences plus one registry call (docs/families.md)", function()
     local registry = require("bert.models.registry")
-    registry.families.mybert = "spec.support.mybert_family"
-    registry.order[#registry.order + 1] = "mybert"
-    registry.short_names.mybert = "mybert"
+    registry.register(require("spec.support.mybert_family"))
     local ok, err = pcall(function()
       local m = bert.model("MyBertForMaskedLM", "tiny", {vocab_size = 40, max_position_embeddings = 16})
       local labels = bert.tensor({{-100, 7, -100, -100, -100}, {-100, -100, 3, -100, -100}}, "int32")
@@ -270,8 +268,31 @@ describe("adding a family", function()
       assert.same({family = "mybert", size = "mini"}, bert.models.resolve("mybert-mini"))
       return again
     end)
-    registry.families.mybert, registry.short_names.mybert = nil, nil
-    table.remove(registry.order)
+    registry.unregister("mybert")
     assert(ok, err)
+    assert.is_nil(registry.short_names.mybert)
+  end)
+
+  it("refuses a family without its fields or with another family's class names", function()
+    local registry = require("bert.models.registry")
+    local mybert = require("spec.support.mybert_family")
+    local incomplete = {}
+    for k, v in pairs(mybert) do incomplete[k] = v end
+    incomplete.heads = nil
+    assert.has_error(function() registry.register(incomplete) end, "register: the family 'mybert' has no 'heads'")
+    local thief = {}
+    for k, v in pairs(mybert) do thief[k] = v end
+    thief.architectures = {BertModel = "base"}
+    assert.has_error(function() registry.register(thief) end,
+      "register: mybert's architecture BertModel is already the bert family's")
+    assert.is_nil(registry.families.mybert)
+  end)
+
+  it("reads a bare size and a config without model_type as the default family's", function()
+    local registry = require("bert.models.registry")
+    assert.equal("bert", registry.default_model_type)
+    assert.same({family = "bert", size = "tiny"}, bert.models.resolve("tiny"))
+    assert.equal("bert", registry.family_of({}).model_type)
+    assert.equal("roberta", registry.family_of({model_type = "roberta"}).model_type)
   end)
 end)

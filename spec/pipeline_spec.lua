@@ -132,4 +132,23 @@ describe("bert.pipeline", function()
     assert.has_error(function() bert.pipeline("fill-mask", enc) end)
     os.execute("rm -rf '" .. enc .. "'")
   end)
+
+  it("reads any family: its base model for features, its MLM head for fill-mask, not ELECTRA's discriminator", function()
+    local small = {vocab_size = tok:vocab_size(), hidden_size = 32, embedding_size = 32, num_hidden_layers = 1,
+      num_attention_heads = 2, intermediate_size = 64, max_position_embeddings = 64}
+    for arch, base in pairs({AlbertForPreTraining = "AlbertModel", ElectraForPreTraining = "ElectraModel"}) do
+      local d = tmpdir()
+      assert(require("bert.model_dir").save(d, bert.model(arch, small), tok))
+      local fe = bert.pipeline("feature-extraction", d)
+      assert.equal(base, fe.model.class_name)
+      assert.equal(32, fe("the food was good").hidden:size(3))
+      if arch == "ElectraForPreTraining" then
+        assert.has_error(function() bert.pipeline("fill-mask", d) end, "pipeline: fill-mask needs a model with its " ..
+          "masked-language-model head (a masked-LM or MLM-pretraining class); " .. d .. " holds ElectraForPreTraining")
+      else
+        assert.equal(2, #bert.pipeline("fill-mask", d)("the food was [MASK] .", {top_k = 2}))
+      end
+      os.execute("rm -rf '" .. d .. "'")
+    end
+  end)
 end)

@@ -5,7 +5,7 @@
 -- uneven lengths (1 and the full row): outputs at real positions, losses
 -- and every weight's gradient equal the padded path's within 1e-5.
 local bert = require("bert")
-local blocks = require("bert.models.blocks")
+local packing = require("bert.models.packing")
 
 local B, T = 4, 13
 local LENGTHS = {1, 12, 5, 13}
@@ -266,7 +266,7 @@ describe("the packed (varlen) path", function()
     local out = model:forward(inputs)
     assert.is_nil(out.packing)
     assert.same({B, 3}, out.logits:shape())
-    assert.is_nil(blocks.packing(inputs.attention_mask, B, T))
+    assert.is_nil(packing.new(inputs.attention_mask, B, T))
     -- a call's varlen overrides the model's setting
     assert.truthy(model:forward({input_ids = batch(0).input_ids, attention_mask = batch(0).attention_mask}).packing)
     assert.is_nil(model:forward({input_ids = batch(0).input_ids, attention_mask = batch(0).attention_mask,
@@ -311,7 +311,7 @@ describe("the packed (varlen) path", function()
       mask[b] = {}
       for j = 1, 8 do mask[b][j] = j <= n and 1 or 0 end
     end
-    local p = blocks.packing(bert.tensor(mask, "int32"), 4, 8)
+    local p = packing.new(bert.tensor(mask, "int32"), 4, 8)
     local N = p.total
     local function leaf(seed)
       local t = bert.randn({N, A, d}, {seed = seed})
@@ -320,7 +320,7 @@ describe("the packed (varlen) path", function()
     end
     local q, k, v = leaf(1), leaf(2), leaf(3)
     local gy = bert.randn({N, A, d}, {seed = 4})
-    local got = blocks.varlen_attention(q, k, v, p, {})
+    local got = packing.attention(q, k, v, p, {})
     got:backward(gy)
     local gq, gk, gv = q:grad():clone(), k:grad():clone(), v:grad():clone()
     q:set_grad(nil); k:set_grad(nil); v:set_grad(nil)
@@ -378,7 +378,7 @@ describe("the packed (varlen) path", function()
 
   it("packs the real tokens in order, with their columns, first rows and cu_seqlens offsets", function()
     local mask = bert.tensor({{1, 1, 0, 0}, {1, 0, 1, 1}, {1, 1, 1, 1}}, "int32")
-    local p = blocks.packing(mask, 3, 4)
+    local p = packing.new(mask, 3, 4)
     assert.equal(9, p.total)
     assert.same({2, 3, 4}, p.lengths)
     assert.same({0, 1, 4, 6, 7, 8, 9, 10, 11}, p.rows:totable())

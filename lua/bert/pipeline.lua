@@ -32,9 +32,12 @@ Pipeline.__call = function(self, ...) return self:run(...) end
 
 local function is_list(x) return type(x) == "table" and x[1] ~= nil end
 
+-- the head kinds whose outputs fill-mask reads: the MLM head's logits at every position
+local MLM_KINDS = {pretraining = true, masked_lm = true, emd_pretraining = true}
+
 -- Loads the model for a task from a directory: fill-mask needs the MLM head
--- (BertForPreTraining or BertForMaskedLM), feature extraction takes the
--- encoder of any checkpoint.
+-- (a pretraining or masked-LM class of any family), feature extraction takes
+-- the base model of any checkpoint.
 local function load(task, src, opts)
   local finetune = require("bert.finetune")
   if type(src) ~= "string" then
@@ -44,16 +47,22 @@ local function load(task, src, opts)
   local dir = finetune.model_dir(src)
   if not dir then error("pipeline: " .. src .. " holds no config.json (nor best/ or checkpoint/)", 3) end
   local config = assert(require("bert.models.config").read_json(dir .. "/config.json"))
+  local registry = require("bert.models.registry")
   local archs = config.architectures or {}
   local arch
   if task == "fill-mask" then
-    for _, a in ipairs(archs) do if a:find("ForPreTraining$") or a:find("ForMaskedLM$") then arch = a end end
+    for _, a in ipairs(archs) do
+      local _, kind = registry.architecture(a)
+      if MLM_KINDS[kind] then arch = a end
+    end
     if not arch then
-      error("pipeline: fill-mask needs a model with its masked-language-model head (a pretraining checkpoint); " ..
-        dir .. " holds " .. table.concat(archs, ", "), 3)
+      error("pipeline: fill-mask needs a model with its masked-language-model head " ..
+        "(a masked-LM or MLM-pretraining class); " .. dir .. " holds " .. table.concat(archs, ", "), 3)
     end
   else
-    arch = "BertModel"
+    local ok, family = pcall(registry.family_of, config)
+    if not ok then error(string.format("pipeline: %s/config.json: %s", dir, family), 3) end
+    arch = registry.architecture_for(family, "base")
   end
   local model = bert.from_pretrained(dir, {architecture = arch, verbose = false})
   local tok = opts.tokenizer
@@ -98,17 +107,21 @@ function Pipeline:encode(texts)
   return b, encs
 end
 
--- Runs fn(list) -> results over batches of inputs; a single input gives its result.
-function Pipeline:batched(inputs, fn)
-  local single = not is_list(inputs)
-  local list = single and {inputs} or inputs
+-- fn(chunk) over the inputs (one or a list) in chunks of batch_size: the list of what it returned.
+function Pipeline:each_batch(inputs, fn)
+  local list = is_list(inputs) and inputs or {inputs}
   local out = {}
   for s = 1, #list, self.batch_size do
-    local chunk = {}
-    for i = s, math.min(s + self.batch_size - 1, #list) do chunk[#chunk + 1] = list[i] end
-    for _, r in ipairs(fn(chunk)) do out[#out + 1] = r end
+    out[#out + 1] = fn(table.move(list, s, math.min(s + self.batch_size - 1, #list), 1, {}))
   end
-  return single and out[1] or out
+  return out
+end
+
+-- Runs fn(list) -> results over batches of inputs; a single input gives its result.
+function Pipeline:batched(inputs, fn)
+  local out = {}
+  for _, results in ipairs(self:each_batch(inputs, fn)) do table.move(results, 1, #results, #out + 1, out) end
+  return is_list(inputs) and out or out[1]
 end
 
 --- fill-mask: for each text, one list per [MASK] of the top_k (default 5)
@@ -161,20 +174,20 @@ function Pipeline:fill(inputs, opts)
   end)
 end
 
+-- The model's last hidden state [B, T, H] over texts, and their batch.
+function Pipeline:hidden(texts)
+  local b = self:encode(texts)
+  return bert.no_grad(function() return self.model:forward(b).last_hidden_state end), b
+end
+
 --- feature-extraction: the encoder's last hidden state and the attention
 -- mask of each batch: {hidden = [B, T, H], attention_mask = [B, T]} (a
 -- list of those for more inputs than a batch).
 function Pipeline:features(inputs)
-  local single = not is_list(inputs)
-  local list = single and {inputs} or inputs
-  local outs = {}
-  for s = 1, #list, self.batch_size do
-    local chunk = {}
-    for i = s, math.min(s + self.batch_size - 1, #list) do chunk[#chunk + 1] = list[i] end
-    local b = self:encode(chunk)
-    local h = bert.no_grad(function() return self.model:forward(b).last_hidden_state end)
-    outs[#outs + 1] = {hidden = h, attention_mask = b.attention_mask}
-  end
+  local outs = self:each_batch(inputs, function(chunk)
+    local h, b = self:hidden(chunk)
+    return {hidden = h, attention_mask = b.attention_mask}
+  end)
   return #outs == 1 and outs[1] or outs
 end
 
@@ -187,25 +200,18 @@ function Pipeline:embed(inputs, opts)
   if pooling ~= "mean" and pooling ~= "cls" then
     error("embed: pooling must be \"mean\" or \"cls\", got " .. tostring(pooling), 2)
   end
-  local list = is_list(inputs) and inputs or {inputs}
-  local parts = {}
-  for s = 1, #list, self.batch_size do
-    local chunk = {}
-    for i = s, math.min(s + self.batch_size - 1, #list) do chunk[#chunk + 1] = list[i] end
-    local b = self:encode(chunk)
-    parts[#parts + 1] = bert.no_grad(function()
-      local h = self.model:forward(b).last_hidden_state
-      local e
-      if pooling == "cls" then
-        e = h:select(2, 1):contiguous()
-      else
-        local m = b.attention_mask:float():unsqueeze(3)        -- [B, T, 1]
-        e = (h * m):sum(2) / m:sum(2)
-      end
-      if opts.normalize then e = e / (e * e):sum(2, true):sqrt():maximum(1e-12) end
-      return e
-    end)
-  end
+  local parts = self:each_batch(inputs, function(chunk)
+    local h, b = self:hidden(chunk)
+    local e
+    if pooling == "cls" then
+      e = h:select(2, 1):contiguous()
+    else
+      local m = b.attention_mask:float():unsqueeze(3)        -- [B, T, 1]
+      e = (h * m):sum(2) / m:sum(2)
+    end
+    if opts.normalize then e = e / (e * e):sum(2, true):sqrt():maximum(1e-12) end
+    return e
+  end)
   return #parts == 1 and parts[1] or bert.cat(parts, 1)
 end
 

@@ -3,9 +3,7 @@
 local bert_family = require("bert.models.bert")
 local F = {model_type = "mybert", short_name = "mybert", class_prefix = "MyBert", prefix = "mybert",
            default_vocab = 32000, sizes = require("bert.models.config").sizes}
-F.defaults = {max_position_embeddings = 512, type_vocab_size = 2, hidden_act = "gelu",
-  hidden_dropout_prob = 0.1, attention_probs_dropout_prob = 0.1, initializer_range = 0.02,
-  layer_norm_eps = 1e-12, pad_token_id = 0, position_embedding_type = "absolute", tie_word_embeddings = true}
+F.defaults = require("bert.models.config").extend(bert_family.defaults, {layer_norm_eps = 1e-5})   -- its own differences
 F.arch, F.validate = bert_family.arch, bert_family.validate
 function F.backbone(a, c, opts)       -- embeddings, encoder.layer.i, pooler: BERT's blocks with options
   return bert_family.bert_backbone(a, {embeddings = {positions = "roberta"}, pooler = opts.pooler})

@@ -57,32 +57,14 @@ end
 
 -- {============================================================ the layer
 
-local Layer = class("AlbertLayer", nn.Module)
-Layer.recompute_unit = true
-
 --- a = LN_att(x + dropout(dense(MHA(x)))); y = full_layer_layer_norm(ffn_output(act(ffn(a))) + a)
 -- (HF applies no dropout to the feed-forward output)
-function Layer:__init(a)
-  nn.Module.__init(self)
-  local H, std = a.hidden_size, a.initializer_range
-  self:add_module("full_layer_layer_norm", nn.LayerNorm(H, a.layer_norm_eps))
-  local attention = blocks.SelfAttention(a)
-  attention:add_module("dense", nn.Linear(H, H, {std = std}))
-  attention:add_module("LayerNorm", nn.LayerNorm(H, a.layer_norm_eps))
-  self:add_module("attention", attention)
-  self:add_module("ffn", nn.Linear(H, a.intermediate_size, {std = std}))
-  self:add_module("ffn_output", nn.Linear(a.intermediate_size, H, {std = std}))
-  self.act = a.hidden_act
-  self.dropout = nn.Dropout(a.hidden_dropout_prob)
-  self:add_module_unnamed(self.dropout)
-end
-
-function Layer:forward(x, mask)
-  local m, att = self.m, self.m.attention
-  local x1 = att.m.LayerNorm(blocks.dropout(self.dropout, att.m.dense(att(x, mask)), mask), x)
-  local f = m.ffn_output(blocks.linear_act(m.ffn, self.act, x1))
-  return m.full_layer_layer_norm(f, x1)
-end
+local Layer = class("AlbertLayer", blocks.MappedLayer)
+Layer.names = {
+  {"output_norm", "full_layer_layer_norm"}, {"attention", "attention"}, {"attention_out", "attention.dense"},
+  {"attention_norm", "attention.LayerNorm"}, {"ffn_in", "ffn"}, {"ffn_out", "ffn_output"},
+}
+Layer.dropout_after = {attention = true}
 -- }============================================================
 
 function F.backbone(a, c, opts)
@@ -93,13 +75,11 @@ function F.backbone(a, c, opts)
     project = {"embedding_hidden_mapping_in", nn.Linear(E, H, {std = a.initializer_range})},
     make_layer = function() return Layer(a) end,
   })
-  local b = blocks.Backbone(a, {
+  return blocks.Backbone(a, {
     {"embeddings", blocks.Embeddings(a, {width = E}), "embeddings"},
     {"encoder", encoder, "encoder"},
     {"pooler", opts.pooler and nn.Linear(H, H, {std = a.initializer_range}), "pooler"},
   }, {token_types = true})
-  b:set_max_length(a.max_position_embeddings)
-  return b
 end
 
 F.heads = {

@@ -37,14 +37,12 @@ end
 -- embeddings, encoder.layer.i, a pooler.dense with tanh.
 function F.bert_backbone(a, opts)
   local H = a.hidden_size
-  local b = blocks.Backbone(a, {
+  return blocks.Backbone(a, {
     {"embeddings", blocks.Embeddings(a, opts.embeddings), "embeddings"},
     {"embeddings_project", opts.project and nn.Linear(opts.project, H, {std = a.initializer_range}), "project"},
     {"encoder", blocks.Encoder(a, function() return blocks.Layer(a) end), "encoder"},
     {"pooler", opts.pooler and blocks.Container({{"dense", nn.Linear(H, H, {std = a.initializer_range})}}), "pooler"},
-  }, {token_types = true})
-  b:set_max_length(opts.max_length or a.max_position_embeddings)
-  return b
+  }, {token_types = true, max_length = opts.max_length})
 end
 
 function F.backbone(a, c, opts) return F.bert_backbone(a, {pooler = opts.pooler}) end

@@ -36,13 +36,9 @@ for name, s in pairs(require("bert.models.config").sizes) do
                    num_attention_heads = s.num_attention_heads, intermediate_size = s.intermediate_size}
 end
 
-F.defaults = {
-  max_position_embeddings = 512, type_vocab_size = 2,
-  hidden_act = "gelu", hidden_dropout_prob = 0.1, attention_probs_dropout_prob = 0.1,
-  initializer_range = 0.02, layer_norm_eps = 1e-12, pad_token_id = 0,
-  position_embedding_type = "absolute", tie_word_embeddings = true,
+F.defaults = require("bert.models.config").extend(bert_family.defaults, {
   is_decoder = true,   -- both stacks are causal; config.json says so
-}
+})
 
 function F.validate(c, a, where)
   bert_family.validate(c, a, where)
@@ -116,7 +112,6 @@ end
 function Backbone:has_pooler() return false end
 -- no packed (varlen) path: the reversal works on the padded [B, T] grid
 function Backbone:set_varlen() return self, false end
-function Backbone:set_max_length(n) self.max_length = n end
 
 --- forward{input_ids, token_type_ids?, attention_mask?} ->
 -- {last_hidden_state [B, T, 2H] = [forward ; backward], forward_hidden,
@@ -174,11 +169,9 @@ function LM:forward(inputs)
     local labels = blocks.check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids)
     local targets = heads.next_token_targets(labels)
     local rtargets = heads.next_token_targets(permute_rows(labels, base.reversal))
-    out.logits, out.target_positions, out.targets = heads.masked_lm(self.mlm, base.forward_hidden, targets)
-    out.backward_logits, out.backward_target_positions, out.backward_targets =
-      heads.masked_lm(self.mlm, base.backward_reversed, rtargets)
-    out.forward_loss = bert.F.cross_entropy(out.logits, out.targets)
-    out.backward_loss = bert.F.cross_entropy(out.backward_logits, out.backward_targets)
+    out.logits, out.target_positions, out.targets, out.forward_loss = heads.decode(self.mlm, base.forward_hidden, targets)
+    out.backward_logits, out.backward_target_positions, out.backward_targets, out.backward_loss =
+      heads.decode(self.mlm, base.backward_reversed, rtargets)
     out.loss = (out.forward_loss + out.backward_loss) * 0.5
   else
     out.logits = heads.mlm_logits(self.mlm, base.forward_hidden)

@@ -14,11 +14,16 @@
 local bert = require("bert.core")
 local class = require("bert.nn.class")
 local nn = require("bert.nn")
+local varlen = require("bert.models.packing")   -- a batch run without its padding
 
 local Module, Linear, LayerNorm, Embedding, Dropout = nn.Module, nn.Linear, nn.LayerNorm, nn.Embedding, nn.Dropout
 local F = bert.F
 
 local M = {}
+
+-- the packing's names from before it had a module of its own, for callers
+-- outside the model layer
+M.Packing, M.packing, M.varlen_attention, M.dropout = varlen.Packing, varlen.new, varlen.attention, varlen.dropout
 
 -- {============================================================ helpers
 
@@ -102,179 +107,6 @@ end
 M.check_ids = check_ids
 -- }============================================================
 
--- {============================================================ packing (varlen)
--- A padded batch [B, T] run without its padding: the real tokens of every
--- sequence packed one after the other into [N, ...] rows (N = the count of
--- real tokens), every position-wise op run on those rows, attention over
--- each sequence's own range of rows (FasterTransformer's "remove padding",
--- FlashAttention's varlen).  The packing below says where each row came
--- from; it travels through the layers in place of the attention mask.
-
-local Packing = {}
-Packing.__index = Packing
-M.Packing = Packing
-
---- M.packing(mask, B, T) -> a packing of a [B, T] batch, or nil and the
--- reason it cannot be packed.  mask: int32 [B, T] (nonzero keep) or nil
--- (every token real).  Each row must start with a real token (its first
--- token is the one classification heads read); padding may sit anywhere
--- after it, and the rows' tokens keep their order.
--- Fields: B, T, total (N), lengths {B}, longest, rows (int32 [N]: flat index b*T+j
--- of each packed row), columns (int32 [N]: j, its position in the padded
--- row), first (int32 [B]: the packed row of each sequence's first token),
--- offsets (int32 [B + 1]: 0, len1, len1+len2, ..., N: the attention's
--- cu_seqlens), mask (the one given).
-function M.packing(mask, B, T)
-  local rows, columns, lengths, offsets, first = {}, {}, {}, {0}, {}
-  local m = mask and mask:totable()
-  local n, longest = 0, 0
-  for b = 1, B do
-    local row, len = m and m[b], 0
-    if row and row[1] == 0 then
-      return nil, string.format("row %d of attention_mask starts with padding", b)
-    end
-    first[b] = n
-    for j = 1, T do
-      if not row or row[j] ~= 0 then
-        n, len = n + 1, len + 1
-        rows[n], columns[n] = (b - 1) * T + j - 1, j - 1
-      end
-    end
-    lengths[b], offsets[b + 1] = len, n
-    if len > longest then longest = len end
-  end
-  if n == 0 then return nil, "the batch has no tokens" end
-  return setmetatable({B = B, T = T, total = n, lengths = lengths, longest = longest,
-    rows = bert.tensor(rows, "int32"), columns = bert.tensor(columns, "int32"),
-    first = bert.tensor(first, "int32"), offsets = bert.tensor(offsets, "int32"), mask = mask}, Packing)
-end
-
-local function trailing(t, from)
-  local s = t:shape()
-  return table.move(s, from, #s, 1, {})
-end
-
---- packing:pack(t): t [B, T, ...] -> its real rows [N, ...].
-function Packing:pack(t)
-  local rest = trailing(t, 3)
-  return t:reshape(self.B * self.T, table.unpack(rest)):index_select(1, self.rows)
-end
-
---- packing:row_index() -> int32 [B * T]: the packed row of each padded
--- position (flat b*T+j); 0 at the padding (callers mask those out).
-function Packing:row_index()
-  if not self.row_of then
-    local index = {}
-    for i = 1, self.B * self.T do index[i] = 0 end
-    for i, r in ipairs(self.rows:totable()) do index[r + 1] = i - 1 end
-    self.row_of = bert.tensor(index, "int32")
-  end
-  return self.row_of
-end
-
--- The mask as float32 [B, T] on a device (1 real, 0 padding), made once per device.
-function Packing:keep_on(device)
-  self.keep = self.keep or {}
-  if not self.keep[device] then
-    local keep = self.mask and self.mask:to("cpu"):float() or bert.ones({self.B, self.T})
-    self.keep[device] = device == "cpu" and keep or keep:to(device)
-  end
-  return self.keep[device]
-end
-
---- packing:unpack(t[, fill]): packed rows [N, ...] -> [B, T, ...] with
--- `fill` (default 0) at the padding.  Differentiable: an index_select of
--- the rows, then the padding replaced (t * keep + fill * (1 - keep)).
-function Packing:unpack(t, fill)
-  local rest = trailing(t, 2)
-  local x = t:index_select(1, self:row_index()):view(self.B, self.T, table.unpack(rest))
-  local keep = self:keep_on(t:device())
-  for _ = 1, #rest do keep = keep:unsqueeze(keep:dim() + 1) end
-  x = x * keep
-  if fill and fill ~= 0 then x = x + (1 - keep) * fill end
-  return x
-end
-
---- packing:first_rows(t): the packed rows [N, ...] of each sequence's first token -> [B, ...].
-function Packing:first_rows(t) return t:index_select(1, self.first) end
-
---- packing:last_rows(t): the rows of each sequence's last real token -> [B, ...].
-function Packing:last_rows(t)
-  if not self.last then
-    local last = {}
-    for b, o in ipairs(self.offsets:totable()) do if b > 1 then last[b - 1] = o - 1 end end
-    self.last = bert.tensor(last, "int32")
-  end
-  return t:index_select(1, self.last)
-end
-
---- packing:dropout(x, p, training): dropout of packed rows x [N, W] with
--- the very mask the padded path draws for [B, T, W] (the same counters,
--- keyed by global sample under data parallelism), read at the real rows:
--- packed and padded runs, on any rank count, drop the same units.  The
--- CPU draws only the real rows' masks (F.dropout_rows); a device draws the
--- padded mask and gathers its real rows.
-function Packing:dropout(x, p, training)
-  if not training or p == 0 then return x end
-  local device, W = x:device(), x:size(2)
-  if device == "cpu" then return F.dropout_rows(x, p, true, self.rows, self.B, self.T) end
-  self.ones = self.ones or {}
-  local key = device .. ":" .. W
-  if not self.ones[key] then self.ones[key] = bert.ones({self.B, self.T, W}):to(device) end
-  local scale = bert.no_grad(function() return self:pack(F.dropout(self.ones[key], p, true)) end)
-  return x * scale
-end
-
---- M.dropout(module, x, mask): a Dropout module applied to x, the packed
--- way when mask is a packing.
-function M.dropout(module, x, mask)
-  if getmetatable(mask) == Packing then return mask:dropout(x, module.prob, module.is_training) end
-  return module(x)
-end
-
--- Whether F.attention takes cu_seqlens on a device (the varlen kernel), probed once per device.
-local varlen_op = {}
-local function has_varlen_op(device)
-  if varlen_op[device] == nil then
-    local one = bert.zeros({1, 1, 1})
-    if device ~= "cpu" then one = one:to(device) end
-    varlen_op[device] = pcall(F.attention, one, one, one, {cu_seqlens = bert.tensor({0, 1}, "int32")})
-  end
-  return varlen_op[device]
-end
-
---- Whether the varlen kernel (F.attention with cu_seqlens) serves a packed
--- batch: the device has it, and attention dropout, when on, draws what the
--- padded path would (the batch is as wide as its longest sequence).
-local function varlen_kernel_applies(packing, opts, device)
-  local dropping = opts.training and (opts.dropout or 0) > 0
-  return (not dropping or packing.longest == packing.T) and has_varlen_op(device)
-end
-
---- Attention over each sequence's own rows: q, k, v [N, A, d] (views
--- fine) -> [N, A, d].  opts: causal, dropout, training, as F.attention.
--- The varlen kernel draws attention dropout as the padded op does on the
--- batch padded to its longest sequence: the padded path's masks when that
--- is the batch's width.  Otherwise while training with attention dropout
--- (whose masks must be the padded path's, see Packing:dropout), and where
--- the device has no varlen kernel: the rows scattered back to the padded
--- grid, the padded kernel with the key mask, the real rows gathered again
--- (the projections and the feed-forward stay packed).
-function M.varlen_attention(q, k, v, packing, opts)
-  if varlen_kernel_applies(packing, opts, q:device()) then
-    return F.attention(q, k, v, {cu_seqlens = packing.offsets, causal = opts.causal, dropout = opts.dropout,
-                                 training = opts.training})
-  end
-  local B, T, A, d = packing.B, packing.T, q:size(2), q:size(3)
-  local index = packing:row_index()
-  local function padded(t) return t:index_select(1, index):view(B, T, A, d):transpose(2, 3) end
-  local mask = packing.mask or bert.ones({B, T}):int()
-  local ctx = F.attention(padded(q), padded(k), padded(v), {mask = mask, causal = opts.causal, dropout = opts.dropout,
-                                                            training = opts.training})
-  return ctx:transpose(2, 3):reshape(B * T, A, d):index_select(1, packing.rows)
-end
--- }============================================================
-
 -- {============================================================ embeddings
 
 --- RoBERTa's position ids: padding_idx + 1 + the count of non-pad tokens up
@@ -329,7 +161,7 @@ function Embeddings:__init(a, opts)
 end
 
 function Embeddings:forward(ids, token_type_ids, mask)
-  if getmetatable(mask) == Packing then return self:forward_packed(ids, token_type_ids, mask) end
+  if varlen.is(mask) then return self:forward_packed(ids, token_type_ids, mask) end
   local m = self.m
   local x = m.word_embeddings(ids)
   if m.token_type_embeddings then
@@ -443,9 +275,9 @@ function SelfAttention:fused_qkv(query_states)
 end
 
 --- x [B, T, H], mask [B, T] (1 keep, 0 pad) -> context [B, T, H];
--- or packed: x [N, H] and mask a packing (M.packing) -> context [N, H].
+-- or packed: x [N, H] and mask a packing (bert.models.packing) -> context [N, H].
 function SelfAttention:forward(x, mask, extra, query_states)
-  if getmetatable(mask) == Packing then return self:forward_packed(x, mask) end
+  if varlen.is(mask) then return self:forward_packed(x, mask) end
   local B, T, H = x:size(1), x:size(2), x:size(3)
   if self:fused_qkv(query_states) then
     local ctx = F.attention_qkv(F.linear(x, self.qkv_weight, self.qkv_bias), self.heads,
@@ -464,7 +296,7 @@ function SelfAttention:forward_packed(x, packing)
   local opts = {causal = self.causal, dropout = self.attention_dropout, training = self.is_training}
   if self.qkv_weight then
     local qkv = F.linear(x, self.qkv_weight, self.qkv_bias)   -- [N, 3H]
-    if self:fused_qkv() and varlen_kernel_applies(packing, opts, x:device()) then
+    if self:fused_qkv() and varlen.kernel_applies(packing, opts, x:device()) then
       opts.cu_seqlens = packing.offsets
       return F.attention_qkv(qkv, A, opts):reshape(N, H)
     end
@@ -473,7 +305,7 @@ function SelfAttention:forward_packed(x, packing)
     q, k, v = self:project(self.names[1], x), self:project(self.names[2], x), self:project(self.names[3], x)
   end
   local function heads(t) return t:view(N, A, d) end
-  return M.varlen_attention(heads(q), heads(k), heads(v), packing, opts):reshape(N, H)
+  return varlen.attention(heads(q), heads(k), heads(v), packing, opts):reshape(N, H)
 end
 -- }============================================================
 
@@ -493,7 +325,7 @@ end
 
 --- mask: the layer's (a packing when packed: dropout keyed as padded)
 function AddNorm:forward(h, residual, mask)
-  return self.m.LayerNorm(M.dropout(self.dropout, self.m.dense(h), mask), residual)
+  return self.m.LayerNorm(varlen.dropout(self.dropout, self.m.dense(h), mask), residual)
 end
 
 local Layer = class("Layer", Module)
@@ -526,6 +358,47 @@ function Layer:forward(x, mask, extra, query_states)
   local x1 = attention.m.output(ctx, query_states or x, mask)
   local inner = M.linear_act(self.m.intermediate.m.dense, self.act, x1)
   return self.m.output(inner, x1, mask)
+end
+
+local MappedLayer = class("MappedLayer", Module)
+M.MappedLayer = MappedLayer
+MappedLayer.recompute_unit = true
+
+--- The post-LN layer under a family's own names, with its own dropout
+-- (ALBERT's, DistilBERT's): a subclass sets
+--   names: {piece, checkpoint path} pairs in the checkpoint's order, the
+--     pieces attention (SelfAttention), attention_out, attention_norm,
+--     ffn_in, ffn_out, output_norm; paths below the layer ("attention.dense");
+--   qkv: the projections' names (default SelfAttention's);
+--   dropout_after: {attention = bool, ffn = bool}, where hidden dropout applies.
+-- x1 = attention_norm(x + drop?(attention_out(MHA(x)))),
+-- y = output_norm(x1 + drop?(ffn_out(act(ffn_in(x1))))).
+function MappedLayer:__init(a)
+  Module.__init(self)
+  local H, I, std, eps = a.hidden_size, a.intermediate_size, a.initializer_range, a.layer_norm_eps
+  local make = {
+    attention = function() return SelfAttention(a, {names = self.qkv}) end,
+    attention_out = function() return Linear(H, H, {std = std}) end,
+    attention_norm = function() return LayerNorm(H, eps) end,
+    ffn_in = function() return Linear(H, I, {std = std}) end,
+    ffn_out = function() return Linear(I, H, {std = std}) end,
+    output_norm = function() return LayerNorm(H, eps) end,
+  }
+  self.piece = {}
+  for _, np in ipairs(self.names) do self.piece[np[1]] = M.place(self, np[2], make[np[1]]()) end
+  self.act = a.hidden_act
+  self.dropout = Dropout(a.hidden_dropout_prob)
+  self:add_module_unnamed(self.dropout)
+end
+
+function MappedLayer:forward(x, mask)
+  local piece, after = self.piece, self.dropout_after
+  local ctx = piece.attention_out(piece.attention(x, mask))
+  if after.attention then ctx = varlen.dropout(self.dropout, ctx, mask) end
+  local x1 = piece.attention_norm(ctx, x)
+  local f = piece.ffn_out(M.linear_act(piece.ffn_in, self.act, x1))
+  if after.ffn then f = varlen.dropout(self.dropout, f, mask) end
+  return piece.output_norm(f, x1)
 end
 
 local Encoder = class("Encoder", Module)
@@ -629,13 +502,17 @@ M.Backbone = Backbone
 -- "encoder", "pooler" (a Linear or a container with dense; tanh applied).
 -- opts.token_types: whether token_type_ids are read; opts.varlen = false:
 -- the family cannot run packed (DeBERTa's relative attention needs the
--- padded [B, T] grid), so set_varlen leaves it padded.
+-- padded [B, T] grid), so set_varlen leaves it padded; opts.max_length:
+-- the longest sequence it takes (default max_position_embeddings; RoBERTa's
+-- is less its padding_idx + 1 offset).
 function Backbone:__init(a, parts, opts)
   Module.__init(self)
+  opts = opts or {}
   self.arch = a
   self.roles = {}
-  self.token_types = (opts or {}).token_types
-  self.varlen_supported = (opts or {}).varlen ~= false
+  self.token_types = opts.token_types
+  self.varlen_supported = opts.varlen ~= false
+  self.max_length = opts.max_length or a.max_position_embeddings
   self.varlen = false
   for _, part in ipairs(parts) do
     if part[2] then
@@ -648,7 +525,7 @@ end
 function Backbone:has_pooler() return self.roles.pooler ~= nil end
 
 --- backbone:set_varlen(flag) -> backbone, whether it will pack: with
--- flag, forward packs the real tokens of a padded batch (M.packing) and
+-- flag, forward packs the real tokens of a padded batch (bert.models.packing) and
 -- never computes the padding; a call's inputs.varlen overrides it.
 function Backbone:set_varlen(flag)
   self.varlen = flag ~= false
@@ -659,7 +536,7 @@ end
 -- {last_hidden_state [B, T, H], pooler_output [B, H] (when there is a pooler)}, ids, mask.
 -- Packed (set_varlen, or inputs.varlen = true; the family supports it and
 -- every row starts with a real token): last_hidden_state is [N, H], the
--- real tokens' rows, and out.packing (M.packing) says where they came from.
+-- real tokens' rows, and out.packing (bert.models.packing) says where they came from.
 -- output_hidden_states: out.hidden_states lists the encoder's input, then
 -- each layer's output, as HF lists them (packed rows when packed).
 function Backbone:forward(inputs)
@@ -685,7 +562,7 @@ function Backbone:forward(inputs)
   local packing
   local want = inputs.varlen
   if want == nil then want = self.varlen end
-  if want and self.varlen_supported then packing = M.packing(mask, ids:size(1), T) end
+  if want and self.varlen_supported then packing = varlen.new(mask, ids:size(1), T) end
   local r = self.roles
   local x = r.embeddings(ids, tt, packing or mask)
   if r.project then x = r.project(x) end
@@ -707,10 +584,6 @@ function Backbone:forward(inputs)
   end
   return out, ids, mask
 end
-
---- The longest sequence a backbone takes (a.max_position_embeddings,
--- less RoBERTa's padding_idx + 1 offset).
-function Backbone:set_max_length(n) self.max_length = n end
 -- }============================================================
 
 return M

@@ -22,6 +22,15 @@ M.sizes = {
   large  = {hidden_size = 1024, num_hidden_layers = 24, num_attention_heads = 16, intermediate_size = 4096},
 }
 
+--- A family's defaults as another's with some changed (a copy: neither
+-- table is modified), so that a family states only its differences.
+function M.extend(defaults, changes)
+  local out = {}
+  for k, v in pairs(defaults) do out[k] = v end
+  for k, v in pairs(changes) do out[k] = v end
+  return out
+end
+
 --- Upper bounds on size keys (far above any released model; they stop a
 -- typo or a hostile file, e.g. num_hidden_layers 1e9, before anything is built).
 M.bounds = {

@@ -22,7 +22,8 @@ local blocks = require("bert.models.blocks")
 local heads = require("bert.models.heads")
 
 local F = {
-  model_type = "deberta-v2", short_name = "deberta", class_prefix = "DebertaV2", prefix = "deberta",
+  model_type = "deberta-v2", short_name = "deberta", short_aliases = {"deberta-v3"},
+  class_prefix = "DebertaV2", prefix = "deberta",
   default_vocab = 128100,   -- the SentencePiece vocabulary of deberta-v3
   base_pooler = false,
   int_keys = {"position_buckets", "max_relative_positions"},
@@ -258,14 +259,12 @@ end
 -- }============================================================
 
 function F.backbone(a)
-  local b = blocks.Backbone(a, {
+  return blocks.Backbone(a, {
     {"embeddings", blocks.Embeddings(a, {
       positions = a.position_biased_input and "absolute" or "none", position_table = true,
       width = a.embedding_size or a.hidden_size, project = true, mask_output = true}), "embeddings"},
     {"encoder", Encoder(a), "encoder"},
   }, {token_types = (a.type_vocab_size or 0) > 0, varlen = false})   -- relative positions need the [B, T] grid
-  b:set_max_length(a.max_position_embeddings)
-  return b
 end
 
 F.heads = {

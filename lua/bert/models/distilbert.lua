@@ -4,7 +4,6 @@
 -- output_layer_norm), no token types, no pooler, no dropout on the
 -- attention output.  shared/reference/bert_family_spec.md §2.5.
 local class = require("bert.nn.class")
-local nn = require("bert.nn")
 local blocks = require("bert.models.blocks")
 
 local F = {
@@ -51,42 +50,21 @@ end
 
 -- {============================================================ the block
 
-local Block = class("DistilBertBlock", nn.Module)
-Block.recompute_unit = true
-
 --- sa = LN_sa(out_lin(MHA(x)) + x); y = LN_out(dropout(lin2(act(lin1(sa)))) + sa)
-function Block:__init(a)
-  nn.Module.__init(self)
-  local H, std = a.hidden_size, a.initializer_range
-  local attention = blocks.SelfAttention(a, {names = {"q_lin", "k_lin", "v_lin"}})
-  attention:add_module("out_lin", nn.Linear(H, H, {std = std}))
-  self:add_module("attention", attention)
-  self:add_module("sa_layer_norm", nn.LayerNorm(H, a.layer_norm_eps))
-  self:add_module("ffn", blocks.Container({
-    {"lin1", nn.Linear(H, a.intermediate_size, {std = std})},
-    {"lin2", nn.Linear(a.intermediate_size, H, {std = std})},
-  }))
-  self:add_module("output_layer_norm", nn.LayerNorm(H, a.layer_norm_eps))
-  self.act = a.hidden_act
-  self.dropout = nn.Dropout(a.hidden_dropout_prob)
-  self:add_module_unnamed(self.dropout)
-end
-
-function Block:forward(x, mask)
-  local m = self.m
-  local sa = m.sa_layer_norm(m.attention.m.out_lin(m.attention(x, mask)), x)
-  local f = m.ffn.m.lin2(blocks.linear_act(m.ffn.m.lin1, self.act, sa))
-  return m.output_layer_norm(blocks.dropout(self.dropout, f, mask), sa)
-end
+local Block = class("DistilBertBlock", blocks.MappedLayer)
+Block.qkv = {"q_lin", "k_lin", "v_lin"}
+Block.names = {
+  {"attention", "attention"}, {"attention_out", "attention.out_lin"}, {"attention_norm", "sa_layer_norm"},
+  {"ffn_in", "ffn.lin1"}, {"ffn_out", "ffn.lin2"}, {"output_norm", "output_layer_norm"},
+}
+Block.dropout_after = {ffn = true}
 -- }============================================================
 
 function F.backbone(a)
-  local b = blocks.Backbone(a, {
+  return blocks.Backbone(a, {
     {"embeddings", blocks.Embeddings(a, {token_types = false}), "embeddings"},
     {"transformer", blocks.Encoder(a, function() return Block(a) end), "encoder"},
   }, {token_types = false})
-  b:set_max_length(a.max_position_embeddings)
-  return b
 end
 
 F.heads = {

@@ -21,12 +21,7 @@ F.sizes = {
   large  = {embedding_size = 1024, hidden_size = 1024, num_hidden_layers = 24, num_attention_heads = 16, intermediate_size = 4096},
 }
 
-F.defaults = {
-  embedding_size = 128, max_position_embeddings = 512, type_vocab_size = 2,
-  hidden_act = "gelu", hidden_dropout_prob = 0.1, attention_probs_dropout_prob = 0.1,
-  initializer_range = 0.02, layer_norm_eps = 1e-12, pad_token_id = 0,
-  position_embedding_type = "absolute", tie_word_embeddings = true,
-}
+F.defaults = require("bert.models.config").extend(bert_family.defaults, {embedding_size = 128})
 
 F.arch = bert_family.arch
 F.validate = bert_family.validate

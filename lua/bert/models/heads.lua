@@ -10,6 +10,7 @@ local bert = require("bert.core")
 local class = require("bert.nn.class")
 local nn = require("bert.nn")
 local blocks = require("bert.models.blocks")
+local varlen = require("bert.models.packing")
 
 local Module, Linear, LayerNorm, Dropout = nn.Module, nn.Linear, nn.LayerNorm, nn.Dropout
 local F = bert.F
@@ -82,6 +83,23 @@ local function ignore_padding(labels, mask)
   if device == "cpu" then return labels:masked_fill(mask:to("cpu"):eq(0), -100) end
   -- int32 masked_fill runs on the host: a [B, T] round trip
   return labels:to("cpu"):masked_fill(mask:to("cpu"):eq(0), -100):to(device)
+end
+
+--- The MLM head over hidden states h (as masked_lm's): without labels its
+-- logits at every position; with labels [B, T] (-100 and padding ignored:
+-- mask, when given) the masked rows' logits [M, V], their flat positions
+-- [M], their labels [M] and the mean cross-entropy.
+local function decode(head, h, labels, mask, packing)
+  if not labels then return mlm_logits(head, h) end
+  local logits, positions, targets = masked_lm(head, h, ignore_padding(labels, mask), packing)
+  return logits, positions, targets, F.cross_entropy(logits, targets)
+end
+M.decode = decode
+
+-- a label list given as a Lua table -> a tensor (int32 class ids unless dtype says)
+local function as_tensor(labels, dtype)
+  if type(labels) == "table" then return bert.tensor(labels, dtype or "int32") end
+  return labels
 end
 
 --- The value of start / end logits at padding (QA): far below any real
@@ -166,14 +184,8 @@ function MaskedLM:forward(inputs)
   local base, ids, mask = self.base:forward(inputs)
   local h = self:decoder_input(base, inputs)
   local out = {last_hidden_state = base.last_hidden_state, packing = base.packing}
-  if inputs.labels then
-    local labels = ignore_padding(check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids), mask)
-    local logits, positions, targets = masked_lm(self.mlm, h, labels, base.packing)
-    out.logits, out.masked_positions, out.masked_labels = logits, positions, targets
-    out.loss = F.cross_entropy(logits, targets)
-  else
-    out.logits = mlm_logits(self.mlm, h)
-  end
+  local labels = inputs.labels and check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids)
+  out.logits, out.masked_positions, out.masked_labels, out.loss = decode(self.mlm, h, labels, mask, base.packing)
   return out
 end
 
@@ -209,20 +221,14 @@ function PreTraining:forward(inputs)
   out[self.pair_output] = self.pair(pooled)
   -- the pair head's logits under one name for every family (ALBERT's SOP too)
   out.seq_relationship_logits = out[self.pair_output]
-  if inputs.labels then
-    local labels = ignore_padding(check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids), mask)
-    local logits, positions, targets = masked_lm(self.mlm, h, labels, base.packing)
-    out.prediction_logits, out.masked_positions, out.masked_labels = logits, positions, targets
-    out.mlm_loss = F.cross_entropy(logits, targets)
-    out.loss = out.mlm_loss
-    local pair_label = inputs.next_sentence_label or inputs.sentence_order_label
-    if pair_label then
-      if type(pair_label) == "table" then pair_label = bert.tensor(pair_label, "int32") end
-      out.nsp_loss = F.cross_entropy(out[self.pair_output], pair_label)
-      out.loss = out.mlm_loss + out.nsp_loss
-    end
-  else
-    out.prediction_logits = mlm_logits(self.mlm, h)
+  local labels = inputs.labels and check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids)
+  out.prediction_logits, out.masked_positions, out.masked_labels, out.mlm_loss =
+    decode(self.mlm, h, labels, mask, base.packing)
+  out.loss = out.mlm_loss
+  local pair_label = inputs.next_sentence_label or inputs.sentence_order_label
+  if labels and pair_label then
+    out.nsp_loss = F.cross_entropy(out[self.pair_output], as_tensor(pair_label))
+    out.loss = out.mlm_loss + out.nsp_loss
   end
   return out
 end
@@ -244,8 +250,7 @@ function SequenceClassification:forward(inputs)
   local out = {logits = logits, last_hidden_state = base.last_hidden_state, pooler_output = base.pooler_output,
     packing = base.packing}
   if inputs.labels then
-    local labels = inputs.labels
-    if type(labels) == "table" then labels = bert.tensor(labels, self.num_labels == 1 and "float32" or "int32") end
+    local labels = as_tensor(inputs.labels, self.num_labels == 1 and "float32" or "int32")
     if self.num_labels == 1 then
       local d = logits:view(-1) - labels:float()
       out.loss = (d * d):mean()
@@ -273,7 +278,7 @@ end
 function TokenClassification:forward(inputs)
   local base, ids, mask = self.base:forward(inputs)
   local packing = base.packing
-  local logits = self.classifier(blocks.dropout(self.dropout, base.last_hidden_state, packing))   -- [B, T, C] or [N, C]
+  local logits = self.classifier(varlen.dropout(self.dropout, base.last_hidden_state, packing))   -- [B, T, C] or [N, C]
   local out = {logits = logits, last_hidden_state = base.last_hidden_state, packing = packing}
   if inputs.labels then
     local labels = ignore_padding(check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids), mask)
@@ -302,7 +307,7 @@ end
 function QuestionAnswering:forward(inputs)
   local base, ids, mask = self.base:forward(inputs)
   local h, packing = base.last_hidden_state, base.packing
-  if self.dropout then h = blocks.dropout(self.dropout, h, packing) end
+  if self.dropout then h = varlen.dropout(self.dropout, h, packing) end
   local logits = self.qa(h)    -- [B, T, 2], or packed [N, 2]
   local starts, ends
   if packing then
@@ -320,7 +325,7 @@ function QuestionAnswering:forward(inputs)
   if inputs.start_positions and inputs.end_positions then
     local T = ids:size(2)
     local function clamp(p)
-      if type(p) == "table" then p = bert.tensor(p, "int32") end
+      p = as_tensor(p)
       -- out-of-range positions become T, then are ignored
       local bad = p:lt(0) + p:gt(T)
       return p:masked_fill(bad:gt(0), -100):masked_fill(p:eq(T), -100)
@@ -362,9 +367,7 @@ function MultipleChoice:forward(inputs)
   local logits = summary(self, self.summary_spec, base):view(B, C)
   local out = {logits = logits}
   if inputs.labels then
-    local labels = inputs.labels
-    if type(labels) == "table" then labels = bert.tensor(labels, "int32") end
-    out.loss = F.cross_entropy(logits, labels)
+    out.loss = F.cross_entropy(logits, as_tensor(inputs.labels))
   end
   return out
 end
@@ -437,15 +440,9 @@ function CausalLM:forward(inputs)
   local base, ids, mask = self.base:forward(inputs)
   local h = base.last_hidden_state
   local out = {last_hidden_state = h, packing = base.packing}
-  if inputs.labels then
-    local labels = check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids)
-    local next_targets = ignore_padding(M.next_token_targets(labels), mask)
-    local logits, positions, targets = masked_lm(self.mlm, h, next_targets, base.packing)
-    out.logits, out.target_positions, out.targets = logits, positions, targets
-    out.loss = F.cross_entropy(logits, targets)
-  else
-    out.logits = mlm_logits(self.mlm, h)
-  end
+  local labels = inputs.labels and check_ids(self.class_name .. ":forward", inputs.labels, "labels", ids)
+  if labels then labels = M.next_token_targets(labels) end
+  out.logits, out.target_positions, out.targets, out.loss = decode(self.mlm, h, labels, mask, base.packing)
   return out
 end
 

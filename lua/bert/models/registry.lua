@@ -1,16 +1,18 @@
---- The family registry, keyed by Hugging Face's `model_type`: which file
--- holds a family's differences, its architectures (class names) and what
--- head each one is.  bert.model, from_pretrained, save_pretrained and the
--- experiments' --model all go through here.
+--- The family registry, keyed by Hugging Face's `model_type`: which
+-- families there are, their architectures (class names) and what head each
+-- one is.  bert.model, from_pretrained, save_pretrained and the
+-- experiments' --model all go through here; a family enters it by one call,
+-- M.register(F) (the built-in ones at the end of this file).
 --
 -- A family file (bert.lua, roberta.lua, ...) returns a table with:
---   model_type, short_name ("albert" in albert-base), class_prefix ("Albert"),
---   prefix (the base model's name in checkpoints: "albert"),
---   defaults, sizes, int_keys, arch(c) (the config in BERT's key names),
---   validate(c, a, where)?, backbone(a, c, {pooler}), heads (per-head
---   placement, see heads.lua), architectures (class name -> head kind,
---   "base" for the bare model), aliases (checkpoint name -> ours: tied
---   copies, older names), classes (kind -> a class of its own, optional).
+--   model_type, short_name ("albert" in albert-base), short_aliases (more
+--   names for --model, optional), class_prefix ("Albert"), prefix (the base
+--   model's name in checkpoints: "albert"), default_vocab,
+--   defaults, sizes, int_keys?, arch(c) (the config in BERT's key names),
+--   validate(c, a, where)?, backbone(a, c, {pooler}), base_pooler?, heads
+--   (per-head placement, see heads.lua), architectures (class name -> head
+--   kind, "base" for the bare model), aliases (checkpoint name -> ours: tied
+--   copies, older names), renames?, classes (kind -> a class of its own, optional).
 local bert = require("bert.core")
 local class = require("bert.nn.class")
 local Module = require("bert.nn.Module")
@@ -19,39 +21,64 @@ local heads = require("bert.models.heads")
 
 local M = {}
 
-M.families = {
-  bert = "bert.models.bert",
-  roberta = "bert.models.roberta",
-  albert = "bert.models.albert",
-  electra = "bert.models.electra",
-  distilbert = "bert.models.distilbert",
-  ["deberta-v2"] = "bert.models.deberta_v2",
-}
-M.families.bilm = "bert.models.bilm"   -- ELMo-style two causal stacks (objective bilm); not an HF model_type
-M.order = {"bert", "roberta", "albert", "electra", "distilbert", "deberta-v2"}
-M.order[#M.order + 1] = "bilm"
+M.families = {}      -- model_type -> family
+M.order = {}         -- model_types, in the order they were registered
+M.short_names = {}   -- a name accepted in --model FAMILY-SIZE -> model_type
+M.default_model_type = nil   -- register(F, {default = true}): what a bare size and a config without model_type mean
 
--- names accepted in --model FAMILY-SIZE
-M.short_names = {bert = "bert", roberta = "roberta", albert = "albert", electra = "electra",
-  distilbert = "distilbert", deberta = "deberta-v2", ["deberta-v2"] = "deberta-v2", ["deberta-v3"] = "deberta-v2"}
-M.short_names.bilm = "bilm"
+local required = {"model_type", "short_name", "class_prefix", "prefix", "default_vocab", "defaults", "sizes",
+  "arch", "backbone", "heads", "architectures"}
 
-local loaded = {}
+--- register(F[, {default = true}]) -> F: adds family F (fields above) under
+-- its model_type, and its short_name, model_type and short_aliases as
+-- --model names.  The default family is what a bare size ("tiny") and a
+-- config.json without model_type (Google's old conversions) mean.  A
+-- model_type registered again is replaced.
+function M.register(F, opts)
+  for _, k in ipairs(required) do
+    if F[k] == nil then
+      error(string.format("register: the family '%s' has no '%s'", tostring(F.model_type), k), 2)
+    end
+  end
+  local mt = F.model_type
+  for name in pairs(F.architectures) do
+    local other = M.architecture(name)
+    if other and other.model_type ~= mt then
+      error(string.format("register: %s's architecture %s is already the %s family's", mt, name, other.model_type), 2)
+    end
+  end
+  if not M.families[mt] then M.order[#M.order + 1] = mt end
+  M.families[mt] = F
+  for _, name in ipairs({mt, F.short_name, table.unpack(F.short_aliases or {})}) do M.short_names[name] = mt end
+  if opts and opts.default then M.default_model_type = mt end
+  return F
+end
+
+--- unregister(model_type): removes a family and its --model names.
+function M.unregister(model_type)
+  M.families[model_type] = nil
+  for i, mt in ipairs(M.order) do if mt == model_type then table.remove(M.order, i) break end end
+  for name, mt in pairs(M.short_names) do if mt == model_type then M.short_names[name] = nil end end
+  if M.default_model_type == model_type then M.default_model_type = nil end
+end
 
 --- The family of a model_type; an unknown one is an error listing the known.
 function M.family(model_type)
-  local path = M.families[model_type]
-  if not path then
+  local f = M.families[model_type]
+  if not f then
     error(string.format("unknown model_type '%s' (known: %s)", tostring(model_type), table.concat(M.order, ", ")), 0)
   end
-  if not loaded[model_type] then loaded[model_type] = require(path) end
-  return loaded[model_type]
+  return f
 end
+
+--- The family of a config (config.json's keys): its model_type's, the
+-- default family's when it has none.
+function M.family_of(config) return M.family(config.model_type or M.default_model_type) end
 
 --- family, kind of a class name ("RobertaForMaskedLM"), or nil.
 function M.architecture(name)
   for _, mt in ipairs(M.order) do
-    local f = M.family(mt)
+    local f = M.families[mt]
     if f.architectures[name] then return f, f.architectures[name] end
   end
   return nil
@@ -80,15 +107,16 @@ local function known_architectures()
   return names
 end
 
---- The model_type a config spec names: a config.json's model_type (bert
--- when absent, as in old Google conversions), a table's, or nil.
-local function spec_model_type(spec)
+--- The model_type a config spec for `family` names: a config.json's
+-- model_type (the default family's when absent), a table's, or nil (a
+-- size name of the family).
+local function spec_model_type(spec, family)
   if type(spec) == "table" then return spec.model_type end
-  if type(spec) == "string" and not configs.sizes[spec] then
+  if type(spec) == "string" and not family.sizes[spec] then
     local path = spec
     if bert.isdir(path) then path = path .. "/config.json" end
     local obj = configs.read_json(path)
-    if obj then return obj.model_type or "bert" end
+    if obj then return obj.model_type or M.default_model_type end
   end
   return nil
 end
@@ -122,7 +150,7 @@ function M.build(arch, spec, overrides)
     error(string.format("unknown architecture '%s' (known: %s)", tostring(arch),
       table.concat(known_architectures(), ", ")), 0)
   end
-  local mt = spec_model_type(spec)
+  local mt = spec_model_type(spec, family)
   if overrides and overrides.model_type then mt = overrides.model_type end
   if mt and mt ~= family.model_type then
     M.family(mt)   -- an unknown model_type is its own error
@@ -155,11 +183,12 @@ function M.build(arch, spec, overrides)
 end
 
 --- resolve(spec): what --model names.  "albert-tiny" / "deberta-v3-base"
--- -> {family = model_type, size = "tiny"}; a bare size name -> BERT's;
--- a directory -> {dir = spec}; else nil, message.
+-- -> {family = model_type, size = "tiny"}; a bare size name -> the default
+-- family's; a directory -> {dir = spec}; else nil, message.
 function M.resolve(spec)
   if type(spec) ~= "string" then return nil, "expected a string, got " .. type(spec) end
-  if configs.sizes[spec] then return {family = "bert", size = spec} end
+  local default = M.default_model_type and M.families[M.default_model_type]
+  if default and default.sizes[spec] then return {family = default.model_type, size = spec} end
   local fam, size = spec:match("^(.-)%-(%w+)$")
   if fam and M.short_names[fam] then
     local f = M.family(M.short_names[fam])
@@ -176,5 +205,15 @@ function M.resolve(spec)
   return nil, string.format("'%s' is neither FAMILY-SIZE (families: %s; sizes: %s) nor a directory", spec,
     table.concat(fams, ", "), table.concat(configs.size_names, ", "))
 end
+
+-- {============================================================ the families
+M.register(require("bert.models.bert"), {default = true})
+M.register(require("bert.models.roberta"))
+M.register(require("bert.models.albert"))
+M.register(require("bert.models.electra"))
+M.register(require("bert.models.distilbert"))
+M.register(require("bert.models.deberta_v2"))
+M.register(require("bert.models.bilm"))   -- ELMo-style two causal stacks (objective bilm); not an HF model_type
+-- }============================================================
 
 return M

@@ -12,12 +12,10 @@ local F = {
   sizes = configs.sizes,
 }
 
-F.defaults = {
-  max_position_embeddings = 514, type_vocab_size = 1,
-  hidden_act = "gelu", hidden_dropout_prob = 0.1, attention_probs_dropout_prob = 0.1,
-  initializer_range = 0.02, layer_norm_eps = 1e-5, pad_token_id = 1, bos_token_id = 0, eos_token_id = 2,
-  position_embedding_type = "absolute", tie_word_embeddings = true,
-}
+F.defaults = configs.extend(bert_family.defaults, {
+  max_position_embeddings = 514, type_vocab_size = 1, layer_norm_eps = 1e-5,
+  pad_token_id = 1, bos_token_id = 0, eos_token_id = 2,
+})
 
 F.arch = bert_family.arch
 
