@@ -107,7 +107,7 @@ function M.from_pretrained(dir, opts)
   local ok, raw = pcall(configs.read, dir .. "/config.json")
   if not ok then error("from_pretrained: " .. tostring(raw), 2) end
   local family
-  ok, family = pcall(registry.family, raw.model_type or "bert")
+  ok, family = pcall(registry.family_of, raw)
   if not ok then error(string.format("from_pretrained: %s/config.json: %s", dir, family), 2) end
   local arch
   ok, arch = pcall(choose_architecture, family, raw, opts.architecture)

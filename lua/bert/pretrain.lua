@@ -488,7 +488,7 @@ local function build_model(run)
   local args, objective = run.args, run.objective
   local resolved = bert.models.resolve(args.model)
   local family = resolved and resolved.family
-    or (require("bert.models.config").read_json(args.model) or {}).model_type or "bert"
+    or (require("bert.models.config").read_json(args.model) or {}).model_type or require("bert.models.registry").default_model_type
   local unigram_id = nil
   local ctx = {
     args = args, tokenizer = run.tok, family = family, size = resolved and resolved.size or args.model,

@@ -403,7 +403,7 @@ local function make_trainer(run)
     return K.evaluate(run.mod, m, feats, examples, opts)
   end
   -- packed, a training batch is as wide as its longest sequence: the varlen
-  -- attention then draws the padded path's dropout masks (blocks.varlen_attention)
+  -- attention then draws the padded path's dropout masks (packing.attention)
   local loader = batch.Loader(run.train_f, {batch_size = args.batch_size, seed = args.seed,
     collate = {pad_id = run.pad_id, pad_multiple = run.packs and 1 or nil}})
   local per_epoch = math.max(1, math.ceil(loader:steps_per_epoch() / args.accum))   -- optimizer steps

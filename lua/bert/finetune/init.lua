@@ -153,7 +153,7 @@ function M.load_model(spec, opts)
   local model, info
   if opts.from_scratch then
     local raw = require("bert.models.config").read(dir .. "/config.json")
-    arch = bert.models.architecture_for(raw.model_type or "bert", M.heads[opts.kind])
+    arch = bert.models.architecture_for(raw.model_type or require("bert.models.registry").default_model_type, M.heads[opts.kind])
     model = bert.model(arch, dir .. "/config.json", overrides)
     info = {from_scratch = true, source = dir}
   else

@@ -140,7 +140,7 @@ local function shape(t) return "[" .. table.concat(t:shape(), " x ") .. "]" end
 local function student_config(args, vocab_size)
   local resolved = registry.resolve(args.model)
   local family_name = resolved and resolved.family
-    or (configs.read_json(args.model) or {}).model_type or "bert"
+    or (configs.read_json(args.model) or {}).model_type or registry.default_model_type
   local family = registry.family(family_name)
   local c, a = configs.make(family, resolved and resolved.size or args.model,
     {vocab_size = vocab_size, max_position_embeddings = math.max(512, args.seq_len)})
@@ -150,7 +150,7 @@ end
 local function teacher_config(dir)
   local ok, raw = pcall(configs.read, dir .. "/config.json")
   if not ok then return nil, tostring(raw) end
-  local fok, family = pcall(registry.family, raw.model_type or "bert")
+  local fok, family = pcall(registry.family_of, raw)
   if not fok then return nil, dir .. "/config.json: " .. tostring(family) end
   local mok, c, a = pcall(configs.make, family, dir .. "/config.json")
   if not mok then return nil, tostring(c) end

@@ -44,7 +44,7 @@ local function family_of(model)
   if r and r.family then return r.family end
   if model then
     local c = require("bert.models.config").read_json(bert.isdir(model) and model .. "/config.json" or model)
-    if c then return c.model_type or "bert" end
+    if c then return c.model_type or require("bert.models.registry").default_model_type end
   end
   return nil
 end
