@@ -9,11 +9,7 @@ local cjson = require("cjson")
 local dist = require("bert.distributed")
 local pre = require("bert.data.pretraining")
 
-local function tmpdir()
-  local p = os.tmpname()
-  os.remove(p)
-  return p
-end
+local tmpdir = require("spec.support.tmpdir").path
 
 local read = require("bert.fs").read_file   -- nil for a missing file
 

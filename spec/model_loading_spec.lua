@@ -8,12 +8,7 @@ local cjson = require("cjson")
 local BERT = "spec/fixtures/bert_tiny"
 local ROBERTA = "spec/fixtures/roberta_tiny"
 
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(bert.mkdir(d))
-  return d
-end
+local tmpdir = require("spec.support.tmpdir").dir
 
 local function read_config(dir) return cjson.decode(io.open(dir .. "/config.json"):read("a")) end
 

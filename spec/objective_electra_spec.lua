@@ -6,11 +6,8 @@ local bert = require("bert")
 local cjson = require("cjson")
 local electra = require("bert.objectives.electra")
 
-local function tmpdir()
-  local p = os.tmpname()
-  os.remove(p)
-  return p
-end
+local tmpdir = require("spec.support.tmpdir").path
+local losses = require("spec.support.losses")
 
 local function write(path, text)
   local f = assert(io.open(path, "w"))
@@ -320,15 +317,6 @@ describe("experiments/pretrain.lua --objective electra", function()
     return string.format("OMP_WAIT_POLICY=passive lua5.4 experiments/pretrain.lua --model %s --objective electra " ..
       "--corpus %s --tokenizer wordpiece --vocab-size 120 --batch-size 4 --seq-len 32 --threads 1 --log-every 1 " ..
       "--no-plot --output %s %s", model, corpus, out, extra or "")
-  end
-
-  local function losses(dir)
-    local out = {}
-    for line in io.lines(dir .. "/metrics.jsonl") do
-      local rec = cjson.decode(line)
-      if rec.loss then out[rec.step] = rec.loss end
-    end
-    return out
   end
 
   it("pretrains electra-tiny for 6 steps and writes the RTD and generator metrics", function()

@@ -19,11 +19,7 @@ local function writeall(p, s)
   local f = assert(io.open(p, "wb")); f:write(s); f:close()
 end
 
-local function tmpdir()
-  local d = os.tmpname(); os.remove(d)
-  assert(os.execute("mkdir -p " .. d))
-  return d
-end
+local tmpdir = require("spec.support.tmpdir").dir
 
 -- best of five, the garbage collector held off while timing, so that a
 -- busy machine or a collection does not fake a quadratic
