@@ -133,7 +133,7 @@ describe("experiments/ablate.lua", function()
     assert.equal(4, again.cells[4].pretrain_steps)
   end)
 
-  it("reads a finished run of a grid next to it with equal settings instead of pretraining again", function()
+  it("reads a finished run of a grid next to it with equal settings instead of pretraining again #slow", function()
     local other = grid_file("other", {"mlm", "mlm-sop"})
     local dir = root .. "/other"   -- next to out, whose "mlm" cells have the same settings
     assert.is_true(ablate_cmd(other .. " --budget-scale 0.5 --output " .. dir, root .. "/log-reuse"),
@@ -169,7 +169,7 @@ describe("experiments/ablate.lua", function()
     same_metrics(mine.rows[1].metrics, own.rows[1].metrics)   -- deterministic: the same figures
   end)
 
-  it("--shard K/N splits the cells between processes; together they finish the grid", function()
+  it("--shard K/N splits the cells between processes; together they finish the grid #slow", function()
     local dir = root .. "/sharded"
     for k = 1, 2 do
       assert.is_true(ablate_cmd(grid .. " --budget-scale 0.5 --shard " .. k .. "/2 --output " .. dir,
@@ -268,7 +268,7 @@ describe("experiments/ablate.lua", function()
     assert.matches("cell phrase_mask=true: --ngram-mask and --phrase-mask exclude each other", e, 1, true)
   end)
 
-  it("pretrains a teacher once per seed for the distill cells (the 'teacher' field)", function()
+  it("pretrains a teacher once per seed for the distill cells (the 'teacher' field) #slow", function()
     local path = root .. "/distill.lua"
     local spec_text = string.format([[
 return {
@@ -319,7 +319,7 @@ return {
     assert.matches("has no 'teacher'", e, 1, true)
   end)
 
-  it("reads a teacher from a grid next to it when a finished run has the teacher's settings", function()
+  it("reads a teacher from a grid next to it when a finished run has the teacher's settings #slow", function()
     local path = root .. "/distill-reuse.lua"
     write(path, string.format([[
 return {
@@ -396,7 +396,7 @@ return {
     assert.same({}, one[1].metrics)
   end)
 
-  it("fine-tunes on synthetic QA as a downstream task: exact match and F1 per cell", function()
+  it("fine-tunes on synthetic QA as a downstream task: exact match and F1 per cell #slow", function()
     -- the synthetic-qa task's files, made by its generator from the spec's corpus (not Brown)
     local gen = require("bert.finetune.synthetic_qa")
     local docs, sentences = {}, {}
@@ -443,7 +443,7 @@ return {
     assert.matches("| synthetic-qa_exact_match | synthetic-qa_f1 |", read(dir .. "/results.md"), 1, true)
   end)
 
-  it("runs the evaluation suite on every cell's checkpoint and snapshot, with the from-scratch control", function()
+  it("runs the evaluation suite on every cell's checkpoint and snapshot, with the from-scratch control #slow", function()
     -- an SST-2-shaped task in a data folder of the spec's own
     os.execute("mkdir -p '" .. root .. "/evaldata/glue/SST-2'")
     for _, split in ipairs({"train", "dev"}) do

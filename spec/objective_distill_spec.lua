@@ -407,7 +407,7 @@ describe("experiments/pretrain.lua --objective distill", function()
     os.execute("rm -rf '" .. out .. "'*")
   end)
 
-  it("runs TinyBERT's losses for a narrower student and resumes a killed run", function()
+  it("runs TinyBERT's losses for a narrower student and resumes a killed run #slow", function()
     local out = tmpdir()
     local narrow4 = tmpdir() .. ".json"
     write(narrow4, cjson.encode({vocab_size = 100, hidden_size = 16, num_hidden_layers = 2, num_attention_heads = 4,

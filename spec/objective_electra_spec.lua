@@ -352,7 +352,7 @@ describe("experiments/pretrain.lua --objective electra", function()
   end)
 
   for _, model in ipairs({"electra-tiny", deberta_config}) do
-    it("resumes after kill -9 with the same losses, step for step (" .. (model:match("json$") and "GDES" or model) .. ")", function()
+    it("resumes after kill -9 with the same losses, step for step (" .. (model:match("json$") and "GDES" or model) .. ") #slow", function()
       local steps = 60
       local straight, killed = tmpdir(), tmpdir()
       local flags = "--steps " .. steps .. " --save-every 3 --eval-every 5 --max-eval 8"

@@ -126,7 +126,7 @@ describe("experiments/pretrain.lua", function()
     os.execute("rm -rf '" .. out .. "'")
   end)
 
-  it("resumes after kill -9 with the same losses, step for step", function()
+  it("resumes after kill -9 with the same losses, step for step #slow", function()
     local steps = 300
     local straight, killed = tmpdir(), tmpdir()
     assert.is_true(pretrain(straight, "--steps " .. steps .. " --save-every 3"))
@@ -154,7 +154,7 @@ describe("experiments/pretrain.lua", function()
     assert.is_true(last < 0.8 * first, string.format("loss %.3f -> %.3f", first, last))
   end)
 
-  it("fits --time-budget: the schedule is resized while training and the budget is used", function()
+  it("fits --time-budget: the schedule is resized while training and the budget is used #slow", function()
     local out = tmpdir()
     local budget = 8
     assert.is_true(pretrain(out, "--time-budget " .. budget .. " --eval-every 20 --save-every 20"))

@@ -34,7 +34,7 @@ local function time(f)
   return best
 end
 
-describe("encoding time is linear", function()
+describe("encoding time is linear #slow", function()
   local roberta = assert(T.load(FX .. "roberta-tiny-tokenizer.json"))
   local bert = assert(T.load(FX .. "bert-base-uncased-vocab.txt"))
 

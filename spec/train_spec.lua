@@ -8,7 +8,7 @@ local function run(dir, steps, extra)
 end
 
 describe("training loop", function()
-  it("resumes after kill -9 with the same losses, step for step", function()
+  it("resumes after kill -9 with the same losses, step for step #slow", function()
     local steps = 12
     local straight, killed = tmpdir(), tmpdir()
     assert.is_true(run(straight, steps))
