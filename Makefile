@@ -1,5 +1,5 @@
 # bert — build, test and install.  `make` builds build/bert/core.so;
-# `make test` installs missing system packages, builds, and runs the specs.
+# `make test` installs missing system packages, builds, and runs the fast specs.
 
 LUA          ?= lua5.4
 LUA_VERSION  ?= 5.4
@@ -42,7 +42,7 @@ OBJS         += $(BUILD)/obj/gen/vk_shaders.o
 endif
 BUSTED       := $(LUA) /usr/bin/busted
 
-.PHONY: all deps test test-asan fuzz fuzz-deps fuzz-smoke fuzz-campaign demo tour bench install uninstall clean
+.PHONY: all deps test test-all test-asan fuzz fuzz-deps fuzz-smoke fuzz-campaign demo tour bench install uninstall clean
 
 all: $(MODULE)
 
@@ -75,7 +75,14 @@ $(MODULE): $(OBJS)
 deps:
 	@sh tools/deps.sh
 
+# `make test` skips the cases tagged #slow (stress sizes, end-to-end runs of
+# the experiment scripts, MPI launches, long trainings: docs/testing.md);
+# `make test-all` runs every case, as CI does.
 test: deps
+	@$(MAKE) --no-print-directory all
+	$(BUSTED) -o plainTerminal --exclude-tags=slow spec
+
+test-all: deps
 	@$(MAKE) --no-print-directory all
 	$(BUSTED) -o plainTerminal spec
 

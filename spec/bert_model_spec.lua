@@ -147,7 +147,7 @@ describe("models", function()
       + 128 * 128 + 128 + 128 * 128 + 128 + 2 * 128 + 100 + 2 * 128 + 2, m:num_parameters())
   end)
 
-  it("counts BERT-base parameters as the paper does", function()
+  it("counts BERT-base parameters as the paper does #slow", function()
     local m = bert.model("BertModel", "base")
     assert.equal(109482240, m:num_parameters())
   end)

@@ -41,9 +41,7 @@ local function synthetic(ndocs, seed)
   return docs
 end
 
-local tmp_root = os.tmpname()
-os.remove(tmp_root)
-assert(bert.mkdir(tmp_root))
+local tmp_root = require("spec.support.tmpdir").dir()
 local ndirs = 0
 local function tmpdir()
   ndirs = ndirs + 1

@@ -9,11 +9,7 @@ local cjson = require("cjson")
 local dist = require("bert.distributed")
 local pre = require("bert.data.pretraining")
 
-local function tmpdir()
-  local p = os.tmpname()
-  os.remove(p)
-  return p
-end
+local tmpdir = require("spec.support.tmpdir").path
 
 local read = require("bert.fs").read_file   -- nil for a missing file
 
@@ -235,7 +231,7 @@ local function assert_same_run(a_dir, b_dir, steps)
   end
 end
 
-describe("data-parallel training under mpirun -np 2", function()
+describe("data-parallel training under mpirun -np 2 #slow", function()
   mpi_it("runs the collectives", function()
     local out = tmpdir() .. ".json"
     assert.is_true(os.execute(MPIRUN .. " lua5.4 spec/support/dist_worker.lua collectives " .. out .. " >/dev/null 2>&1"))

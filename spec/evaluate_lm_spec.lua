@@ -22,12 +22,7 @@ local function config(extra)
   return c
 end
 
-local function tmpdir()
-  local p = os.tmpname()
-  os.remove(p)
-  assert(bert.mkdir(p))
-  return p
-end
+local tmpdir = require("spec.support.tmpdir").dir
 
 local function rm(p) os.execute("rm -rf '" .. p .. "'") end
 

@@ -12,12 +12,7 @@ local FIX = "spec/fixtures/finetune/"
 
 local function near(a, b, tol) return math.abs(a - b) <= (tol or 1e-9) end
 
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(bert.mkdir(d))
-  return d
-end
+local tmpdir = require("spec.support.tmpdir").dir
 
 local function write(path, text)
   local dir = path:match("^(.*)/[^/]+$")

@@ -21,12 +21,7 @@ local function error_of(fn, ...)
   return tostring(err)
 end
 
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(bert.mkdir(d))
-  return d
-end
+local tmpdir = require("spec.support.tmpdir").dir
 
 describe("finetune.metrics: classification", function()
   it("accuracy, per-class and macro F1 match hand-computed values", function()

@@ -3,12 +3,7 @@
 local bert = require("bert")
 local core = require("bert.core")
 
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute("mkdir -p '" .. d .. "'"))
-  return d
-end
+local tmpdir = require("spec.support.tmpdir").dir
 
 local function writefile(path, bytes)
   local f = assert(io.open(path, "wb"))

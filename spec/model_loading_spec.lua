@@ -8,12 +8,7 @@ local cjson = require("cjson")
 local BERT = "spec/fixtures/bert_tiny"
 local ROBERTA = "spec/fixtures/roberta_tiny"
 
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(bert.mkdir(d))
-  return d
-end
+local tmpdir = require("spec.support.tmpdir").dir
 
 local function read_config(dir) return cjson.decode(io.open(dir .. "/config.json"):read("a")) end
 
@@ -200,10 +195,13 @@ describe("strict loading", function()
 end)
 
 describe("sizes and names", function()
-  it("builds every family by size name", function()
+  it("builds a family by size name: RoBERTa-tiny with its vocabulary and positions", function()
     local m = bert.model("RobertaForMaskedLM", "tiny")
     assert.equal(50265, m.config.vocab_size)
     assert.equal(514, m.config.max_position_embeddings)
+  end)
+
+  it("builds the base sizes with the published parameter counts #slow", function()
     -- ALBERT-base as published: 11,683,584 parameters with the pooler
     assert.equal(11683584, bert.model("AlbertModel", "base"):num_parameters())
     -- roberta-base with its pooler: 124,645,632

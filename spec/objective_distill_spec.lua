@@ -7,11 +7,8 @@ local bert = require("bert")
 local distill = require("bert.objectives.distill")
 local blocks = require("bert.models.blocks")
 
-local function tmpdir()
-  local p = os.tmpname()
-  os.remove(p)
-  return p
-end
+local tmpdir = require("spec.support.tmpdir").path
+local losses = require("spec.support.losses")
 
 local function read(path)
   local f = assert(io.open(path, "rb"))
@@ -410,7 +407,7 @@ describe("experiments/pretrain.lua --objective distill", function()
     os.execute("rm -rf '" .. out .. "'*")
   end)
 
-  it("runs TinyBERT's losses for a narrower student and resumes a killed run", function()
+  it("runs TinyBERT's losses for a narrower student and resumes a killed run #slow", function()
     local out = tmpdir()
     local narrow4 = tmpdir() .. ".json"
     write(narrow4, cjson.encode({vocab_size = 100, hidden_size = 16, num_hidden_layers = 2, num_attention_heads = 4,
@@ -446,14 +443,6 @@ describe("experiments/pretrain.lua --objective distill", function()
         sleep 0.02
       done
       kill -9 $pid; wait $pid 2>/dev/null]], corpus, killed, settings, killed))
-    local function losses(dir)
-      local l = {}
-      for line in io.lines(dir .. "/metrics.jsonl") do
-        local rec = cjson.decode(line)
-        if rec.loss then l[rec.step] = rec.loss end
-      end
-      return l
-    end
     local partial = losses(killed)
     assert.truthy(partial[8], "the run was not killed after step 8")
     assert.is_nil(partial[steps], "the run finished before it was killed")

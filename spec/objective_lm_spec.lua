@@ -15,11 +15,7 @@ local pretrain = require("bert.pretrain")
 
 local F = bert.F
 
-local function tmpdir()
-  local p = os.tmpname()
-  os.remove(p)
-  return p
-end
+local tmpdir = require("spec.support.tmpdir").path
 
 local function max_diff(a, b) return (a:to("cpu") - b:to("cpu")):abs():max():item() end
 

@@ -6,12 +6,7 @@ local cjson = require("cjson")
 
 local VOCAB = "spec/fixtures/finetune/vocab.txt"
 
-local function tmpdir()
-  local p = os.tmpname()
-  os.remove(p)
-  assert(bert.mkdir(p))
-  return p
-end
+local tmpdir = require("spec.support.tmpdir").dir
 
 describe("bert.pipeline", function()
   local dir, tok, model

@@ -2,11 +2,8 @@
 -- objectives, the summary, and exact resume after kill -9.
 local cjson = require("cjson")
 
-local function tmpdir()
-  local p = os.tmpname()
-  os.remove(p)
-  return p
-end
+local tmpdir = require("spec.support.tmpdir").path
+local losses = require("spec.support.losses")
 
 -- a corpus in BERT's plain format: 60 documents of 6-12 sentences
 local corpus = require("spec.support.tiny_corpus").write(tmpdir() .. ".txt", 60, 7)
@@ -24,15 +21,6 @@ local function pretrain(out, extra)
     "lua5.4 experiments/pretrain.lua --model %s --corpus %s --tokenizer wordpiece --vocab-size 120 " ..
     "--batch-size 4 --seq-len 32 --log-every 1 --no-plot --output %s %s >/dev/null 2>%s.err",
     config, corpus, out, extra or "", out))
-end
-
-local function losses(dir)
-  local out = {}
-  for line in io.lines(dir .. "/metrics.jsonl") do
-    local rec = cjson.decode(line)
-    if rec.loss then out[rec.step] = rec.loss end
-  end
-  return out
 end
 
 describe("experiments/pretrain.lua", function()
@@ -138,7 +126,7 @@ describe("experiments/pretrain.lua", function()
     os.execute("rm -rf '" .. out .. "'")
   end)
 
-  it("resumes after kill -9 with the same losses, step for step", function()
+  it("resumes after kill -9 with the same losses, step for step #slow", function()
     local steps = 300
     local straight, killed = tmpdir(), tmpdir()
     assert.is_true(pretrain(straight, "--steps " .. steps .. " --save-every 3"))
@@ -166,7 +154,7 @@ describe("experiments/pretrain.lua", function()
     assert.is_true(last < 0.8 * first, string.format("loss %.3f -> %.3f", first, last))
   end)
 
-  it("fits --time-budget: the schedule is resized while training and the budget is used", function()
+  it("fits --time-budget: the schedule is resized while training and the budget is used #slow", function()
     local out = tmpdir()
     local budget = 8
     assert.is_true(pretrain(out, "--time-budget " .. budget .. " --eval-every 20 --save-every 20"))

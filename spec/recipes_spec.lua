@@ -5,11 +5,7 @@ local cjson = require("cjson")
 local lib = require("bert.pretrain")
 local objectives = require("bert.objectives")
 
-local function tmpdir()
-  local p = os.tmpname()
-  os.remove(p)
-  return p
-end
+local tmpdir = require("spec.support.tmpdir").path
 
 local function parse(list)
   local args, err = lib.parse_argv(list)

@@ -19,11 +19,7 @@ local function writeall(p, s)
   local f = assert(io.open(p, "wb")); f:write(s); f:close()
 end
 
-local function tmpdir()
-  local d = os.tmpname(); os.remove(d)
-  assert(os.execute("mkdir -p " .. d))
-  return d
-end
+local tmpdir = require("spec.support.tmpdir").dir
 
 -- best of five, the garbage collector held off while timing, so that a
 -- busy machine or a collection does not fake a quadratic
@@ -38,7 +34,7 @@ local function time(f)
   return best
 end
 
-describe("encoding time is linear", function()
+describe("encoding time is linear #slow", function()
   local roberta = assert(T.load(FX .. "roberta-tiny-tokenizer.json"))
   local bert = assert(T.load(FX .. "bert-base-uncased-vocab.txt"))
 

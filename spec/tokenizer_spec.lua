@@ -14,75 +14,17 @@ local function read_json(name)
   return cjson.decode(s)
 end
 
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute("mkdir -p " .. d))
-  return d
-end
+local tmpdir = require("spec.support.tmpdir").dir
+local golden = require("spec.support.golden")
 
 local function readall(p)
   local f = assert(io.open(p, "rb")); local s = f:read("a"); f:close(); return s
 end
 
-local function to_opts(o)
-  if o == nil or o == cjson.null then return nil end
-  local r = {}
-  if o.truncation then
-    r.truncation = ({LongestFirst = "longest_first", OnlyFirst = "only_first",
-                     OnlySecond = "only_second"})[o.strategy or "LongestFirst"]
-    r.max_length = o.max_length
-    r.stride = o.stride
-    r.return_overflowing_tokens = true
-  end
-  if o.padding then
-    r.padding = o.padding == "max_length" and "max_length" or "longest"
-    r.max_length = r.max_length or o.max_length
-  end
-  if o.add_special_tokens == false then r.add_special_tokens = false end
-  r.return_overflowing_tokens = true
-  return r
-end
+-- the fields HF's goldens record for every encoding
+local FIELDS = {"ids", "tokens", "offsets", "word_ids", "type_ids", "special_tokens_mask", "attention_mask"}
 
-local function flat_offsets(offs)
-  local r = {}
-  for i, p in ipairs(offs) do r[i] = string.format("%d:%d", p[1], p[2]) end
-  return r
-end
-
-local function check_enc(got, want, label)
-  assert.are.same(want.ids, got.ids, label .. " ids")
-  assert.are.same(want.tokens, got.tokens, label .. " tokens")
-  assert.are.same(flat_offsets(want.offsets), flat_offsets(got.offsets), label .. " offsets")
-  assert.are.same(want.word_ids, got.word_ids, label .. " word_ids")
-  assert.are.same(want.type_ids, got.type_ids, label .. " type_ids")
-  assert.are.same(want.special_tokens_mask, got.special_tokens_mask, label .. " special_tokens_mask")
-  assert.are.same(want.attention_mask, got.attention_mask, label .. " attention_mask")
-end
-
--- An empty or truncated golden file must fail, not pass vacuously.
-local function nonempty(list, min, what)
-  assert.is_true(type(list) == "table" and #list >= min,
-                 string.format("%s: %d golden entries, expected at least %d", what,
-                               type(list) == "table" and #list or 0, min))
-  return list
-end
-
-local function run_goldens(tok, cases)
-  nonempty(cases, 15, "cases")
-  for i, c in ipairs(cases) do
-    local pair = c.pair ~= cjson.null and c.pair or nil
-    local label = string.format("case %d %q", i, c.text:sub(1, 40))
-    if c.error then
-      assert.has_error(function() tok:encode(c.text, pair, to_opts(c.opts)) end)
-    else
-      local e = tok:encode(c.text, pair, to_opts(c.opts))
-      check_enc(e, c, label)
-      assert.are.equal(#c.overflowing, #(e.overflowing or {}), label .. " overflow count")
-      for k, o in ipairs(c.overflowing) do check_enc(e.overflowing[k], o, label .. " overflow " .. k) end
-    end
-  end
-end
+local function run_goldens(tok, cases) golden.run(tok, cases, 15, FIELDS) end
 
 describe("bert-base-uncased WordPiece", function()
   local tok = assert(T.load(FX .. "bert-base-uncased-vocab.txt"))
@@ -99,7 +41,7 @@ describe("bert-base-uncased WordPiece", function()
   end)
 
   it("decodes like HF", function()
-    for _, d in ipairs(nonempty(g.decode, 10, "decode")) do
+    for _, d in ipairs(golden.nonempty(g.decode, 10, "decode")) do
       assert.are.equal(d.skip, tok:decode(d.ids, {skip_special_tokens = true}))
       assert.are.equal(d.keep, tok:decode(d.ids, {skip_special_tokens = false}))
     end
@@ -195,7 +137,7 @@ describe("byte-level BPE (RoBERTa config)", function()
   end)
 
   it("decodes like HF", function()
-    for _, d in ipairs(nonempty(read_json("roberta_goldens.json").decode, 10, "decode")) do
+    for _, d in ipairs(golden.nonempty(read_json("roberta_goldens.json").decode, 10, "decode")) do
       assert.are.equal(d.skip, tok:decode(d.ids, {skip_special_tokens = true}))
       assert.are.equal(d.keep, tok:decode(d.ids, {skip_special_tokens = false}))
     end

@@ -21,55 +21,8 @@ local function read_json(name) return cjson.decode(readall(FX .. name)) end
 
 local function unhex(h) return (h:gsub("..", function(x) return string.char(tonumber(x, 16)) end)) end
 
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(os.execute("mkdir -p " .. d))
-  return d
-end
-
-local function to_opts(o)
-  local r = {return_overflowing_tokens = true}
-  if o == nil or o == cjson.null then return r end
-  if o.truncation then
-    r.truncation = ({LongestFirst = "longest_first", OnlyFirst = "only_first",
-                     OnlySecond = "only_second"})[o.strategy or "LongestFirst"]
-    r.max_length = o.max_length
-    r.stride = o.stride
-  end
-  if o.add_special_tokens == false then r.add_special_tokens = false end
-  return r
-end
-
-local function flat(offs)
-  local r = {}
-  for i, p in ipairs(offs) do r[i] = string.format("%d:%d", p[1], p[2]) end
-  return r
-end
-
-local function check_enc(got, want, label)
-  assert.are.same(want.ids, got.ids, label .. " ids")
-  assert.are.same(flat(want.offsets), flat(got.offsets), label .. " offsets")
-  assert.are.same(want.type_ids, got.type_ids, label .. " type_ids")
-  assert.are.same(want.special_tokens_mask, got.special_tokens_mask, label .. " special_tokens_mask")
-end
-
--- Every golden case; an empty or truncated golden file fails.
-local function run_hf_goldens(tok, g, min)
-  assert.is_true(#g.cases >= min, "golden file has " .. #g.cases .. " cases, expected >= " .. min)
-  for i, c in ipairs(g.cases) do
-    local pair = c.pair ~= cjson.null and c.pair or nil
-    local label = string.format("case %d %q", i, c.text:sub(1, 40))
-    if c.error then
-      assert.has_error(function() tok:encode(c.text, pair, to_opts(c.opts)) end)
-    else
-      local e = tok:encode(c.text, pair, to_opts(c.opts))
-      check_enc(e, c, label)
-      assert.are.equal(#c.overflowing, #(e.overflowing or {}), label .. " overflow count")
-      for k, o in ipairs(c.overflowing) do check_enc(e.overflowing[k], o, label .. " overflow " .. k) end
-    end
-  end
-end
+local tmpdir = require("spec.support.tmpdir").dir
+local golden = require("spec.support.golden")
 
 describe("SentencePiece .model files", function()
   local g = read_json("spm_goldens.json")
@@ -243,7 +196,7 @@ describe("Unigram tokenizer.json (converted as HF converts ALBERT / DeBERTa-v3)"
     it(name .. ": HF's ids, offsets and type ids on every case, pairs and truncation included", function()
       local tok = assert(T.load(FX .. name .. ".tokenizer.json"))
       local g = read_json(name .. ".hf_goldens.json")
-      run_hf_goldens(tok, g, 100)
+      golden.run(tok, g.cases, 100, {"ids", "offsets", "type_ids", "special_tokens_mask"})
     end)
 
     it(name .. ": decodes like HF", function()

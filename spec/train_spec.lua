@@ -1,28 +1,14 @@
 -- The training loop: exact resume after kill -9, and damaged checkpoints.
 local bert = require("bert")
-local cjson = require("cjson")
-
-local function losses(dir)
-  local out = {}
-  for line in io.lines(dir .. "/metrics.jsonl") do
-    local rec = cjson.decode(line)
-    if rec.loss then out[rec.step] = rec.loss end
-  end
-  return out
-end
-
-local function tmpdir()
-  local p = os.tmpname()
-  os.remove(p)
-  return p
-end
+local losses = require("spec.support.losses")
+local tmpdir = require("spec.support.tmpdir").path
 
 local function run(dir, steps, extra)
   return os.execute(string.format("lua5.4 spec/support/resume_run.lua %s %d %s", dir, steps, extra or ""))
 end
 
 describe("training loop", function()
-  it("resumes after kill -9 with the same losses, step for step", function()
+  it("resumes after kill -9 with the same losses, step for step #slow", function()
     local steps = 12
     local straight, killed = tmpdir(), tmpdir()
     assert.is_true(run(straight, steps))

@@ -114,11 +114,11 @@ describe("vulkan refuses what the cpu refuses", function()
 end)
 
 describe("vulkan agrees with the cpu", function()
-  it("sums 17,000,000 ones (kernel loops are split, not cut at 65,535 iterations)", function()
+  it("sums 17,000,000 ones (kernel loops are split, not cut at 65,535 iterations) #slow", function()
     assert.equal(17000000, bert.ones({17000000}):to("vulkan"):sum():item())
   end)
 
-  it("bias, embedding and layer-norm gradients over more than 65,535 rows", function()
+  it("bias, embedding and layer-norm gradients over more than 65,535 rows #slow", function()
     local R = 70000
     local x, w, b = randn({R, 2}, 6), randn({3, 2}, 7), randn({3}, 8)
     local function grads(dev)
@@ -144,7 +144,7 @@ describe("vulkan agrees with the cpu", function()
     same_values(gd:grad(), gc:grad(), 1e-4)
   end)
 
-  it("matmul with K above 1M (the GEMM loop splits K)", function()
+  it("matmul with K above 1M (the GEMM loop splits K) #slow", function()
     local K = 1100000
     local a, b = randn({1, K}, 30), randn({K, 2}, 31)
     same_values(vk(a):matmul(vk(b)), a:matmul(b), 1e-4)
@@ -246,7 +246,7 @@ describe("vulkan agrees with the cpu", function()
     same_values(pd, p, 1e-6)
   end)
 
-  it("cross-entropy mean backward is linear in the rows (70,000 rows)", function()
+  it("cross-entropy mean backward is linear in the rows (70,000 rows) #slow", function()
     -- timed against the forward over the same rows (one pass): the
     -- quadratic backward took 15 s here, about 100 forwards
     local logits, labels = randn({70000, 3}, 20), bert.randint(0, 3, {70000}, {seed = 21})

@@ -393,7 +393,7 @@ describe("vulkan training", function()
     close(md.flat_grad, mc.flat_grad, 1e-3)
   end)
 
-  it("50 steps of tiny pretraining on Vulkan track the CPU loss curve", function()
+  it("50 steps of tiny pretraining on Vulkan track the CPU loss curve #slow", function()
     local curves = {}
     for _, device in ipairs({"cpu", "vulkan"}) do
       local m = build(device)
