@@ -8,12 +8,7 @@ local T = require("bert.tokenizer")
 
 local function near(a, b, tol) return math.abs(a - b) <= (tol or 1e-9) end
 
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(bert.mkdir(d))
-  return d
-end
+local tmpdir = require("spec.support.tmpdir").dir
 
 -- n documents of k sentences each, named LANG-DOC-SENTENCE
 local function docs(lang, n, k)

@@ -6,12 +6,7 @@ local bert = require("bert")
 local tasks = require("bert.finetune.tasks")
 local util = require("bert.finetune.util")
 
-local function tmpdir()
-  local d = os.tmpname()
-  os.remove(d)
-  assert(bert.mkdir(d))
-  return d
-end
+local tmpdir = require("spec.support.tmpdir").dir
 
 local function write(path, text)
   os.execute("mkdir -p '" .. path:match("^(.*)/[^/]+$") .. "'")
