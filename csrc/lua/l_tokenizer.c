@@ -1116,12 +1116,12 @@ static int t_gc(lua_State *L) {
 
 
 /* core.tokenizer.from_spm_bytes(bytes) -> a tokenizer with spm's semantics
-** built by tok_unigram_load_model (the fuzz entry point), or nil, msg */
+** built by bt_unigram_load_model (the fuzz entry point), or nil, msg */
 static int tok_from_spm_bytes(lua_State *L) {
   size_t len;
   const char *d = check_str(L, 1, "tokenizer.from_spm_bytes", "bytes", &len);
   char err[300];
-  bt_tokenizer *t = tok_unigram_load_model((const uint8_t *)d, len, err, sizeof err);
+  bt_tokenizer *t = bt_unigram_load_model((const uint8_t *)d, len, err, sizeof err);
   if (!t) { lua_pushnil(L); lua_pushstring(L, err); return 2; }
   push_tok(L, t);
   lua_createtable(L, 0, 2);
