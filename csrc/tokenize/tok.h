@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tokenize/tok_util.h"
+
 /* ---------- vocabulary: string <-> id ---------- */
 typedef struct bt_vocab {
   char *arena; size_t arena_len, arena_cap;     /* all token strings */
@@ -81,7 +83,7 @@ typedef struct bt_norm_step {
 /* A byte trie (pieces, user-defined symbols): children found by hashing
 ** (node, byte); the root's children in a direct table. */
 typedef struct bt_trie {
-  uint64_t *keys; int32_t *child; size_t mask, nkeys;
+  bt_map kids;                                  /* (node, byte) -> child */
   int32_t *value; int32_t nnodes, vcap;         /* per node: id or -1 */
   int32_t root[256];
   /* after bt_trie_compile: a double array (node = position; child of s by

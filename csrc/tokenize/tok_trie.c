@@ -10,11 +10,7 @@
 #include "tokenize/tok_internal.h"
 
 static uint64_t trie_key(int32_t node, unsigned char b) {
-  return (((uint64_t)(uint32_t)node << 8) | b) + 1;  /* 0 marks empty */
-}
-
-static size_t trie_slot(uint64_t k, size_t mask) {
-  return (size_t)((k * 0x9E3779B97F4A7C15ull) >> 29) & mask;
+  return (uint64_t)(uint32_t)node << 8 | b;
 }
 
 int32_t bt_trie_step(const bt_trie *tr, int32_t node, unsigned char b) {
@@ -23,28 +19,7 @@ int32_t bt_trie_step(const bt_trie *tr, int32_t node, unsigned char b) {
     return t < tr->da_n && tr->da_check[t] == node ? t : -1;
   }
   if (node == 0) return tr->root[b] ? tr->root[b] : -1;
-  if (!tr->keys) return -1;
-  uint64_t k = trie_key(node, b);
-  for (size_t h = trie_slot(k, tr->mask);; h = (h + 1) & tr->mask) {
-    if (tr->keys[h] == k) return tr->child[h];
-    if (tr->keys[h] == 0) return -1;
-  }
-}
-
-static int trie_rehash(bt_trie *tr) {
-  size_t ncap = tr->keys ? (tr->mask + 1) * 2 : 1024;
-  uint64_t *nk = calloc(ncap, sizeof *nk);
-  int32_t *nc = malloc(ncap * sizeof *nc);
-  if (!nk || !nc) { free(nk); free(nc); return -1; }
-  for (size_t i = 0; tr->keys && i <= tr->mask; i++) {
-    if (!tr->keys[i]) continue;
-    size_t h = trie_slot(tr->keys[i], ncap - 1);
-    while (nk[h]) h = (h + 1) & (ncap - 1);
-    nk[h] = tr->keys[i]; nc[h] = tr->child[i];
-  }
-  free(tr->keys); free(tr->child);
-  tr->keys = nk; tr->child = nc; tr->mask = ncap - 1;
-  return 0;
+  return bt_map_get(&tr->kids, trie_key(node, b));
 }
 
 static int32_t trie_new_node(bt_trie *tr) {
@@ -74,12 +49,8 @@ int bt_trie_insert(bt_trie *tr, const char *s, size_t len, int32_t value) {
       if ((next = trie_new_node(tr)) < 0) return -1;
       if (node == 0) tr->root[b] = next;
       else {
-        if (!tr->keys || (tr->nkeys + 1) * 2 > tr->mask + 1)
-          if (trie_rehash(tr)) return -1;
-        uint64_t k = trie_key(node, b);
-        size_t h = trie_slot(k, tr->mask);
-        while (tr->keys[h]) h = (h + 1) & tr->mask;
-        tr->keys[h] = k; tr->child[h] = next; tr->nkeys++;
+        int added;
+        if (!bt_map_put(&tr->kids, trie_key(node, b), next, 10, &added)) return -1;
       }
     }
     node = next;
@@ -105,10 +76,10 @@ int bt_trie_compile(bt_trie *tr) {
   if (!cnt || !first || !kid || !lab || !par || !plab || !pos || !queue) goto done;
   for (int32_t i = 0; i < n; i++) par[i] = -1;
   for (int b = 0; b < 256; b++) if (tr->root[b]) { par[tr->root[b]] = 0; plab[tr->root[b]] = (uint8_t)b; }
-  for (size_t i = 0; tr->keys && i <= tr->mask; i++) {
-    if (!tr->keys[i]) continue;
-    uint64_t k = tr->keys[i] - 1;
-    par[tr->child[i]] = (int32_t)(k >> 8); plab[tr->child[i]] = (uint8_t)(k & 255);
+  for (size_t i = 0; tr->kids.keys && i <= tr->kids.mask; i++) {
+    uint64_t k = tr->kids.keys[i];
+    if (k == BT_MAP_NONE) continue;
+    par[tr->kids.vals[i]] = (int32_t)(k >> 8); plab[tr->kids.vals[i]] = (uint8_t)(k & 255);
   }
   for (int32_t i = 1; i < n; i++) if (par[i] >= 0) cnt[par[i]]++;
   for (int32_t i = 0, acc = 0; i < n; i++) { first[i] = acc; acc += cnt[i]; cnt[i] = 0; }
@@ -165,7 +136,7 @@ int bt_trie_compile(bt_trie *tr) {
   /* lookups now use positions: value[] by position */
   free(tr->value); tr->value = tr->da_value; tr->da_value = NULL;
   tr->vcap = used;
-  free(tr->keys); free(tr->child); tr->keys = NULL; tr->child = NULL;
+  bt_map_free(&tr->kids);
   rc = 0;
 done:
   free(cnt); free(first); free(kid); free(lab); free(par); free(plab); free(pos);
@@ -175,6 +146,6 @@ done:
 
 void bt_trie_free(bt_trie *tr) {
   free(tr->da_base); free(tr->da_check); free(tr->da_value);
-  free(tr->keys); free(tr->child); free(tr->value);
+  bt_map_free(&tr->kids); free(tr->value);
   memset(tr, 0, sizeof *tr);
 }
