@@ -155,7 +155,7 @@ describe("malformed .model files", function()
     assert.matches("charsmap", err)
   end)
 
-  it("built by the C entry point (tok_unigram_load_model) encode like spm", function()
+  it("built by the C entry point (bt_unigram_load_model) encode like spm", function()
     local core = require("bert.core").tokenizer
     local tok = assert(core.from_spm_bytes(good))
     local g = read_json("spm_goldens.json").models.albert_like

@@ -96,24 +96,6 @@ static inline int64_t lse_at(const attn_ctx *c, int64_t b, int64_t a, int64_t i)
   return c->cu ? a * c->total + c->cu[b] + i : (b * c->A + a) * c->Tq + i;
 }
 
-/* Layout of q/k/v for BLAS: last dim contiguous and rows at least d apart.
-** Returns a new reference to t itself or to a contiguous copy.  4-D
-** [B, A, T, d] or 3-D [total, A, d] (time first). */
-static bert_tensor *blas_ready(const bert_tensor *t) {
-  int last = t->ndim - 1, td = t->ndim == 4 ? 2 : 0;
-  int64_t d = t->shape[last];
-  int ok = (t->stride[last] == 1 || d == 1) && (t->shape[td] == 1 || t->stride[td] >= d);
-  if (ok) { bert_tensor_retain((bert_tensor *)t); return (bert_tensor *)t; }
-  return bert_clone(t);
-}
-
-static void ctx_strides(const bert_tensor *t, int64_t s[3]) {
-  int td = t->ndim == 4 ? 2 : 0;
-  s[0] = t->ndim == 4 ? t->stride[0] : 0;
-  s[1] = t->stride[1];
-  s[2] = t->shape[td] == 1 ? t->shape[t->ndim - 1] : t->stride[td];
-}
-
 /* Keys [lo, hi) of tile t of batch row b for a block whose rows need the
 ** untrimmed tiles (full) or not. */
 static inline void tile_range(const attn_ctx *c, int64_t b, int64_t t, int64_t tk, int full,
@@ -156,6 +138,40 @@ static inline int64_t piece_keys(const attn_ctx *c, int64_t end, int64_t lo, int
   return (c->causal && hi > end ? end : hi) - lo;
 }
 
+/* Walks the pieces of query block [i0, i0 + br) over all key tiles: rows
+** r0 .. r0 + rb - 1 of the block against keys lo .. lo + n - 1.  Start
+** from PIECES_START; next_piece gives 0 after the last piece. */
+typedef struct { int64_t t, hi, step, r0, rb, lo, n; } piece;
+#define PIECES_START {-1, 0, 0, 0, 0, 0, 0}
+
+static inline int next_piece(const attn_ctx *c, int64_t b, int64_t i0, int64_t br, int64_t tk, int full,
+                             piece *p) {
+  for (;;) {
+    p->r0 += p->step;
+    if (!p->step || p->r0 >= br) {   /* the next tile */
+      if (++p->t * BC >= tk) return 0;
+      tile_range(c, b, p->t, tk, full, &p->lo, &p->hi);
+      p->step = piece_rows(c, i0, br, p->lo, &p->hi);
+      p->r0 = 0;
+      if (!p->step) continue;
+    }
+    p->rb = br - p->r0 < p->step ? br - p->r0 : p->step;
+    p->n = piece_keys(c, i0 + p->r0 + p->rb, p->lo, p->hi);
+    if (p->n > 0) return 1;
+  }
+}
+
+/* Head a of batch row b: q, k, v from the sequence's first row, its bias row. */
+typedef struct { const float *q, *k, *v, *bias; } head_view;
+
+static inline head_view head_at(const attn_ctx *c, int64_t b, int64_t a) {
+  int64_t st = seq_start(c, b);
+  return (head_view){c->q + b * c->qs[0] + a * c->qs[1] + st * c->qs[2],
+                     c->k + b * c->ks[0] + a * c->ks[1] + st * c->ks[2],
+                     c->v + b * c->vs[0] + a * c->vs[1] + st * c->vs[2],
+                     c->bias ? c->bias + b * c->bias_bstride : NULL};
+}
+
 /* S for rows i0 + r0 .. of one piece: scores, the causal mask where the
 ** piece reaches past its first row, the dropout multipliers into M. */
 static void piece_scores(const attn_ctx *c, int64_t bh, const float *Q, const float *K, const float *bias,
@@ -167,12 +183,10 @@ static void piece_scores(const attn_ctx *c, int64_t bh, const float *Q, const fl
 
 static void forward_block(const attn_ctx *c, int64_t b, int64_t a, int64_t i0, float *O, float *lse,
                           float *S, float *M, float *mrow, float *lrow) {
-  int64_t d = c->d, bh = b * c->A + a, tq = seq_len_q(c, b), tk = seq_len_k(c, b), st = seq_start(c, b);
+  int64_t d = c->d, bh = b * c->A + a, tq = seq_len_q(c, b), tk = seq_len_k(c, b);
   int64_t br = i0 + BR <= tq ? BR : tq - i0, ldo = c->A * d;
-  const float *Q = c->q + b * c->qs[0] + a * c->qs[1] + (st + i0) * c->qs[2];
-  const float *K = c->k + b * c->ks[0] + a * c->ks[1] + st * c->ks[2];
-  const float *V = c->v + b * c->vs[0] + a * c->vs[1] + st * c->vs[2];
-  const float *bias = c->bias ? c->bias + b * c->bias_bstride : NULL;
+  head_view h = head_at(c, b, a);
+  const float *Q = h.q + i0 * c->qs[2];
   float *Ob = O + res_row(c, b, a, i0, c->Tq) * d;
   int full = c->first_live && i0 < c->first_live[b];
   /* Without the causal mask every piece is the whole block: the first one
@@ -180,19 +194,12 @@ static void forward_block(const attn_ctx *c, int64_t b, int64_t a, int64_t i0, f
   int started = c->causal;
   if (c->causal) attn_rows_start(Ob, ldo, br, d, mrow, lrow);
   else for (int64_t i = 0; i < br; i++) { mrow[i] = -INFINITY; lrow[i] = 0.0f; }
-  for (int64_t t = 0; t * BC < tk; t++) {
-    int64_t lo, hi;
-    tile_range(c, b, t, tk, full, &lo, &hi);
-    int64_t step = piece_rows(c, i0, br, lo, &hi);
-    for (int64_t r0 = 0; step && r0 < br; r0 += step) {
-      int64_t rb = br - r0 < step ? br - r0 : step, n = piece_keys(c, i0 + r0 + rb, lo, hi);
-      if (n <= 0) continue;
-      float *Sr = S + r0 * BC, *Mr = c->drop.on ? M + r0 * BC : NULL;
-      piece_scores(c, bh, Q + r0 * c->qs[2], K, bias, i0 + r0, rb, lo, n, Sr, Mr);
-      attn_tile_forward(Sr, BC, rb, n, Mr, V + lo * c->vs[2], c->vs[2], d, Ob + r0 * ldo, ldo,
-                        mrow + r0, lrow + r0, !started);
-      started = 1;
-    }
+  for (piece p = PIECES_START; next_piece(c, b, i0, br, tk, full, &p);) {
+    float *Sr = S + p.r0 * BC, *Mr = c->drop.on ? M + p.r0 * BC : NULL;
+    piece_scores(c, bh, Q + p.r0 * c->qs[2], h.k, h.bias, i0 + p.r0, p.rb, p.lo, p.n, Sr, Mr);
+    attn_tile_forward(Sr, BC, p.rb, p.n, Mr, h.v + p.lo * c->vs[2], c->vs[2], d, Ob + p.r0 * ldo, ldo,
+                      mrow + p.r0, lrow + p.r0, !started);
+    started = 1;
   }
   if (!started) attn_rows_start(Ob, ldo, br, d, mrow, lrow);   /* no keys at all */
   attn_rows_finish(Ob, ldo, br, d, mrow, lrow, lse + lse_at(c, b, a, i0), 1);
@@ -213,12 +220,9 @@ static void zero_rows(float *X, int64_t ld, int64_t lo, int64_t hi, int64_t d) {
 static void backward_head(const attn_ctx *c, int64_t b, int64_t a, const float *O, const float *dO,
                           const float *lse, float *dQ, float *dK, float *dV, float *S, float *M,
                           float *dP, float *Dv) {
-  int64_t d = c->d, bh = b * c->A + a, tq = seq_len_q(c, b), tk = seq_len_k(c, b), st = seq_start(c, b);
+  int64_t d = c->d, bh = b * c->A + a, tq = seq_len_q(c, b), tk = seq_len_k(c, b);
   int64_t ld = c->A * d, gld = c->grs;
-  const float *Q0 = c->q + b * c->qs[0] + a * c->qs[1] + st * c->qs[2];
-  const float *K = c->k + b * c->ks[0] + a * c->ks[1] + st * c->ks[2];
-  const float *V = c->v + b * c->vs[0] + a * c->vs[1] + st * c->vs[2];
-  const float *bias = c->bias ? c->bias + b * c->bias_bstride : NULL;
+  head_view h = head_at(c, b, a);
   int64_t qrow = res_row(c, b, a, 0, c->Tq);
   const float *Oh = O + qrow * d, *dOh = dO + qrow * d, *L = lse + lse_at(c, b, a, 0);
   float *dQh = dQ + grad_at(c, b, a, c->Tq), *dKh = dK + grad_at(c, b, a, c->Tk), *dVh = dV + grad_at(c, b, a, c->Tk);
@@ -242,24 +246,17 @@ static void backward_head(const attn_ctx *c, int64_t b, int64_t a, const float *
     int64_t br = i0 + BR <= tq ? BR : tq - i0;
     int full = c->first_live && i0 < c->first_live[b];
     int q_started = c->causal;
-    for (int64_t t = 0; t * BC < tk; t++) {
-      int64_t lo, hi;
-      tile_range(c, b, t, tk, full, &lo, &hi);
-      int64_t step = piece_rows(c, i0, br, lo, &hi);
-      for (int64_t r0 = 0; step && r0 < br; r0 += step) {
-        int64_t rb = br - r0 < step ? br - r0 : step, n = piece_keys(c, i0 + r0 + rb, lo, hi);
-        if (n <= 0) continue;
-        int64_t q0 = i0 + r0;
-        float *Sr = S + r0 * BC, *Mr = c->drop.on ? M + r0 * BC : NULL;
-        const float *Q = Q0 + q0 * c->qs[2];
-        piece_scores(c, bh, Q, K, bias, q0, rb, lo, n, Sr, Mr);
-        attn_bwd_rows rows = {Q, dOh + q0 * ld, L + q0, Dv + q0, dQh + q0 * gld, c->qs[2], ld, gld};
-        attn_bwd_keys keys = {K + lo * c->ks[2], V + lo * c->vs[2], dKh + lo * gld, dVh + lo * gld,
-                              c->ks[2], c->vs[2], gld};
-        attn_tile_backward(Sr, Mr, dP + r0 * BC, BC, rb, n, &rows, &keys, c->scale, d, !q_started,
-                           !c->causal && i0 == 0);
-        q_started = 1;
-      }
+    for (piece p = PIECES_START; next_piece(c, b, i0, br, tk, full, &p);) {
+      int64_t q0 = i0 + p.r0, lo = p.lo;
+      float *Sr = S + p.r0 * BC, *Mr = c->drop.on ? M + p.r0 * BC : NULL;
+      const float *Q = h.q + q0 * c->qs[2];
+      piece_scores(c, bh, Q, h.k, h.bias, q0, p.rb, lo, p.n, Sr, Mr);
+      attn_bwd_rows rows = {Q, dOh + q0 * ld, L + q0, Dv + q0, dQh + q0 * gld, c->qs[2], ld, gld};
+      attn_bwd_keys keys = {h.k + lo * c->ks[2], h.v + lo * c->vs[2], dKh + lo * gld, dVh + lo * gld,
+                            c->ks[2], c->vs[2], gld};
+      attn_tile_backward(Sr, Mr, dP + p.r0 * BC, BC, p.rb, p.n, &rows, &keys, c->scale, d, !q_started,
+                         !c->causal && i0 == 0);
+      q_started = 1;
     }
     if (!q_started) zero_rows(dQh, gld, i0, i0 + br, d);   /* no keys at all */
   }
@@ -290,17 +287,6 @@ static void setup_free(attn_setup *a) {
   free(a->blk_first);
 }
 
-/* bias = (1 - mask) * mask_value for keep masks, the mask itself otherwise. */
-static void mask_fill(const bert_attention_opts *o, int64_t n, float *bias) {
-  const bert_tensor *m = o->mask;
-  int keep = m->ndim == 2;
-  float mv = o->mask_value != 0 ? (float)o->mask_value : -FLT_MAX;
-  for (int64_t i = 0; i < n; i++) {
-    float x = (float)bert_get_flat(m, i);
-    bias[i] = keep ? (1.0f - x) * mv : x;
-  }
-}
-
 /* Arguments checked by the front-end (core/nn.c): 4-D q, k, v, or 3-D
 ** [total, A, d] with o->cu_seqlens a contiguous int32 [B + 1] on the host
 ** (no mask then) and o->max_seqlen its longest sequence. */
@@ -321,9 +307,9 @@ static int setup(attn_setup *a, const bert_tensor *q, const bert_tensor *k, cons
   }
   int64_t B = c->B, Tk = c->Tk, d = c->d;
   int64_t Bm = o->mask ? o->mask->shape[0] : 0, ntiles = (Tk + BC - 1) / BC;
-  a->q = blas_ready(q);
-  a->k = blas_ready(k);
-  a->v = blas_ready(v);
+  a->q = attn_blas_ready(q);
+  a->k = attn_blas_ready(k);
+  a->v = attn_blas_ready(v);
   a->bias = o->mask ? malloc((size_t)(Bm * Tk + 1) * sizeof(float)) : NULL;
   a->ranges = o->mask ? malloc((size_t)(2 * B * ntiles + B + 1) * sizeof(int32_t)) : NULL;
   a->blk_first = malloc((size_t)(B + 1) * sizeof(int64_t));
@@ -333,14 +319,14 @@ static int setup(attn_setup *a, const bert_tensor *q, const bert_tensor *k, cons
     return -1;
   }
   c->q = bert_f32(a->q); c->k = bert_f32(a->k); c->v = bert_f32(a->v);
-  ctx_strides(a->q, c->qs); ctx_strides(a->k, c->ks); ctx_strides(a->v, c->vs);
-  c->scale = o->scale > 0 ? (float)o->scale : (float)(1.0 / sqrt((double)(d > 0 ? d : 1)));
+  attn_strides(a->q, c->qs); attn_strides(a->k, c->ks); attn_strides(a->v, c->vs);
+  c->scale = attn_scale(o, d);
   c->causal = o->causal != 0;
   c->ntiles = ntiles;
   c->grs = c->A * d;
   int nonzero = 0;
   if (o->mask) {
-    mask_fill(o, Bm * Tk, a->bias);
+    attn_mask_fill(o, Bm * Tk, a->bias);
     for (int64_t i = 0; i < Bm * Tk && !nonzero; i++) nonzero = a->bias[i] != 0.0f;
   }
   if (nonzero) {   /* a mask of all ones (no padding) adds nothing: no bias pass per tile */

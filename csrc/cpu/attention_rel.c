@@ -65,20 +65,6 @@ typedef struct {
   attn_dropout drop;
 } rel_ctx;
 
-/* the last dim contiguous and rows at least d apart, else a contiguous copy */
-static bert_tensor *rel_blas_ready(const bert_tensor *t) {
-  int64_t d = t->shape[t->ndim - 1];
-  int ok = t->stride[t->ndim - 1] == 1 && (t->shape[t->ndim - 2] == 1 || t->stride[t->ndim - 2] >= d);
-  if (ok && t->ndim == 4) { bert_tensor_retain((bert_tensor *)t); return (bert_tensor *)t; }
-  return bert_contiguous((bert_tensor *)t);
-}
-
-static void rel_strides(const bert_tensor *t, int64_t s[3]) {
-  s[0] = t->stride[0];
-  s[1] = t->stride[1];
-  s[2] = t->shape[2] == 1 ? t->shape[3] : t->stride[2];
-}
-
 /* S[br x n] = scale * (Q K^T + C2P gathered + P2C gathered) + bias, keys lo .. lo + n - 1 */
 static void rel_scores(const rel_ctx *c, const float *Q, const float *K, const float *bias,
                        const float *C2P, const float *P2C, int64_t i0, int64_t br, int64_t lo,
@@ -121,17 +107,40 @@ static inline int64_t rel_tile(const rel_ctx *c, int64_t b, int64_t t, int64_t i
   return hi - *lo;
 }
 
+/* Head a of batch row b: q, k, v, the tables' rows from r0 (or NULL), the bias row. */
+typedef struct { const float *q, *k, *v, *kr, *qr, *bias; } rel_head;
+
+static inline rel_head rel_head_at(const rel_ctx *c, int64_t b, int64_t a) {
+  int64_t d = c->d;
+  return (rel_head){c->q + b * c->qs[0] + a * c->qs[1], c->k + b * c->ks[0] + a * c->ks[1],
+                    c->v + b * c->vs[0] + a * c->vs[1],
+                    c->kr ? c->kr + (a * c->Rfull + c->r0) * d : NULL,
+                    c->qr ? c->qr + (a * c->Rfull + c->r0) * d : NULL,
+                    c->bias ? c->bias + b * c->bias_bstride : NULL};
+}
+
+/* The score tile of key tile t for query block [i0, i0 + br) (rows Q):
+** S with the causal mask, and M with the dropout multipliers.  Returns its
+** keys from *lo on (<= 0: no tile). */
+static inline int64_t rel_score_tile(const rel_ctx *c, const rel_head *h, int64_t bh, int64_t t, int64_t i0,
+                                     int64_t br, const float *Q, const float *C2P, const float *P2C, float *S,
+                                     float *M, int64_t *lo) {
+  int diag;
+  int64_t n = rel_tile(c, bh / c->A, t, i0, br, lo, &diag);
+  if (n <= 0) return n;
+  rel_scores(c, Q, h->k, h->bias, h->kr ? C2P : NULL, h->qr ? P2C : NULL, i0, br, *lo, n, S);
+  if (diag) attn_tile_causal(S, RBC, i0, br, *lo, n);
+  if (c->drop.on) attn_tile_dropout(&c->drop, bh, i0, br, *lo, n, M, RBC);
+  return n;
+}
+
 /* One (batch, head): O rows and lse.  Scratch: S, M [RBR x RBC], mrow, lrow
 ** [RBR], C2P [RBR x R], P2C [Tk x R]. */
 static void rel_forward_head(const rel_ctx *c, int64_t bh, float *O, float *lse, float *S, float *M,
                              float *mrow, float *lrow, float *C2P, float *P2C) {
-  int64_t b = bh / c->A, a = bh % c->A, d = c->d, R = c->R;
-  const float *Q0 = c->q + b * c->qs[0] + a * c->qs[1];
-  const float *K = c->k + b * c->ks[0] + a * c->ks[1];
-  const float *V = c->v + b * c->vs[0] + a * c->vs[1];
-  const float *Kr = c->kr ? c->kr + (a * c->Rfull + c->r0) * d : NULL;
-  const float *Qr = c->qr ? c->qr + (a * c->Rfull + c->r0) * d : NULL;
-  const float *bias = c->bias ? c->bias + b * c->bias_bstride : NULL;
+  int64_t d = c->d, R = c->R;
+  rel_head h = rel_head_at(c, bh / c->A, bh % c->A);
+  const float *Q0 = h.q, *K = h.k, *V = h.v, *Kr = h.kr, *Qr = h.qr;
   if (Qr) bert_sgemm(0, 1, c->Tk, R, d, 1.0f, K, c->ks[2], Qr, d, 0.0f, P2C, R);
   for (int64_t i0 = 0; i0 < c->Tq; i0 += RBR) {
     int64_t br = i0 + RBR <= c->Tq ? RBR : c->Tq - i0;
@@ -140,13 +149,8 @@ static void rel_forward_head(const rel_ctx *c, int64_t bh, float *O, float *lse,
     float *Ob = O + (bh * c->Tq + i0) * d;
     attn_rows_start(Ob, d, br, d, mrow, lrow);
     for (int64_t t = 0; t < c->ntiles; t++) {
-      int64_t lo;
-      int diag;
-      int64_t n = rel_tile(c, b, t, i0, br, &lo, &diag);
+      int64_t lo, n = rel_score_tile(c, &h, bh, t, i0, br, Q, C2P, P2C, S, M, &lo);
       if (n <= 0) continue;
-      rel_scores(c, Q, K, bias, Kr ? C2P : NULL, Qr ? P2C : NULL, i0, br, lo, n, S);
-      if (diag) attn_tile_causal(S, RBC, i0, br, lo, n);
-      if (c->drop.on) attn_tile_dropout(&c->drop, bh, i0, br, lo, n, M, RBC);
       attn_tile_forward(S, RBC, br, n, c->drop.on ? M : NULL, V + lo * c->vs[2], c->vs[2], d, Ob, d, mrow, lrow, 0);
     }
     attn_rows_finish(Ob, d, br, d, mrow, lrow, lse + bh * c->Tq + i0, 1);
@@ -159,13 +163,9 @@ static void rel_backward_head(const rel_ctx *c, int64_t bh, const float *O, cons
                               const float *lse, float *dQ, float *dK, float *dV, float *dKr,
                               float *dQr, float *S, float *M, float *dP, float *Dv, float *C2P,
                               float *dC2P, float *P2C, float *dP2C) {
-  int64_t b = bh / c->A, a = bh % c->A, d = c->d, R = c->R, r0 = c->r0;
-  const float *Q0 = c->q + b * c->qs[0] + a * c->qs[1];
-  const float *K = c->k + b * c->ks[0] + a * c->ks[1];
-  const float *V = c->v + b * c->vs[0] + a * c->vs[1];
-  const float *Kr = c->kr ? c->kr + (a * c->Rfull + c->r0) * d : NULL;
-  const float *Qr = c->qr ? c->qr + (a * c->Rfull + c->r0) * d : NULL;
-  const float *bias = c->bias ? c->bias + b * c->bias_bstride : NULL;
+  int64_t a = bh % c->A, d = c->d, R = c->R, r0 = c->r0;
+  rel_head h = rel_head_at(c, bh / c->A, a);
+  const float *Q0 = h.q, *K = h.k, *V = h.v, *Kr = h.kr, *Qr = h.qr;
   const float *Oh = O + bh * c->Tq * d, *dOh = dO + bh * c->Tq * d, *L = lse + bh * c->Tq;
   float *dQh = dQ + bh * c->Tq * d, *dKh = dK + bh * c->Tk * d, *dVh = dV + bh * c->Tk * d;
   memset(dQh, 0, (size_t)(c->Tq * d) * sizeof(float));
@@ -185,13 +185,8 @@ static void rel_backward_head(const rel_ctx *c, int64_t bh, const float *O, cons
     }
     attn_bwd_rows rws = {Q, dOh + i0 * d, L + i0, Dv + i0, dQh + i0 * d, c->qs[2], d, d};
     for (int64_t t = 0; t < c->ntiles; t++) {
-      int64_t lo;
-      int diag;
-      int64_t n = rel_tile(c, b, t, i0, br, &lo, &diag);
+      int64_t lo, n = rel_score_tile(c, &h, bh, t, i0, br, Q, C2P, P2C, S, M, &lo);
       if (n <= 0) continue;
-      rel_scores(c, Q, K, bias, Kr ? C2P : NULL, Qr ? P2C : NULL, i0, br, lo, n, S);
-      if (diag) attn_tile_causal(S, RBC, i0, br, lo, n);
-      if (c->drop.on) attn_tile_dropout(&c->drop, bh, i0, br, lo, n, M, RBC);
       attn_bwd_keys keys = {K + lo * c->ks[2], V + lo * c->vs[2], dKh + lo * d, dVh + lo * d, c->ks[2], c->vs[2], d};
       attn_tile_backward(S, c->drop.on ? M : NULL, dP, RBC, br, n, &rws, &keys, c->scale, d, 0, 0);
       /* S holds dS: the relative terms scattered by row */
@@ -270,9 +265,9 @@ static int rel_setup_init(rel_setup *a, const bert_tensor *q, const bert_tensor 
   memset(a, 0, sizeof *a);
   int64_t B = q->shape[0], A = q->shape[1], Tq = q->shape[2], d = q->shape[3], Tk = k->shape[2];
   int64_t ntiles = (Tk + RBC - 1) / RBC;
-  a->q = rel_blas_ready(q);
-  a->k = rel_blas_ready(k);
-  a->v = rel_blas_ready(v);
+  a->q = attn_blas_ready(q);
+  a->k = attn_blas_ready(k);
+  a->v = attn_blas_ready(v);
   a->kr = kr ? bert_contiguous((bert_tensor *)kr) : NULL;
   a->qr = qr ? bert_contiguous((bert_tensor *)qr) : NULL;
   a->bias = o->mask ? malloc((size_t)(B * Tk + 1) * sizeof(float)) : NULL;
@@ -297,11 +292,10 @@ static int rel_setup_init(rel_setup *a, const bert_tensor *q, const bert_tensor 
   c->Rfull = kr ? kr->shape[1] : qr ? qr->shape[1] : 1;
   c->r0 = rmin;
   c->R = (int64_t)rmax - rmin + 1;
-  rel_strides(a->q, c->qs); rel_strides(a->k, c->ks); rel_strides(a->v, c->vs);
-  c->scale = o->scale > 0 ? (float)o->scale : (float)(1.0 / sqrt((double)d));
+  attn_strides(a->q, c->qs); attn_strides(a->k, c->ks); attn_strides(a->v, c->vs);
+  c->scale = attn_scale(o, d);
   if (o->mask) {
-    float mv = o->mask_value != 0 ? (float)o->mask_value : -FLT_MAX;
-    for (int64_t i = 0; i < B * Tk; i++) a->bias[i] = (1.0f - (float)bert_get_flat(o->mask, i)) * mv;
+    attn_mask_fill(o, B * Tk, a->bias);
     c->bias_bstride = Tk;
   }
   c->bias = a->bias;

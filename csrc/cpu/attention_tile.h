@@ -1,5 +1,6 @@
 /*
-** The flash-attention tile step, shared by attention.c (scaled dot-product
+** The flash-attention tile step and the call's setup (BLAS-ready q, k, v,
+** the scale, the mask as a bias), shared by attention.c (scaled dot-product
 ** attention) and attention_rel.c (DeBERTa's disentangled attention): the
 ** two differ only in how a tile of scores is formed, so each computes its
 ** scores S [rows x keys] and hands the tile to these functions.
@@ -19,12 +20,50 @@
 #ifndef BERT_CPU_ATTENTION_TILE_H
 #define BERT_CPU_ATTENTION_TILE_H
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 
 #include "core/backend.h"
 #include "cpu/gemm.h"
 #include "cpu/nn_internal.h"
+
+/* ---- the call's setup, shared ---- */
+
+/* Layout of q/k/v for BLAS: last dim contiguous and rows at least d apart.
+** Returns a new reference to t itself or to a contiguous copy.  4-D
+** [B, A, T, d] or 3-D [total, A, d] (time first). */
+static inline bert_tensor *attn_blas_ready(const bert_tensor *t) {
+  int last = t->ndim - 1, td = t->ndim == 4 ? 2 : 0;
+  int64_t d = t->shape[last];
+  int ok = (t->stride[last] == 1 || d == 1) && (t->shape[td] == 1 || t->stride[td] >= d);
+  if (ok) { bert_tensor_retain((bert_tensor *)t); return (bert_tensor *)t; }
+  return bert_clone(t);
+}
+
+/* Strides of batch, head and time of a BLAS-ready q, k or v (3-D: batch 0). */
+static inline void attn_strides(const bert_tensor *t, int64_t s[3]) {
+  int td = t->ndim == 4 ? 2 : 0;
+  s[0] = t->ndim == 4 ? t->stride[0] : 0;
+  s[1] = t->stride[1];
+  s[2] = t->shape[td] == 1 ? t->shape[t->ndim - 1] : t->stride[td];
+}
+
+static inline float attn_scale(const bert_attention_opts *o, int64_t d) {
+  return o->scale > 0 ? (float)o->scale : (float)(1.0 / sqrt((double)(d > 0 ? d : 1)));
+}
+
+/* bias = (1 - mask) * mask_value for [B, Tk] keep masks, the mask itself
+** otherwise (an additive one). */
+static inline void attn_mask_fill(const bert_attention_opts *o, int64_t n, float *bias) {
+  const bert_tensor *m = o->mask;
+  int keep = m->ndim == 2;
+  float mv = o->mask_value != 0 ? (float)o->mask_value : -FLT_MAX;
+  for (int64_t i = 0; i < n; i++) {
+    float x = (float)bert_get_flat(m, i);
+    bias[i] = keep ? (1.0f - x) * mv : x;
+  }
+}
 
 /* Keys whose additive bias is at or below this are "dead" (padding): key
 ** tiles are trimmed to their live keys and wholly dead tiles skipped.

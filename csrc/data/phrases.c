@@ -53,10 +53,6 @@ int64_t bd_phrases_lookup(const bd_phrases *p, const int32_t *ids, int len, uint
   }
 }
 
-int64_t bd_phrases_find(const bd_phrases *p, const int32_t *ids, int len) {
-  return bd_phrases_lookup(p, ids, len, bd_phrase_hash_add(FNV_OFFSET, ids, len));
-}
-
 bd_phrases *bd_phrases_new(const int32_t *tokens, const int64_t *off, int64_t n) {
   if (n < 0) { bert_set_error("phrases: negative count"); return NULL; }
   bd_phrases *p = calloc(1, sizeof *p);

@@ -45,7 +45,6 @@ const int32_t *bd_phrases_get(const bd_phrases *p, int64_t i, int *len);   /* 0-
 uint64_t bd_phrase_hash_start(void);
 uint64_t bd_phrase_hash_add(uint64_t h, const int32_t *ids, int n);
 int64_t bd_phrases_lookup(const bd_phrases *p, const int32_t *ids, int len, uint64_t running);
-int64_t bd_phrases_find(const bd_phrases *p, const int32_t *ids, int len);
 
 /* ---- masking ---- */
 typedef struct {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "io/safetensors.h"
+#include "io/json.h"
 #include "core/checked.h"
 
 /* The format is little-endian; so are the hosts we build for, which lets
@@ -20,8 +21,6 @@
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors.c assumes a little-endian host"
 #endif
-
-#define JSON_MAX_DEPTH 64
 
 /* {====================================================== dtypes */
 
@@ -94,29 +93,10 @@ uint16_t bert_f32_to_bf16(float f) {
 
 /* {====================================================== UTF-8 */
 
-/* Length of the well-formed UTF-8 sequence at s (at most n bytes), 0 if
-** malformed. */
-static size_t utf8_seq(const unsigned char *s, size_t n) {
-  unsigned c = s[0];
-  if (c < 0x80) return 1;
-  size_t len; uint32_t cp, min;
-  if (c >= 0xc2 && c <= 0xdf) { len = 2; cp = c & 0x1f; min = 0x80; }
-  else if (c >= 0xe0 && c <= 0xef) { len = 3; cp = c & 0x0f; min = 0x800; }
-  else if (c >= 0xf0 && c <= 0xf4) { len = 4; cp = c & 0x07; min = 0x10000; }
-  else return 0;
-  if (n < len) return 0;
-  for (size_t i = 1; i < len; i++) {
-    if ((s[i] & 0xc0) != 0x80) return 0;
-    cp = (cp << 6) | (s[i] & 0x3f);
-  }
-  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-  return len;
-}
-
 int bert_st_valid_utf8(const char *s, size_t len) {
   const unsigned char *u = (const unsigned char *)s;
   for (size_t i = 0; i < len;) {
-    size_t k = utf8_seq(u + i, len - i);
+    size_t k = bert_json_utf8_len(u + i, len - i);
     if (k == 0) return 0;
     i += k;
   }
@@ -124,32 +104,7 @@ int bert_st_valid_utf8(const char *s, size_t len) {
 }
 /* }====================================================== */
 
-/* {====================================================== JSON */
-
-/* A strict parser for exactly what a header needs: it decodes the parts it
-** uses (strings, non-negative integers) and checks the syntax of the rest. */
-typedef struct {
-  const char *s;
-  size_t n, pos;
-  int depth;
-  const char *path;
-} jparser;
-
-static int json_fail(jparser *p, const char *fmt, ...)
-#if defined(__GNUC__)
-  __attribute__((format(printf, 2, 3)))
-#endif
-  ;
-static int json_fail(jparser *p, const char *fmt, ...) {
-  char msg[256];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  bert_set_error("%s: malformed safetensors header: bad JSON at byte %zu of the header: %s",
-                 p->path, p->pos, msg);
-  return -1;
-}
+/* {====================================================== the header (JSON read by json.c) */
 
 /* Errors about well-formed JSON with the wrong content. */
 static int hdr_fail(const char *path, const char *fmt, ...)
@@ -183,256 +138,30 @@ static const char *printable(const char *s, char *buf, size_t size) {
   return buf;
 }
 
-static void skip_ws(jparser *p) {
-  while (p->pos < p->n) {
-    char c = p->s[p->pos];
-    if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
-    p->pos++;
-  }
-}
-
-static const char *tok_desc(jparser *p, char *buf, size_t size) {
-  if (p->pos >= p->n) return "the end of the header";
-  unsigned char c = (unsigned char)p->s[p->pos];
-  if (c >= 0x20 && c < 0x7f) snprintf(buf, size, "'%c'", c);
-  else snprintf(buf, size, "byte 0x%02x", c);
-  return buf;
-}
-
-static int expect(jparser *p, char c, const char *what) {
-  skip_ws(p);
-  if (p->pos < p->n && p->s[p->pos] == c) { p->pos++; return 0; }
-  char b[32];
-  return json_fail(p, "expected %s, found %s", what, tok_desc(p, b, sizeof b));
-}
-
-static int hex4(jparser *p, uint32_t *out) {
-  if (p->n - p->pos < 4) return json_fail(p, "truncated \\u escape");
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++) {
-    char c = p->s[p->pos + (size_t)i];
-    v <<= 4;
-    if (c >= '0' && c <= '9') v |= (uint32_t)(c - '0');
-    else if (c >= 'a' && c <= 'f') v |= (uint32_t)(c - 'a' + 10);
-    else if (c >= 'A' && c <= 'F') v |= (uint32_t)(c - 'A' + 10);
-    else return json_fail(p, "bad hex digit in \\u escape");
-  }
-  p->pos += 4;
-  *out = v;
-  return 0;
-}
-
-static size_t put_utf8(char *o, uint32_t cp) {
-  if (cp < 0x80) { o[0] = (char)cp; return 1; }
-  if (cp < 0x800) { o[0] = (char)(0xc0 | (cp >> 6)); o[1] = (char)(0x80 | (cp & 0x3f)); return 2; }
-  if (cp < 0x10000) {
-    o[0] = (char)(0xe0 | (cp >> 12)); o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    o[2] = (char)(0x80 | (cp & 0x3f)); return 3;
-  }
-  o[0] = (char)(0xf0 | (cp >> 18)); o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-  o[2] = (char)(0x80 | ((cp >> 6) & 0x3f)); o[3] = (char)(0x80 | (cp & 0x3f));
-  return 4;
-}
-
-/* Parses a string; *out (malloc'ed, NUL-terminated) receives its decoded
-** value.  Decoded text is never longer than its source, which sizes the
-** buffer.  Strings holding NUL are refused: names and metadata are C
-** strings here. */
-static int parse_string(jparser *p, char **out, size_t *outlen) {
-  if (expect(p, '"', "a string") != 0) return -1;
-  size_t start = p->pos, end = start;
-  while (end < p->n && p->s[end] != '"') end += (p->s[end] == '\\') ? 2 : 1;
-  if (end >= p->n) { p->pos = p->n; return json_fail(p, "unterminated string"); }
-  char *buf = malloc(end - start + 1);
-  if (buf == NULL) { bert_set_error("%s: out of memory reading the header", p->path); return -1; }
-  size_t o = 0;
-  while (p->pos < end) {
-    unsigned char c = (unsigned char)p->s[p->pos];
-    if (c < 0x20) { free(buf); return json_fail(p, "control character 0x%02x in a string", c); }
-    if (c >= 0x80) {
-      size_t k = utf8_seq((const unsigned char *)p->s + p->pos, end - p->pos);
-      if (k == 0) { free(buf); return json_fail(p, "invalid UTF-8 in a string"); }
-      memcpy(buf + o, p->s + p->pos, k);
-      o += k; p->pos += k;
-      continue;
-    }
-    if (c != '\\') { buf[o++] = (char)c; p->pos++; continue; }
-    p->pos++;
-    char e = p->s[p->pos++];
-    switch (e) {
-      case '"': buf[o++] = '"'; break;
-      case '\\': buf[o++] = '\\'; break;
-      case '/': buf[o++] = '/'; break;
-      case 'b': buf[o++] = '\b'; break;
-      case 'f': buf[o++] = '\f'; break;
-      case 'n': buf[o++] = '\n'; break;
-      case 'r': buf[o++] = '\r'; break;
-      case 't': buf[o++] = '\t'; break;
-      case 'u': {
-        uint32_t cp, lo;
-        if (hex4(p, &cp) != 0) { free(buf); return -1; }
-        if (cp >= 0xdc00 && cp <= 0xdfff) { free(buf); return json_fail(p, "lone low surrogate \\u%04X", cp); }
-        if (cp >= 0xd800 && cp <= 0xdbff) {
-          if (end - p->pos < 6 || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u') {
-            free(buf); return json_fail(p, "high surrogate \\u%04X not followed by a low one", cp);
-          }
-          p->pos += 2;
-          if (hex4(p, &lo) != 0) { free(buf); return -1; }
-          if (lo < 0xdc00 || lo > 0xdfff) {
-            free(buf); return json_fail(p, "high surrogate \\u%04X followed by \\u%04X", cp, lo);
-          }
-          cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-        }
-        if (cp == 0) { free(buf); return json_fail(p, "\\u0000 (NUL) is not allowed in names or metadata"); }
-        o += put_utf8(buf + o, cp);
-        break;
-      }
-      default:
-        p->pos--;
-        free(buf);
-        return json_fail(p, "invalid escape '\\%c'", (e >= 0x20 && e < 0x7f) ? e : '?');
-    }
-  }
-  if (p->pos > end) { free(buf); return json_fail(p, "unterminated escape"); }
-  p->pos = end + 1;
-  buf[o] = '\0';
-  *out = buf;
-  if (outlen) *outlen = o;
-  return 0;
-}
-
-/* Parses a number.  *is_uint tells whether it is a non-negative integer
-** without fraction or exponent that fits int64; then *val holds it. */
-static int parse_number(jparser *p, int *is_uint, int *negative, int64_t *val) {
-  skip_ws(p);
-  const char *s = p->s;
-  size_t i = p->pos;
-  int neg = 0, frac = 0, overflow = 0;
-  uint64_t v = 0;
-  if (i < p->n && s[i] == '-') { neg = 1; i++; }
-  if (i >= p->n || s[i] < '0' || s[i] > '9') { p->pos = i; return json_fail(p, "expected a digit"); }
-  if (s[i] == '0') {
-    i++;
-    if (i < p->n && s[i] >= '0' && s[i] <= '9') { p->pos = i; return json_fail(p, "leading zero in a number"); }
-  } else {
-    while (i < p->n && s[i] >= '0' && s[i] <= '9') {
-      unsigned d = (unsigned)(s[i] - '0');
-      if (v > ((uint64_t)INT64_MAX - d) / 10) overflow = 1;
-      else v = v * 10 + d;
-      i++;
-    }
-  }
-  if (i < p->n && s[i] == '.') {
-    frac = 1; i++;
-    if (i >= p->n || s[i] < '0' || s[i] > '9') { p->pos = i; return json_fail(p, "expected a digit after '.'"); }
-    while (i < p->n && s[i] >= '0' && s[i] <= '9') i++;
-  }
-  if (i < p->n && (s[i] == 'e' || s[i] == 'E')) {
-    frac = 1; i++;
-    if (i < p->n && (s[i] == '+' || s[i] == '-')) i++;
-    if (i >= p->n || s[i] < '0' || s[i] > '9') { p->pos = i; return json_fail(p, "expected a digit in an exponent"); }
-    while (i < p->n && s[i] >= '0' && s[i] <= '9') i++;
-  }
-  p->pos = i;
-  *negative = neg;
-  *is_uint = !neg && !frac && !overflow;
-  *val = (int64_t)v;
-  return 0;
-}
-
-static int skip_value(jparser *p);
-
-static int skip_container(jparser *p, char close) {
-  if (++p->depth > JSON_MAX_DEPTH) return json_fail(p, "nesting deeper than %d levels", JSON_MAX_DEPTH);
-  p->pos++;
-  skip_ws(p);
-  if (p->pos < p->n && p->s[p->pos] == close) { p->pos++; p->depth--; return 0; }
-  for (;;) {
-    if (close == '}') {
-      char *k;
-      if (parse_string(p, &k, NULL) != 0) return -1;
-      free(k);
-      if (expect(p, ':', "':' after an object key") != 0) return -1;
-    }
-    if (skip_value(p) != 0) return -1;
-    skip_ws(p);
-    if (p->pos < p->n && p->s[p->pos] == ',') { p->pos++; continue; }
-    if (p->pos < p->n && p->s[p->pos] == close) { p->pos++; p->depth--; return 0; }
-    char b[32];
-    return json_fail(p, close == '}' ? "expected ',' or '}' in an object, found %s"
-                                     : "expected ',' or ']' in an array, found %s",
-                     tok_desc(p, b, sizeof b));
-  }
-}
-
-static int skip_literal(jparser *p, const char *lit) {
-  size_t len = strlen(lit);
-  if (p->n - p->pos < len || memcmp(p->s + p->pos, lit, len) != 0) {
-    char b[32];
-    return json_fail(p, "expected a value, found %s", tok_desc(p, b, sizeof b));
-  }
-  p->pos += len;
-  return 0;
-}
-
-/* Checks the syntax of any value and steps over it. */
-static int skip_value(jparser *p) {
-  skip_ws(p);
-  if (p->pos >= p->n) return json_fail(p, "expected a value, found the end of the header");
-  char c = p->s[p->pos];
-  if (c == '{') return skip_container(p, '}');
-  if (c == '[') return skip_container(p, ']');
-  if (c == '"') { char *s; if (parse_string(p, &s, NULL) != 0) return -1; free(s); return 0; }
-  if (c == '-' || (c >= '0' && c <= '9')) { int u, ng; int64_t v; return parse_number(p, &u, &ng, &v); }
-  if (c == 't') return skip_literal(p, "true");
-  if (c == 'f') return skip_literal(p, "false");
-  if (c == 'n') return skip_literal(p, "null");
-  char b[32];
-  return json_fail(p, "expected a value, found %s", tok_desc(p, b, sizeof b));
-}
-
-/* Is the next token c (after whitespace)?  Consumes it if so. */
-static int accept(jparser *p, char c) {
-  skip_ws(p);
-  if (p->pos < p->n && p->s[p->pos] == c) { p->pos++; return 1; }
-  return 0;
-}
-
-/* After an element of an object or array: 1 for ',', 0 for close, -1. */
-static int next_or_close(jparser *p, char close) {
-  if (accept(p, ',')) return 1;
-  if (accept(p, close)) return 0;
-  char b[32];
-  json_fail(p, close == '}' ? "expected ',' or '}' in an object, found %s"
-                            : "expected ',' or ']' in an array, found %s",
-            tok_desc(p, b, sizeof b));
-  return -1;
-}
-
 /* An array of at most max non-negative integers. */
-static int parse_uint_array(jparser *p, const char *tname, const char *field,
+static int parse_uint_array(bert_json *p, const char *tname, const char *field,
                             int64_t *out, int max, int *count) {
   char nb[96];
-  skip_ws(p);
+  bert_json_skip_ws(p);
   if (p->pos >= p->n || p->s[p->pos] != '[') {
-    if (skip_value(p) != 0) return -1;
+    if (bert_json_skip_value(p) != 0) return -1;
     return hdr_fail(p->path, "tensor '%s': \"%s\" is not an array",
                     printable(tname, nb, sizeof nb), field);
   }
   p->pos++;
   int k = 0;
-  if (accept(p, ']')) { *count = 0; return 0; }
+  if (bert_json_accept(p, ']')) { *count = 0; return 0; }
   for (;;) {
-    skip_ws(p);
+    bert_json_skip_ws(p);
     if (p->pos >= p->n || (p->s[p->pos] != '-' && (p->s[p->pos] < '0' || p->s[p->pos] > '9'))) {
-      if (skip_value(p) != 0) return -1;
+      if (bert_json_skip_value(p) != 0) return -1;
       return hdr_fail(p->path, "tensor '%s': \"%s\" holds something other than a number",
                       printable(tname, nb, sizeof nb), field);
     }
     size_t at = p->pos;
     int is_uint, neg;
     int64_t v;
-    if (parse_number(p, &is_uint, &neg, &v) != 0) return -1;
+    if (bert_json_number(p, &is_uint, &neg, &v) != 0) return -1;
     if (!is_uint)
       return hdr_fail(p->path, "tensor '%s': \"%s\" holds %.*s, not a non-negative integer%s",
                       printable(tname, nb, sizeof nb), field,
@@ -446,7 +175,7 @@ static int parse_uint_array(jparser *p, const char *tname, const char *field,
                       printable(tname, nb, sizeof nb), max, max);
     }
     out[k++] = v;
-    int r = next_or_close(p, ']');
+    int r = bert_json_next_or_close(p, ']');
     if (r < 0) return -1;
     if (r == 0) break;
   }
@@ -454,20 +183,20 @@ static int parse_uint_array(jparser *p, const char *tname, const char *field,
   return 0;
 }
 
-static int parse_entry(jparser *p, bert_st_entry *e) {
+static int parse_entry(bert_json *p, bert_st_entry *e) {
   char nb[96];
   const char *tname = e->name;
   int have_dtype = 0, have_shape = 0, have_offsets = 0;
-  skip_ws(p);
+  bert_json_skip_ws(p);
   if (p->pos >= p->n || p->s[p->pos] != '{') {
-    if (skip_value(p) != 0) return -1;
+    if (bert_json_skip_value(p) != 0) return -1;
     return hdr_fail(p->path, "tensor '%s': the entry is not an object", printable(tname, nb, sizeof nb));
   }
   p->pos++;
-  if (!accept(p, '}')) for (;;) {
+  if (!bert_json_accept(p, '}')) for (;;) {
     char *key;
-    if (parse_string(p, &key, NULL) != 0) return -1;
-    if (expect(p, ':', "':' after an object key") != 0) { free(key); return -1; }
+    if (bert_json_string(p, &key, NULL) != 0) return -1;
+    if (bert_json_expect(p, ':', "':' after an object key") != 0) { free(key); return -1; }
     int *seen = strcmp(key, "dtype") == 0 ? &have_dtype
               : strcmp(key, "shape") == 0 ? &have_shape
               : strcmp(key, "data_offsets") == 0 ? &have_offsets : NULL;
@@ -479,14 +208,14 @@ static int parse_entry(jparser *p, bert_st_entry *e) {
     if (seen) *seen = 1;
     int rc = 0;
     if (seen == &have_dtype) {
-      skip_ws(p);
+      bert_json_skip_ws(p);
       if (p->pos >= p->n || p->s[p->pos] != '"') {
-        rc = skip_value(p);
+        rc = bert_json_skip_value(p);
         if (rc == 0) rc = hdr_fail(p->path, "tensor '%s': \"dtype\" is not a string",
                                    printable(tname, nb, sizeof nb));
       } else {
         char *d;
-        rc = parse_string(p, &d, NULL);
+        rc = bert_json_string(p, &d, NULL);
         if (rc == 0) {
           if (bert_st_dtype_from_name(d, &e->dtype) != 0) {
             char db[40];
@@ -500,18 +229,18 @@ static int parse_entry(jparser *p, bert_st_entry *e) {
       rc = parse_uint_array(p, tname, "shape", e->shape, BERT_MAX_DIMS, &e->ndim);
     } else if (seen == &have_offsets) {
       int64_t off[2];
-      int cnt;
+      int cnt = 0;
       rc = parse_uint_array(p, tname, "data_offsets", off, 2, &cnt);
       if (rc == 0 && cnt != 2)
         rc = hdr_fail(p->path, "tensor '%s': \"data_offsets\" must hold exactly 2 integers",
                       printable(tname, nb, sizeof nb));
       if (rc == 0) { e->begin = (uint64_t)off[0]; e->end = (uint64_t)off[1]; }
     } else {
-      rc = skip_value(p);   /* unknown keys are tolerated, as serde does */
+      rc = bert_json_skip_value(p);   /* unknown keys are tolerated, as serde does */
     }
     free(key);
     if (rc != 0) return -1;
-    int r = next_or_close(p, '}');
+    int r = bert_json_next_or_close(p, '}');
     if (r < 0) return -1;
     if (r == 0) break;
   }
@@ -541,30 +270,30 @@ static int unique_meta_keys(const bert_st_header *h, const char *path) {
   return rc;
 }
 
-static int parse_metadata(jparser *p, bert_st_header *h) {
-  skip_ws(p);
-  if (p->pos < p->n && p->s[p->pos] == 'n') return skip_literal(p, "null");
+static int parse_metadata(bert_json *p, bert_st_header *h) {
+  bert_json_skip_ws(p);
+  if (p->pos < p->n && p->s[p->pos] == 'n') return bert_json_literal(p, "null");
   if (p->pos >= p->n || p->s[p->pos] != '{') {
-    if (skip_value(p) != 0) return -1;
+    if (bert_json_skip_value(p) != 0) return -1;
     return hdr_fail(p->path, "\"__metadata__\" is not an object");
   }
   p->pos++;
-  if (accept(p, '}')) return 0;
+  if (bert_json_accept(p, '}')) return 0;
   size_t cap = 0;
   for (;;) {
     char *k, *v;
     char kb[96];
-    if (parse_string(p, &k, NULL) != 0) return -1;
-    if (expect(p, ':', "':' after an object key") != 0) { free(k); return -1; }
-    skip_ws(p);
+    if (bert_json_string(p, &k, NULL) != 0) return -1;
+    if (bert_json_expect(p, ':', "':' after an object key") != 0) { free(k); return -1; }
+    bert_json_skip_ws(p);
     if (p->pos >= p->n || p->s[p->pos] != '"') {
-      int rc = skip_value(p);
+      int rc = bert_json_skip_value(p);
       if (rc == 0) hdr_fail(p->path, "\"__metadata__\" value for key '%s' is not a string",
                             printable(k, kb, sizeof kb));
       free(k);
       return -1;
     }
-    if (parse_string(p, &v, NULL) != 0) { free(k); return -1; }
+    if (bert_json_string(p, &v, NULL) != 0) { free(k); return -1; }
     if (h->nmeta == cap) {
       size_t nc = cap ? cap * 2 : 8;
       char **nk = realloc(h->meta_keys, nc * sizeof *nk);
@@ -581,7 +310,7 @@ static int parse_metadata(jparser *p, bert_st_header *h) {
     h->meta_keys[h->nmeta] = k;
     h->meta_values[h->nmeta] = v;
     h->nmeta++;
-    int r = next_or_close(p, '}');
+    int r = bert_json_next_or_close(p, '}');
     if (r < 0) return -1;
     if (r == 0) return unique_meta_keys(h, p->path);
   }
@@ -667,16 +396,16 @@ void bert_st_header_free(bert_st_header *h) {
 
 int bert_st_parse_header(const char *json, size_t len, uint64_t data_size,
                          const char *path, bert_st_header *h) {
-  jparser p = {json, len, 0, 0, path};
+  bert_json p = {json, len, 0, 0, path};
   size_t cap = 0;
   int seen_meta = 0;
   memset(h, 0, sizeof *h);
-  if (expect(&p, '{', "'{' opening the header object") != 0) goto fail;
-  if (!accept(&p, '}')) for (;;) {
+  if (bert_json_expect(&p, '{', "'{' opening the header object") != 0) goto fail;
+  if (!bert_json_accept(&p, '}')) for (;;) {
     char *name;
     size_t name_len;
-    if (parse_string(&p, &name, &name_len) != 0) goto fail;
-    if (expect(&p, ':', "':' after an object key") != 0) { free(name); goto fail; }
+    if (bert_json_string(&p, &name, &name_len) != 0) goto fail;
+    if (bert_json_expect(&p, ':', "':' after an object key") != 0) { free(name); goto fail; }
     if (strcmp(name, "__metadata__") == 0) {
       free(name);
       if (seen_meta) { hdr_fail(path, "\"__metadata__\" appears twice"); goto fail; }
@@ -696,14 +425,14 @@ int bert_st_parse_header(const char *json, size_t len, uint64_t data_size,
       e->name_len = name_len;
       if (parse_entry(&p, e) != 0) goto fail;
     }
-    int r = next_or_close(&p, '}');
+    int r = bert_json_next_or_close(&p, '}');
     if (r < 0) goto fail;
     if (r == 0) break;
   }
-  skip_ws(&p);
+  bert_json_skip_ws(&p);
   if (p.pos != p.n) {
     char b[32];
-    json_fail(&p, "unexpected %s after the header object", tok_desc(&p, b, sizeof b));
+    bert_json_fail(&p, "unexpected %s after the header object", bert_json_describe(&p, b, sizeof b));
     goto fail;
   }
   if (validate_entries(h, data_size, path) != 0) goto fail;

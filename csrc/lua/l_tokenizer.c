@@ -276,35 +276,23 @@ static void unigram_config(lua_State *L, bt_tokenizer *t) {
   t->meta_split = opt_bool(L, 1, "split", 1);
 }
 
-static int tok_new(lua_State *L) {
-  check_table(L, 1, "tokenizer.new", "config");
-  lua_getfield(L, 1, "model");
-  const char *model = lua_tostring(L, -1);
-  int kind;
-  if (model && strcmp(model, "wordpiece") == 0) kind = BT_MODEL_WORDPIECE;
-  else if (model && strcmp(model, "bpe") == 0) kind = BT_MODEL_BPE;
-  else if (model && strcmp(model, "unigram") == 0) kind = BT_MODEL_UNIGRAM;
-  else return luaL_error(L, "tokenizer.new: config.model must be 'wordpiece', "
-                         "'bpe' or 'unigram', got %s", model ? model : luaL_typename(L, -1));
-  lua_pop(L, 1);
-  bt_tokenizer *t = bt_tokenizer_new(kind);
-  if (!t) return luaL_error(L, "tokenizer.new: out of memory");
-  /* vocabulary: vocab_list (array, id = index - 1) or vocab (map) */
+/* The vocabulary: vocab_list (array, id = index - 1) and/or vocab (map). */
+static void config_vocab(lua_State *L, bt_tokenizer *t) {
   lua_getfield(L, 1, "vocab_list");
   if (lua_istable(L, -1)) {
     lua_Integer n = luaL_len(L, -1);
-    if (n > INT32_MAX) return new_fail(L, t, "vocab_list: too many entries");
+    if (n > INT32_MAX) new_fail(L, t, "vocab_list: too many entries");
     for (lua_Integer i = 1; i <= n; i++) {
       lua_rawgeti(L, -1, i);
       if (lua_type(L, -1) != LUA_TSTRING && !(lua_isboolean(L, -1) && !lua_toboolean(L, -1))) {
         char msg[160];
         snprintf(msg, sizeof msg, "vocab_list[%d]: expected a string (or false "
                  "for a hole), got %s", (int)i, luaL_typename(L, -1));
-        return new_fail(L, t, msg);
+        new_fail(L, t, msg);
       }
       size_t len; const char *s = lua_tolstring(L, -1, &len);
       if (s && bt_vocab_set(&t->vocab, s, len, (int32_t)(i - 1)))
-        return new_fail(L, t, "out of memory");
+        new_fail(L, t, "out of memory");
       lua_pop(L, 1);
     }
   }
@@ -321,24 +309,19 @@ static int tok_new(lua_State *L) {
                  "integers in [0, 2^31)", k ? "'" : "(a ", k ? k : luaL_typename(L, -2),
                  k ? "'" : " key)", lua_type(L, -1) == LUA_TNUMBER ?
                  lua_tostring(L, -1) : luaL_typename(L, -1));
-        return new_fail(L, t, msg);
+        new_fail(L, t, msg);
       }
       size_t len; const char *s = lua_tolstring(L, -2, &len);
       if (bt_vocab_set(&t->vocab, s, len, (int32_t)id))
-        return new_fail(L, t, "out of memory");
+        new_fail(L, t, "out of memory");
       lua_pop(L, 1);
     }
   }
   lua_pop(L, 1);
-  t->unk_token = opt_strdup(L, 1, "unk_token");
-  t->prefix = opt_strdup(L, 1, "continuing_subword_prefix");
-  if (kind == BT_MODEL_WORDPIECE && !t->prefix) t->prefix = strdup("##");
-  if (kind == BT_MODEL_UNIGRAM) unigram_config(L, t);
-  t->max_input_chars = (int)opt_int(L, 1, "tokenizer.new",
-                                    "max_input_chars_per_word", 100, 1, 1 << 30);
-  t->cache_capacity = (int)opt_int(L, 1, "tokenizer.new", "cache_capacity",
-                                   10000, 0, 1 << 24);
-  /* merges: flat {a1, b1, a2, b2, ...} */
+}
+
+/* merges: flat {a1, b1, a2, b2, ...} */
+static void config_merges(lua_State *L, bt_tokenizer *t) {
   lua_getfield(L, 1, "merges");
   if (lua_istable(L, -1)) {
     lua_Integer n = luaL_len(L, -1);
@@ -346,17 +329,20 @@ static int tok_new(lua_State *L) {
       lua_rawgeti(L, -1, i); lua_rawgeti(L, -2, i + 1);
       size_t la, lb;
       const char *a = lua_tolstring(L, -2, &la), *b = lua_tolstring(L, -1, &lb);
-      if (!a || !b) return new_fail(L, t, "merges must be strings");
+      if (!a || !b) new_fail(L, t, "merges must be strings");
       if (bt_add_merge(t, a, la, b, lb)) {
         char msg[400];
         snprintf(msg, sizeof msg, "merge %d: %s", (int)(i + 1) / 2, t->err);
-        return new_fail(L, t, msg);
+        new_fail(L, t, msg);
       }
       lua_pop(L, 2);
     }
   }
   lua_pop(L, 1);
-  /* normalizer */
+}
+
+/* The BERT normalizer, the pre-tokenizer, the decoder and their flags. */
+static void config_pipeline(lua_State *L, bt_tokenizer *t) {
   lua_getfield(L, 1, "normalizer");
   if (lua_istable(L, -1)) {
     int n = lua_gettop(L);
@@ -376,7 +362,7 @@ static int tok_new(lua_State *L) {
          : strcmp(pre, "whitespace_split") == 0 ? BT_PRE_WHITESPACE
          : strcmp(pre, "metaspace") == 0 ? BT_PRE_METASPACE : BT_PRE_NONE;
   lua_pop(L, 1);
-  if (t->pre == BT_PRE_NONE && kind == BT_MODEL_WORDPIECE) t->pre = BT_PRE_WHITESPACE;
+  if (t->pre == BT_PRE_NONE && t->model == BT_MODEL_WORDPIECE) t->pre = BT_PRE_WHITESPACE;
   t->add_prefix_space = opt_bool(L, 1, "add_prefix_space", 0);
   t->use_regex = opt_bool(L, 1, "use_regex", 1);
   t->trim_offsets = opt_bool(L, 1, "trim_offsets", 0);
@@ -389,9 +375,9 @@ static int tok_new(lua_State *L) {
   lua_pop(L, 1);
   t->dec_prefix = opt_strdup(L, 1, "decoder_prefix");
   t->cleanup = opt_bool(L, 1, "cleanup", 1);
-  t->pad_id = (int32_t)opt_int(L, 1, "tokenizer.new", "pad_id", 0, 0, INT32_MAX);
-  t->pad_type_id = (int32_t)opt_int(L, 1, "tokenizer.new", "pad_type_id", 0, 0, INT32_MAX);
-  /* added tokens */
+}
+
+static void config_added_tokens(lua_State *L, bt_tokenizer *t) {
   lua_getfield(L, 1, "added_tokens");
   if (lua_istable(L, -1)) {
     lua_Integer n = luaL_len(L, -1);
@@ -408,14 +394,17 @@ static int tok_new(lua_State *L) {
                          opt_bool(L, it, "lstrip", 0), opt_bool(L, it, "rstrip", 0),
                          opt_bool(L, it, "single_word", 0),
                          opt_bool(L, it, "normalized", 0)))
-          return new_fail(L, t, "out of memory");
+          new_fail(L, t, "out of memory");
         lua_pop(L, 2);
       }
       lua_pop(L, 1);
     }
   }
   lua_pop(L, 1);
-  /* post-processor template */
+}
+
+/* The post-processor's templates; every special token they name must exist. */
+static void config_post(lua_State *L, bt_tokenizer *t) {
   lua_getfield(L, 1, "post");
   if (lua_istable(L, -1)) {
     int pi = lua_gettop(L), n;
@@ -437,9 +426,39 @@ static int tok_new(lua_State *L) {
           snprintf(msg, sizeof msg, "post.%s item %d: special token id %d is "
                    "not in the vocabulary", which ? "pair" : "single", i + 1,
                    (int)p[i].ids[k]);
-          return new_fail(L, t, msg);
+          new_fail(L, t, msg);
         }
   }
+}
+
+static int tok_new(lua_State *L) {
+  check_table(L, 1, "tokenizer.new", "config");
+  lua_getfield(L, 1, "model");
+  const char *model = lua_tostring(L, -1);
+  int kind;
+  if (model && strcmp(model, "wordpiece") == 0) kind = BT_MODEL_WORDPIECE;
+  else if (model && strcmp(model, "bpe") == 0) kind = BT_MODEL_BPE;
+  else if (model && strcmp(model, "unigram") == 0) kind = BT_MODEL_UNIGRAM;
+  else return luaL_error(L, "tokenizer.new: config.model must be 'wordpiece', "
+                         "'bpe' or 'unigram', got %s", model ? model : luaL_typename(L, -1));
+  lua_pop(L, 1);
+  bt_tokenizer *t = bt_tokenizer_new(kind);
+  if (!t) return luaL_error(L, "tokenizer.new: out of memory");
+  config_vocab(L, t);
+  t->unk_token = opt_strdup(L, 1, "unk_token");
+  t->prefix = opt_strdup(L, 1, "continuing_subword_prefix");
+  if (kind == BT_MODEL_WORDPIECE && !t->prefix) t->prefix = strdup("##");
+  if (kind == BT_MODEL_UNIGRAM) unigram_config(L, t);
+  t->max_input_chars = (int)opt_int(L, 1, "tokenizer.new",
+                                    "max_input_chars_per_word", 100, 1, 1 << 30);
+  t->cache_capacity = (int)opt_int(L, 1, "tokenizer.new", "cache_capacity",
+                                   10000, 0, 1 << 24);
+  config_merges(L, t);
+  config_pipeline(L, t);
+  t->pad_id = (int32_t)opt_int(L, 1, "tokenizer.new", "pad_id", 0, 0, INT32_MAX);
+  t->pad_type_id = (int32_t)opt_int(L, 1, "tokenizer.new", "pad_type_id", 0, 0, INT32_MAX);
+  config_added_tokens(L, t);
+  config_post(L, t);
   if (bt_tokenizer_finish(t)) return new_fail(L, t, "out of memory");
   push_tok(L, t);
   lua_pushvalue(L, 1);                  /* keep the config for save() */
@@ -1116,12 +1135,12 @@ static int t_gc(lua_State *L) {
 
 
 /* core.tokenizer.from_spm_bytes(bytes) -> a tokenizer with spm's semantics
-** built by tok_unigram_load_model (the fuzz entry point), or nil, msg */
+** built by bt_unigram_load_model (the fuzz entry point), or nil, msg */
 static int tok_from_spm_bytes(lua_State *L) {
   size_t len;
   const char *d = check_str(L, 1, "tokenizer.from_spm_bytes", "bytes", &len);
   char err[300];
-  bt_tokenizer *t = tok_unigram_load_model((const uint8_t *)d, len, err, sizeof err);
+  bt_tokenizer *t = bt_unigram_load_model((const uint8_t *)d, len, err, sizeof err);
   if (!t) { lua_pushnil(L); lua_pushstring(L, err); return 2; }
   push_tok(L, t);
   lua_createtable(L, 0, 2);

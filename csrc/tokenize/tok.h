@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tokenize/tok_util.h"
+
 /* ---------- vocabulary: string <-> id ---------- */
 typedef struct bt_vocab {
   char *arena; size_t arena_len, arena_cap;     /* all token strings */
@@ -81,7 +83,7 @@ typedef struct bt_norm_step {
 /* A byte trie (pieces, user-defined symbols): children found by hashing
 ** (node, byte); the root's children in a direct table. */
 typedef struct bt_trie {
-  uint64_t *keys; int32_t *child; size_t mask, nkeys;
+  bt_map kids;                                  /* (node, byte) -> child */
   int32_t *value; int32_t nnodes, vcap;         /* per node: id or -1 */
   int32_t root[256];
   /* after bt_trie_compile: a double array (node = position; child of s by
@@ -208,8 +210,8 @@ void bt_spm_free(bt_spm_model *m);
 /* Fuzz entry point: parses a .model file and builds a tokenizer with
 ** SentencePiece's semantics (no added tokens, no template).  NULL, with
 ** err filled, on malformed input. */
-bt_tokenizer *tok_unigram_load_model(const uint8_t *data, size_t len,
-                                     char *err, size_t errlen);
+bt_tokenizer *bt_unigram_load_model(const uint8_t *data, size_t len,
+                                    char *err, size_t errlen);
 
 /* Creates an empty tokenizer of a model kind; configure fields, then
 ** bt_tokenizer_finish. */
@@ -250,8 +252,6 @@ size_t bt_utf8_decode(const char *s, size_t len, uint32_t *out);
 ** char k (starts[n] = len; starts holds n + 1 entries). */
 size_t bt_utf8_decode_starts(const char *s, size_t len, uint32_t *out,
                              size_t *starts);
-/* Byte position of character index k (same rules as bt_utf8_decode). */
-size_t bt_utf8_char_to_byte(const char *s, size_t len, size_t k);
 int bt_utf8_encode(uint32_t cp, char *out);
 int bt_is_whitespace(uint32_t c);
 int bt_is_punctuation(uint32_t c);

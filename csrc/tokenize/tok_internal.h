@@ -2,7 +2,10 @@
 #ifndef BT_TOK_INTERNAL_H
 #define BT_TOK_INTERNAL_H
 
+#include <string.h>
+
 #include "tokenize/tok.h"
+#include "tokenize/tok_util.h"
 
 int bt_enc_reserve(bt_encoding *e, int32_t need);
 int bt_enc_push(bt_encoding *e, int32_t id, int32_t type_id, int32_t s,
@@ -57,8 +60,6 @@ typedef struct bt_worker {
 
 bt_worker *bt_worker_new(void);
 void bt_worker_free(bt_worker *w);
-/* Grows *p (elements of size sz) to at least n; 0 or -1. */
-int bt_grow(void **p, size_t *cap, size_t n, size_t sz);
 
 /* BPE over the bytes w->wb[0, n): tokens (id, start, len) in w->toks.
 ** Returns the number of tokens, or -1 on no memory. */
@@ -77,12 +78,11 @@ int bt_gpt2_split(const uint32_t *cps, int n, int32_t *ends);
 int bt_unigram_segment(bt_tokenizer *t, bt_worker *w, int32_t from,
                        int32_t to, bt_encoding *e, int32_t *word,
                        char *err, size_t errlen);
-int32_t bt_trie_step(const bt_trie *tr, int32_t node, unsigned char b);
 void bt_unigram_free(bt_tokenizer *t);
+/* The child of node by byte b, or -1 (tok_trie.c). */
+int32_t bt_trie_step(const bt_trie *tr, int32_t node, unsigned char b);
+/* Fills t->cm_plain and t->hf_plain from the charsmap (tok_charsmap.c). */
 void bt_charsmap_plain(bt_tokenizer *t);
-/* Decoding of Unigram pieces into sb (tok_unigram.c). */
-char *bt_unigram_decode(const bt_tokenizer *t, const int32_t *ids, size_t n,
-                        int skip_special, size_t *outlen);
 
 typedef void (*bt_word_cb)(void *ctx, const char *word, size_t len);
 /* Unigram pre-tokens (normalizer chain + Metaspace) of ocp[0, n). */
@@ -90,5 +90,58 @@ int bt_unigram_pretok(bt_tokenizer *t, bt_worker *w, int32_t n, bt_word_cb cb,
                       void *ctx);
 int bt_pretok_words(bt_tokenizer *t, bt_worker *w, const char *s, size_t len,
                     bt_word_cb cb, void *ctx);
+
+#define BT_META_CP 0x2581u              /* ▁, SentencePiece's space */
+
+/* Length of the valid UTF-8 char at s[0, n), or 0 if invalid. */
+static inline int bt_utf8_valid_len(const unsigned char *s, size_t n) {
+  unsigned c = s[0];
+  if (c < 0x80) return 1;
+  int need; unsigned lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) need = 1;
+  else if (c >= 0xE0 && c <= 0xEF) { need = 2; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
+  else if (c >= 0xF0 && c <= 0xF4) { need = 3; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
+  else return 0;
+  if ((size_t)need >= n) return 0;
+  for (int k = 1; k <= need; k++) {
+    unsigned x = s[k];
+    if (x < (k == 1 ? lo : 0x80) || x > (k == 1 ? hi : 0xBF)) return 0;
+  }
+  return need + 1;
+}
+
+/* The precompiled charsmap's darts-clone units (tok_charsmap.c). */
+static inline uint32_t bt_du_offset(uint32_t u) { return (u >> 10) << ((u & (1u << 9)) >> 6); }
+static inline uint32_t bt_du_label(uint32_t u) { return u & ((1u << 31) | 0xFF); }
+static inline int bt_du_has_leaf(uint32_t u) { return (u >> 8) & 1; }
+static inline uint32_t bt_du_value(uint32_t u) { return u & ((1u << 31) - 1); }
+
+/* Matches a prefix of s[0, n): the longest rule (spm) or the shortest one
+** (HF's spm_precompiled takes the first result).  Returns the matched
+** length, 0 if none, with the replacement in *rep / *replen. */
+static inline size_t bt_charsmap_prefix(const bt_charsmap *m,
+                                        const unsigned char *s, size_t n, int longest,
+                                        const char **rep, size_t *replen) {
+  if (!m->units) return 0;
+  size_t id = bt_du_offset(m->units[0]), best = 0;
+  uint32_t bestv = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!longest && s[i] == 0) break;
+    id ^= s[i];
+    if (id >= m->nunits) break;
+    uint32_t u = m->units[id];
+    if (bt_du_label(u) != s[i]) break;
+    id ^= bt_du_offset(u);
+    if (id >= m->nunits) break;
+    if (bt_du_has_leaf(u)) {
+      best = i + 1; bestv = bt_du_value(m->units[id]);
+      if (!longest) break;
+    }
+  }
+  if (!best || bestv >= m->nnorm + 1) return 0;
+  *rep = m->norm + bestv;
+  *replen = strlen(m->norm + bestv);    /* norm[nnorm] is a NUL */
+  return best;
+}
 
 #endif

@@ -293,8 +293,8 @@ fail:
   return NULL;
 }
 
-bt_tokenizer *tok_unigram_load_model(const uint8_t *data, size_t len,
-                                     char *err, size_t errlen) {
+bt_tokenizer *bt_unigram_load_model(const uint8_t *data, size_t len,
+                                    char *err, size_t errlen) {
   bt_spm_model m;
   if (bt_spm_parse(data, len, &m, err, errlen)) return NULL;
   bt_tokenizer *t = spm_build(&m, err, errlen);

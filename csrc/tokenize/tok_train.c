@@ -183,34 +183,25 @@ static int cmp_achar_cp(const void *a, const void *b) {
   return (x->cp > y->cp) - (x->cp < y->cp);
 }
 
-/* pair table: u64 pair -> count (int64) */
-typedef struct { uint64_t *k; int64_t *c; size_t mask, n; } pair_map;
-#define NOKEY UINT64_MAX
+/* pair table: u64 pair -> count (int64), the counts in insertion order */
+typedef struct { bt_map map; int64_t *c; size_t cap; } pair_map;
 
-static uint64_t pmix(uint64_t x) {
-  x ^= x >> 31; x *= 0x7fb5d329728ea185ull; x ^= x >> 27;
-  x *= 0x81dadef4bc2dd44dull; x ^= x >> 33;
-  return x;
+/* The count of a pair (a new pair: 0); NULL on no memory.  The pointer
+** lives until the next new pair. */
+static int64_t *pm_slot(pair_map *m, uint64_t key) {
+  int added;
+  int32_t *i = bt_map_put(&m->map, key, (int32_t)m->map.n, 16, &added);
+  if (!i) return NULL;
+  if (added) {
+    if (bt_grow((void **)&m->c, &m->cap, m->map.n, sizeof *m->c)) return NULL;
+    m->c[*i] = 0;
+  }
+  return &m->c[*i];
 }
 
-static int64_t *pm_slot(pair_map *m, uint64_t key) {
-  if (!m->k || (m->n + 1) * 2 > m->mask + 1) {
-    size_t ns = m->k ? (m->mask + 1) * 2 : 1 << 16;
-    uint64_t *nk = malloc(ns * sizeof *nk); int64_t *nc = malloc(ns * sizeof *nc);
-    if (!nk || !nc) { free(nk); free(nc); return NULL; }
-    for (size_t i = 0; i < ns; i++) nk[i] = NOKEY;
-    for (size_t i = 0; m->k && i <= m->mask; i++) {
-      if (m->k[i] == NOKEY) continue;
-      size_t j = (size_t)pmix(m->k[i]) & (ns - 1);
-      while (nk[j] != NOKEY) j = (j + 1) & (ns - 1);
-      nk[j] = m->k[i]; nc[j] = m->c[i];
-    }
-    free(m->k); free(m->c); m->k = nk; m->c = nc; m->mask = ns - 1;
-  }
-  size_t j = (size_t)pmix(key) & m->mask;
-  while (m->k[j] != NOKEY && m->k[j] != key) j = (j + 1) & m->mask;
-  if (m->k[j] == NOKEY) { m->k[j] = key; m->c[j] = 0; m->n++; }
-  return &m->c[j];
+static void pm_free(pair_map *m) {
+  bt_map_free(&m->map); free(m->c);
+  memset(m, 0, sizeof *m);
 }
 
 /* a position list per queue entry */
@@ -230,27 +221,15 @@ static int pl_add(poslist *p, int32_t w) {
 
 /* where_to_update: pair -> poslist index, insertion-ordered */
 typedef struct {
-  uint64_t *k; int32_t *idx; size_t mask, n;
-  uint64_t *order; poslist *lists; size_t cap;
+  bt_map map;
+  uint64_t *order; poslist *lists; size_t n, cap;
 } wtu_map;
 
 static poslist *wtu_get(wtu_map *m, uint64_t key) {
-  if (!m->k || (m->n + 1) * 2 > m->mask + 1) {
-    size_t ns = m->k ? (m->mask + 1) * 2 : 1024;
-    uint64_t *nk = malloc(ns * sizeof *nk); int32_t *ni = malloc(ns * sizeof *ni);
-    if (!nk || !ni) { free(nk); free(ni); return NULL; }
-    for (size_t i = 0; i < ns; i++) nk[i] = NOKEY;
-    for (size_t i = 0; m->k && i <= m->mask; i++) {
-      if (m->k[i] == NOKEY) continue;
-      size_t j = (size_t)pmix(m->k[i]) & (ns - 1);
-      while (nk[j] != NOKEY) j = (j + 1) & (ns - 1);
-      nk[j] = m->k[i]; ni[j] = m->idx[i];
-    }
-    free(m->k); free(m->idx); m->k = nk; m->idx = ni; m->mask = ns - 1;
-  }
-  size_t j = (size_t)pmix(key) & m->mask;
-  while (m->k[j] != NOKEY && m->k[j] != key) j = (j + 1) & m->mask;
-  if (m->k[j] == NOKEY) {
+  int added;
+  int32_t *i = bt_map_put(&m->map, key, (int32_t)m->n, 10, &added);
+  if (!i) return NULL;
+  if (added) {
     if (m->n == m->cap) {
       size_t nc = m->cap ? m->cap * 2 : 1024;
       uint64_t *o = realloc(m->order, nc * sizeof *o);
@@ -260,16 +239,15 @@ static poslist *wtu_get(wtu_map *m, uint64_t key) {
       if (!l) return NULL;
       m->lists = l; m->cap = nc;
     }
-    m->k[j] = key; m->idx[j] = (int32_t)m->n;
     m->order[m->n] = key;
     memset(&m->lists[m->n], 0, sizeof(poslist));
     m->n++;
   }
-  return &m->lists[m->idx[j]];
+  return &m->lists[*i];
 }
 
 static void wtu_reset(wtu_map *m) {
-  if (m->k) for (size_t i = 0; i <= m->mask; i++) m->k[i] = NOKEY;
+  bt_map_clear(&m->map);
   m->n = 0;
 }
 
@@ -500,7 +478,7 @@ int bt_trainer_train(bt_trainer *tr, bt_vocab *vocab, int32_t **merges_out,
     pair_map last = {0};
     for (size_t i = 0; i < nm; i++) {
       int64_t *c = pm_slot(&last, PAIR(merges[3 * i], merges[3 * i + 1]));
-      if (!c) { free(last.k); free(last.c); goto oom; }
+      if (!c) { pm_free(&last); goto oom; }
       *c = (int64_t)i;
     }
     size_t k = 0;
@@ -510,7 +488,7 @@ int bt_trainer_train(bt_trainer *tr, bt_vocab *vocab, int32_t **merges_out,
         merges[3 * k + 2] = merges[3 * i + 2]; k++;
       }
     nm = k;
-    free(last.k); free(last.c);
+    pm_free(&last);
   }
   *merges_out = merges; merges = NULL;
   *nmerges_out = (int32_t)nm;
@@ -525,8 +503,8 @@ done:
   for (size_t i = 0; i < q.n; i++) free(q.e[i].pos.v);
   free(q.e);
   for (size_t i = 0; i < wtu.n; i++) free(wtu.lists[i].v);
-  free(wtu.k); free(wtu.idx); free(wtu.order); free(wtu.lists);
-  free(pc.k); free(pc.c);
+  bt_map_free(&wtu.map); free(wtu.order); free(wtu.lists);
+  pm_free(&pc);
   return rc;
 }
 

@@ -40,14 +40,6 @@ size_t bt_utf8_decode(const char *str, size_t len, uint32_t *out) {
   return n;
 }
 
-size_t bt_utf8_char_to_byte(const char *str, size_t len, size_t k) {
-  const unsigned char *s = (const unsigned char *)str;
-  size_t i = 0;
-  uint32_t cp;
-  while (k > 0 && i < len) { i += next_char(s, len, i, &cp); k--; }
-  return i;
-}
-
 size_t bt_utf8_decode_starts(const char *str, size_t len, uint32_t *out,
                              size_t *starts) {
   const unsigned char *s = (const unsigned char *)str;

@@ -1,8 +1,8 @@
 /*
-** Unigram (SentencePiece) tokenization: a byte trie over the pieces, Viterbi
-** segmentation, unknown handling (unk piece, byte fallback), the
-** normalizers that Unigram files use, the Metaspace pre-tokenizer, and
-** decoding.
+** Unigram (SentencePiece) tokenization: Viterbi segmentation over the
+** pieces' trie (tok_trie.c), unknown handling (unk piece, byte fallback),
+** the normalizers that Unigram files use (the precompiled charsmap is in
+** tok_charsmap.c) and the Metaspace pre-tokenizer; tok_decode.c decodes.
 **
 ** Two semantics, chosen by t->uni_spm:
 **  - SentencePiece (.model files, uni_spm = 1): spm's normalizer (user
@@ -28,285 +28,7 @@
 #include "tokenize/tok.h"
 #include "tokenize/tok_internal.h"
 
-#define META_CP 0x2581u                 /* ▁ */
 #define UNK_PENALTY 10.0f
-
-/* ---------- the byte trie ---------- */
-
-static uint64_t trie_key(int32_t node, unsigned char b) {
-  return (((uint64_t)(uint32_t)node << 8) | b) + 1;  /* 0 marks empty */
-}
-
-static size_t trie_slot(uint64_t k, size_t mask) {
-  return (size_t)((k * 0x9E3779B97F4A7C15ull) >> 29) & mask;
-}
-
-int32_t bt_trie_step(const bt_trie *tr, int32_t node, unsigned char b) {
-  if (tr->da_base) {
-    int32_t t = tr->da_base[node] + b + 1;
-    return t < tr->da_n && tr->da_check[t] == node ? t : -1;
-  }
-  if (node == 0) return tr->root[b] ? tr->root[b] : -1;
-  if (!tr->keys) return -1;
-  uint64_t k = trie_key(node, b);
-  for (size_t h = trie_slot(k, tr->mask);; h = (h + 1) & tr->mask) {
-    if (tr->keys[h] == k) return tr->child[h];
-    if (tr->keys[h] == 0) return -1;
-  }
-}
-
-static int trie_rehash(bt_trie *tr) {
-  size_t ncap = tr->keys ? (tr->mask + 1) * 2 : 1024;
-  uint64_t *nk = calloc(ncap, sizeof *nk);
-  int32_t *nc = malloc(ncap * sizeof *nc);
-  if (!nk || !nc) { free(nk); free(nc); return -1; }
-  for (size_t i = 0; tr->keys && i <= tr->mask; i++) {
-    if (!tr->keys[i]) continue;
-    size_t h = trie_slot(tr->keys[i], ncap - 1);
-    while (nk[h]) h = (h + 1) & (ncap - 1);
-    nk[h] = tr->keys[i]; nc[h] = tr->child[i];
-  }
-  free(tr->keys); free(tr->child);
-  tr->keys = nk; tr->child = nc; tr->mask = ncap - 1;
-  return 0;
-}
-
-static int32_t trie_new_node(bt_trie *tr) {
-  if (tr->nnodes == 0) tr->nnodes = 1;  /* node 0 is the root */
-  if (tr->nnodes >= tr->vcap) {
-    int32_t nc = tr->vcap ? tr->vcap * 2 : 256;
-    int32_t *v = realloc(tr->value, (size_t)nc * sizeof *v);
-    if (!v) return -1;
-    tr->value = v; tr->vcap = nc;
-  }
-  tr->value[tr->nnodes] = -1;
-  return tr->nnodes++;
-}
-
-int bt_trie_insert(bt_trie *tr, const char *s, size_t len, int32_t value) {
-  if (tr->da_base) return -1;                      /* compiled: read-only */
-  if (tr->vcap == 0) {
-    if (trie_new_node(tr) < 0) return -1;          /* allocates the root */
-    tr->nnodes = 1;
-    tr->value[0] = -1;
-  }
-  int32_t node = 0;
-  for (size_t i = 0; i < len; i++) {
-    unsigned char b = (unsigned char)s[i];
-    int32_t next = bt_trie_step(tr, node, b);
-    if (next < 0) {
-      if ((next = trie_new_node(tr)) < 0) return -1;
-      if (node == 0) tr->root[b] = next;
-      else {
-        if (!tr->keys || (tr->nkeys + 1) * 2 > tr->mask + 1)
-          if (trie_rehash(tr)) return -1;
-        uint64_t k = trie_key(node, b);
-        size_t h = trie_slot(k, tr->mask);
-        while (tr->keys[h]) h = (h + 1) & tr->mask;
-        tr->keys[h] = k; tr->child[h] = next; tr->nkeys++;
-      }
-    }
-    node = next;
-  }
-  if (len > 0) tr->value[node] = value;
-  return 0;
-}
-
-int bt_trie_compile(bt_trie *tr) {
-  int32_t n = tr->nnodes;
-  if (n <= 1 || tr->da_base) return 0;
-  /* children of each node, by label */
-  int32_t *cnt = calloc((size_t)n + 1, sizeof *cnt);
-  int32_t *first = malloc(((size_t)n + 1) * sizeof *first);
-  int32_t *kid = malloc(((size_t)n + 1) * sizeof *kid);
-  uint8_t *lab = malloc((size_t)n + 1);
-  int32_t *par = malloc(((size_t)n + 1) * sizeof *par);
-  uint8_t *plab = malloc((size_t)n + 1);
-  int32_t *pos = malloc(((size_t)n + 1) * sizeof *pos);
-  int32_t *queue = malloc(((size_t)n + 1) * sizeof *queue);
-  int32_t cap = n * 2 + 512, *base = NULL, *check = NULL, *val = NULL;
-  int rc = -1;
-  if (!cnt || !first || !kid || !lab || !par || !plab || !pos || !queue) goto done;
-  for (int32_t i = 0; i < n; i++) par[i] = -1;
-  for (int b = 0; b < 256; b++) if (tr->root[b]) { par[tr->root[b]] = 0; plab[tr->root[b]] = (uint8_t)b; }
-  for (size_t i = 0; tr->keys && i <= tr->mask; i++) {
-    if (!tr->keys[i]) continue;
-    uint64_t k = tr->keys[i] - 1;
-    par[tr->child[i]] = (int32_t)(k >> 8); plab[tr->child[i]] = (uint8_t)(k & 255);
-  }
-  for (int32_t i = 1; i < n; i++) if (par[i] >= 0) cnt[par[i]]++;
-  for (int32_t i = 0, acc = 0; i < n; i++) { first[i] = acc; acc += cnt[i]; cnt[i] = 0; }
-  for (int32_t i = 1; i < n; i++) {
-    if (par[i] < 0) continue;
-    int32_t p = par[i], k = first[p] + cnt[p]++;
-    /* insertion by label: children stay sorted */
-    while (k > first[p] && lab[k - 1] > plab[i]) { kid[k] = kid[k - 1]; lab[k] = lab[k - 1]; k--; }
-    kid[k] = i; lab[k] = plab[i];
-  }
-  base = calloc((size_t)cap, sizeof *base);
-  check = malloc((size_t)cap * sizeof *check);
-  val = malloc((size_t)cap * sizeof *val);
-  if (!base || !check || !val) goto done;
-  for (int32_t i = 0; i < cap; i++) { check[i] = -1; val[i] = -1; }
-  check[0] = -2; val[0] = tr->value[0]; pos[0] = 0;
-  int32_t qh = 0, qt = 0, next_free = 1, used = 1;
-  queue[qt++] = 0;
-  while (qh < qt) {
-    int32_t node = queue[qh++], s = pos[node], nk = cnt[node];
-    if (nk == 0) continue;
-    const uint8_t *L = lab + first[node];
-    int32_t b = next_free - (int32_t)L[0] - 1;
-    if (b < 0) b = 0;
-    for (;;) {
-      if (b + 257 >= cap) {
-        int32_t nc = cap * 2;
-        int32_t *nb = realloc(base, (size_t)nc * sizeof *nb);
-        if (nb) base = nb;
-        int32_t *nch = realloc(check, (size_t)nc * sizeof *nch);
-        if (nch) check = nch;
-        int32_t *nv = realloc(val, (size_t)nc * sizeof *nv);
-        if (nv) val = nv;
-        if (!nb || !nch || !nv) goto done;
-        for (int32_t i = cap; i < nc; i++) { base[i] = 0; check[i] = -1; val[i] = -1; }
-        cap = nc;
-      }
-      int ok = 1;
-      for (int32_t k = 0; k < nk && ok; k++) ok = check[b + L[k] + 1] == -1;
-      if (ok) break;
-      b++;
-    }
-    base[s] = b;
-    for (int32_t k = 0; k < nk; k++) {
-      int32_t t = b + L[k] + 1, c = kid[first[node] + k];
-      check[t] = s; pos[c] = t; val[t] = tr->value[c];
-      if (t + 1 > used) used = t + 1;
-      queue[qt++] = c;
-    }
-    while (next_free < cap && check[next_free] != -1) next_free++;
-  }
-  tr->da_base = base; tr->da_check = check; tr->da_value = val; tr->da_n = used;
-  base = check = val = NULL;
-  /* lookups now use positions: value[] by position */
-  free(tr->value); tr->value = tr->da_value; tr->da_value = NULL;
-  tr->vcap = used;
-  free(tr->keys); free(tr->child); tr->keys = NULL; tr->child = NULL;
-  rc = 0;
-done:
-  free(cnt); free(first); free(kid); free(lab); free(par); free(plab); free(pos);
-  free(queue); free(base); free(check); free(val);
-  return rc;
-}
-
-void bt_trie_free(bt_trie *tr) {
-  free(tr->da_base); free(tr->da_check); free(tr->da_value);
-  free(tr->keys); free(tr->child); free(tr->value);
-  memset(tr, 0, sizeof *tr);
-}
-
-/* ---------- the precompiled charsmap (darts-clone double array) ---------- */
-
-void bt_charsmap_free(bt_charsmap *m) {
-  free(m->units); free(m->norm);
-  memset(m, 0, sizeof *m);
-}
-
-int bt_charsmap_load(bt_charsmap *m, const uint8_t *blob, size_t len,
-                     char *err, size_t errlen) {
-  bt_charsmap_free(m);
-  if (len == 0) return 0;               /* identity normalization */
-  if (len < 4) {
-    snprintf(err, errlen, "precompiled charsmap: %zu bytes, too short for "
-             "its 4-byte header", len);
-    return -1;
-  }
-  uint32_t ts = (uint32_t)blob[0] | (uint32_t)blob[1] << 8 |
-                (uint32_t)blob[2] << 16 | (uint32_t)blob[3] << 24;
-  if (ts == 0 || ts % 4 != 0 || ts > len - 4) {
-    snprintf(err, errlen, "precompiled charsmap: trie size %u does not fit "
-             "the %zu-byte blob (or is not a multiple of 4)", ts, len);
-    return -1;
-  }
-  m->nunits = ts / 4;
-  m->units = malloc(ts);
-  m->nnorm = len - 4 - ts;
-  m->norm = malloc(m->nnorm + 1);
-  if (!m->units || !m->norm) {
-    bt_charsmap_free(m);
-    snprintf(err, errlen, "out of memory");
-    return -1;
-  }
-  for (size_t i = 0; i < m->nunits; i++) {
-    const uint8_t *p = blob + 4 + 4 * i;
-    m->units[i] = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                  (uint32_t)p[3] << 24;
-  }
-  memcpy(m->norm, blob + 4 + ts, m->nnorm);
-  m->norm[m->nnorm] = '\0';             /* a last string without its NUL */
-  return 0;
-}
-
-static uint32_t du_offset(uint32_t u) { return (u >> 10) << ((u & (1u << 9)) >> 6); }
-static uint32_t du_label(uint32_t u) { return u & ((1u << 31) | 0xFF); }
-static int du_has_leaf(uint32_t u) { return (u >> 8) & 1; }
-static uint32_t du_value(uint32_t u) { return u & ((1u << 31) - 1); }
-
-/* Matches a prefix of s[0, n): the longest rule (spm) or the shortest one
-** (HF's spm_precompiled takes the first result).  Returns the matched
-** length, 0 if none, with the replacement in *rep / *replen. */
-static size_t charsmap_prefix(const bt_charsmap *m, const unsigned char *s,
-                              size_t n, int longest, const char **rep,
-                              size_t *replen) {
-  if (!m->units) return 0;
-  size_t id = du_offset(m->units[0]), best = 0;
-  uint32_t bestv = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (!longest && s[i] == 0) break;
-    id ^= s[i];
-    if (id >= m->nunits) break;
-    uint32_t u = m->units[id];
-    if (du_label(u) != s[i]) break;
-    id ^= du_offset(u);
-    if (id >= m->nunits) break;
-    if (du_has_leaf(u)) {
-      best = i + 1; bestv = du_value(m->units[id]);
-      if (!longest) break;
-    }
-  }
-  if (!best || bestv >= m->nnorm + 1) return 0;
-  *rep = m->norm + bestv;
-  *replen = strlen(m->norm + bestv);    /* norm[nnorm] is a NUL */
-  return best;
-}
-
-/* 1 when the charsmap has no rule "c" alone and no rule going on from c
-** with an ASCII byte: then c followed by an ASCII byte (or the end) is
-** copied as it is. */
-static int charsmap_ascii_plain(const bt_charsmap *m, unsigned char c) {
-  if (!m->units) return 1;
-  size_t id = du_offset(m->units[0]) ^ c;
-  if (id >= m->nunits || du_label(m->units[id]) != c) return 1;   /* no rule */
-  uint32_t u = m->units[id];
-  if (du_has_leaf(u)) return 0;                                   /* "c" alone */
-  size_t nx = id ^ du_offset(u);
-  for (unsigned a = 0; a < 128; a++) {
-    size_t j = nx ^ a;
-    if (j < m->nunits && du_label(m->units[j]) == a) return 0;
-  }
-  return 1;
-}
-
-/* Marks the ASCII bytes that, before an ASCII byte, start no charsmap rule
-** and no user-defined symbol: spm's normalizer copies them as they are. */
-void bt_charsmap_plain(bt_tokenizer *t) {
-  for (int b = 0; b < 128; b++) {
-    unsigned char c = (unsigned char)b;
-    const char *rep; size_t rl;
-    t->hf_plain[b] = charsmap_prefix(&t->charsmap, &c, 1, 0, &rep, &rl) == 0;
-    t->cm_plain[b] = b != 0 && t->user_trie.root[b] == 0 &&
-      (t->user_trie.da_base == NULL || bt_trie_step(&t->user_trie, 0, c) < 0) &&
-      charsmap_ascii_plain(&t->charsmap, c);
-  }
-}
 
 /* ---------- setup ---------- */
 
@@ -435,23 +157,6 @@ static int t_reserve(bt_worker *w, int k, size_t n) {
   return 0;
 }
 
-/* Length of the valid UTF-8 char at s[0, n), or 0 if invalid. */
-static int utf8_valid_len(const unsigned char *s, size_t n) {
-  unsigned c = s[0];
-  if (c < 0x80) return 1;
-  int need; unsigned lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) need = 1;
-  else if (c >= 0xE0 && c <= 0xEF) { need = 2; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
-  else if (c >= 0xF0 && c <= 0xF4) { need = 3; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
-  else return 0;
-  if ((size_t)need >= n) return 0;
-  for (int k = 1; k <= need; k++) {
-    unsigned x = s[k];
-    if (x < (k == 1 ? lo : 0x80) || x > (k == 1 ? hi : 0xBF)) return 0;
-  }
-  return need + 1;
-}
-
 /* ---------- SentencePiece's normalizer ---------- */
 
 typedef struct { const char *s; size_t len, consumed; } prefix_t;
@@ -478,9 +183,9 @@ static prefix_t spm_prefix(const bt_tokenizer *t, const unsigned char *in,
     return p;
   }
   const char *rep; size_t rlen;
-  size_t m = charsmap_prefix(&t->charsmap, in, n, 1, &rep, &rlen);
+  size_t m = bt_charsmap_prefix(&t->charsmap, in, n, 1, &rep, &rlen);
   if (m) { p.s = rep; p.len = rlen; p.consumed = m; return p; }
-  int k = utf8_valid_len(in, n);
+  int k = bt_utf8_valid_len(in, n);
   if (k == 0) { p.s = "\xEF\xBF\xBD"; p.len = 3; p.consumed = 1; }
   else { p.s = (const char *)in; p.len = p.consumed = (size_t)k; }
   return p;
@@ -650,7 +355,7 @@ static int precompiled(const bt_tokenizer *t, bt_worker *w, const cpbuf *in,
         if (pass == 0) { src = gb; slen = glen; }
         else { clen = (size_t)bt_utf8_encode(in->cp[k], cb); src = cb; slen = clen; }
         const char *rep; size_t rlen;
-        size_t m = charsmap_prefix(&t->charsmap, (const unsigned char *)src, slen, 0, &rep, &rlen);
+        size_t m = bt_charsmap_prefix(&t->charsmap, (const unsigned char *)src, slen, 0, &rep, &rlen);
         if (pass == 0 && !m) break;
         long old_count = (long)(ke - ks), new_count = 0;
         if (bt_grow((void **)&lc, &lcap, ln + (m ? rlen : 1) + 1, sizeof *lc) ||
@@ -1184,7 +889,7 @@ int bt_unigram_segment(bt_tokenizer *t, bt_worker *w, int32_t from,
   if (run_chain(t, w, from, to, &cur)) return -1;
   if (cur.n == 0) return 0;
   if (t->pre == BT_PRE_METASPACE) {
-    uint32_t r = t->meta_repl ? t->meta_repl : META_CP;
+    uint32_t r = t->meta_repl ? t->meta_repl : BT_META_CP;
     for (size_t i = 0; i < cur.n; i++) if (cur.cp[i] == ' ') cur.cp[i] = r;
     int prepend = t->prepend_scheme == BT_PREPEND_ALWAYS ||
                   (t->prepend_scheme == BT_PREPEND_FIRST && from == 0);
@@ -1225,95 +930,12 @@ int bt_unigram_segment(bt_tokenizer *t, bt_worker *w, int32_t from,
   return m < 0 ? -1 : unigram_piece(t, w, m, e, word, err, errlen);
 }
 
-/* ---------- decoding ---------- */
-
-typedef struct { char *p; size_t n, cap; int fail; } ubuf;
-
-static void ub_add(ubuf *b, const char *s, size_t n) {
-  if (b->fail) return;
-  if (bt_grow((void **)&b->p, &b->cap, b->n + n + 1, 1)) { b->fail = 1; return; }
-  memcpy(b->p + b->n, s, n); b->n += n;
-}
-
-/* A run of byte pieces: valid UTF-8 as is, else one U+FFFD per byte (HF's
-** ByteFallback decoder). */
-static void flush_bytes(ubuf *b, const unsigned char *by, size_t n) {
-  size_t i = 0;
-  int ok = 1;
-  while (i < n) {
-    int k = utf8_valid_len(by + i, n - i);
-    if (!k) { ok = 0; break; }
-    i += (size_t)k;
-  }
-  if (ok) { ub_add(b, (const char *)by, n); return; }
-  for (size_t j = 0; j < n; j++) ub_add(b, "\xEF\xBF\xBD", 3);
-}
-
-static int byte_piece_value(const char *s, size_t len) {
-  if (len != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
-  int v = 0;
-  for (int k = 3; k < 5; k++) {
-    char c = s[k];
-    v <<= 4;
-    if (c >= '0' && c <= '9') v |= c - '0';
-    else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-    else return -1;
-  }
-  return v;
-}
-
-char *bt_unigram_decode(const bt_tokenizer *t, const int32_t *ids, size_t n,
-                        int skip_special, size_t *outlen) {
-  ubuf b = {0};
-  unsigned char *pend = malloc(n + 1);
-  size_t np = 0;
-  int first = 1;
-  char repl[4];
-  int rl = bt_utf8_encode(t->meta_repl ? t->meta_repl : META_CP, repl);
-  int strip_first = t->uni_spm ? t->add_dummy_prefix
-                               : t->prepend_scheme != BT_PREPEND_NEVER;
-  if (!pend) return NULL;
-  for (size_t i = 0; i < n; i++) {
-    size_t len;
-    const char *tok = bt_id_to_token(t, ids[i], &len);
-    if (!tok) continue;
-    if (skip_special && bt_is_special_id(t, ids[i])) continue;
-    int ty = ids[i] >= 0 && ids[i] < t->uni_n ? t->uni_type[ids[i]] : 0;
-    if (t->uni_spm && ty == BT_PIECE_CONTROL) continue;
-    int bv = (t->uni_spm ? t->byte_fallback || ty == BT_PIECE_BYTE : t->dec_byte_fallback)
-             ? byte_piece_value(tok, len) : -1;
-    if (bv >= 0) { pend[np++] = (unsigned char)bv; first = 0; continue; }
-    if (np) { flush_bytes(&b, pend, np); np = 0; }
-    if (t->uni_spm && ids[i] == t->unk_id) {
-      ub_add(&b, " \xE2\x81\x87 ", 5);   /* spm's unk surface */
-      first = 0;
-      continue;
-    }
-    size_t k = 0;
-    if (first && strip_first && len >= (size_t)rl && memcmp(tok, repl, (size_t)rl) == 0)
-      k = (size_t)rl;
-    for (; k < len;) {
-      if (k + (size_t)rl <= len && memcmp(tok + k, repl, (size_t)rl) == 0) {
-        ub_add(&b, " ", 1); k += (size_t)rl;
-      } else { ub_add(&b, tok + k, 1); k++; }
-    }
-    first = 0;
-  }
-  if (np) flush_bytes(&b, pend, np);
-  free(pend);
-  if (b.fail) { free(b.p); return NULL; }
-  if (!b.p) { b.p = malloc(1); if (!b.p) return NULL; }
-  b.p[b.n] = '\0';
-  *outlen = b.n;
-  return b.p;
-}
-
 int bt_unigram_pretok(bt_tokenizer *t, bt_worker *w, int32_t n, bt_word_cb cb,
                       void *ctx) {
   cpbuf cur;
   if (run_chain(t, w, 0, n, &cur)) return -1;
   if (cur.n == 0) return 0;
-  uint32_t r = t->meta_repl ? t->meta_repl : META_CP;
+  uint32_t r = t->meta_repl ? t->meta_repl : BT_META_CP;
   for (size_t i = 0; i < cur.n; i++) if (cur.cp[i] == ' ') cur.cp[i] = r;
   char *buf = malloc(cur.n * 4 + 8);
   if (!buf) return -1;
