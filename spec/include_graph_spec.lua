@@ -47,3 +47,24 @@ describe("csrc include graph", function()
     assert.truthy(table.concat(problems, "\n"):find("the core names a device", 1, true))
   end)
 end)
+
+describe("csrc object files", function()
+  it("need each other in no cycle inside csrc/vulkan, csrc/lua and csrc/tokenize", function()
+    local build = os.getenv("BERT_BUILD") or "build"
+    assert.same({}, graph.object_cycles(build .. "/obj"))
+  end)
+
+  it("report a cycle between two files of a folder, naming the symbol", function()
+    local root = tree({["tokenize/a.c"] = "int b(void);\nint a(void) { return b(); }\n",
+                       ["tokenize/b.c"] = "int a(void);\nint b(void) { return 1 + a(); }\n",
+                       ["tokenize/c.c"] = "int a(void);\nint c(void) { return a(); }\n"})
+    os.execute(string.format('mkdir -p "%s/obj/tokenize"', root))
+    for _, f in ipairs({"a", "b", "c"}) do
+      assert(os.execute(string.format('cc -c "%s/tokenize/%s.c" -o "%s/obj/tokenize/%s.o"', root, f, root, f)))
+    end
+    local problems = graph.object_cycles(root .. "/obj", {"tokenize"}, root)
+    os.execute('rm -rf "' .. root .. '"')
+    assert.equals(1, #problems, table.concat(problems, "\n"))
+    assert.truthy(problems[1]:find("cycle between the files of csrc/tokenize: a.o -> b.o -> a.o (a)", 1, true), problems[1])
+  end)
+end)

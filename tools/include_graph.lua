@@ -1,10 +1,16 @@
 -- The include graph of csrc/ between folders, checked against the layers.
---   lua5.4 tools/include_graph.lua [--dot] [ROOT]
+--   lua5.4 tools/include_graph.lua [--dot] [--objects BUILD/obj] [ROOT]
 -- Reads every csrc/<folder>/*.c and *.h, collects `#include "folder/file"`
 -- edges between folders, and fails (exit 1, one line per problem) when a
 -- folder includes one it may not (a lower layer reaching up), when the
 -- folder graph has a cycle, or when csrc/core names a device (the core knows
 -- no backend).  --dot prints the folder graph for Graphviz instead.
+--
+-- Inside a folder files share one header, so the include graph cannot show
+-- which file needs which; the object files can.  With --objects DIR (a
+-- build's obj/ folder) the check also reads each DIR/<folder>/*.o's symbols
+-- with nm (a file needs the file that defines a symbol it leaves undefined)
+-- and fails on a cycle between the files of M.acyclic's folders.
 local M = {}
 
 -- Which folders each folder may include (besides itself).  The binding
@@ -19,6 +25,9 @@ M.allowed = {
   dist = {core = true},
   lua = {core = true, cpu = true, vulkan = true, io = true, data = true, tokenize = true, dist = true},
 }
+
+-- Folders whose files must not need each other in a cycle (object level).
+M.acyclic = {"vulkan", "lua", "tokenize"}
 
 -- Words that only a device backend may say.
 M.device_words = {"vulkan", "bert_vk_", "vk%.h", "VkDevice", "BERT_STORAGE_VULKAN"}
@@ -94,6 +103,65 @@ function M.scan(root)
   return edges, problems
 end
 
+-- The "needs" graph of the object files of one folder: {file = {other = symbol}};
+-- only objects whose source srcdir/NAME.c still exists (a build keeps stale ones).
+function M.object_graph(objdir, srcdir)
+  local defined, needs = {}, {}
+  local files = {}
+  for _, f in ipairs(list(objdir, "%.o$")) do
+    local src = io.open(srcdir .. "/" .. f:gsub("%.o$", ".c"))
+    if src then src:close() files[#files + 1] = f end
+  end
+  for _, file in ipairs(files) do
+    needs[file] = {}
+    local p = io.popen('nm "' .. objdir .. "/" .. file .. '" 2>/dev/null')
+    for line in p:lines() do
+      local kind, sym = line:match("^%x*%s+(%a)%s+(%S+)$")
+      if kind == "U" then needs[file][sym] = true
+      elseif kind and kind:match("[TDBRC]") then defined[sym] = file end
+    end
+    p:close()
+  end
+  local graph = {}
+  for _, file in ipairs(files) do
+    graph[file] = {}
+    for sym in pairs(needs[file]) do
+      local other = defined[sym]
+      if other and other ~= file and not graph[file][other] then graph[file][other] = sym end
+    end
+  end
+  return graph, files
+end
+
+-- Cycles between the object files of each acyclic folder under objroot:
+-- problems, one line per cycle found (depth-first, each closing edge once).
+function M.object_cycles(objroot, folders, root)
+  local problems = {}
+  for _, folder in ipairs(folders or M.acyclic) do
+    local graph, files = M.object_graph(objroot .. "/" .. folder, (root or "csrc") .. "/" .. folder)
+    local state = {}
+    local function visit(node, stack)
+      state[node] = "open"
+      stack[#stack + 1] = node
+      local others = {}
+      for o in pairs(graph[node]) do others[#others + 1] = o end
+      table.sort(others)
+      for _, other in ipairs(others) do
+        if state[other] == "open" then
+          problems[#problems + 1] = string.format("cycle between the files of csrc/%s: %s -> %s (%s)", folder,
+            table.concat(stack, " -> "), other, graph[node][other])
+        elseif not state[other] then
+          visit(other, stack)
+        end
+      end
+      stack[#stack] = nil
+      state[node] = "done"
+    end
+    for _, f in ipairs(files) do if not state[f] then visit(f, {}) end end
+  end
+  return problems
+end
+
 function M.dot(edges)
   local out = {"digraph csrc {", "  rankdir=BT;"}
   local names = {}
@@ -112,17 +180,25 @@ function M.dot(edges)
 end
 
 if arg and arg[0] and arg[0]:match("include_graph%.lua$") then
-  local dot, root = false, nil
-  for _, a in ipairs(arg) do
+  local dot, root, objects = false, nil, nil
+  local i = 1
+  while arg[i] do
+    local a = arg[i]
     if a == "--help" or a == "-h" then
-      print("usage: lua5.4 tools/include_graph.lua [--dot] [ROOT]\n" ..
-        "Checks the include graph of csrc/ between folders against the layers; --dot prints it for Graphviz.")
+      print("usage: lua5.4 tools/include_graph.lua [--dot] [--objects BUILD/obj] [ROOT]\n" ..
+        "Checks the include graph of csrc/ between folders against the layers; --dot prints it for Graphviz;\n" ..
+        "--objects also checks that the files of csrc/{" .. table.concat(M.acyclic, ",") .. "} need each other " ..
+        "in no cycle (nm on the build's object files).")
       os.exit(0)
     end
-    if a == "--dot" then dot = true else root = a end
+    if a == "--dot" then dot = true
+    elseif a == "--objects" then i = i + 1 objects = arg[i]
+    else root = a end
+    i = i + 1
   end
   local edges, problems = M.scan(root)
   if dot then print(M.dot(edges)) os.exit(0) end
+  if objects then for _, p in ipairs(M.object_cycles(objects, nil, root)) do problems[#problems + 1] = p end end
   for _, p in ipairs(problems) do io.stderr:write(p, "\n") end
   if #problems > 0 then os.exit(1) end
   print("csrc include graph: layered, no cycle between folders")
