@@ -11,6 +11,13 @@ OPENBLAS_LIB ?= $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenbla
 PREFIX       ?= /usr/local
 LIBDIR       ?= $(PREFIX)/lib/lua/$(LUA_VERSION)
 LUADIR       ?= $(PREFIX)/share/lua/$(LUA_VERSION)
+BINDIR       ?= $(PREFIX)/bin
+# The `bert` command (bin/bert) finds the scripts it runs in BINDIR/../share/bert.
+SHAREDIR     := $(BINDIR)/../share/bert
+# What the scripts behind `bert` need: fetch and export helpers.
+SHARE_TOOLS  := $(wildcard tools/fetch_*.sh) tools/data_sha256.txt tools/build_corpus.lua \
+                tools/spam_convert.lua tools/udhr_text.lua tools/make_synthetic_qa.lua \
+                tools/export_onnx.lua tools/onnx_run.js
 
 CC           ?= gcc
 CFLAGS       ?= -O3 -march=native
@@ -164,12 +171,15 @@ bench: all
 	$(LUA) tools/bench_gemm.lua
 
 install: all
-	install -d $(DESTDIR)$(LIBDIR)/bert $(DESTDIR)$(LUADIR)/bert
+	install -d $(DESTDIR)$(LIBDIR)/bert $(DESTDIR)$(LUADIR)/bert $(DESTDIR)$(BINDIR) $(DESTDIR)$(SHAREDIR)/tools
 	install -m 755 $(MODULE) $(DESTDIR)$(LIBDIR)/bert/core.so
 	cd lua && find bert -name '*.lua' -exec install -D -m 644 {} $(DESTDIR)$(LUADIR)/{} \;
+	install -m 755 bin/bert $(DESTDIR)$(BINDIR)/bert
+	find experiments -type f -exec install -D -m 644 {} $(DESTDIR)$(SHAREDIR)/{} \;
+	install -m 644 $(SHARE_TOOLS) $(DESTDIR)$(SHAREDIR)/tools
 
 uninstall:
-	rm -rf $(DESTDIR)$(LIBDIR)/bert $(DESTDIR)$(LUADIR)/bert
+	rm -rf $(DESTDIR)$(LIBDIR)/bert $(DESTDIR)$(LUADIR)/bert $(DESTDIR)$(BINDIR)/bert $(DESTDIR)$(SHAREDIR)
 
 clean:
 	rm -rf build build-asan build-fuzz

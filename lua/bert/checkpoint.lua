@@ -189,17 +189,25 @@ local write_atomic = fs.write_atomic
 --- save_pretrained(model, dir): config.json (model_type, architectures) and
 -- model.safetensors with HF names; a tied decoder is not written, as HF
 -- does (tie_word_embeddings false: it is a weight of its own, and written).
+-- README.md, the model card, says what the model is (opts.tokenizer and
+-- opts.card: bert.model_dir.write_card).
 function M.save_pretrained(model, dir, opts)
   opts = opts or {}
   local ok, err = bert.mkdir(dir)
   if not ok then return nil, "save_pretrained: " .. err end
-  local tensors = {}
-  for _, np in ipairs(model:named_parameters()) do tensors[np.name] = np.param end
+  local tensors, parameters = {}, 0
+  for _, np in ipairs(model:named_parameters()) do
+    tensors[np.name] = np.param
+    parameters = parameters + np.param:numel()
+  end
   local saved, serr = bert.save_safetensors(dir .. "/model.safetensors", tensors,
     {metadata = {format = "pt"}, dtype = opts.dtype})
   if not saved then return nil, "save_pretrained: " .. serr end
   local arch = model.architecture or getmetatable(model).__name
-  local wrote, werr = write_atomic(dir .. "/config.json", configs.to_json(model.config, arch))
+  local config_json = configs.to_json(model.config, arch)
+  local wrote, werr = write_atomic(dir .. "/config.json", config_json)
+  if not wrote then return nil, "save_pretrained: " .. tostring(werr) end
+  wrote, werr = require("bert.model_dir").write_card(dir, require("cjson").decode(config_json), parameters, opts)
   if not wrote then return nil, "save_pretrained: " .. tostring(werr) end
   return true
 end
