@@ -181,8 +181,8 @@ case $DATA in "$ROOT"/*) SHOW=${DATA#"$ROOT"/} ;; *) SHOW=$DATA ;; esac
 case $SUMS in "$ROOT"/*) SUMS_SHOW=${SUMS#"$ROOT"/} ;; *) SUMS_SHOW=$SUMS ;; esac
 cd "$ROOT"
 LUA=${LUA:-lua5.4}
-export LUA_PATH="./lua/?.lua;./lua/?/init.lua;;"
-export LUA_CPATH="./build/?.so;;"
+export LUA_PATH="./lua/?.lua;./lua/?/init.lua;${LUA_PATH:-;}"   # an inherited path (a rock tree) stays
+export LUA_CPATH="./build/?.so;${LUA_CPATH:-;}"
 
 TMP=$(mktemp -d)
 STAGE=

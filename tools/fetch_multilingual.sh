@@ -44,8 +44,8 @@ esac
 set -e
 cd "$(dirname "$0")/.."
 LUA=${LUA:-lua5.4}
-export LUA_PATH="./lua/?.lua;./lua/?/init.lua;;"
-export LUA_CPATH="./build/?.so;;"
+export LUA_PATH="./lua/?.lua;./lua/?/init.lua;${LUA_PATH:-;}"   # an inherited path (a rock tree) stays
+export LUA_CPATH="./build/?.so;${LUA_CPATH:-;}"
 DATA=${BERT_DATA:-data}
 OUT=$DATA/multilingual
 SRC=$OUT/sources
