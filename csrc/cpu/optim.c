@@ -18,6 +18,7 @@
 
 #include "core/autograd.h"   /* bert_bump_version */
 #include "core/parallel.h"
+#include "core/optim.h"
 #include "cpu/cpu.h"
 
 /* Reductions sum blocks of this many elements each (fixed, so the
