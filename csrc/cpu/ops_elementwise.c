@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/iter.h"
+#include "core/ops.h"
 #include "core/parallel.h"
 #include "cpu/cpu.h"
 
