@@ -23,6 +23,50 @@
 ** header: dropped once it includes core/ops.h itself. */
 #include "core/ops.h"
 
+/* Every entry of the table below that a device may lack: X(ID, entry),
+** entry the field of bert_backend.  BERT_DISPATCH checks a front-end's
+** BERT_OP_<ID> against it (a NULL entry: "not supported on device"). */
+#define BERT_OPS(X) \
+  X(BINARY,                 binary) \
+  X(UNARY,                  unary) \
+  X(UNARY_BACKWARD,         unary_backward) \
+  X(MASKED_FILL,            masked_fill) \
+  X(WHERE,                  where) \
+  X(FILL,                   fill_) \
+  X(REDUCE,                 reduce) \
+  X(SOFTMAX,                softmax) \
+  X(MATMUL,                 matmul) \
+  X(INDEX_SELECT,           index_select) \
+  X(INDEX_ADD,              index_add_) \
+  X(GATHER,                 gather) \
+  X(SCATTER_ADD,            scatter_add_) \
+  X(CAT,                    cat) \
+  X(NONZERO,                nonzero) \
+  X(SORT_INDICES,           sort_indices) \
+  X(FILL_RANDOM,            fill_random) \
+  X(LINEAR,                 linear) \
+  X(LINEAR_BACKWARD,        linear_backward) \
+  X(LAYER_NORM,             layer_norm) \
+  X(LAYER_NORM_BACKWARD,    layer_norm_backward) \
+  X(BIAS_GELU,              bias_gelu) \
+  X(BIAS_GELU_BACKWARD,     bias_gelu_backward) \
+  X(DROPOUT,                dropout) \
+  X(DROPOUT_ROWS,           dropout_rows) \
+  X(EMBEDDING,              embedding) \
+  X(EMBEDDING_BACKWARD,     embedding_backward) \
+  X(CROSS_ENTROPY,          cross_entropy) \
+  X(CROSS_ENTROPY_BACKWARD, cross_entropy_backward) \
+  X(ATTENTION,              attention) \
+  X(ATTENTION_BACKWARD,     attention_backward) \
+  X(ATTENTION_BACKWARD_INTO, attention_backward_into) \
+  X(ATTENTION_REL,          attention_rel) \
+  X(ATTENTION_REL_BACKWARD, attention_rel_backward) \
+  X(ADAMW,                  adamw_step) \
+  X(LAMB,                   lamb_step) \
+  X(SGD,                    sgd_step) \
+  X(SUMSQ,                  sumsq) \
+  X(SCALE,                  scale_)
+
 typedef enum {
 #define X(ID, entry) BERT_OP_##ID,
   BERT_OPS(X)
