@@ -23,7 +23,9 @@ CC           ?= gcc
 CFLAGS       ?= -O3 -march=native
 WARN         := -std=c11 -Wall -Wextra -pedantic -Wshadow -Wstrict-prototypes \
                 -Wmissing-prototypes -Wno-unused-parameter
-BERT_CFLAGS  := $(CFLAGS) $(WARN) -fPIC -fopenmp -fno-math-errno -D_GNU_SOURCE \
+# Symbols are hidden: the module exports only its Lua entry point,
+# luaopen_bert_core (csrc/lua/core.c, compiled with default visibility).
+BERT_CFLAGS  := $(CFLAGS) $(WARN) -fPIC -fopenmp -fno-math-errno -D_GNU_SOURCE -fvisibility=hidden \
                 -I$(LUA_INCDIR) $(OPENBLAS_INC) -Icsrc
 LIBFLAG      ?= -shared
 LIBS         := $(OPENBLAS_LIB) -lutf8proc -ldl -lm -fopenmp
@@ -56,6 +58,8 @@ all: $(MODULE)
 $(BUILD)/obj/%.o: csrc/%.c $(wildcard csrc/*.h csrc/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(BERT_CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/lua/core.o: BERT_CFLAGS += -fvisibility=default
 
 # The elementwise opcodes come from the op list (csrc/core/op_list.h).
 $(BUILD)/gen/bert_ops.glsl: tools/gen_op_glsl.c csrc/core/op_list.h csrc/vulkan/vk_opcodes.h

@@ -60,45 +60,6 @@ describe("the thread pool", function()
     end
   end)
 
-  it("gives the same GEMM at every BERT_GEMM_CHUNKS (pieces per thread, read once per process)", function()
-    -- a child process per setting: 2 threads, products split by rows and by columns
-    local script = [[
-      package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
-      package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
-      local bert = require("bert")
-      bert.set_num_threads(2)
-      local a, b = bert.randn({640, 256}, {seed = 1}), bert.randn({256, 160}, {seed = 2})
-      local c, d = bert.randn({96, 384}, {seed = 3}), bert.randn({384, 512}, {seed = 4})
-      for _, t in ipairs({a:matmul(b), c:matmul(d), b:t():matmul(a:t())}) do
-        local v = t:view(-1):totable()
-        io.write(string.format("%.9g %.9g %.9g\n", v[1], v[#v // 2 + 17], v[#v]))
-      end]]
-    local path = os.tmpname()
-    local f = assert(io.open(path, "w")); f:write(script); f:close()
-    local outs = {}
-    for _, chunks in ipairs({"1", "2", "4"}) do
-      local p = assert(io.popen("BERT_GEMM_CHUNKS=" .. chunks .. " lua5.4 " .. path))
-      outs[chunks] = p:read("a"); p:close()
-    end
-    os.remove(path)
-    local a, b = randn({640, 256}, 1), randn({256, 160}, 2)
-    local c, d = randn({96, 384}, 3), randn({384, 512}, 4)
-    local want = {}
-    for _, t in ipairs({a:matmul(b), c:matmul(d), b:t():matmul(a:t())}) do
-      local v = t:view(-1):totable()
-      for _, x in ipairs({v[1], v[#v // 2 + 17], v[#v]}) do want[#want + 1] = x end
-    end
-    for chunks, out in pairs(outs) do
-      local got = {}
-      for x in out:gmatch("%S+") do got[#got + 1] = tonumber(x) end
-      assert.are.equal(#want, #got, "BERT_GEMM_CHUNKS=" .. chunks .. ": child printed " .. out)
-      for i = 1, #want do
-        assert.is_true(math.abs(got[i] - want[i]) <= 1e-5 * (1 + math.abs(want[i])),
-          string.format("BERT_GEMM_CHUNKS=%s, value %d: %.9g vs %.9g", chunks, i, got[i], want[i]))
-      end
-    end
-  end)
-
   it("runs batched GEMMs with a GEMM inside each pool chunk", function()
     local q, k = randn({6, 4, 96, 64}, 5), randn({6, 4, 64, 96}, 6)
     assert_close(across_threads(function() return {q:matmul(k), q:matmul(k:transpose(3, 4):contiguous():transpose(3, 4))} end), 1e-5)

@@ -6,20 +6,6 @@
 
 #include "core/backend.h"
 
-static const char *const op_names[] = {
-#define X(ID, name, arity) #name,
-  BERT_OPS(X)
-#undef X
-};
-static const int op_arity[] = {
-#define X(ID, name, arity) arity,
-  BERT_OPS(X)
-#undef X
-};
-
-const char *bert_op_name(bert_op op) { return op >= 0 && op < BERT_OP_COUNT ? op_names[op] : "?"; }
-int bert_op_arity(bert_op op) { return op >= 0 && op < BERT_OP_COUNT ? op_arity[op] : 0; }
-
 #define MAX_BACKENDS 8
 static const bert_backend *backends[MAX_BACKENDS];
 static int nbackends;
@@ -59,10 +45,20 @@ const bert_backend *bert_backend_for(const char *op, int n, const bert_tensor *c
   return host;
 }
 
-int bert_backend_check(const bert_backend *be, bert_op op, int has_entry, const char *name,
-                       int n, const bert_tensor *const *args) {
+/* be's entry for op is set (the list says which entry each op is). */
+static int has_entry(const bert_backend *be, bert_op op) {
+  switch (op) {
+#define X(ID, entry) case BERT_OP_##ID: return be->entry != NULL;
+    BERT_OPS(X)
+#undef X
+    default: return 0;
+  }
+}
+
+int bert_backend_check(const bert_backend *be, bert_op op, const char *name, int n,
+                       const bert_tensor *const *args) {
   const char *why = NULL;
-  if (has_entry && (be->supports_op == NULL || be->supports_op(op, n, args, &why))) return 0;
+  if (has_entry(be, op) && (be->supports_op == NULL || be->supports_op(op, n, args, &why))) return 0;
   bert_set_error("%s: not supported on device %s%s%s%s", name, be->name, why ? " (" : "", why ? why : "",
                  why ? ")" : be->is_host ? "" : " (move the tensors with t:to(\"cpu\"))");
   return -1;

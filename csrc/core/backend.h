@@ -16,23 +16,85 @@
 #ifndef BERT_BACKEND_H
 #define BERT_BACKEND_H
 
-#include "core/op_list.h"
+#include "core/tensor.h"
+#include "core/types.h"
+/* Transitional, for a device backend that still reaches the ops'
+** front-ends (bert_binary, bert_broadcast_shape, ...) through this
+** header: dropped once it includes core/ops.h itself. */
 #include "core/ops.h"
-#include "core/nn.h"
-#include "core/optim.h"
+
+/* Every entry of the table below that a device may lack: X(ID, entry),
+** entry the field of bert_backend.  BERT_DISPATCH checks a front-end's
+** BERT_OP_<ID> against it (a NULL entry: "not supported on device"). */
+#define BERT_OPS(X) \
+  X(BINARY,                 binary) \
+  X(UNARY,                  unary) \
+  X(UNARY_BACKWARD,         unary_backward) \
+  X(MASKED_FILL,            masked_fill) \
+  X(WHERE,                  where) \
+  X(FILL,                   fill_) \
+  X(REDUCE,                 reduce) \
+  X(SOFTMAX,                softmax) \
+  X(MATMUL,                 matmul) \
+  X(INDEX_SELECT,           index_select) \
+  X(INDEX_ADD,              index_add_) \
+  X(GATHER,                 gather) \
+  X(SCATTER_ADD,            scatter_add_) \
+  X(CAT,                    cat) \
+  X(NONZERO,                nonzero) \
+  X(SORT_INDICES,           sort_indices) \
+  X(FILL_RANDOM,            fill_random) \
+  X(LINEAR,                 linear) \
+  X(LINEAR_BACKWARD,        linear_backward) \
+  X(LAYER_NORM,             layer_norm) \
+  X(LAYER_NORM_BACKWARD,    layer_norm_backward) \
+  X(BIAS_GELU,              bias_gelu) \
+  X(BIAS_GELU_BACKWARD,     bias_gelu_backward) \
+  X(DROPOUT,                dropout) \
+  X(DROPOUT_ROWS,           dropout_rows) \
+  X(EMBEDDING,              embedding) \
+  X(EMBEDDING_BACKWARD,     embedding_backward) \
+  X(CROSS_ENTROPY,          cross_entropy) \
+  X(CROSS_ENTROPY_BACKWARD, cross_entropy_backward) \
+  X(ATTENTION,              attention) \
+  X(ATTENTION_BACKWARD,     attention_backward) \
+  X(ATTENTION_BACKWARD_INTO, attention_backward_into) \
+  X(ATTENTION_REL,          attention_rel) \
+  X(ATTENTION_REL_BACKWARD, attention_rel_backward) \
+  X(ADAMW,                  adamw_step) \
+  X(LAMB,                   lamb_step) \
+  X(SGD,                    sgd_step) \
+  X(SUMSQ,                  sumsq) \
+  X(SCALE,                  scale_)
 
 typedef enum {
-#define X(ID, name, arity) BERT_OP_##ID,
+#define X(ID, entry) BERT_OP_##ID,
   BERT_OPS(X)
 #undef X
   BERT_OP_COUNT
 } bert_op;
 
-const char *bert_op_name(bert_op op);
-int bert_op_arity(bert_op op);
-
-/* The random stream an op draws from: counters offset.. of seed. */
-typedef struct { uint64_t seed, offset; } bert_stream;
+/* The attention entries' types, long enough to be written once: backends
+** declare their kernels with them (bert_attention_fn cpu_attention;). */
+typedef bert_tensor *bert_attention_fn(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
+                                       const bert_attention_opts *o, bert_stream s, bert_tensor **lse);
+typedef int bert_attention_backward_fn(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
+                                       const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
+                                       const bert_tensor *lse, const bert_tensor *g,
+                                       bert_tensor **dq, bert_tensor **dk, bert_tensor **dv);
+typedef int bert_attention_backward_into_fn(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
+                                            const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
+                                            const bert_tensor *lse, const bert_tensor *g,
+                                            bert_tensor *dq, bert_tensor *dk, bert_tensor *dv);
+typedef bert_tensor *bert_attention_rel_fn(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
+                                           const bert_tensor *kr, const bert_tensor *qr, const bert_tensor *rows,
+                                           const bert_attention_opts *o, bert_stream s, bert_tensor **lse);
+typedef int bert_attention_rel_backward_fn(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
+                                           const bert_tensor *kr, const bert_tensor *qr, const bert_tensor *rows,
+                                           const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
+                                           const bert_tensor *lse, const bert_tensor *g, bert_tensor **dq,
+                                           bert_tensor **dk, bert_tensor **dv, bert_tensor **dkr,
+                                           bert_tensor **dqr);
 
 typedef struct bert_backend bert_backend;
 struct bert_backend {
@@ -112,31 +174,18 @@ struct bert_backend {
   ** log-sum-exps in the backend's own layout, handed back to backward.  The
   ** result may be a strided view (the CPU's is); backward's g arrives with
   ** any strides, and the backend lays it out as it needs */
-  bert_tensor *(*attention)(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
-                            const bert_attention_opts *o, bert_stream s, bert_tensor **lse);
-  int (*attention_backward)(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
-                            const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
-                            const bert_tensor *lse, const bert_tensor *g,
-                            bert_tensor **dq, bert_tensor **dk, bert_tensor **dv);
+  bert_attention_fn *attention;
+  bert_attention_backward_fn *attention_backward;
   /* attention_backward writing into views given: dq, dk, dv slices of one
   ** gradient of a fused [B, T, 3H] projection (bert_attention_qkv), time
   ** rows 3H apart.  NULL where a backend has none: bert_attention_qkv then
   ** runs as three autograd views and bert_attention. */
-  int (*attention_backward_into)(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
-                                 const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
-                                 const bert_tensor *lse, const bert_tensor *g,
-                                 bert_tensor *dq, bert_tensor *dk, bert_tensor *dv);
+  bert_attention_backward_into_fn *attention_backward_into;
   /* DeBERTa's disentangled attention (bert_attention_rel): kr, qr [A, R, d]
   ** or NULL, rows contiguous int32 [Tq, Tk] in [0, R), o->mask a contiguous
   ** [B, Tk] keep mask or NULL; gradients of q, k, v and the two tables */
-  bert_tensor *(*attention_rel)(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
-                                const bert_tensor *kr, const bert_tensor *qr, const bert_tensor *rows,
-                                const bert_attention_opts *o, bert_stream s, bert_tensor **lse);
-  int (*attention_rel_backward)(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
-                                const bert_tensor *kr, const bert_tensor *qr, const bert_tensor *rows,
-                                const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
-                                const bert_tensor *lse, const bert_tensor *g, bert_tensor **dq,
-                                bert_tensor **dk, bert_tensor **dv, bert_tensor **dkr, bert_tensor **dqr);
+  bert_attention_rel_fn *attention_rel;
+  bert_attention_rel_backward_fn *attention_rel_backward;
 
   /* ---- optimizers (core/optim.h; arguments checked) ---- */
   int (*adamw_step)(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,
@@ -165,15 +214,18 @@ static inline int bert_is_host(const bert_tensor *t) {
 ** device one if any is on a device, else the host's.  Tensors on two
 ** different devices: NULL with an error naming op. */
 const bert_backend *bert_backend_for(const char *op, int n, const bert_tensor *const *ts);
-/* 0 when be runs op on these arguments, else -1 with "<name>: not supported
-** on device <be> (...)"; has_entry: the table's entry for op is set. */
-int bert_backend_check(const bert_backend *be, bert_op op, int has_entry, const char *name,
-                       int n, const bert_tensor *const *args);
+/* 0 when be has the entry of op (BERT_OPS) and runs it on these arguments,
+** else -1 with "<name>: not supported on device <be> (...)". */
+int bert_backend_check(const bert_backend *be, bert_op op, const char *name, int n,
+                       const bert_tensor *const *args);
 
-/* be for op over args, checked: NULL with the error set.  The common
-** prologue of every front-end. */
-#define BERT_DISPATCH(be, OP, ENTRY, name, n, args) \
+/* be for op BERT_OP_<OP> over args, checked: false with the error set.
+** The common prologue of every front-end; its backward's, with name
+** "<name> backward", is BERT_DISPATCH_BACKWARD (op <OP>_BACKWARD). */
+#define BERT_DISPATCH(be, OP, name, n, args) \
   (((be) = bert_backend_for((name), (n), (args))) != NULL && \
-   bert_backend_check((be), BERT_OP_##OP, (be)->ENTRY != NULL, (name), (n), (args)) == 0)
+   bert_backend_check((be), BERT_OP_##OP, (name), (n), (args)) == 0)
+#define BERT_DISPATCH_BACKWARD(be, OP, name, n, args) \
+  BERT_DISPATCH(be, OP##_BACKWARD, name " backward", n, args)
 
 #endif

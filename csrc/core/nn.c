@@ -11,6 +11,7 @@
 #include "core/ag_ops.h"
 #include "core/autograd.h"
 #include "core/backend.h"
+#include "core/nn.h"
 #include "core/checked.h"
 
 #define SHAPE(buf, t) bert_shape_str((buf), sizeof(buf), (t)->ndim, (t)->shape)
@@ -37,21 +38,14 @@ static void release_all(int n, bert_tensor **t) {
   for (int i = 0; i < n; i++) bert_tensor_release(t[i]);
 }
 
-/* The backend a backward runs on: that of its saved tensors and gradient. */
-static const bert_backend *backward_backend(const char *name, int n, const bert_tensor *const *ts) {
-  return bert_backend_for(name, n, ts);
-}
-
 /* {====================================================== linear */
 
 static int linear_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
   bert_tensor *x = bert_node_saved(node, 0), *w = bert_node_saved(node, 1);
   if (x == NULL || w == NULL) return -1;
   const bert_tensor *ts[3] = {x, w, g};
-  const bert_backend *be = backward_backend("linear backward", 3, ts);
-  if (be == NULL || bert_backend_check(be, BERT_OP_LINEAR_BACKWARD, be->linear_backward != NULL,
-                                       "linear backward", 3, ts) != 0)
-    return -1;
+  const bert_backend *be;
+  if (!BERT_DISPATCH_BACKWARD(be, LINEAR, "linear", 3, ts)) return -1;
   (void)out;
   return be->linear_backward(node->inputs, x, w, g);
 }
@@ -62,7 +56,7 @@ bert_tensor *bert_linear(bert_tensor *x_in, bert_tensor *w_in, bert_tensor *b_in
   char s1[160], s2[160];
   bert_tensor *in[3] = {x_in, w_in, b_in};
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, LINEAR, linear, "linear", 3, (const bert_tensor *const *)in)) return NULL;
+  if (!BERT_DISPATCH(be, LINEAR, "linear", 3, (const bert_tensor *const *)in)) return NULL;
   if (x_in->dtype != BERT_F32 || w_in->dtype != BERT_F32 || (b_in && b_in->dtype != BERT_F32)) {
     bert_set_error("linear: expects float32 tensors, got input %s, weight %s%s%s",
                    bert_dtype_name(x_in->dtype), bert_dtype_name(w_in->dtype),
@@ -111,10 +105,8 @@ static int layer_norm_backward(bert_node *node, bert_tensor *out, bert_tensor *g
   bert_tensor *gamma = st->has_gamma ? bert_node_saved(node, k++) : NULL;
   if (!x || !stats || (st->has_residual && !res) || (st->has_gamma && !gamma)) return -1;
   const bert_tensor *ts[3] = {x, stats, g};
-  const bert_backend *be = backward_backend("layer_norm backward", 3, ts);
-  if (be == NULL || bert_backend_check(be, BERT_OP_LAYER_NORM_BACKWARD, be->layer_norm_backward != NULL,
-                                       "layer_norm backward", 3, ts) != 0)
-    return -1;
+  const bert_backend *be;
+  if (!BERT_DISPATCH_BACKWARD(be, LAYER_NORM, "layer_norm", 3, ts)) return -1;
   (void)out;
   return be->layer_norm_backward(node->inputs, x, res, gamma, stats, g);
 }
@@ -141,7 +133,7 @@ bert_tensor *bert_layer_norm(bert_tensor *x_in, bert_tensor *g_in, bert_tensor *
   char s1[160], s2[160];
   bert_tensor *in[4] = {x_in, g_in, b_in, r_in};
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, LAYER_NORM, layer_norm, "layer_norm", 4, (const bert_tensor *const *)in)) return NULL;
+  if (!BERT_DISPATCH(be, LAYER_NORM, "layer_norm", 4, (const bert_tensor *const *)in)) return NULL;
   if (x_in->dtype != BERT_F32) {
     bert_set_error("layer_norm: input must be float32, got %s", bert_dtype_name(x_in->dtype));
     return NULL;
@@ -187,10 +179,8 @@ static int bias_gelu_backward(bert_node *node, bert_tensor *out, bert_tensor *g)
   bert_tensor *x = bert_node_saved(node, 0), *b = st->has_bias ? bert_node_saved(node, 1) : NULL;
   if (x == NULL || (st->has_bias && b == NULL)) return -1;
   const bert_tensor *ts[2] = {x, g};
-  const bert_backend *be = backward_backend("bias_gelu backward", 2, ts);
-  if (be == NULL || bert_backend_check(be, BERT_OP_BIAS_GELU_BACKWARD, be->bias_gelu_backward != NULL,
-                                       "bias_gelu backward", 2, ts) != 0)
-    return -1;
+  const bert_backend *be;
+  if (!BERT_DISPATCH_BACKWARD(be, BIAS_GELU, "bias_gelu", 2, ts)) return -1;
   (void)out;
   return be->bias_gelu_backward(node->inputs, x, b, st->tanh_mode, g);
 }
@@ -201,7 +191,7 @@ bert_tensor *bert_bias_gelu(bert_tensor *x_in, bert_tensor *b_in, int tanh_mode)
   char s1[160], s2[160];
   bert_tensor *in[2] = {x_in, b_in};
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, BIAS_GELU, bias_gelu, "bias_gelu", 2, (const bert_tensor *const *)in)) return NULL;
+  if (!BERT_DISPATCH(be, BIAS_GELU, "bias_gelu", 2, (const bert_tensor *const *)in)) return NULL;
   if (x_in->dtype != BERT_F32 || (b_in && b_in->dtype != BERT_F32)) {
     bert_set_error("bias_gelu: expects float32 tensors, got input %s%s%s", bert_dtype_name(x_in->dtype),
                    b_in ? " and bias " : "", b_in ? bert_dtype_name(b_in->dtype) : "");
@@ -236,8 +226,8 @@ typedef struct { double p; bert_stream stream; } dropout_state;
 
 static int dropout_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
   dropout_state *st = node->state;
-  const bert_backend *be = backward_backend("dropout backward", 1, (const bert_tensor *const *)&g);
-  if (be == NULL) return -1;
+  const bert_backend *be;
+  if (!BERT_DISPATCH(be, DROPOUT, "dropout backward", 1, (const bert_tensor *const *)&g)) return -1;
   bert_tensor *gc = bert_contiguous(g);
   bert_tensor *dx = gc ? be->dropout(gc, st->p, st->stream) : NULL;
   bert_tensor_release(gc);
@@ -249,7 +239,7 @@ static const bert_node_type dropout_node = {"dropout", dropout_backward, sizeof(
 
 bert_tensor *bert_dropout(bert_tensor *x_in, double p, int training) {
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, DROPOUT, dropout, "dropout", 1, (const bert_tensor *const *)&x_in)) return NULL;
+  if (!BERT_DISPATCH(be, DROPOUT, "dropout", 1, (const bert_tensor *const *)&x_in)) return NULL;
   if (x_in->dtype != BERT_F32) {
     bert_set_error("dropout: input must be float32, got %s", bert_dtype_name(x_in->dtype));
     return NULL;
@@ -285,8 +275,9 @@ static int dropout_rows_backward(bert_node *node, bert_tensor *out, bert_tensor 
   dropout_state *st = node->state;
   (void)out;
   bert_tensor *rows = bert_node_saved(node, 0);
-  const bert_backend *be = backward_backend("dropout_rows backward", 1, (const bert_tensor *const *)&g);
-  if (rows == NULL || be == NULL || be->dropout_rows == NULL) return -1;
+  const bert_backend *be;
+  if (rows == NULL || !BERT_DISPATCH(be, DROPOUT_ROWS, "dropout_rows backward", 1, (const bert_tensor *const *)&g))
+    return -1;
   bert_tensor *gc = bert_contiguous(g);
   bert_tensor *dx = gc ? be->dropout_rows(gc, st->p, st->stream, rows) : NULL;
   bert_tensor_release(gc);
@@ -301,7 +292,7 @@ bert_tensor *bert_dropout_rows(bert_tensor *x_in, double p, int training, bert_t
   char s1[160], s2[160];
   const bert_tensor *args[2] = {x_in, rows_in};
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, DROPOUT_ROWS, dropout_rows, "dropout_rows", 2, args)) return NULL;
+  if (!BERT_DISPATCH(be, DROPOUT_ROWS, "dropout_rows", 2, args)) return NULL;
   if (x_in->dtype != BERT_F32 || x_in->ndim != 2) {
     bert_set_error("dropout_rows: x must be float32 [rows x width], got %s %s", SHAPE(s1, x_in),
                    bert_dtype_name(x_in->dtype));
@@ -366,10 +357,8 @@ static int embedding_backward(bert_node *node, bert_tensor *out, bert_tensor *g)
   if (ids == NULL) return -1;
   if (!w || !w->requires_grad) return 0;
   const bert_tensor *ts[3] = {w, ids, g};
-  const bert_backend *be = backward_backend("embedding backward", 3, ts);
-  if (be == NULL || bert_backend_check(be, BERT_OP_EMBEDDING_BACKWARD, be->embedding_backward != NULL,
-                                       "embedding backward", 3, ts) != 0)
-    return -1;
+  const bert_backend *be;
+  if (!BERT_DISPATCH_BACKWARD(be, EMBEDDING, "embedding", 3, ts)) return -1;
   bert_tensor *gc = bert_contiguous(g);
   int rc = gc ? be->embedding_backward(w, ids, gc) : -1;
   bert_tensor_release(gc);
@@ -383,7 +372,7 @@ bert_tensor *bert_embedding(bert_tensor *ids_in, bert_tensor *w_in) {
   char s1[160];
   bert_tensor *in[2] = {ids_in, w_in};
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, EMBEDDING, embedding, "embedding", 2, (const bert_tensor *const *)in)) return NULL;
+  if (!BERT_DISPATCH(be, EMBEDDING, "embedding", 2, (const bert_tensor *const *)in)) return NULL;
   if (ids_in->dtype != BERT_I32) {
     bert_set_error("embedding: ids must be int32, got %s", bert_dtype_name(ids_in->dtype));
     return NULL;
@@ -435,10 +424,8 @@ static int cross_entropy_backward(bert_node *node, bert_tensor *out, bert_tensor
   bert_tensor *lse = st->has_lse ? bert_node_saved(node, 2) : NULL;
   if (!l || !y || (st->has_lse && !lse)) return -1;
   const bert_tensor *ts[4] = {l, y, g, lse};
-  const bert_backend *be = backward_backend("cross_entropy backward", lse ? 4 : 3, ts);
-  if (be == NULL || bert_backend_check(be, BERT_OP_CROSS_ENTROPY_BACKWARD, be->cross_entropy_backward != NULL,
-                                       "cross_entropy backward", 4, ts) != 0)
-    return -1;
+  const bert_backend *be;
+  if (!BERT_DISPATCH_BACKWARD(be, CROSS_ENTROPY, "cross_entropy", 4, ts)) return -1;
   bert_tensor *gc = bert_contiguous(g);
   bert_tensor *dl = gc ? be->cross_entropy_backward(l, y, lse, st->ignore_index, st->reduction, st->count, gc) : NULL;
   bert_tensor_release(gc);
@@ -453,7 +440,7 @@ bert_tensor *bert_cross_entropy(bert_tensor *l_in, bert_tensor *y_in, int64_t ig
   char s1[160], s2[160];
   bert_tensor *in[2] = {l_in, y_in};
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, CROSS_ENTROPY, cross_entropy, "cross_entropy", 2, (const bert_tensor *const *)in))
+  if (!BERT_DISPATCH(be, CROSS_ENTROPY, "cross_entropy", 2, (const bert_tensor *const *)in))
     return NULL;
   if (l_in->dtype != BERT_F32) {
     bert_set_error("cross_entropy: logits must be float32, got %s", bert_dtype_name(l_in->dtype));
@@ -536,10 +523,8 @@ static int attention_backward(bert_node *node, bert_tensor *out, bert_tensor *g)
   bert_attention_opts o;
   if (!q || !k || !v || !lse || attention_saved_opts(node, 4, &o) != 0) return -1;
   const bert_tensor *ts[5] = {q, k, v, lse, g};
-  const bert_backend *be = backward_backend("attention backward", 5, ts);
-  if (be == NULL || bert_backend_check(be, BERT_OP_ATTENTION_BACKWARD, be->attention_backward != NULL,
-                                       "attention backward", 5, ts) != 0)
-    return -1;
+  const bert_backend *be;
+  if (!BERT_DISPATCH_BACKWARD(be, ATTENTION, "attention", 5, ts)) return -1;
   /* g as it comes (the backend lays it out as it needs: the CPU kernel
   ** reads the usual transposed view of a [B, T, H] gradient in place) */
   bert_tensor *dq = NULL, *dk = NULL, *dv = NULL;
@@ -722,7 +707,7 @@ static void attention_save(bert_node *node, const bert_attention_opts *oc, bert_
 bert_tensor *bert_attention(bert_tensor *q, bert_tensor *k, bert_tensor *v, const bert_attention_opts *o) {
   bert_tensor *in[5] = {q, k, v, o->mask, o->cu_seqlens};
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, ATTENTION, attention, "attention", 5, (const bert_tensor *const *)in)) return NULL;
+  if (!BERT_DISPATCH(be, ATTENTION, "attention", 5, (const bert_tensor *const *)in)) return NULL;
   bert_attention_opts oc;
   bert_stream s;
   bert_tensor *lse = NULL;
@@ -772,8 +757,8 @@ static int attention_qkv_backward(bert_node *node, bert_tensor *out, bert_tensor
   bert_attention_opts o;
   if (!qkv || !lse || attention_saved_opts(node, 2, &o) != 0) return -1;
   const bert_tensor *ts[3] = {qkv, lse, g};
-  const bert_backend *be = backward_backend("attention_qkv backward", 3, ts);
-  if (be == NULL) return -1;
+  const bert_backend *be;
+  if (!BERT_DISPATCH(be, ATTENTION_BACKWARD_INTO, "attention_qkv backward", 3, ts)) return -1;
   int64_t A = out->shape[1];   /* heads: out is [B, A, T, d] or [total, A, d] */
   bert_tensor *in[3], *gv[3], *grad = be->empty(BERT_F32, qkv->ndim, qkv->shape);
   if (grad == NULL) return -1;
@@ -830,7 +815,7 @@ bert_tensor *bert_attention_qkv(bert_tensor *qkv, int64_t heads, const bert_atte
   if (qc == NULL) return NULL;
   if (qkv_views(qc, heads, v3) != 0) { bert_tensor_release(qc); return NULL; }
   const bert_tensor *args[5] = {v3[0], v3[1], v3[2], o->mask, o->cu_seqlens};
-  if (bert_backend_check(be, BERT_OP_ATTENTION, be->attention != NULL, "attention_qkv", 5, args) != 0) {
+  if (bert_backend_check(be, BERT_OP_ATTENTION, "attention_qkv", 5, args) != 0) {
     release3(v3);
     bert_tensor_release(qc);
     return NULL;
@@ -870,10 +855,8 @@ static int attention_rel_backward(bert_node *node, bert_tensor *out, bert_tensor
   if (!q || !k || !v || !lse || !rows || (st->has_kr && !kr) || (st->has_qr && !qr) || (st->has_mask && !mask))
     return -1;
   const bert_tensor *ts[6] = {q, k, v, lse, rows, g};
-  const bert_backend *be = backward_backend("attention_rel backward", 6, ts);
-  if (be == NULL || bert_backend_check(be, BERT_OP_ATTENTION_REL_BACKWARD, be->attention_rel_backward != NULL,
-                                       "attention_rel backward", 6, ts) != 0)
-    return -1;
+  const bert_backend *be;
+  if (!BERT_DISPATCH_BACKWARD(be, ATTENTION_REL, "attention_rel", 6, ts)) return -1;
   bert_attention_opts o = st->opts;
   o.mask = mask;
   bert_tensor *gc = bert_contiguous(g), *dq = NULL, *dk = NULL, *dv = NULL, *dkr = NULL, *dqr = NULL;
@@ -897,7 +880,7 @@ bert_tensor *bert_attention_rel(bert_tensor *q, bert_tensor *k, bert_tensor *v, 
   char s1[160], s2[160], s3[160];
   bert_tensor *in[7] = {q, k, v, kr, qr, rows_in, o->mask};
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, ATTENTION_REL, attention_rel, "attention_rel", 7, (const bert_tensor *const *)in))
+  if (!BERT_DISPATCH(be, ATTENTION_REL, "attention_rel", 7, (const bert_tensor *const *)in))
     return NULL;
   if (check_qkv("query", q) || check_qkv("key", k) || check_qkv("value", v)) return NULL;
   int64_t B = q->shape[0], A = q->shape[1], Tq = q->shape[2], d = q->shape[3], Tk = k->shape[2];

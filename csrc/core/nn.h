@@ -10,6 +10,7 @@
 #define BERT_NN_H
 
 #include "core/tensor.h"
+#include "core/types.h"
 
 /* y = x @ W^T + b.  x [..., in], W [out, in] (HF layout), b [out] or NULL.
 ** One GEMM over all rows with the bias written first (beta = 1). */
@@ -52,17 +53,8 @@ bert_tensor *bert_embedding(bert_tensor *ids, bert_tensor *weight);
 **   draws of the padded op over the sequences padded to the longest).
 **   scale <= 0 selects 1 / sqrt(d).
 ** Result [B, A, Tq, d]: a transposed view of [B, Tq, A, d] memory (the
-** layer's context [B, Tq, H] is then a free reshape). */
-typedef struct {
-  bert_tensor *mask;
-  double mask_value;   /* for keep masks; 0 selects -FLT_MAX */
-  double dropout_p;
-  int training;
-  double scale;
-  int causal;
-  bert_tensor *cu_seqlens;
-  int64_t max_seqlen;
-} bert_attention_opts;
+** layer's context [B, Tq, H] is then a free reshape).  The options:
+** bert_attention_opts (core/types.h). */
 bert_tensor *bert_attention(bert_tensor *q, bert_tensor *k, bert_tensor *v,
                             const bert_attention_opts *opts);
 
@@ -92,7 +84,6 @@ bert_tensor *bert_attention_rel(bert_tensor *q, bert_tensor *k, bert_tensor *v, 
 ** leading shape).  Rows whose label is ignore_index contribute nothing.
 ** reduction: 0 "none" ([...] per-row losses), 1 "mean" (over non-ignored
 ** rows; 0 when all are ignored), 2 "sum". */
-typedef enum { BERT_REDUCE_NONE = 0, BERT_REDUCE_MEAN = 1, BERT_REDUCE_SUM = 2 } bert_reduction;
 bert_tensor *bert_cross_entropy(bert_tensor *logits, bert_tensor *labels, int64_t ignore_index,
                                 bert_reduction reduction);
 

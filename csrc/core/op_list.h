@@ -1,8 +1,10 @@
 /*
-** The op lists, written once.  Each list is an X-macro: the C enums, the
-** op names (errors, autograd node names, Lua methods), the Lua bindings'
-** method tables and the GLSL opcodes of shaders/eltwise.comp (generated
-** into build/gen/bert_ops.glsl by tools/gen_op_glsl.c) all expand these.
+** The elementwise and reduction op lists, written once (the backend
+** entries' list, BERT_OPS, is core/backend.h's).  Each list is an X-macro:
+** the C enums, the op names (errors, autograd node names, Lua methods), the
+** Lua bindings' method tables and the GLSL opcodes of shaders/eltwise.comp
+** (generated into build/gen/bert_ops.glsl by tools/gen_op_glsl.c) all
+** expand these.
 ** This header is read by the C compiler only through the preprocessor:
 ** no types, no includes.
 **
@@ -56,48 +58,5 @@
   X(ARGMAX, argmax) \
   X(ARGMIN, argmin) \
   X(VAR,    var)
-
-/* Every entry of the backend table (core/backend.h) that a device may
-** lack: X(ID, name, arity).  arity counts tensor arguments (-1: a list).
-** supports_op and the "not supported on device" errors use these names. */
-#define BERT_OPS(X) \
-  X(BINARY,              binary,              2) \
-  X(UNARY,               unary,               1) \
-  X(UNARY_BACKWARD,      unary_backward,      2) \
-  X(MASKED_FILL,         masked_fill,         2) \
-  X(WHERE,               where,               3) \
-  X(FILL,                fill_,               1) \
-  X(REDUCE,              reduce,              1) \
-  X(SOFTMAX,             softmax,             1) \
-  X(MATMUL,              matmul,              2) \
-  X(INDEX_SELECT,        index_select,        2) \
-  X(INDEX_ADD,           index_add_,          3) \
-  X(GATHER,              gather,              2) \
-  X(SCATTER_ADD,         scatter_add_,        3) \
-  X(CAT,                 cat,                -1) \
-  X(NONZERO,             nonzero,             1) \
-  X(SORT_INDICES,        sort_indices,        1) \
-  X(FILL_RANDOM,         fill_random,         1) \
-  X(LINEAR,              linear,              3) \
-  X(LINEAR_BACKWARD,     linear_backward,     3) \
-  X(LAYER_NORM,          layer_norm,          4) \
-  X(LAYER_NORM_BACKWARD, layer_norm_backward, 5) \
-  X(BIAS_GELU,           bias_gelu,           2) \
-  X(BIAS_GELU_BACKWARD,  bias_gelu_backward,  3) \
-  X(DROPOUT,             dropout,             1) \
-  X(DROPOUT_ROWS,        dropout_rows,        2) \
-  X(EMBEDDING,           embedding,           2) \
-  X(EMBEDDING_BACKWARD,  embedding_backward,  3) \
-  X(CROSS_ENTROPY,       cross_entropy,       2) \
-  X(CROSS_ENTROPY_BACKWARD, cross_entropy_backward, 3) \
-  X(ATTENTION,           attention,           5) \
-  X(ATTENTION_BACKWARD,  attention_backward,  7) \
-  X(ATTENTION_REL,       attention_rel,       7) \
-  X(ATTENTION_REL_BACKWARD, attention_rel_backward, 10) \
-  X(ADAMW,               adamw,               4) \
-  X(LAMB,                lamb,                4) \
-  X(SGD,                 sgd,                 3) \
-  X(SUMSQ,               sumsq,               1) \
-  X(SCALE,               scale_,              1)
 
 #endif

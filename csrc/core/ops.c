@@ -8,6 +8,7 @@
 
 #include "core/autograd.h"
 #include "core/backend.h"
+#include "core/ops.h"
 
 #define SHAPE(buf, t) bert_shape_str((buf), sizeof(buf), (t)->ndim, (t)->shape)
 
@@ -16,8 +17,6 @@ static const char *const redop_names[] = {
   BERT_REDUCE_OPS(X)
 #undef X
 };
-
-const char *bert_redop_name(bert_redop op) { return redop_names[op]; }
 
 /* t itself when it is in host memory, else a host copy (new reference). */
 static bert_tensor *on_host(const bert_tensor *t) {
@@ -33,7 +32,7 @@ bert_tensor *bert_reduce(bert_redop op, const bert_tensor *t, int dim, int keepd
   const char *name = redop_names[op];
   const bert_backend *be;
   if (indices) *indices = NULL;
-  if (!BERT_DISPATCH(be, REDUCE, reduce, name, 1, &t)) return NULL;
+  if (!BERT_DISPATCH(be, REDUCE, name, 1, &t)) return NULL;
   if (dim >= t->ndim) {
     bert_set_error("%s: dimension %d out of range for a %dD tensor %s", name, dim + 1, t->ndim, SHAPE(b, t));
     return NULL;
@@ -52,7 +51,7 @@ bert_tensor *bert_softmax(const bert_tensor *t, int dim, int log_space) {
   char b[160];
   const char *name = log_space ? "log_softmax" : "softmax";
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, SOFTMAX, softmax, name, 1, &t)) return NULL;
+  if (!BERT_DISPATCH(be, SOFTMAX, name, 1, &t)) return NULL;
   if (dim < 0 || dim >= t->ndim) {
     bert_set_error("%s: dimension %d out of range for a %dD tensor %s", name, dim + 1, t->ndim, SHAPE(b, t));
     return NULL;
@@ -67,7 +66,7 @@ bert_tensor *bert_matmul(const bert_tensor *a, const bert_tensor *b) {
   char b1[160], b2[160];
   const bert_tensor *args[2] = {a, b};
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, MATMUL, matmul, "matmul", 2, args)) return NULL;
+  if (!BERT_DISPATCH(be, MATMUL, "matmul", 2, args)) return NULL;
   if (a->dtype != BERT_F32 || b->dtype != BERT_F32) {
     bert_set_error("matmul: expects float32 tensors, got %s and %s",
                    bert_dtype_name(a->dtype), bert_dtype_name(b->dtype));
@@ -136,7 +135,7 @@ bert_tensor *bert_index_select(const bert_tensor *t, int dim, const bert_tensor 
   char b[160];
   const bert_tensor *args[2] = {t, index};
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, INDEX_SELECT, index_select, "index_select", 2, args)) return NULL;
+  if (!BERT_DISPATCH(be, INDEX_SELECT, "index_select", 2, args)) return NULL;
   if (check_dim("index_select", t, dim) || check_index_dtype("index_select", index)) return NULL;
   if (index->ndim != 1) {
     bert_set_error("index_select: index must be 1-D, got %s", SHAPE(b, index));
@@ -150,7 +149,7 @@ int bert_index_add_(bert_tensor *z, int dim, const bert_tensor *index, const ber
   char b[160];
   const bert_tensor *args[3] = {z, index, src};
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, INDEX_ADD, index_add_, "index_add_", 3, args)) return -1;
+  if (!BERT_DISPATCH(be, INDEX_ADD, "index_add_", 3, args)) return -1;
   if (check_dim("index_add_", z, dim) || check_index_dtype("index_add_", index)) return -1;
   if (index->ndim != 1 || src->ndim != z->ndim || src->shape[dim] != index->shape[0]) {
     bert_set_error("index_add_: index %s must be 1-D with one entry per slice of the source", SHAPE(b, index));
@@ -182,7 +181,7 @@ bad:
 bert_tensor *bert_gather(const bert_tensor *t, int dim, const bert_tensor *index) {
   const bert_tensor *args[2] = {t, index};
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, GATHER, gather, "gather", 2, args)) return NULL;
+  if (!BERT_DISPATCH(be, GATHER, "gather", 2, args)) return NULL;
   if (check_dim("gather", t, dim) || check_index_dtype("gather", index) ||
       check_gather_shapes("gather", t, dim, index, NULL) ||
       check_index_range("gather", index, t->shape[dim], dim))
@@ -193,7 +192,7 @@ bert_tensor *bert_gather(const bert_tensor *t, int dim, const bert_tensor *index
 int bert_scatter_add_(bert_tensor *dst, int dim, const bert_tensor *index, const bert_tensor *src) {
   const bert_tensor *args[3] = {dst, index, src};
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, SCATTER_ADD, scatter_add_, "scatter_add", 3, args)) return -1;
+  if (!BERT_DISPATCH(be, SCATTER_ADD, "scatter_add", 3, args)) return -1;
   if (check_dim("scatter_add", dst, dim) || check_index_dtype("scatter_add", index) ||
       check_gather_shapes("scatter_add", dst, dim, index, src) ||
       check_index_range("scatter_add", index, dst->shape[dim], dim))
@@ -216,7 +215,7 @@ bert_tensor *bert_cat(bert_tensor *const *ts, int n, int dim) {
   char b1[160], b2[160];
   if (n <= 0) { bert_set_error("cat: expects a non-empty list of tensors"); return NULL; }
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, CAT, cat, "cat", n, (const bert_tensor *const *)ts)) return NULL;
+  if (!BERT_DISPATCH(be, CAT, "cat", n, (const bert_tensor *const *)ts)) return NULL;
   const bert_tensor *f = ts[0];
   if (check_dim("cat", f, dim)) return NULL;
   for (int i = 0; i < n; i++) {
@@ -235,7 +234,7 @@ bert_tensor *bert_cat(bert_tensor *const *ts, int n, int dim) {
 
 bert_tensor *bert_nonzero_flat(const bert_tensor *t) {
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, NONZERO, nonzero, "nonzero", 1, &t)) return NULL;
+  if (!BERT_DISPATCH(be, NONZERO, "nonzero", 1, &t)) return NULL;
   int64_t n = bert_numel(t);
   if (n > INT32_MAX) { bert_set_error("nonzero: %lld elements exceed int32 positions", (long long)n); return NULL; }
   return be->nonzero(t);
@@ -244,7 +243,7 @@ bert_tensor *bert_nonzero_flat(const bert_tensor *t) {
 bert_tensor *bert_sort_indices(const bert_tensor *t, int dim, int64_t k, int descending) {
   char b[160];
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, SORT_INDICES, sort_indices, "sort_indices", 1, &t)) return NULL;
+  if (!BERT_DISPATCH(be, SORT_INDICES, "sort_indices", 1, &t)) return NULL;
   if (check_dim("sort_indices", t, dim)) return NULL;
   int64_t n = t->shape[dim];
   if (k < 0 || k > n) {

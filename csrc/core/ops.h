@@ -8,22 +8,9 @@
 #define BERT_OPS_H
 
 #include "core/tensor.h"
-#include "core/op_list.h"
+#include "core/types.h"
 
-/* ---- elementwise ---- */
-typedef enum {
-#define X(ID, name, cmp) BERT_##ID,
-  BERT_BINARY_OPS(X)
-#undef X
-  BERT_BINOP_COUNT
-} bert_binop;
-
-typedef enum {
-#define X(ID, name, keeps_int) BERT_##ID,
-  BERT_UNARY_OPS(X)
-#undef X
-  BERT_UNOP_COUNT
-} bert_unop;
+/* ---- elementwise (bert_binop, bert_unop: core/types.h) ---- */
 
 /* Comparisons give int32 0/1 masks and have no gradient. */
 int bert_binop_is_comparison(bert_binop op);
@@ -52,13 +39,6 @@ const char *bert_binop_name(bert_binop op);
 const char *bert_unop_name(bert_unop op);
 
 /* ---- reductions over one dim (dim < 0: over all elements, scalar result) ---- */
-typedef enum {
-#define X(ID, name) BERT_##ID,
-  BERT_REDUCE_OPS(X)
-#undef X
-  BERT_REDOP_COUNT
-} bert_redop;
-const char *bert_redop_name(bert_redop op);
 /* For MAX/MIN with a dim, *indices (if non-NULL) receives the int32 argmax/argmin. */
 bert_tensor *bert_reduce(bert_redop op, const bert_tensor *t, int dim, int keepdim,
                          int correction, bert_tensor **indices);
@@ -88,7 +68,6 @@ bert_tensor *bert_arange(double start, double stop, double step, bert_dtype dt);
 bert_tensor *bert_eye(int64_t n, int64_t m, bert_dtype dt);
 
 /* ---- random numbers (rng.c): Philox4x32-10, counter-based ---- */
-typedef enum { BERT_RAND_UNIFORM, BERT_RAND_NORMAL, BERT_RAND_INT } bert_rand_kind;
 /* Fills t (contiguous) from stream (seed, offset): element i uses counter
 ** offset + i, so results never depend on the thread count.  UNIFORM:
 ** [a, b); NORMAL: mean a, std b; INT: integers in [a, b). */

@@ -13,6 +13,7 @@
 
 #include "core/autograd.h"
 #include "core/backend.h"
+#include "core/ops.h"
 
 static const char *const binop_names[] = {
 #define X(ID, name, cmp) #name,
@@ -135,7 +136,7 @@ bert_tensor *bert_binary(bert_binop op, const bert_tensor *a, const bert_tensor 
                          double alpha, bert_tensor *dst) {
   const bert_tensor *args[3] = {a, b, dst};
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, BINARY, binary, binop_names[op], dst ? 3 : 2, args)) return NULL;
+  if (!BERT_DISPATCH(be, BINARY, binop_names[op], dst ? 3 : 2, args)) return NULL;
   bert_dtype to;
   if (binop_cmp[op]) to = BERT_I32;
   else if (op == BERT_DIV) to = BERT_F32;
@@ -150,7 +151,7 @@ bert_tensor *bert_binary(bert_binop op, const bert_tensor *a, const bert_tensor 
 bert_tensor *bert_unary(bert_unop op, const bert_tensor *a, bert_tensor *dst) {
   const bert_tensor *args[2] = {a, dst};
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, UNARY, unary, unop_names[op], dst ? 2 : 1, args)) return NULL;
+  if (!BERT_DISPATCH(be, UNARY, unop_names[op], dst ? 2 : 1, args)) return NULL;
   bert_dtype to = (a->dtype == BERT_I32 && unop_keeps_int[op]) ? BERT_I32 : BERT_F32;
   bert_tensor *out = prepare_out(be, unop_names[op], dst, to, 1, args);
   if (out == NULL) return NULL;
@@ -161,7 +162,7 @@ bert_tensor *bert_unary_backward(bert_unop op, const bert_tensor *x, const bert_
                                  const bert_tensor *dy) {
   const bert_tensor *args[3] = {x, y, dy};
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, UNARY_BACKWARD, unary_backward, unop_names[op], 3, args)) return NULL;
+  if (!BERT_DISPATCH(be, UNARY_BACKWARD, unop_names[op], 3, args)) return NULL;
   return be->unary_backward(op, x, y, dy);
 }
 
@@ -170,7 +171,7 @@ bert_tensor *bert_masked_fill(const bert_tensor *a, const bert_tensor *mask, dou
   char b1[160], b2[160];
   const bert_tensor *args[3] = {a, mask, dst};
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, MASKED_FILL, masked_fill, "masked_fill", dst ? 3 : 2, args)) return NULL;
+  if (!BERT_DISPATCH(be, MASKED_FILL, "masked_fill", dst ? 3 : 2, args)) return NULL;
   /* the mask broadcasts to a, never the other way round */
   int nd;
   int64_t shape[BERT_MAX_DIMS];
@@ -189,7 +190,7 @@ bert_tensor *bert_masked_fill(const bert_tensor *a, const bert_tensor *mask, dou
 bert_tensor *bert_where(const bert_tensor *cond, const bert_tensor *a, const bert_tensor *b) {
   const bert_tensor *args[3] = {cond, a, b};
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, WHERE, where, "where", 3, args)) return NULL;
+  if (!BERT_DISPATCH(be, WHERE, "where", 3, args)) return NULL;
   bert_dtype to = (a->dtype == BERT_F32 || b->dtype == BERT_F32) ? BERT_F32 : BERT_I32;
   bert_tensor *out = prepare_out(be, "where", NULL, to, 3, args);
   if (out == NULL) return NULL;
@@ -199,7 +200,7 @@ bert_tensor *bert_where(const bert_tensor *cond, const bert_tensor *a, const ber
 int bert_fill_(bert_tensor *t, double value) {
   const bert_backend *be;
   const bert_tensor *args[1] = {t};
-  if (!BERT_DISPATCH(be, FILL, fill_, "fill_", 1, args)) return -1;
+  if (!BERT_DISPATCH(be, FILL, "fill_", 1, args)) return -1;
   if (bert_has_overlap(t)) {
     bert_set_error("fill_: cannot write into an expanded tensor");
     return -1;

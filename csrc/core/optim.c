@@ -8,6 +8,7 @@
 
 #include "core/autograd.h"
 #include "core/backend.h"
+#include "core/ops.h"
 #include "core/optim.h"
 
 /* {====================================================== argument checks */
@@ -87,7 +88,7 @@ int bert_adamw_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_t
                     const bert_adam_cfg *cfg) {
   const bert_tensor *ts[4] = {p, g, m, v};
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, ADAMW, adamw_step, "adamw", 4, ts)) return -1;
+  if (!BERT_DISPATCH(be, ADAMW, "adamw", 4, ts)) return -1;
   if (check_adam("adamw", p, g, m, v, cfg)) return -1;
   if (be->adamw_step(p, g, m, v, cfg) != 0) return -1;
   bert_bump_version(p);
@@ -101,7 +102,7 @@ int bert_lamb_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_te
   const bert_tensor *ts[4] = {p, g, m, v};
   if (trust_out) *trust_out = NULL;
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, LAMB, lamb_step, "lamb", 4, ts)) return -1;
+  if (!BERT_DISPATCH(be, LAMB, "lamb", 4, ts)) return -1;
   if (check_adam("lamb", p, g, m, v, cfg)) return -1;
   if (be->lamb_step(p, g, m, v, cfg, adapt, trust_out) != 0) return -1;
   bert_bump_version(p);
@@ -114,7 +115,7 @@ int bert_sgd_step(bert_tensor *p, const bert_tensor *g, bert_tensor *buf, const 
   static const char *fn = "sgd";
   const bert_tensor *args[3] = {p, g, buf};
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, SGD, sgd_step, fn, 3, args)) return -1;
+  if (!BERT_DISPATCH(be, SGD, fn, 3, args)) return -1;
   if (check_f32(fn, "param", p, NULL, NULL) || check_f32(fn, "grad", g, "param", p)) return -1;
   int use_buf = cfg->momentum != 0;
   if (use_buf) {
@@ -139,7 +140,7 @@ int bert_sgd_step(bert_tensor *p, const bert_tensor *g, bert_tensor *buf, const 
 
 int bert_sumsq(const bert_tensor *t, double *out) {
   const bert_backend *be;
-  if (!BERT_DISPATCH(be, SUMSQ, sumsq, "sumsq", 1, &t)) return -1;
+  if (!BERT_DISPATCH(be, SUMSQ, "sumsq", 1, &t)) return -1;
   if (t->storage == NULL || (bert_is_host(t) && t->storage->data == NULL)) {
     bert_set_error("sumsq: tensor has been freed");
     return -1;
@@ -156,7 +157,7 @@ int bert_sumsq(const bert_tensor *t, double *out) {
 int bert_scale_(bert_tensor *t, double s) {
   const bert_backend *be;
   const bert_tensor *args[1] = {t};
-  if (!BERT_DISPATCH(be, SCALE, scale_, "scale_", 1, args)) return -1;
+  if (!BERT_DISPATCH(be, SCALE, "scale_", 1, args)) return -1;
   if (check_f32("scale_", "tensor", t, NULL, NULL)) return -1;
   if (be->scale_(t, s) != 0) return -1;
   bert_bump_version(t);

@@ -17,16 +17,9 @@
 #include <stdint.h>
 
 #include "core/tensor.h"
+#include "core/types.h"
 
-/* Adam-family hyperparameters for one call. */
-typedef struct bert_adam_cfg {
-  double lr;
-  double beta1, beta2;
-  double eps;
-  double weight_decay;     /* decoupled: applied to the parameter, not the gradient */
-  int bias_correction;     /* 0: BERT's AdamWeightDecayOptimizer (no correction) */
-  int64_t step;            /* this parameter's step count, after incrementing (>= 1) */
-} bert_adam_cfg;
+/* The hyperparameters, bert_adam_cfg and bert_sgd_cfg: core/types.h. */
 
 /* AdamW, per element (torch.optim.AdamW's order; with bias_correction
 ** off and eps = 1e-6 this is BERT's AdamWeightDecayOptimizer, eps added
@@ -56,11 +49,6 @@ int bert_lamb_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_te
 **                  d   = nesterov ? d + momentum*buf : buf
 **   p = p - lr*d
 ** buf may be NULL when momentum is 0. */
-typedef struct bert_sgd_cfg {
-  double lr, momentum, dampening, weight_decay;
-  int nesterov;
-  int first;               /* the first step of this parameter: buf = d */
-} bert_sgd_cfg;
 int bert_sgd_step(bert_tensor *p, const bert_tensor *g, bert_tensor *buf, const bert_sgd_cfg *cfg);
 
 /* {====================================================== one pass over many tensors

@@ -132,11 +132,14 @@ __attribute__((destructor)) static void stop_workers(void) {
   nworkers = 0;
 }
 
+/* The width is OpenMP's thread count, so that OMP_NUM_THREADS sets it. */
+void bert_set_num_threads(int n) { omp_set_num_threads(n > 0 ? n : 1); }
+int bert_get_num_threads(void) { return omp_get_max_threads(); }
+
 static int clamp_width(int w) { return w < 1 ? 1 : w > MAX_WIDTH ? MAX_WIDTH : w; }
 
 int bert_parallel_width(void) { return tl_active ? 1 : clamp_width(bert_get_num_threads()); }
 int bert_parallel_thread(void) { return tl_index; }
-int bert_parallel_active(void) { return tl_active; }
 
 int64_t bert_parallel_grain(int64_t cost) {
   int64_t g = (BERT_PARALLEL_MIN / 2) / (cost > 0 ? cost : 1);

@@ -18,6 +18,13 @@
 
 #include <stdint.h>
 
+/* The pool's width: threads per loop, the caller included (n < 1: 1). */
+void bert_set_num_threads(int n);
+int bert_get_num_threads(void);
+
+/* Loops with fewer elements than this stay single-threaded. */
+#define BERT_PARALLEL_MIN 32768
+
 /* fn(ctx, lo, hi) handles items [lo, hi) */
 typedef void (*bert_range_fn)(void *ctx, int64_t lo, int64_t hi);
 
@@ -35,7 +42,5 @@ int64_t bert_parallel_grain(int64_t cost);
 int bert_parallel_thread(void);
 /* How many threads a loop started now may use (its per-thread buffers). */
 int bert_parallel_width(void);
-/* Nonzero inside a pool loop (nested work then runs inline). */
-int bert_parallel_active(void);
 
 #endif

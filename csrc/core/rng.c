@@ -8,6 +8,7 @@
 
 #include "core/parallel.h"
 #include "core/backend.h"
+#include "core/ops.h"
 
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u
@@ -118,7 +119,7 @@ int bert_fill_random(bert_tensor *t, bert_rand_kind kind, uint64_t seed, uint64_
   if (!bert_is_host(t)) {   /* a device's own generator, when it has one */
     const bert_backend *be;
     const bert_tensor *args[1] = {t};
-    if (!BERT_DISPATCH(be, FILL_RANDOM, fill_random, "fill_random", 1, args)) return -1;
+    if (!BERT_DISPATCH(be, FILL_RANDOM, "fill_random", 1, args)) return -1;
     return be->fill_random(t, kind, seed, offset, a, b);
   }
   if (!bert_is_contiguous(t)) {

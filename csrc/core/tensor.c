@@ -8,7 +8,6 @@
 #include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include <omp.h>
 
 #include "core/tensor.h"
 #include "core/checked.h"
@@ -423,11 +422,6 @@ void bert_tensor_release(bert_tensor *t) {
   free(t);
 }
 
-void bert_tensor_free_storage(bert_tensor *t) {
-  bert_storage_release(t->storage);
-  t->storage = NULL;
-}
-
 int64_t bert_numel(const bert_tensor *t) {
   int64_t n = 1;
   for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
@@ -798,11 +792,4 @@ bert_tensor *bert_to_dtype(const bert_tensor *t, bert_dtype dt) {
   if (c && bert_copy_(c, t) != 0) { bert_tensor_release(c); return NULL; }
   return c;
 }
-/* }====================================================== */
-
-/* {====================================================== threads */
-
-void bert_set_num_threads(int n) { omp_set_num_threads(n > 0 ? n : 1); }
-
-int bert_get_num_threads(void) { return omp_get_max_threads(); }
 /* }====================================================== */

@@ -10,6 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Transitional, for a caller that still finds bert_set_num_threads here:
+** dropped once it includes core/parallel.h itself. */
+#include "core/parallel.h"
+
 #define BERT_MAX_DIMS 8
 
 /* Computation dtypes.  float16, bfloat16 and int64 exist only in files and
@@ -100,8 +104,6 @@ bert_tensor *bert_tensor_view_of(bert_storage *s, bert_dtype dt, int64_t offset,
 bert_tensor *bert_alias(const bert_tensor *t);
 void bert_tensor_retain(bert_tensor *t);
 void bert_tensor_release(bert_tensor *t);
-/* Drops the storage early (t:free()): afterwards t has no data. */
-void bert_tensor_free_storage(bert_tensor *t);
 
 /* ---- inspection ---- */
 int64_t bert_numel(const bert_tensor *t);
@@ -139,11 +141,5 @@ bert_tensor *bert_to_dtype(const bert_tensor *t, bert_dtype dt);
 int bert_copy_(bert_tensor *dst, const bert_tensor *src);
 /* Does t have two indices mapping to one element (an expanded view)? */
 int bert_has_overlap(const bert_tensor *t);
-
-/* ---- threading ---- */
-void bert_set_num_threads(int n);
-int bert_get_num_threads(void);
-/* Loops with fewer elements than this stay single-threaded. */
-#define BERT_PARALLEL_MIN 32768
 
 #endif

@@ -54,25 +54,12 @@ bert_tensor *cpu_cross_entropy(const bert_tensor *logits, const bert_tensor *lab
 bert_tensor *cpu_cross_entropy_backward(const bert_tensor *logits, const bert_tensor *labels,
                                         const bert_tensor *lse, int64_t ignore_index, bert_reduction red,
                                         int64_t count, const bert_tensor *g);
-bert_tensor *cpu_attention(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
-                           const bert_attention_opts *o, bert_stream s, bert_tensor **lse);
-int cpu_attention_backward(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
-                           const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
-                           const bert_tensor *lse, const bert_tensor *g,
-                           bert_tensor **dq, bert_tensor **dk, bert_tensor **dv);
-int cpu_attention_backward_into(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
-                                const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
-                                const bert_tensor *lse, const bert_tensor *g,
-                                bert_tensor *dq, bert_tensor *dk, bert_tensor *dv);
+bert_attention_fn cpu_attention;
+bert_attention_backward_fn cpu_attention_backward;
+bert_attention_backward_into_fn cpu_attention_backward_into;
 /* attention_rel.c */
-bert_tensor *cpu_attention_rel(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
-                               const bert_tensor *kr, const bert_tensor *qr, const bert_tensor *rows,
-                               const bert_attention_opts *o, bert_stream s, bert_tensor **lse);
-int cpu_attention_rel_backward(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
-                               const bert_tensor *kr, const bert_tensor *qr, const bert_tensor *rows,
-                               const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
-                               const bert_tensor *lse, const bert_tensor *g, bert_tensor **dq, bert_tensor **dk,
-                               bert_tensor **dv, bert_tensor **dkr, bert_tensor **dqr);
+bert_attention_rel_fn cpu_attention_rel;
+bert_attention_rel_backward_fn cpu_attention_rel_backward;
 
 /* optimizers (optim.c) */
 int cpu_adamw_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v, const bert_adam_cfg *cfg);

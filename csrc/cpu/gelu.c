@@ -1,11 +1,9 @@
 /*
 ** bias_gelu: y = gelu(x + b), the FFN-up epilogue, in one pass; backward
 ** recomputes u = x + b and writes dx = dy * gelu'(u) with db as its column
-** sums, accumulated per thread in the same pass.  erf comes from a
-** vectorisable approximation (Abramowitz & Stegun 7.1.26, absolute error
-** < 1.5e-7) so the loops run in SIMD; each loop is compiled once per GELU
-** form (the form is a constant inside it), and the derivative shares one
-** exp(-u^2/2) between erf and the Gaussian density.
+** sums, accumulated per thread in the same pass.  GELU and its derivative
+** are nn_gelu and nn_gelu_grad (cpu/nn_internal.h), which vectorise; each
+** loop is compiled once per GELU form (the form is a constant inside it).
 */
 /* GCC defaults to 256-bit vectors on AVX-512 machines; these loops are
 ** compute-bound (a division and an exp per element): use the full width */
@@ -20,44 +18,6 @@
 #include "core/parallel.h"
 #include "cpu/cpu.h"
 #include "cpu/nn_internal.h"
-
-#define INV_SQRT2 0.70710678118654752f
-#define INV_SQRT2PI 0.39894228040143268f
-#define SQRT_2_OVER_PI 0.79788456080286536f
-
-static inline float erf_approx(float x) {
-  float a = fabsf(x);
-  float t = 1.0f / (1.0f + 0.3275911f * a);
-  float p = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-  float y = 1.0f - p * nn_expf(-a * a);
-  return x < 0 ? -y : y;
-}
-
-/* tanh(z) = 1 - 2 / (exp(2z) + 1), with the exponent kept <= 0 */
-static inline float tanh_approx(float z) {
-  float a = fabsf(z);
-  float e = nn_expf(-2.0f * a);
-  float y = (1.0f - e) / (1.0f + e);
-  return z < 0 ? -y : y;
-}
-
-static inline float gelu_fwd(float u, int tanh_mode) {
-  if (tanh_mode) return 0.5f * u * (1.0f + tanh_approx(SQRT_2_OVER_PI * (u + 0.044715f * u * u * u)));
-  return 0.5f * u * (1.0f + erf_approx(u * INV_SQRT2));
-}
-
-static inline float gelu_grad(float u, int tanh_mode) {
-  if (tanh_mode) {
-    float t = tanh_approx(SQRT_2_OVER_PI * (u + 0.044715f * u * u * u));
-    return 0.5f * (1.0f + t) + 0.5f * u * (1.0f - t * t) * SQRT_2_OVER_PI * (1.0f + 3.0f * 0.044715f * u * u);
-  }
-  /* erf(u / sqrt 2) as erf_approx, with exp(-(u / sqrt 2)^2) = exp(-u^2 / 2) reused */
-  float a = fabsf(u) * INV_SQRT2, e = nn_expf(-0.5f * u * u);
-  float t = 1.0f / (1.0f + 0.3275911f * a);
-  float p = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-  float erf_abs = 1.0f - p * e;
-  return 0.5f * (1.0f + (u < 0 ? -erf_abs : erf_abs)) + u * INV_SQRT2PI * e;
-}
 
 /* The pool's share of a pass: rows [lo, hi) of an [R, N] matrix. */
 typedef struct {
@@ -80,10 +40,10 @@ static inline __attribute__((always_inline)) void gelu_backward_rows_mode(const 
     float *dr = j->Y + r * N;
     if (B) {
       #pragma omp simd
-      for (int64_t k = 0; k < N; k++) dr[k] = gr[k] * gelu_grad(xr[k] + B[k], tanh_mode);
+      for (int64_t k = 0; k < N; k++) dr[k] = gr[k] * nn_gelu_grad(xr[k] + B[k], tanh_mode);
     } else {
       #pragma omp simd
-      for (int64_t k = 0; k < N; k++) dr[k] = gr[k] * gelu_grad(xr[k], tanh_mode);
+      for (int64_t k = 0; k < N; k++) dr[k] = gr[k] * nn_gelu_grad(xr[k], tanh_mode);
     }
     if (db) {
       #pragma omp simd
@@ -101,10 +61,10 @@ static inline __attribute__((always_inline)) void gelu_forward_rows_mode(const g
     float *yr = j->Y + r * N;
     if (B) {
       #pragma omp simd
-      for (int64_t k = 0; k < N; k++) yr[k] = gelu_fwd(xr[k] + B[k], tanh_mode);
+      for (int64_t k = 0; k < N; k++) yr[k] = nn_gelu(xr[k] + B[k], tanh_mode);
     } else {
       #pragma omp simd
-      for (int64_t k = 0; k < N; k++) yr[k] = gelu_fwd(xr[k], tanh_mode);
+      for (int64_t k = 0; k < N; k++) yr[k] = nn_gelu(xr[k], tanh_mode);
     }
   }
 }

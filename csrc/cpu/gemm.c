@@ -11,6 +11,7 @@
 #include <xmmintrin.h>
 #endif
 
+#include "core/ops.h"
 #include "core/parallel.h"
 #include "cpu/gemm.h"
 #include "cpu/cpu.h"
@@ -145,27 +146,6 @@ static void gemm_blocks(void *p, int64_t lo, int64_t hi) {
 
 /* below this many FLOPs per thread a split costs more than it gains */
 #define GEMM_SPLIT_FLOPS 4e6
-#ifndef GEMM_CHUNKS_DEFAULT
-#define GEMM_CHUNKS_DEFAULT 1
-#endif
-
-/* Pieces per thread of a split GEMM (BERT_GEMM_CHUNKS, 1..4, default 1).
-** Each piece is a separate BLAS call that packs its shared operand again and
-** runs a narrower kernel: at BERT-base shapes a piece of 1/8 of C ran 8-20%
-** below the whole GEMM on one core, 1/2 within 3%, and the BERT-base train
-** step (2 threads, runs alternated) was 4.7% faster at 1 piece per thread
-** than at 4 and 3.5% faster than at 2 (docs/speed.md).  More pieces only help when a worker is descheduled (the
-** caller takes the pieces it has not claimed): t(2 threads)/t(1) beside a
-** CPU-bound process was 1.00 at 1 piece, 0.96 at 4. */
-static int gemm_chunks_per_thread(void) {
-  static int chunks;
-  if (chunks == 0) {
-    const char *env = getenv("BERT_GEMM_CHUNKS");
-    int c = env ? atoi(env) : GEMM_CHUNKS_DEFAULT;
-    chunks = c < 1 ? 1 : c > 4 ? 4 : c;
-  }
-  return chunks;
-}
 
 void bert_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
@@ -181,10 +161,12 @@ void bert_sgemm(int trans_a, int trans_b, int64_t M, int64_t N, int64_t K, float
   if (width > 1 && flops >= GEMM_SPLIT_FLOPS * width && (M >= 32 || N >= 32)) {
     gemm_job g = {trans_a, trans_b, M >= N, M, N, K, lda, ldb, ldc, 16, alpha, beta, A, B, C};
     int64_t extent = g.by_rows ? M : N, blocks = (extent + 15) / 16;
-    /* a chunk of at least 64 rows/columns and GEMM_SPLIT_FLOPS */
+    /* one piece per thread, of at least 64 rows/columns and GEMM_SPLIT_FLOPS:
+    ** each piece is a BLAS call that packs its shared operand again, so
+    ** more pieces ran slower (docs/speed.md, "GEMMs split in fewer pieces") */
     int64_t per_block = (int64_t)(flops / (double)blocks);
     int64_t grain = per_block > 0 ? (int64_t)(GEMM_SPLIT_FLOPS / per_block) + 1 : blocks;
-    int64_t pieces = (int64_t)width * gemm_chunks_per_thread();
+    int64_t pieces = width;
     if (grain < (blocks + pieces - 1) / pieces) grain = (blocks + pieces - 1) / pieces;
     if (grain < 4) grain = 4;
     bert_parallel_for(blocks, grain, gemm_blocks, &g);
@@ -237,30 +219,17 @@ static void batched_items(void *p, int64_t lo, int64_t hi) {
   }
 }
 
+/* Shapes and dtypes checked by bert_matmul (core/ops.c). */
 bert_tensor *cpu_matmul(const bert_tensor *a_in, const bert_tensor *b_in) {
-  char b1[160], b2[160];
   /* vectors: [K] -> [1 x K] on the left, [K x 1] on the right, dropped after */
   bert_tensor *a = a_in->ndim == 1 ? bert_unsqueeze((bert_tensor *)a_in, 0) : bert_alias(a_in);
   bert_tensor *b = b_in->ndim == 1 ? bert_unsqueeze((bert_tensor *)b_in, 1) : bert_alias(b_in);
   bert_tensor *out = NULL;
   if (a == NULL || b == NULL) goto done;
-  int64_t M = a->shape[a->ndim - 2], K = a->shape[a->ndim - 1];
-  int64_t Kb = b->shape[b->ndim - 2], N = b->shape[b->ndim - 1];
-  if (K != Kb) {
-    bert_set_error("matmul: %s @ %s: inner dimensions differ (%lld vs %lld)",
-                   bert_shape_str(b1, sizeof b1, a_in->ndim, a_in->shape),
-                   bert_shape_str(b2, sizeof b2, b_in->ndim, b_in->shape),
-                   (long long)K, (long long)Kb);
-    goto done;
-  }
+  int64_t M = a->shape[a->ndim - 2], K = a->shape[a->ndim - 1], N = b->shape[b->ndim - 1];
   int64_t batch[BERT_MAX_DIMS];
   int nbd;
-  if (bert_broadcast_shape(a->ndim - 2, a->shape, b->ndim - 2, b->shape, &nbd, batch) != 0) {
-    bert_set_error("matmul: %s @ %s: batch dimensions cannot be broadcast",
-                   bert_shape_str(b1, sizeof b1, a_in->ndim, a_in->shape),
-                   bert_shape_str(b2, sizeof b2, b_in->ndim, b_in->shape));
-    goto done;
-  }
+  if (bert_broadcast_shape(a->ndim - 2, a->shape, b->ndim - 2, b->shape, &nbd, batch) != 0) goto done;
   /* make each operand BLAS-friendly, copying only when its strides are not */
   matlayout la, lb;
   bert_tensor **ops[2] = {&a, &b};
@@ -280,7 +249,6 @@ bert_tensor *cpu_matmul(const bert_tensor *a_in, const bert_tensor *b_in) {
   int64_t oshape[BERT_MAX_DIMS];
   int ond = 0;
   for (int i = 0; i < nbd; i++) oshape[ond++] = batch[i];
-  if (nbd + 2 > BERT_MAX_DIMS) { bert_set_error("matmul: too many dimensions"); goto done; }
   oshape[ond++] = M;
   oshape[ond++] = N;
   out = bert_tensor_empty(BERT_F32, ond, oshape);

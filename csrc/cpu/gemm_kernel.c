@@ -13,7 +13,7 @@
 **
 ** (The textbook order runs jr outside ir, keeping a B panel in L1; with a
 ** tile wider than tall the A panel is the smaller one to keep, and that
-** order measured 3-8% slower here.)  Packing lays B out in the order the
+** order measured slower: docs/speed.md, "Our own GEMM".)  Packing lays B out in the order the
 ** tile reads it (contiguous, zero-padded past the last column), so the
 ** inner loop is nothing but loads, broadcasts and FMAs; A's panels are
 ** plain copies of its rows, which the tile reads with constant strides.
@@ -41,7 +41,7 @@
 
 /* 14 x 32: 28 zmm accumulators, 2 for the B row and 1 for the broadcast A
 ** value.  Two B loads and 14 broadcast loads feed 28 FMAs (14 cycles on
-** two FMA ports).  12 x 32 measured 1% slower, and leaves more rows over
+** two FMA ports).  12 x 32 measured slower, and leaves more rows over
 ** at M = 128. */
 #define MR 14
 #define VW 16
@@ -117,7 +117,7 @@ static inline void v_store_mask(float *p, vmask m, vec v) { if (m) *p = v; }
 **   3072 are 3, 4 and 12 such blocks; K is split into equal blocks).
 ** NC = 1024: the packed B block (KC x NC floats, 1 MB) fills half of the
 **   2 MB L2, leaving room for the A block, C's tiles and the next rows.
-**   (KC 384 or 512 with NC 512 or 768 measured the same or up to 5% slower.)
+**   (Larger KC with smaller NC measured no faster: docs/speed.md.)
 ** MC = 168 (12 panels of 14, 168 KB): how much of A is packed at a time.
 **   Each A panel is used against the whole B block as soon as it is
 **   packed, so MC only bounds the buffer (and how often the packing loop

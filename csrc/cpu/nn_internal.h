@@ -142,4 +142,55 @@ static inline float nn_expf(float x) {
   return x < -87.3f ? 0.0f : y;
 }
 
+/* {====================================================== erf and GELU */
+
+#define INV_SQRT2 0.70710678118654752f
+#define INV_SQRT2PI 0.39894228040143268f
+#define SQRT_2_OVER_PI 0.79788456080286536f
+
+/* erf(a) for a >= 0, given e = exp(-a^2): Abramowitz & Stegun 7.1.26,
+** absolute error < 1.5e-7 (the Vulkan shaders' erf_approx is the same). */
+static inline float nn_erf_nonneg(float a, float e) {
+  float t = 1.0f / (1.0f + 0.3275911f * a);
+  float p = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+  return 1.0f - p * e;
+}
+
+/* erf, vectorisable (no calls, no branches), for GELU.  t:erf() keeps
+** libm's erff: near 0 this one's absolute error is large against erf(x)
+** itself (6% at 1e-6), while GELU's x * (1 + erf) stays within 3e-7. */
+static inline float nn_erff(float x) {
+  float a = fabsf(x);
+  float y = nn_erf_nonneg(a, nn_expf(-a * a));
+  return x < 0 ? -y : y;
+}
+
+/* tanh(z) = 1 - 2 / (exp(2z) + 1), with the exponent kept <= 0 */
+static inline float nn_tanhf(float z) {
+  float a = fabsf(z);
+  float e = nn_expf(-2.0f * a);
+  float y = (1.0f - e) / (1.0f + e);
+  return z < 0 ? -y : y;
+}
+
+/* GELU, the erf form x * Phi(x) or the tanh approximation ("gelu_new"):
+** the one definition of t:gelu() and F.bias_gelu on the CPU. */
+static inline float nn_gelu(float u, int tanh_mode) {
+  if (tanh_mode) return 0.5f * u * (1.0f + nn_tanhf(SQRT_2_OVER_PI * (u + 0.044715f * u * u * u)));
+  return 0.5f * u * (1.0f + nn_erff(u * INV_SQRT2));
+}
+
+/* d gelu(u) / du; the erf form shares one exp(-u^2 / 2) between erf and
+** the Gaussian density. */
+static inline float nn_gelu_grad(float u, int tanh_mode) {
+  if (tanh_mode) {
+    float t = nn_tanhf(SQRT_2_OVER_PI * (u + 0.044715f * u * u * u));
+    return 0.5f * (1.0f + t) + 0.5f * u * (1.0f - t * t) * SQRT_2_OVER_PI * (1.0f + 3.0f * 0.044715f * u * u);
+  }
+  /* erf(u / sqrt 2) as nn_erff, with exp(-(u / sqrt 2)^2) = exp(-u^2 / 2) reused */
+  float e = nn_expf(-0.5f * u * u), erf_abs = nn_erf_nonneg(fabsf(u) * INV_SQRT2, e);
+  return 0.5f * (1.0f + (u < 0 ? -erf_abs : erf_abs)) + u * INV_SQRT2PI * e;
+}
+/* }====================================================== */
+
 #endif

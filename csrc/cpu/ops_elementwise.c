@@ -12,8 +12,10 @@
 #include <string.h>
 
 #include "core/iter.h"
+#include "core/ops.h"
 #include "core/parallel.h"
 #include "cpu/cpu.h"
+#include "cpu/nn_internal.h"
 
 static int32_t saturate_i32(double v) {
   if (v != v) return 0;
@@ -99,10 +101,6 @@ int cpu_binary(bert_binop op, const bert_tensor *a, const bert_tensor *b, double
 
 typedef struct { bert_unop op; bert_dtype ta, to; } unctx;
 
-static inline float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
-static inline float gelu_tanh(float x) {
-  return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
-}
 static inline float sigmoidf(float x) {
   /* split by sign so exp never overflows */
   if (x >= 0) return 1.0f / (1.0f + expf(-x));
@@ -125,8 +123,8 @@ static void unary_f32(void *vctx, int64_t n, char **ptr, const int64_t *st) {
     case BERT_TANH: LOOP(tanhf(x));
     case BERT_SIGMOID: LOOP(sigmoidf(x));
     case BERT_RELU: LOOP(x > 0 ? x : 0.0f);
-    case BERT_GELU: LOOP(gelu_erf(x));
-    case BERT_GELU_TANH: LOOP(gelu_tanh(x));
+    case BERT_GELU: LOOP(nn_gelu(x, 0));
+    case BERT_GELU_TANH: LOOP(nn_gelu(x, 1));
     case BERT_ABS: LOOP(fabsf(x));
     case BERT_ERF: LOOP(erff(x));
     case BERT_SILU: LOOP(x * sigmoidf(x));
@@ -164,7 +162,6 @@ int cpu_unary(bert_unop op, const bert_tensor *a, bert_tensor *out) {
 
 /* dy * f'(x), elementwise; y = f(x) saves recomputing it. */
 static float unary_grad(bert_unop op, float x, float y, float dy) {
-  const float inv_sqrt2 = 0.70710678118654752f, inv_sqrt2pi = 0.39894228040143268f;
   switch (op) {
     case BERT_NEG: return -dy;
     case BERT_EXP: return dy * y;
@@ -174,15 +171,8 @@ static float unary_grad(bert_unop op, float x, float y, float dy) {
     case BERT_TANH: return dy * (1.0f - y * y);
     case BERT_SIGMOID: return dy * y * (1.0f - y);
     case BERT_RELU: return x > 0 ? dy : 0.0f;
-    case BERT_GELU: {   /* d/dx x*Phi(x) = Phi(x) + x*phi(x) */
-      float cdf = 0.5f * (1.0f + erff(x * inv_sqrt2));
-      return dy * (cdf + x * inv_sqrt2pi * expf(-0.5f * x * x));
-    }
-    case BERT_GELU_TANH: {
-      const float c = 0.7978845608028654f, k = 0.044715f;
-      float t = tanhf(c * (x + k * x * x * x));
-      return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * c * (1.0f + 3.0f * k * x * x));
-    }
+    case BERT_GELU: return dy * nn_gelu_grad(x, 0);
+    case BERT_GELU_TANH: return dy * nn_gelu_grad(x, 1);
     case BERT_ABS: return x > 0 ? dy : (x < 0 ? -dy : 0.0f);
     case BERT_ERF: return dy * 1.1283791670955126f * expf(-x * x);
     case BERT_SILU: {   /* d/dx x*s(x) = s + x*s*(1 - s) */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/ops.h"
 #include "core/parallel.h"
 #include "cpu/cpu.h"
 

@@ -18,6 +18,7 @@
 
 #include "core/autograd.h"   /* bert_bump_version */
 #include "core/parallel.h"
+#include "core/optim.h"
 #include "cpu/cpu.h"
 
 /* Reductions sum blocks of this many elements each (fixed, so the
@@ -532,8 +533,8 @@ int cpu_scale_(bert_tensor *t, double s) {
 /* {====================================================== zeroing gradients
 ** With streaming stores, which write whole cache lines without first
 ** reading them: the gradients are not read again before the next backward,
-** so there is nothing to keep in the cache.  BERT-base's 440 MB on 2
-** threads: 9.6-11 ms against 23 ms for memset (docs/speed.md). */
+** so there is nothing to keep in the cache (measured against memset in
+** docs/speed.md, "The optimizer"). */
 
 #define ZERO_BLOCK 65536
 typedef struct { float *x; int64_t n; } zero_job;
