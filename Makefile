@@ -59,7 +59,6 @@ $(BUILD)/obj/%.o: csrc/%.c $(wildcard csrc/*.h csrc/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(BERT_CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/lua/core.o: BERT_CFLAGS += -fvisibility=default
 
 # The elementwise opcodes come from the op list (csrc/core/op_list.h).
 $(BUILD)/gen/bert_ops.glsl: tools/gen_op_glsl.c csrc/core/op_list.h csrc/vulkan/vk_opcodes.h

@@ -18,10 +18,6 @@
 
 #include "core/tensor.h"
 #include "core/types.h"
-/* Transitional, for a device backend that still reaches the ops'
-** front-ends (bert_binary, bert_broadcast_shape, ...) through this
-** header: dropped once it includes core/ops.h itself. */
-#include "core/ops.h"
 
 /* Every entry of the table below that a device may lack: X(ID, entry),
 ** entry the field of bert_backend.  BERT_DISPATCH checks a front-end's

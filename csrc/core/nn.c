@@ -2,7 +2,7 @@
 ** The fused nn ops (core/nn.h), device-independent: each op's argument
 ** checks, its autograd node (a node type with the op's own saved state)
 ** and its backward, side by side.  Forward and backward kernels are the
-** backends' (cpu/linear.c ..., vulkan/vk_ops.c), reached through the
+** backends' (cpu/linear.c ..., vulkan/vk_nn.c ...), reached through the
 ** backend table, so one node serves every device.
 */
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /*
 ** Fused neural-network ops, on any device: each entry point checks its
 ** arguments (core/nn.c), runs the forward kernel of the tensors' backend
-** (core/backend.h: cpu/linear.c, ..., vulkan/vk_ops.c) and records one
+** (core/backend.h: cpu/linear.c, ..., vulkan/vk_nn.c, ...) and records one
 ** autograd node whose backward calls the backend's backward kernel.  Pure
 ** C; the Lua binding is csrc/lua/l_nn.c.  All return a new tensor, or NULL
 ** with bert_last_error() set ("linear: input [4 x 7] and weight [3 x 8]: ...").

@@ -18,6 +18,9 @@ static const char *const redop_names[] = {
 #undef X
 };
 
+/* a device's own messages name the reduction as the front-end does */
+const char *bert_redop_name(bert_redop op) { return redop_names[op]; }
+
 /* t itself when it is in host memory, else a host copy (new reference). */
 static bert_tensor *on_host(const bert_tensor *t) {
   if (bert_is_host(t)) { bert_tensor_retain((bert_tensor *)t); return (bert_tensor *)t; }

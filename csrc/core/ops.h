@@ -37,6 +37,7 @@ bert_tensor *bert_where(const bert_tensor *cond, const bert_tensor *a, const ber
 int bert_fill_(bert_tensor *t, double value);
 const char *bert_binop_name(bert_binop op);
 const char *bert_unop_name(bert_unop op);
+const char *bert_redop_name(bert_redop op);
 
 /* ---- reductions over one dim (dim < 0: over all elements, scalar result) ---- */
 /* For MAX/MIN with a dim, *indices (if non-NULL) receives the int32 argmax/argmin. */

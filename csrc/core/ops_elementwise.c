@@ -2,7 +2,7 @@
 ** Elementwise ops, the device-independent half: names, type rules,
 ** broadcasting and the result's shape, checked once here for every
 ** backend; the loops are the backends' (cpu/ops_elementwise.c,
-** vulkan/vk_ops.c).
+** vulkan/vk_elementwise.c).
 **
 ** Type rules: float32 op anything -> float32; int32 op int32 -> int32,
 ** except true division (float32); comparisons give int32 0/1 masks.

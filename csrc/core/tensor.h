@@ -10,9 +10,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Transitional, for a caller that still finds bert_set_num_threads here:
-** dropped once it includes core/parallel.h itself. */
-#include "core/parallel.h"
 
 #define BERT_MAX_DIMS 8
 

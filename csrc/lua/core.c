@@ -13,6 +13,7 @@
 #include <omp.h>
 #include <cblas.h>
 
+#include "core/parallel.h"
 #include "lbert.h"
 #include "cpu/cpu.h"
 #include "cpu/gemm.h"
@@ -252,7 +253,7 @@ static const luaL_Reg core_funcs[] = {
 
 int luaopen_bert_core(lua_State *L);
 
-int luaopen_bert_core(lua_State *L) {
+__attribute__((visibility("default"))) int luaopen_bert_core(lua_State *L) {
   /* Lua dlcloses C modules at exit; idle OpenMP threads (and the loader's
   ** own helper threads) would then run unmapped libgomp code: pin it. */
   void *gomp = dlopen("libgomp.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);

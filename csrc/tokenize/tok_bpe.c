@@ -128,7 +128,7 @@ static int merge_heap(const bt_tokenizer *t, bt_worker *w, int ns) {
     uint64_t top = heap_pop(w->heap, &hn);
     int32_t r = (int32_t)(top >> 32), i = (int32_t)(top & 0xffffffffu);
     if (ln[i] == 0 || nx[i] < 0) continue;          /* dead or last */
-    int32_t j = nx[i], newid;
+    int32_t j = nx[i], newid = 0;
     if (bt_merge_lookup(&t->merges, id[i], id[j], &newid) != r) continue;
     id[i] = newid; ln[i] += ln[j]; ln[j] = 0;
     nx[i] = nx[j]; if (nx[j] >= 0) pv[nx[j]] = i;

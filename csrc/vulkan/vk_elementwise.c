@@ -6,6 +6,7 @@
 */
 #include <string.h>
 
+#include "core/ops.h"
 #include "vulkan/vk_kernels.h"
 #include "vulkan/vk_opcodes.h"
 

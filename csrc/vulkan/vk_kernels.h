@@ -87,12 +87,8 @@ bert_tensor *vk_index_select(const bert_tensor *t, int dim, const bert_tensor *i
 int vk_index_add(bert_tensor *z, int dim, const bert_tensor *index, const bert_tensor *src);
 
 /* ---- attention (vk_attention.c) ---- */
-bert_tensor *vk_attention(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
-                          const bert_attention_opts *o, bert_stream s, bert_tensor **lse);
-int vk_attention_backward(const bert_tensor *q, const bert_tensor *k, const bert_tensor *v,
-                          const bert_attention_opts *o, bert_stream s, const bert_tensor *out,
-                          const bert_tensor *lse, const bert_tensor *dout,
-                          bert_tensor **dq, bert_tensor **dk, bert_tensor **dv);
+bert_attention_fn vk_attention;                    /* the prototypes: core/backend.h */
+bert_attention_backward_fn vk_attention_backward;
 
 /* ---- optimizers (vk_optim.c) ---- */
 int vk_adamw_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v, const bert_adam_cfg *cfg);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/autograd.h"
+#include "core/ops.h"
 #include "vulkan/vk_kernels.h"
 #include "vulkan/vk_opcodes.h"
 

@@ -4,6 +4,7 @@
 ** log-softmax, sums of squares; rows beyond a dispatch's loop or a binding
 ** are reduced in slices into partials.
 */
+#include "core/ops.h"
 #include "vulkan/vk_kernels.h"
 #include "vulkan/vk_opcodes.h"
 
