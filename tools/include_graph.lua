@@ -32,6 +32,26 @@ M.acyclic = {"vulkan", "lua", "tokenize"}
 -- Words that only a device backend may say.
 M.device_words = {"vulkan", "bert_vk_", "vk%.h", "VkDevice", "BERT_STORAGE_VULKAN"}
 
+-- Depth-first search of graph[node] = {other = ...} from each of nodes in
+-- turn; report(path, other, node) for each edge that closes a cycle.
+function M.cycles(nodes, graph, report)
+  local state = {}
+  local function visit(node, stack)
+    state[node] = "open"
+    stack[#stack + 1] = node
+    local others = {}
+    for o in pairs(graph[node] or {}) do others[#others + 1] = o end
+    table.sort(others)
+    for _, other in ipairs(others) do
+      if state[other] == "open" then report(stack, other, node)
+      elseif not state[other] then visit(other, stack) end
+    end
+    stack[#stack] = nil
+    state[node] = "done"
+  end
+  for _, n in ipairs(nodes) do if not state[n] then visit(n, {}) end end
+end
+
 local function list(dir, pattern)
   local p = io.popen('ls -1 "' .. dir .. '" 2>/dev/null')
   local out = {}
@@ -81,25 +101,12 @@ function M.scan(root)
       f:close()
     end
   end
-  -- cycles between folders (depth-first search)
-  local state = {}
-  local function visit(node, stack)
-    state[node] = "open"
-    stack[#stack + 1] = node
-    for other in pairs(edges[node] or {}) do
-      if state[other] == "open" then
-        problems[#problems + 1] = "cycle between folders: " .. table.concat(stack, " -> ") .. " -> " .. other
-      elseif not state[other] then
-        visit(other, stack)
-      end
-    end
-    stack[#stack] = nil
-    state[node] = "done"
-  end
   local names = {}
   for k in pairs(edges) do names[#names + 1] = k end
   table.sort(names)
-  for _, k in ipairs(names) do if not state[k] then visit(k, {}) end end
+  M.cycles(names, edges, function(path, other)
+    problems[#problems + 1] = "cycle between folders: " .. table.concat(path, " -> ") .. " -> " .. other
+  end)
   return edges, problems
 end
 
@@ -139,25 +146,10 @@ function M.object_cycles(objroot, folders, root)
   local problems = {}
   for _, folder in ipairs(folders or M.acyclic) do
     local graph, files = M.object_graph(objroot .. "/" .. folder, (root or "csrc") .. "/" .. folder)
-    local state = {}
-    local function visit(node, stack)
-      state[node] = "open"
-      stack[#stack + 1] = node
-      local others = {}
-      for o in pairs(graph[node]) do others[#others + 1] = o end
-      table.sort(others)
-      for _, other in ipairs(others) do
-        if state[other] == "open" then
-          problems[#problems + 1] = string.format("cycle between the files of csrc/%s: %s -> %s (%s)", folder,
-            table.concat(stack, " -> "), other, graph[node][other])
-        elseif not state[other] then
-          visit(other, stack)
-        end
-      end
-      stack[#stack] = nil
-      state[node] = "done"
-    end
-    for _, f in ipairs(files) do if not state[f] then visit(f, {}) end end
+    M.cycles(files, graph, function(path, other, node)
+      problems[#problems + 1] = string.format("cycle between the files of csrc/%s: %s -> %s (%s)", folder,
+        table.concat(path, " -> "), other, graph[node][other])
+    end)
   end
   return problems
 end

