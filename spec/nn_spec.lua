@@ -125,6 +125,83 @@ describe("F.layer_norm", function()
   end)
 end)
 
+-- RMSNorm in plain Lua, row by row over the last dim: y = x / sqrt(mean(x^2) + eps) * w.
+local function ref_rms_norm(x, w, eps)
+  local H = w:numel()
+  local xs, ws, ys = x:contiguous():view(-1):totable(), w:totable(), {}
+  for r = 0, #xs // H - 1 do
+    local ss = 0
+    for j = 1, H do ss = ss + xs[r * H + j] ^ 2 end
+    local rs = 1 / math.sqrt(ss / H + eps)
+    for j = 1, H do ys[r * H + j] = xs[r * H + j] * rs * ws[j] end
+  end
+  return bert.tensor(ys):view(x:shape())
+end
+
+describe("F.rms_norm", function()
+  it("matches the plain-Lua reference at odd shapes; default eps 1e-6", function()
+    local x, w = randn({3, 5, 7}, 1), randn({7}, 2)
+    assert.is_true(maxdiff(F.rms_norm(x, w), ref_rms_norm(x, w, 1e-6)) < 1e-5)
+    assert.is_true(maxdiff(F.rms_norm(x, w, 0.5), ref_rms_norm(x, w, 0.5)) < 1e-5)
+    assert.same({3, 5, 7}, F.rms_norm(x, w):shape())
+    local v, wv = randn({5}, 3), randn({5}, 4)   -- a single row, 1-D
+    assert.is_true(maxdiff(F.rms_norm(v, wv), ref_rms_norm(v, wv, 1e-6)) < 1e-5)
+  end)
+
+  it("matches the reference at widths that fill the vector lanes and leave a tail", function()
+    for _, H in ipairs({16, 37, 768}) do
+      local x, w = randn({3, H}, 5 + H), randn({H}, 6)
+      assert.is_true(maxdiff(F.rms_norm(x, w), ref_rms_norm(x, w, 1e-6)) < 1e-5, "H " .. H)
+    end
+  end)
+
+  it("normalises a non-contiguous input", function()
+    local x, w = randn({6, 4}, 7):t(), randn({6}, 8)
+    assert.is_false(x:is_contiguous())
+    assert.is_true(maxdiff(F.rms_norm(x, w), ref_rms_norm(x, w, 1e-6)) < 1e-5)
+  end)
+
+  it("has correct gradients for input and weight", function()
+    G.gradcheck(function(a, ww) return F.rms_norm(a, ww, 1e-5) end, {randn({3, 5, 7}, 9), randn({7}, 10)})
+    G.gradcheck(function(a, ww) return F.rms_norm(a, ww, 1e-5) end, {randn({2, 37}, 11), randn({37}, 12)})
+    -- one of the two only
+    G.gradcheck(function(a, ww) return F.rms_norm(a, ww) end, {randn({4, 6}, 13), randn({6}, 14)}, {inputs = {true}})
+    G.gradcheck(function(a, ww) return F.rms_norm(a, ww) end, {randn({4, 6}, 15), randn({6}, 16)},
+      {inputs = {nil, true}})
+  end)
+
+  it("records nothing under no_grad", function()
+    local x = randn({2, 3}, 17):requires_grad(true)
+    assert.is_false(bert.no_grad(function() return F.rms_norm(x, bert.ones({3})) end):requires_grad())
+    assert.is_true(F.rms_norm(x, bert.ones({3})):requires_grad())
+  end)
+
+  it("names the function, the argument and the values in its errors", function()
+    local x = bert.zeros({2, 4})
+    assert.error_matches(function() F.rms_norm(x, bert.ones({5})) end,
+      lit("rms_norm: weight [5] does not match the last dim of input [2 x 4] (expected [4])"))
+    assert.error_matches(function() F.rms_norm(x, bert.ones({2, 4})) end,
+      lit("rms_norm: weight [2 x 4] does not match the last dim of input [2 x 4] (expected [4])"))
+    assert.error_matches(function() F.rms_norm(x) end, lit("rms_norm: weight is required"))
+    assert.error_matches(function() F.rms_norm(x, bert.ones({4}, "int32")) end,
+      lit("rms_norm: weight must be float32, got int32"))
+    assert.error_matches(function() F.rms_norm(bert.zeros({2, 4}, "int32"), bert.ones({4})) end,
+      lit("rms_norm: input must be float32, got int32"))
+    assert.error_matches(function() F.rms_norm(bert.tensor(1.0), bert.ones({1})) end,
+      lit("rms_norm: input must have at least 1 dimension"))
+    for _, eps in ipairs({0, -1e-6, math.huge, 0 / 0}) do
+      assert.error_matches(function() F.rms_norm(x, bert.ones({4}), eps) end,
+        "rms_norm: eps must be finite and > 0, got " .. tostring(eps), nil, true)
+    end
+    local vk = bert.backend_info().vulkan
+    if vk and vk.available then   -- no Vulkan kernel: refused by name, not a crash
+      local ok, err = pcall(F.rms_norm, x:to("vulkan"), bert.ones({4}):to("vulkan"))
+      assert.is_false(ok)
+      assert.matches("rms_norm: not supported on device vulkan", err, 1, true)
+    end
+  end)
+end)
+
 describe("F.embedding", function()
   it("gathers rows for ids of any shape", function()
     local w = randn({6, 3}, 1)

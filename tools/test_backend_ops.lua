@@ -246,6 +246,15 @@ for _, v in ipairs({{name = "layer_norm", eps = {1e-3, -1}, grad = true},
 end
 
 OPS[#OPS + 1] = {
+  name = "rms_norm", grad = true, tol = 1e-4,
+  make = function()
+    local s = random_shape(1, 3)
+    return {input(s), input({s[#s]}), args = {eps = pick({1e-6, 1e-3, -1})}}
+  end,
+  f = function(args, x, w) return F.rms_norm(x, w, args.eps) end,
+}
+
+OPS[#OPS + 1] = {
   name = "bias_gelu", grad = true,
   make = function()
     local s = random_shape(0, 3)

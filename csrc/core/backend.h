@@ -44,6 +44,8 @@
   X(LINEAR_BACKWARD,        linear_backward) \
   X(LAYER_NORM,             layer_norm) \
   X(LAYER_NORM_BACKWARD,    layer_norm_backward) \
+  X(RMS_NORM,               rms_norm) \
+  X(RMS_NORM_BACKWARD,      rms_norm_backward) \
   X(BIAS_GELU,              bias_gelu) \
   X(BIAS_GELU_BACKWARD,     bias_gelu_backward) \
   X(DROPOUT,                dropout) \
@@ -148,6 +150,11 @@ struct bert_backend {
                              double eps, const bert_tensor *residual, bert_tensor **stats);
   int (*layer_norm_backward)(bert_tensor *const in[4], const bert_tensor *x, const bert_tensor *residual,
                              const bert_tensor *gamma, const bert_tensor *stats, const bert_tensor *g);
+  /* weight [H]; *rstd: the backend's per-row 1 / rms, handed back to backward;
+  ** in = {x, weight} as the caller passed them (gradient targets) */
+  bert_tensor *(*rms_norm)(const bert_tensor *x, const bert_tensor *weight, double eps, bert_tensor **rstd);
+  int (*rms_norm_backward)(bert_tensor *const in[2], const bert_tensor *x, const bert_tensor *weight,
+                           const bert_tensor *rstd, const bert_tensor *g);
   bert_tensor *(*bias_gelu)(const bert_tensor *x, const bert_tensor *b, int tanh_mode);
   int (*bias_gelu_backward)(bert_tensor *const in[2], const bert_tensor *x, const bert_tensor *b,
                             int tanh_mode, const bert_tensor *g);

@@ -5,6 +5,7 @@
 ** backends' (cpu/linear.c ..., vulkan/vk_nn.c ...), reached through the
 ** backend table, so one node serves every device.
 */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -113,16 +114,17 @@ static int layer_norm_backward(bert_node *node, bert_tensor *out, bert_tensor *g
 
 static const bert_node_type layer_norm_node = {"layer_norm", layer_norm_backward, sizeof(layer_norm_state), 0};
 
-static int check_norm_param(const char *what, bert_tensor *p, bert_tensor *x, int64_t H) {
+/* A norm's weight or bias p (NULL: absent) is float32 [H], H x's last dim. */
+static int check_norm_param(const char *op, const char *what, bert_tensor *p, bert_tensor *x, int64_t H) {
   char s1[160], s2[160];
   if (p == NULL) return 0;
   if (p->dtype != BERT_F32) {
-    bert_set_error("layer_norm: %s must be float32, got %s", what, bert_dtype_name(p->dtype));
+    bert_set_error("%s: %s must be float32, got %s", op, what, bert_dtype_name(p->dtype));
     return -1;
   }
   if (p->ndim != 1 || p->shape[0] != H) {
-    bert_set_error("layer_norm: %s %s does not match the last dim of input %s (expected [%lld])",
-                   what, SHAPE(s1, p), SHAPE(s2, x), (long long)H);
+    bert_set_error("%s: %s %s does not match the last dim of input %s (expected [%lld])",
+                   op, what, SHAPE(s1, p), SHAPE(s2, x), (long long)H);
     return -1;
   }
   return 0;
@@ -141,7 +143,9 @@ bert_tensor *bert_layer_norm(bert_tensor *x_in, bert_tensor *g_in, bert_tensor *
   if (x_in->ndim < 1) { bert_set_error("layer_norm: input must have at least 1 dimension"); return NULL; }
   if (!(eps >= 0)) { bert_set_error("layer_norm: eps must be >= 0, got %g", eps); return NULL; }
   int64_t H = x_in->shape[x_in->ndim - 1];
-  if (check_norm_param("weight", g_in, x_in, H) || check_norm_param("bias", b_in, x_in, H)) return NULL;
+  if (check_norm_param("layer_norm", "weight", g_in, x_in, H) ||
+      check_norm_param("layer_norm", "bias", b_in, x_in, H))
+    return NULL;
   if (r_in) {
     int same = r_in->ndim == x_in->ndim;
     for (int d = 0; same && d < x_in->ndim; d++) same = r_in->shape[d] == x_in->shape[d];
@@ -165,6 +169,51 @@ bert_tensor *bert_layer_norm(bert_tensor *x_in, bert_tensor *g_in, bert_tensor *
   }
   bert_tensor_release(stats);
   release_all(4, c);
+  return y;
+}
+/* }====================================================== */
+
+/* {====================================================== RMS norm */
+
+/* saved: 0 = x, 1 = rstd, 2 = weight */
+static int rms_norm_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
+  bert_tensor *x = bert_node_saved(node, 0), *rstd = bert_node_saved(node, 1), *w = bert_node_saved(node, 2);
+  if (!x || !rstd || !w) return -1;
+  const bert_tensor *ts[3] = {x, rstd, g};
+  const bert_backend *be;
+  if (!BERT_DISPATCH_BACKWARD(be, RMS_NORM, "rms_norm", 3, ts)) return -1;
+  (void)out;
+  return be->rms_norm_backward(node->inputs, x, w, rstd, g);
+}
+
+static const bert_node_type rms_norm_node = {"rms_norm", rms_norm_backward, 0, 0};
+
+bert_tensor *bert_rms_norm(bert_tensor *x_in, bert_tensor *w_in, double eps) {
+  bert_tensor *in[2] = {x_in, w_in};
+  const bert_backend *be;
+  if (!BERT_DISPATCH(be, RMS_NORM, "rms_norm", 2, (const bert_tensor *const *)in)) return NULL;
+  if (x_in->dtype != BERT_F32) {
+    bert_set_error("rms_norm: input must be float32, got %s", bert_dtype_name(x_in->dtype));
+    return NULL;
+  }
+  if (x_in->ndim < 1) { bert_set_error("rms_norm: input must have at least 1 dimension"); return NULL; }
+  if (!(eps > 0 && isfinite(eps))) {
+    bert_set_error("rms_norm: eps must be finite and > 0, got %g", eps);
+    return NULL;
+  }
+  if (w_in == NULL) { bert_set_error("rms_norm: weight is required"); return NULL; }
+  if (check_norm_param("rms_norm", "weight", w_in, x_in, x_in->shape[x_in->ndim - 1])) return NULL;
+  bert_tensor *c[2], *rstd = NULL;
+  if (contiguous_all(2, in, c) != 0) return NULL;
+  bert_node *node;
+  bert_tensor *y = bert_record(be->rms_norm(c[0], c[1], eps, &rstd), &node, &rms_norm_node, 2, in);
+  if (node) {
+    bert_node_save(node, c[0]);
+    bert_node_save(node, rstd);
+    bert_node_save(node, c[1]);
+  }
+  bert_tensor_release(rstd);
+  release_all(2, c);
   return y;
 }
 /* }====================================================== */

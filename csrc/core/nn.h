@@ -22,6 +22,11 @@ bert_tensor *bert_linear(bert_tensor *x, bert_tensor *w, bert_tensor *b);
 bert_tensor *bert_layer_norm(bert_tensor *x, bert_tensor *gamma, bert_tensor *beta,
                              double eps, bert_tensor *residual);
 
+/* y = RMSNorm(x) over the last dim (Zhang & Sennrich 2019; T5, LLaMA):
+** x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps), no centring and no
+** bias.  weight [H] (required), eps > 0 and finite.  Saves rstd. */
+bert_tensor *bert_rms_norm(bert_tensor *x, bert_tensor *weight, double eps);
+
 /* y = gelu(x + b) over the last dim (b [N] or NULL): exact erf GELU, or the
 ** tanh approximation ("gelu_new") when tanh_mode.  Uses vectorised erf /
 ** tanh approximations (absolute error ~1e-7). */

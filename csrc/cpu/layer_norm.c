@@ -8,6 +8,9 @@
 ** products), added up in a fixed order at the end of the row: the lanes
 ** vectorise without reassociating anything (no -ffast-math), and the
 ** result depends neither on the thread count nor on the ISA.
+**
+** rms_norm, its kin, lives here too with the same lanes: y = x * rstd *
+** weight, rstd = 1 / sqrt(mean(x^2) + eps) per row, saved as [R].
 */
 #include <math.h>
 #include <stdlib.h>
@@ -262,3 +265,115 @@ bert_tensor *cpu_layer_norm(const bert_tensor *x, const bert_tensor *gamma, cons
   *stats_out = st;
   return y;
 }
+
+/* {====================================================== RMS norm */
+
+typedef struct {
+  int64_t H;
+  double eps;
+  const float *X, *W;
+  float *Y, *rstd;
+} rms_forward_job;
+
+static void rms_forward_rows(void *p, int64_t lo, int64_t hi) {
+  const rms_forward_job *jf = p;
+  const int64_t H = jf->H;
+  const float *W = jf->W;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *xr = jf->X + r * H;
+    float *yr = jf->Y + r * H;
+    double acc[LN_LANES] = {0};
+    int64_t j = 0;
+    for (; j + LN_LANES <= H; j += LN_LANES)
+      for (int l = 0; l < LN_LANES; l++) acc[l] += (double)xr[j + l] * xr[j + l];
+    for (int l = 0; j < H; j++, l++) acc[l] += (double)xr[j] * xr[j];
+    const float rs = (float)(1.0 / sqrt(sum_lanes_d(acc) / (double)H + jf->eps));
+    #pragma omp simd
+    for (int64_t k = 0; k < H; k++) yr[k] = xr[k] * rs * W[k];
+    jf->rstd[r] = rs;
+  }
+}
+
+bert_tensor *cpu_rms_norm(const bert_tensor *x, const bert_tensor *weight, double eps, bert_tensor **rstd_out) {
+  int64_t H = x->shape[x->ndim - 1];
+  int64_t R = H > 0 ? bert_numel(x) / H : 0;
+  bert_tensor *y = bert_tensor_empty(BERT_F32, x->ndim, x->shape), *st = bert_tensor_empty(BERT_F32, 1, &R);
+  if (y == NULL || st == NULL) { bert_tensor_release(y); bert_tensor_release(st); return NULL; }
+  rms_forward_job job = {H, eps, bert_f32(x), bert_f32(weight), bert_f32(y), bert_f32(st)};
+  bert_parallel_for(R, bert_parallel_grain(H), rms_forward_rows, &job);
+  *rstd_out = st;
+  return y;
+}
+
+typedef struct {
+  int64_t H;
+  const float *X, *W, *DY, *rstd;
+  float *DX, *part;   /* part: per thread dweight [H], or NULL */
+} rms_backward_job;
+
+/* With x_hat = x * rs and g = dy * w: dx = rs * (g - x_hat * mean(g * x_hat)),
+** dweight = sum over rows of dy * x_hat.  The row sum in float lanes as
+** layer norm's backward; x_hat and g recomputed in the dx loop. */
+static void rms_backward_rows(void *p, int64_t lo, int64_t hi) {
+  const rms_backward_job *jb = p;
+  const int64_t H = jb->H;
+  const float *W = jb->W;
+  float *dw = jb->part ? jb->part + (size_t)bert_parallel_thread() * (size_t)H : NULL;
+  for (int64_t r = lo; r < hi; r++) {
+    const float *xr = jb->X + r * H, *dy = jb->DY + r * H;
+    const float rs = jb->rstd[r];
+    if (dw)
+      for (int64_t k = 0; k < H; k++) dw[k] += dy[k] * (xr[k] * rs);
+    if (jb->DX == NULL) continue;
+    float agx[LN_LANES] = {0};
+    int64_t j = 0;
+    for (; j + LN_LANES <= H; j += LN_LANES)
+      for (int l = 0; l < LN_LANES; l++) agx[l] += dy[j + l] * W[j + l] * (xr[j + l] * rs);
+    for (int l = 0; j < H; j++, l++) agx[l] += dy[j] * W[j] * (xr[j] * rs);
+    const float c = sum_lanes_f(agx) / (float)H;
+    float *dxr = jb->DX + r * H;
+    #pragma omp simd
+    for (int64_t k = 0; k < H; k++) dxr[k] = rs * (dy[k] * W[k] - (xr[k] * rs) * c);
+  }
+}
+
+/* in = {x, weight} as the caller passed them */
+int cpu_rms_norm_backward(bert_tensor *const in[2], const bert_tensor *x, const bert_tensor *weight,
+                          const bert_tensor *rstd, const bert_tensor *gout) {
+  bert_tensor *xin = in[0], *win = in[1];
+  int64_t H = x->shape[x->ndim - 1], R = rstd->shape[0];
+  int want_x = xin && xin->requires_grad, want_w = win && win->requires_grad;
+  int nt = bert_parallel_width(), rc = -1;
+  bert_tensor *dx = NULL;
+  float *part = NULL;
+  if (want_x && (dx = bert_tensor_empty(BERT_F32, x->ndim, x->shape)) == NULL) goto done;
+  if (want_w && (part = calloc((size_t)nt * (size_t)H, sizeof(float))) == NULL) {
+    bert_set_error("rms_norm backward: out of memory");
+    goto done;
+  }
+  rms_backward_job job = {H, bert_f32(x), bert_f32(weight), bert_f32(gout), bert_f32(rstd),
+                          dx ? bert_f32(dx) : NULL, part};
+  bert_parallel_for(R, bert_parallel_grain(H), rms_backward_rows, &job);
+  if (want_w) {
+    bert_tensor *dw = bert_tensor_empty(BERT_F32, 1, &H);
+    if (dw == NULL) goto done;
+    float *D = bert_f32(dw);
+    for (int64_t j = 0; j < H; j++) {
+      float s = 0;
+      for (int t = 0; t < nt; t++) s += part[(size_t)t * H + j];
+      D[j] = s;
+    }
+    if (bert_accumulate_grad_steal(win, dw) != 0) goto done;
+  }
+  if (dx) {
+    bert_tensor *g = dx;
+    dx = NULL;
+    if (bert_accumulate_grad_steal(xin, g) != 0) goto done;
+  }
+  rc = 0;
+done:
+  bert_tensor_release(dx);
+  free(part);
+  return rc;
+}
+/* }====================================================== */

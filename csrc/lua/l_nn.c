@@ -60,6 +60,13 @@ static int l_layer_norm(lua_State *L) {
   return lbert_push_result(L, bert_layer_norm(x, g, b, eps, r), "layer_norm");
 }
 
+/* F.rms_norm(x, weight[, eps = 1e-6]) */
+static int l_rms_norm(lua_State *L) {
+  bert_tensor *x = lbert_check_tensor(L, 1), *w = opt_tensor(L, 2);   /* nil: bert_rms_norm names it */
+  double eps = luaL_optnumber(L, 3, 1e-6);
+  return lbert_push_result(L, bert_rms_norm(x, w, eps), "rms_norm");
+}
+
 /* F.bias_gelu(x[, bias][, approximate = "none" | "tanh"]) */
 static int l_bias_gelu(lua_State *L) {
   static const char *const modes[] = {"none", "tanh", NULL};
@@ -187,6 +194,7 @@ static int l_cross_entropy(lua_State *L) {
 static const luaL_Reg F_funcs[] = {
   {"linear", l_linear},
   {"layer_norm", l_layer_norm},
+  {"rms_norm", l_rms_norm},
   {"bias_gelu", l_bias_gelu},
   {"dropout", l_dropout},
   {"dropout_rows", l_dropout_rows},
