@@ -98,6 +98,6 @@ cli.main("evaluate.lua", function()
     seq_len = args.seq_len, threads = args.threads, data_dir = args.data_dir, device = args.device,
     no_varlen = args.no_varlen, command = "lua5.4 " .. table.concat(quoted, " "),
     -- the datasets are fetched on first use (BERT_DATA_MIRROR selects a local mirror)
-    fetch = function(what) os.execute("sh tools/fetch_data.sh " .. what) end,
+    fetch = require("bert.fs").fetch_data,
   }
 end)

@@ -21,5 +21,5 @@ p:option("--passage-words", "brown-genre: words per passage", "100"):convert(cli
 cli.add(p, "labels")
 local args = p:parse()
 -- the built-in tasks' data are fetched on first use
-args.fetch = function(what) os.execute("sh tools/fetch_data.sh " .. what) end
+args.fetch = require("bert.fs").fetch_data
 cli.main("finetune_classify.lua", args.compare and experiment.compare or experiment.run, "classification", args)

@@ -25,5 +25,5 @@ p:flag("--version-2", "SQuAD v2.0: unanswerable questions (synthetic-qa: generat
 p:option("--null-threshold", "v2.0: answer \"\" when null score - best span score exceeds this " ..
   "(default: tuned on the dev set)"):convert(cli.number("--null-threshold"))
 local args = p:parse()
-args.fetch = function(what) os.execute("sh tools/fetch_data.sh " .. what) end
+args.fetch = require("bert.fs").fetch_data
 cli.main("finetune_qa.lua", args.compare and experiment.compare or experiment.run, "qa", args)

@@ -17,5 +17,5 @@ cli.add_finetune(p, "tagging")
 p:flag("--fine-tags", "brown-pos: keep Brown's full tags (default: base tags, -tl/-hl/-nc and fw- dropped)")
 cli.add(p, "labels")
 local args = p:parse()
-args.fetch = function(what) os.execute("sh tools/fetch_data.sh " .. what) end
+args.fetch = require("bert.fs").fetch_data
 cli.main("finetune_tag.lua", args.compare and experiment.compare or experiment.run, "tagging", args)

@@ -67,6 +67,25 @@ function M.write_atomic(path, text)
   return true
 end
 
+--- Runs tools/fetch_data.sh WHAT (evaluation sets, corpora) into
+-- $BERT_DATA, or ./data of the working directory (where the library reads
+-- them): the clone's script, else the copy beside the running script
+-- (SCRIPT_DIR/../tools: an installed `bert`'s share/bert).  true when it ran
+-- and succeeded; nil, message when no fetcher is found.
+function M.fetch_data(what)
+  local paths = {"tools/fetch_data.sh"}
+  local script_dir = arg and type(arg[0]) == "string" and arg[0]:match("^(.*)/[^/]*$")
+  if script_dir then paths[2] = script_dir .. "/../tools/fetch_data.sh" end
+  for _, path in ipairs(paths) do
+    if M.exists(path) then
+      local data = os.getenv("BERT_DATA") or ((os.getenv("PWD") or ".") .. "/data")
+      local q = function(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+      return os.execute("BERT_DATA=" .. q(data) .. " sh " .. q(path) .. " " .. q(what)) == true
+    end
+  end
+  return nil, "tools/fetch_data.sh not found: run from the clone's root, or `bert fetch " .. what .. "` first"
+end
+
 --- Removes a file or a directory tree (rm -rf).
 function M.remove_tree(path)
   if M.exists(path) then os.execute("rm -rf '" .. path:gsub("'", "'\\''") .. "'") end

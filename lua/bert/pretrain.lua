@@ -286,7 +286,7 @@ local function multilingual_corpus(alpha)
   local dir = ml_dir()
   if not fs.exists(dir .. "/stats.json") then
     io.stderr:write("pretrain: building the multilingual corpus (tools/fetch_data.sh multilingual)\n")
-    if os.execute("sh tools/fetch_data.sh multilingual") ~= true or not fs.exists(dir .. "/stats.json") then
+    if fs.fetch_data("multilingual") ~= true or not fs.exists(dir .. "/stats.json") then
       die("could not build the multilingual corpus")
     end
   end
@@ -321,7 +321,7 @@ local function find_corpus(run)
     corpus_path = string.format("data/%s/%s.txt", args.corpus, args.corpus)
     if not fs.exists(corpus_path) and dist.is_main() then
       io.stderr:write("pretrain: fetching the ", args.corpus, " corpus (tools/fetch_data.sh)\n")
-      if os.execute("sh tools/fetch_data.sh " .. args.corpus) ~= true or not fs.exists(corpus_path) then
+      if fs.fetch_data(args.corpus) ~= true or not fs.exists(corpus_path) then
         die("could not fetch " .. args.corpus)
       end
     end

@@ -110,7 +110,7 @@ local function run_finetuning(cell_dir, ckpt, seed, task, overrides, found)
   for k, v in pairs(task) do if k ~= "kind" and k ~= "name" then opts[k] = v end end
   for k, v in pairs(overrides) do opts[k] = v end
   opts.model, opts.output, opts.seed, opts.quiet, opts.no_plot = ckpt, out, seed, true, true
-  opts.fetch = function(what) os.execute("sh tools/fetch_data.sh " .. what) end
+  opts.fetch = fs.fetch_data
   return experiment.run(task.kind, opts)
 end
 
@@ -125,7 +125,7 @@ local function evaluate_cell(settings, result, ckpt, cell_dir, snapshots, run_di
   local function point(model, out, suffix, control)
     local opts = copy(settings)
     opts.model, opts.output, opts.quiet, opts.from_scratch_control = model, out, true, control or nil
-    opts.fetch = function(what) os.execute("sh tools/fetch_data.sh " .. what) end
+    opts.fetch = fs.fetch_data
     local ev = require("bert.evaluate").run(opts)
     local scores = {}
     for name, r in pairs(ev.tasks) do
