@@ -50,9 +50,7 @@ local ok_arch, arch = pcall(bert.models.architecture_for, family, "pretraining")
 if not ok_arch then arch = bert.models.architecture_for(family, "masked_lm") end
 local model = bert.model(arch, resolved.size)
 local c = model.arch or model.config   -- the config in BERT's key names
-local B, T, V, H, L, I = opts.batch, opts.seq, c.vocab_size, c.hidden_size, c.num_hidden_layers, c.intermediate_size
-local E = c.embedding_size or H
-local inner = model.config.inner_group_num or 1   -- ALBERT runs each shared group's layers at every depth
+local B, T, V = opts.batch, opts.seq, c.vocab_size
 local pair_head = model.config.model_type == "bert" or model.config.model_type == "albert"
 local ids = bert.randint(0, V, {B, T}, {seed = 1})
 local tt = bert.zeros({B, T}, "int32")
@@ -114,20 +112,11 @@ else
   end
 end
 
--- Forward FLOPs: the encoder's GEMMs, attention's two products, the
--- pooler/NSP, and the MLM head (masked rows in training, all in inference).
--- DeBERTa adds the relative table's projections (2S rows through the key
--- and query projections) and the c2p and p2c products against them.
+-- Forward FLOPs (bert.models.flops): the MLM head on the masked rows in
+-- training, on every row in inference.
 local tokens = B * T
-local layer = 2 * tokens * (4 * H * H + 2 * H * I) + 2 * 2 * B * T * T * H
-if c.span and (c.c2p or c.p2c) then
-  local terms = (c.c2p and 1 or 0) + (c.p2c and 1 or 0)
-  layer = layer + terms * (2 * 2 * c.span * H * H + 2 * B * T * 2 * c.span * H)
-end
-local enc = L * inner * layer + (E ~= H and 2 * tokens * E * H or 0)
-local mlm_rows = opts.mode == "train" and masked or tokens
-local head = 2 * mlm_rows * (H * E + E * V)
-local fwd = enc + head + (pair_head and 2 * B * H * H or 0)
+local fwd = require("bert.models.flops").forward(model, B, T,
+  {mlm_rows = opts.mode == "train" and masked or tokens, pair_head = pair_head})
 local flops = opts.mode == "train" and 3 * fwd or fwd
 
 step()   -- warm up (allocations, page faults)

@@ -177,7 +177,9 @@ function M.summarize(dir)
       cells[#cells + 1] = done
       local row = by_label[cell.label]
       if not row then
-        row = {label = cell.label, seeds = {}, values = {}, parameters = done.parameters, tokens_per_s = {}}
+        row = {label = cell.label, seeds = {}, values = {}, parameters = done.parameters, tokens_per_s = {},
+          -- the cell's pretraining compute, equal across a grid's cells by design: stated, not assumed
+          compute = require("bert.models.flops").pretraining(pretrain_dir(dir, cell.pretrain_id))}
         by_label[cell.label] = row
         rows[#rows + 1] = row
       end
@@ -208,7 +210,7 @@ function M.summarize(dir)
   end)
   local out_rows = {}
   for _, row in ipairs(rows) do
-    local r = {label = row.label, seeds = row.seeds, parameters = row.parameters, metrics = {}}
+    local r = {label = row.label, seeds = row.seeds, parameters = row.parameters, metrics = {}, compute = row.compute}
     r.tokens_per_s = mean_sd(row.tokens_per_s)
     for _, k in ipairs(names) do
       -- one pretraining run: the spread is the fine-tuning seeds' (marked in the table)
@@ -243,7 +245,7 @@ function M.summarize(dir)
     for _, v in ipairs(p.values) do vals[#vals + 1] = fmt_value(v) end
     md[#md + 1] = string.format("Not run (not implemented yet): %s = %s: %s.\n", p.axis, table.concat(vals, ", "), p.missing)
   end
-  local head = {"cell", "seeds", "parameters", "pretraining tokens/s"}
+  local head = {"cell", "seeds", "parameters", "pretraining token slots", "pretraining PFLOP", "pretraining tokens/s"}
   for _, k in ipairs(names) do head[#head + 1] = k end
   md[#md + 1] = "| " .. table.concat(head, " | ") .. " |"
   local rule = {}
@@ -257,7 +259,9 @@ function M.summarize(dir)
   for _, r in ipairs(out_rows) do
     local tps_m, tps_sd = mean_sd(by_label[r.label].tokens_per_s)
     local params = r.parameters and string.format("%d", math.floor(r.parameters + 0.5)) or ""
-    local line = {r.label, tostring(#r.seeds), params, pm(tps_m, tps_sd, "%.0f")}
+    local cmp = r.compute or {}
+    local line = {r.label, tostring(#r.seeds), params, cmp.token_slots and string.format("%.3g", cmp.token_slots) or "",
+      cmp.flops and string.format("%.3g", cmp.flops / 1e15) or "", pm(tps_m, tps_sd, "%.0f")}
     for _, k in ipairs(names) do
       local m = r.metrics[k]
       line[#line + 1] = m and (pm(m.mean, m.sd, k:find("perplexity$") and "%.1f" or "%.4f") .. (m.over and " †" or ""))
