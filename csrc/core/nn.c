@@ -990,7 +990,7 @@ bert_tensor *bert_attention_rel(bert_tensor *q, bert_tensor *k, bert_tensor *v, 
   if (o->training && o->dropout_p > 0) {
     uint64_t unused;
     bert_rng_get_state(&s.seed, &unused);
-    s.offset = bert_rng_reserve(((uint64_t)(B * A * Tq) * (uint64_t)Tk + 3) / 4);
+    s.offset = bert_rng_reserve_batch(B, A * Tq * Tk);   /* keyed by global sample, as attention's */
   }
   bert_tensor *lse = NULL;
   bert_node *node;
