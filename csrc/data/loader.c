@@ -96,8 +96,9 @@ static void fill(bd_loader *l, slot *s) {
     } else {
       int64_t p0 = d->pred_off[i];
       np = (int)(d->pred_off[i + 1] - p0);
-      pos = d->pred_pos + p0;
-      repl = d->pred_repl + p0;
+      /* a shard with no predictions has no arrays: no arithmetic on NULL */
+      pos = np > 0 ? d->pred_pos + p0 : NULL;
+      repl = np > 0 ? d->pred_repl + p0 : NULL;
     }
     for (int q = 0; q < np; q++) {
       rl[pos[q]] = tok[pos[q]];
