@@ -148,6 +148,16 @@ end
 -- filled in, integers converted), a (the same in BERT's key names, checked).
 function M.make(family, spec, overrides)
   local c, where = M.read(spec, family)
+  if type(c.id2label) == "table" and c.num_labels ~= nil then
+    -- both in the file and at odds: id2label wins, as Hugging Face's PretrainedConfig decides, said once
+    local n = 0
+    for _ in pairs(c.id2label) do n = n + 1 end
+    if n > 0 and n ~= c.num_labels then
+      io.stderr:write(string.format("warning: %s: num_labels %s disagrees with id2label's %d labels: id2label wins " ..
+        "(as Hugging Face)\n", tostring(where), tostring(math.tointeger(c.num_labels) or c.num_labels), n))
+      c.num_labels = n
+    end
+  end
   for k, v in pairs(overrides or {}) do c[k] = v end
   for k, v in pairs(family.defaults) do if c[k] == nil then c[k] = v end end
   c.model_type = family.model_type
