@@ -57,9 +57,11 @@ function M.text(text, path, opts)
       text = repair_utf8(text)
     else
       local l, c = where(text, bad)
+      -- only a caller that has the flag offers it (opts.offer_repair = false: the fine-tuning readers)
       return nil, string.format("%s:%d: invalid UTF-8 (byte 0x%02X at column %d); convert the file " ..
-        "to UTF-8 (e.g. iconv -f latin1 -t utf-8), or allow it with --allow-invalid-utf8, which " ..
-        "replaces bad bytes with U+FFFD", path, l, text:byte(bad), c)
+        "to UTF-8 (e.g. iconv -f latin1 -t utf-8)%s", path, l, text:byte(bad), c,
+        opts.offer_repair == false and "" or
+        ", or allow it with --allow-invalid-utf8, which replaces bad bytes with U+FFFD")
     end
   end
   local limit = opts.max_line_bytes

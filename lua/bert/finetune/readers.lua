@@ -24,7 +24,7 @@ local function open_text(path)
   local text, err = util.read_file(path)
   if not text then error(path .. ": cannot read (" .. tostring(err) .. ")", 0) end
   if text:sub(1, 3) == "\239\187\191" then text = text:sub(4) end   -- UTF-8 BOM
-  local ok, verr = require("bert.data.validate").text(text, path)
+  local ok, verr = require("bert.data.validate").text(text, path, {offer_repair = false})
   if not ok then error(verr, 0) end
   return text
 end
