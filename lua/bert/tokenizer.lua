@@ -466,6 +466,22 @@ end
 -- Each reads one section of a tokenizer.json into cfg (the C tokenizer's
 -- configuration), refusing what it does not support with jerr.
 
+-- model.vocab's ids index a table of the vocabulary's size: an id far
+-- beyond the number of entries (a typo, or 2^31 - 1) would allocate
+-- gigabytes for nothing, so it is refused with the token and the id.
+local function dense_vocab(vocab)
+  local n = 0
+  for _ in pairs(vocab) do n = n + 1 end
+  local limit = 4 * n + 65536
+  for token, id in pairs(vocab) do
+    if type(id) == "number" and id >= limit then   -- JSON's numbers may come as floats
+      jerr("model.vocab", string.format("id %.0f of %q is far beyond the vocabulary's %d entries (ids must run " ..
+        "0..N-1 with few gaps; the largest accepted here is %d)", id, token, n, limit - 1))
+    end
+  end
+  return vocab
+end
+
 local function wordpiece_model(m, cfg)
   cfg.model = "wordpiece"
   cfg.unk_token = typed(m.unk_token, "string", "model.unk_token") or "[UNK]"
@@ -473,12 +489,12 @@ local function wordpiece_model(m, cfg)
                                         "model.continuing_subword_prefix") or "##"
   cfg.max_input_chars_per_word = typed(m.max_input_chars_per_word, "integer",
                                        "model.max_input_chars_per_word") or 100
-  cfg.vocab = need(m.vocab, "table", "model.vocab")
+  cfg.vocab = dense_vocab(need(m.vocab, "table", "model.vocab"))
 end
 
 local function bpe_model(m, cfg)
   cfg.model = "bpe"
-  cfg.vocab = need(m.vocab, "table", "model.vocab")
+  cfg.vocab = dense_vocab(need(m.vocab, "table", "model.vocab"))
   cfg.unk_token = typed(m.unk_token, "string", "model.unk_token")
   local p = typed(m.continuing_subword_prefix, "string", "model.continuing_subword_prefix")
   if p and p ~= "" then jerr("model.continuing_subword_prefix", "not supported") end
