@@ -157,13 +157,39 @@ function Trainer:snapshot()
   return os.rename(tmp, final)
 end
 
+-- Metrics the interrupted run wrote after step `step` (its checkpoint, or
+-- 0 when it was killed before the first one) are replayed by the resumed
+-- run: drop them, and a last line cut short by the kill.
+local function drop_replayed_metrics(self, step)
+  if not (self.output and self.writes) then return true end
+  local path = self.output .. "/metrics.jsonl"
+  local log = read_file(path)
+  if not log then return true end
+  local kept, n = {}, 0
+  for line, nl in log:gmatch("([^\n]*)()") do
+    n = n + 1
+    local okl, rec = pcall(cjson.decode, line)
+    if okl and type(rec) == "table" then
+      if (rec.step or 0) <= step then kept[#kept + 1] = line end
+    elseif line ~= "" and nl <= #log and not self.repair then
+      -- only the last line may be cut short (a write killed midway)
+      error(string.format("resume: %s:%d: corrupt metrics line (repair: drop it with --repair)", path, n), 3)
+    end
+  end
+  return write_file(path, #kept > 0 and (table.concat(kept, "\n") .. "\n") or "")
+end
+
 --- Restores output/checkpoint when present; returns true if it resumed.
 -- A damaged checkpoint is an error, never a silent fresh start.
 function Trainer:resume(dir)
   dir = dir or (self.output and checkpoint_dir(self))
   if not dir then return false end
   if not exists(dir) and exists(dir .. ".old") then dir = dir .. ".old" end   -- killed mid-replace
-  if not exists(dir) then return false end
+  if not exists(dir) then   -- killed before the first checkpoint: start again, and so does its log
+    local ok, err = drop_replayed_metrics(self, 0)
+    if not ok then error("resume: " .. tostring(err), 2) end
+    return false
+  end
   local text, err = read_file(dir .. "/trainer.json")
   if not text then error("resume: " .. dir .. " has no readable trainer.json (" .. tostring(err) .. ")", 2) end
   local ok, state = pcall(cjson.decode, text)
@@ -184,26 +210,8 @@ function Trainer:resume(dir)
   self.best = state.best
   bert.set_rng_state(math.tointeger(state.rng.seed), math.tointeger(state.rng.offset))
   if self.set_state and state.user ~= cjson.null then self.set_state(integers(state.user)) end
-  -- metrics written after the checkpoint by the interrupted run are replayed: drop them
-  if self.output and self.writes then
-    local path = self.output .. "/metrics.jsonl"
-    local log = read_file(path)
-    if log then
-      local kept, n = {}, 0
-      for line, nl in log:gmatch("([^\n]*)()") do
-        n = n + 1
-        local okl, rec = pcall(cjson.decode, line)
-        if okl and type(rec) == "table" then
-          if (rec.step or 0) <= self.step then kept[#kept + 1] = line end
-        elseif line ~= "" and nl <= #log and not self.repair then
-          -- only the last line may be cut short (a write killed midway)
-          error(string.format("resume: %s:%d: corrupt metrics line (repair: drop it with --repair)", path, n), 2)
-        end
-      end
-      local wok, werr = write_file(path, #kept > 0 and (table.concat(kept, "\n") .. "\n") or "")
-      if not wok then return nil, werr end
-    end
-  end
+  local ok_drop, derr = drop_replayed_metrics(self, self.step)
+  if not ok_drop then return nil, derr end
   return true
 end
 -- }============================================================
