@@ -4,6 +4,7 @@ and, for the other families, from tools/parity_refs.py (written from the spec).
     python3 tools/gen_parity_fixtures.py PEER_DIR OUT_DIR [--size tiny] [--vocab 200]
         [--max-pos 64] [--batch 3] [--seq 12] [--all-grads]
     python3 tools/gen_parity_fixtures.py PEER_DIR OUT_DIR --family roberta|albert|electra|distilbert|deberta-v2
+    python3 tools/gen_parity_fixtures.py PEER_DIR spec/fixtures/lstm --family lstm
 
 The families' fixtures are at an odd shape (hidden 20, 4 heads of 5, 11
 tokens, a padded batch of 3) with every weight perturbed so that no term
@@ -17,6 +18,14 @@ attention mask, MLM labels, NSP labels), the peer's outputs in eval mode
 (last hidden state, pooled output, MLM logits for every position, NSP
 logits), the pretraining loss on the masked positions and its gradients.
 Run once; the specs read the files and never need torch.
+
+--family lstm writes torch.nn.LSTM's outputs and gradients on a padded batch
+(B=3, T=5, lengths 5, 3, 1, input 7, hidden 6) as packed sequences: OUT_DIR
+gets model.safetensors (the state dicts, "proj." a 2-layer bidirectional
+LSTM with proj_size 4, "plain." a 1-layer bidirectional one without) and
+io.safetensors (x, lengths, the initial states, each model's output, h_n,
+c_n, the weights R* of the loss sum(output*R) + sum(h_n*Rh) + sum(c_n*Rc)
+and the gradient of x, h0, c0 and every weight).
 """
 import argparse, json, sys
 
@@ -112,6 +121,37 @@ def family_fixture(family):
     print(json.dumps({"family": family, "loss": float(loss), "params": sum(t.numel() for t in P.values())}))
 
 
+def lstm_fixture():
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+    torch.manual_seed(2468)
+    B, T, I, H = 3, 5, 7, 6
+    lengths = torch.tensor([5, 3, 1])
+    x = torch.randn(B, T, I)
+    io, state = {"x": x.clone(), "lengths": lengths}, {}
+    for name, kw in (("proj", dict(num_layers=2, proj_size=4)), ("plain", dict(num_layers=1))):
+        m = torch.nn.LSTM(I, H, bidirectional=True, batch_first=True, **kw)
+        L, O = kw["num_layers"] * 2, kw.get("proj_size", 0) or H
+        h0, c0 = (torch.randn(L, B, O) * 0.5).requires_grad_(), (torch.randn(L, B, H) * 0.5).requires_grad_()
+        xg = x.clone().requires_grad_()
+        packed, (hn, cn) = m(pack_padded_sequence(xg, lengths, batch_first=True), (h0, c0))
+        out, _ = pad_packed_sequence(packed, batch_first=True, total_length=T)
+        R, Rh, Rc = torch.randn(out.shape), torch.randn(hn.shape), torch.randn(cn.shape)
+        ((out * R).sum() + (hn * Rh).sum() + (cn * Rc).sum()).backward()
+        got = {"output": out, "h_n": hn, "c_n": cn, "R": R, "Rh": Rh, "Rc": Rc,
+               "h0": h0, "c0": c0, "grad.x": xg.grad, "grad.h0": h0.grad, "grad.c0": c0.grad}
+        for k, p in m.named_parameters():
+            state[name + "." + k] = p
+            got["grad." + k] = p.grad
+        io.update({name + "." + k: v.detach() for k, v in got.items()})
+    os.makedirs(args.out_dir, exist_ok=True)
+    peer.save_safetensors(f"{args.out_dir}/model.safetensors", state)
+    peer.save_safetensors(f"{args.out_dir}/io.safetensors", {k: v.float() for k, v in io.items()})
+    print(json.dumps({"family": "lstm", "tensors": len(io)}))
+
+
+if args.family == "lstm":
+    lstm_fixture()
+    sys.exit(0)
 if args.family != "bert":
     family_fixture(args.family)
     sys.exit(0)

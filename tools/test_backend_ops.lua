@@ -255,6 +255,25 @@ OPS[#OPS + 1] = {
 }
 
 OPS[#OPS + 1] = {
+  name = "lstm", grad = true, tol = 1e-4,
+  make = function()
+    local B, T, I, H = pick({1, 3}), pick({0, 1, 4}), pick(SIZES), pick({1, 3})
+    local O = rng() < 0.5 and pick({1, 2}) or nil   -- a projection, or none
+    local len = from_values({B}, "int32", function() return rng(0, T + 1) end)   -- T + 1 out of range
+    return {input({B, T, I}), rng() < 0.5 and input({B, O or H}) or nil, rng() < 0.5 and input({B, H}) or nil,
+            input({4 * H, I}), input({4 * H, O or H}), rng() < 0.7 and input({4 * H}) or nil,
+            O and input({O, H}) or nil, {base = len, view = function(t) return t end},
+            nograd = {false, false, false, false, false, false, false, true},
+            args = {reverse = rng() < 0.5, clip = pick({0, 0, 0.5})}}
+  end,
+  f = function(args, x, h0, c0, wih, whh, b, whr, len)
+    local y, h, c = F.lstm(x, h0, c0, wih, whh, b, {w_hr = whr, lengths = len, reverse = args.reverse,
+                                                    clip = args.clip})
+    return bert.cat({y:reshape({y:shape()[1], -1}), h, c}, 2)
+  end,
+}
+
+OPS[#OPS + 1] = {
   name = "bias_gelu", grad = true,
   make = function()
     local s = random_shape(0, 3)

@@ -46,6 +46,8 @@
   X(LAYER_NORM_BACKWARD,    layer_norm_backward) \
   X(RMS_NORM,               rms_norm) \
   X(RMS_NORM_BACKWARD,      rms_norm_backward) \
+  X(LSTM,                   lstm) \
+  X(LSTM_BACKWARD,          lstm_backward) \
   X(BIAS_GELU,              bias_gelu) \
   X(BIAS_GELU_BACKWARD,     bias_gelu_backward) \
   X(DROPOUT,                dropout) \
@@ -155,6 +157,15 @@ struct bert_backend {
   bert_tensor *(*rms_norm)(const bert_tensor *x, const bert_tensor *weight, double eps, bert_tensor **rstd);
   int (*rms_norm_backward)(bert_tensor *const in[2], const bert_tensor *x, const bert_tensor *weight,
                            const bert_tensor *rstd, const bert_tensor *g);
+  /* One LSTM layer, one direction (bert_lstm): t = {x, h0, c0, w_ih, w_hh,
+  ** b, w_hr, lengths}, h0 / c0 / b / w_hr / lengths NULL when absent
+  ** (lengths: host int32 [B], checked); clip 0: none.  Returns the packed
+  ** [B, T*O + O + H]; *ws: the backend's saved state, handed back to
+  ** backward, whose t has b NULL; in = {x, h0, c0, w_ih, w_hh, b, w_hr} as
+  ** the caller passed them (gradient targets) */
+  bert_tensor *(*lstm)(const bert_tensor *const t[8], int reverse, double clip, bert_tensor **ws);
+  int (*lstm_backward)(bert_tensor *const in[7], const bert_tensor *const t[8], int reverse, double clip,
+                       const bert_tensor *ws, const bert_tensor *out, const bert_tensor *g);
   bert_tensor *(*bias_gelu)(const bert_tensor *x, const bert_tensor *b, int tanh_mode);
   int (*bias_gelu_backward)(bert_tensor *const in[2], const bert_tensor *x, const bert_tensor *b,
                             int tanh_mode, const bert_tensor *g);

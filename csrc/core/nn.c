@@ -218,6 +218,136 @@ bert_tensor *bert_rms_norm(bert_tensor *x_in, bert_tensor *w_in, double eps) {
 }
 /* }====================================================== */
 
+/* {====================================================== LSTM */
+
+/* t = {x, h0, c0, w_ih, w_hh, b, w_hr, lengths} */
+enum { LSTM_X, LSTM_H0, LSTM_C0, LSTM_WIH, LSTM_WHH, LSTM_B, LSTM_WHR, LSTM_LEN, LSTM_NT };
+
+/* saved: t in its order, those present, b left out, then ws */
+typedef struct { int reverse, has[LSTM_NT]; double clip; } lstm_state;
+
+static int lstm_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
+  lstm_state *st = node->state;
+  const bert_tensor *t[LSTM_NT] = {NULL};
+  int k = 0;
+  for (int i = 0; i < LSTM_NT; i++)
+    if (st->has[i] && i != LSTM_B && (t[i] = bert_node_saved(node, k++)) == NULL) return -1;
+  bert_tensor *ws = bert_node_saved(node, k);
+  if (ws == NULL) return -1;
+  const bert_tensor *ts[3] = {t[LSTM_X], ws, g};
+  const bert_backend *be;
+  if (!BERT_DISPATCH_BACKWARD(be, LSTM, "lstm", 3, ts)) return -1;
+  return be->lstm_backward(node->inputs, t, st->reverse, st->clip, ws, out, g);
+}
+
+static const bert_node_type lstm_node = {"lstm", lstm_backward, sizeof(lstm_state), 0};
+
+/* p (NULL: absent) is float32 of shape [n0, n1] (n1 < 0: 1-D [n0]). */
+static int check_lstm_shape(const char *what, bert_tensor *p, int64_t n0, int64_t n1, const char *dims) {
+  char s1[160];
+  if (p == NULL) return 0;
+  if (p->dtype != BERT_F32) {
+    bert_set_error("lstm: %s must be float32, got %s", what, bert_dtype_name(p->dtype));
+    return -1;
+  }
+  if (p->ndim != (n1 < 0 ? 1 : 2) || p->shape[0] != n0 || (n1 >= 0 && p->shape[1] != n1)) {
+    if (n1 < 0) bert_set_error("lstm: %s must be [%lld] (%s), got %s", what, (long long)n0, dims, SHAPE(s1, p));
+    else bert_set_error("lstm: %s must be [%lld x %lld] (%s), got %s", what, (long long)n0, (long long)n1, dims,
+                        SHAPE(s1, p));
+    return -1;
+  }
+  return 0;
+}
+
+/* lengths: int32 [B], each in [0, T]; a host contiguous copy (new reference) */
+static bert_tensor *lstm_lengths(bert_tensor *len, int64_t B, int64_t T) {
+  char s1[160];
+  if (len->dtype != BERT_I32 || len->ndim != 1 || len->shape[0] != B) {
+    bert_set_error("lstm: lengths must be int32 [%lld] (one per sequence), got %s %s", (long long)B,
+                   bert_dtype_name(len->dtype), SHAPE(s1, len));
+    return NULL;
+  }
+  bert_tensor *h = on_host(len), *c = h ? bert_contiguous(h) : NULL;
+  bert_tensor_release(h);
+  if (c == NULL) return NULL;
+  for (int64_t b = 0; b < B; b++) {
+    int32_t n = bert_i32(c)[b];
+    if (n < 0 || n > T) {
+      bert_set_error("lstm: lengths[%lld] = %d is out of range for %lld steps (valid: 0..%lld)", (long long)b + 1,
+                     (int)n, (long long)T, (long long)T);
+      bert_tensor_release(c);
+      return NULL;
+    }
+  }
+  return c;
+}
+
+bert_tensor *bert_lstm(bert_tensor *x, bert_tensor *h0, bert_tensor *c0, bert_tensor *w_ih, bert_tensor *w_hh,
+                       bert_tensor *b, bert_tensor *w_hr, bert_tensor *lengths, int reverse, double clip) {
+  char s1[160], s2[160];
+  bert_tensor *in[LSTM_NT] = {x, h0, c0, w_ih, w_hh, b, w_hr, lengths};
+  const bert_backend *be;
+  if (!BERT_DISPATCH(be, LSTM, "lstm", LSTM_NT, (const bert_tensor *const *)in)) return NULL;
+  if (x->dtype != BERT_F32) {
+    bert_set_error("lstm: input must be float32, got %s", bert_dtype_name(x->dtype));
+    return NULL;
+  }
+  if (x->ndim != 3) {
+    bert_set_error("lstm: input must be 3-D [batch x steps x features], got %s", SHAPE(s1, x));
+    return NULL;
+  }
+  if (w_ih == NULL || w_hh == NULL) { bert_set_error("lstm: w_ih and w_hh are required"); return NULL; }
+  if (w_ih->dtype != BERT_F32) {
+    bert_set_error("lstm: w_ih must be float32, got %s", bert_dtype_name(w_ih->dtype));
+    return NULL;
+  }
+  const int64_t B = x->shape[0], T = x->shape[1], I = x->shape[2];
+  if (w_ih->ndim != 2 || w_ih->shape[0] % 4 != 0 || w_ih->shape[0] == 0 || w_ih->shape[1] != I) {
+    bert_set_error("lstm: w_ih must be [4*hidden x %lld] (the input's features), got %s (input %s)", (long long)I,
+                   SHAPE(s1, w_ih), SHAPE(s2, x));
+    return NULL;
+  }
+  const int64_t H = w_ih->shape[0] / 4;
+  if (w_hr && w_hr->dtype != BERT_F32) {
+    bert_set_error("lstm: w_hr must be float32, got %s", bert_dtype_name(w_hr->dtype));
+    return NULL;
+  }
+  if (w_hr && (w_hr->ndim != 2 || w_hr->shape[0] == 0 || w_hr->shape[1] != H)) {
+    bert_set_error("lstm: w_hr must be [proj x %lld] (hidden %lld from w_ih %s), got %s", (long long)H,
+                   (long long)H, SHAPE(s1, w_ih), SHAPE(s2, w_hr));
+    return NULL;
+  }
+  const int64_t O = w_hr ? w_hr->shape[0] : H;
+  const char *odims = w_hr ? "4*hidden x proj" : "4*hidden x hidden";
+  if (check_lstm_shape("w_hh", w_hh, 4 * H, O, odims) || check_lstm_shape("b", b, 4 * H, -1, "4*hidden") ||
+      check_lstm_shape("h0", h0, B, O, w_hr ? "batch x proj" : "batch x hidden") ||
+      check_lstm_shape("c0", c0, B, H, "batch x hidden"))
+    return NULL;
+  if (!(clip >= 0)) { bert_set_error("lstm: clip must be >= 0 (0: none), got %g", clip); return NULL; }
+  bert_tensor *len = lengths ? lstm_lengths(lengths, B, T) : NULL;
+  if (lengths && len == NULL) return NULL;
+  bert_tensor *c[LSTM_NT], *ws = NULL;
+  if (contiguous_all(LSTM_NT - 1, in, c) != 0) { bert_tensor_release(len); return NULL; }
+  c[LSTM_LEN] = len;
+  bert_node *node;
+  bert_tensor *y = bert_record(be->lstm((const bert_tensor *const *)c, reverse, clip, &ws), &node, &lstm_node,
+                               LSTM_LEN, in);
+  if (node) {
+    lstm_state *st = node->state;
+    st->reverse = reverse;
+    st->clip = clip;
+    for (int i = 0; i < LSTM_NT; i++) {
+      st->has[i] = c[i] != NULL;
+      if (c[i] && i != LSTM_B) bert_node_save(node, c[i]);
+    }
+    bert_node_save(node, ws);
+  }
+  bert_tensor_release(ws);
+  release_all(LSTM_NT, c);
+  return y;
+}
+/* }====================================================== */
+
 /* {====================================================== bias + GELU */
 
 typedef struct { int tanh_mode, has_bias; } bias_gelu_state;

@@ -27,6 +27,20 @@ bert_tensor *bert_layer_norm(bert_tensor *x, bert_tensor *gamma, bert_tensor *be
 ** bias.  weight [H] (required), eps > 0 and finite.  Saves rstd. */
 bert_tensor *bert_rms_norm(bert_tensor *x, bert_tensor *weight, double eps);
 
+/* One LSTM layer, one direction, all T steps (gates i, f, g, o as
+** PyTorch's nn.LSTM): x [B, T, I]; w_ih [4H, I], w_hh [4H, O], b [4H] or
+** NULL (PyTorch's bias_ih + bias_hh); w_hr [P, H] or NULL projects h to
+** O = P (PyTorch's proj_size), else O = H; h0 [B, O] and c0 [B, H] or NULL
+** (zeros).  lengths: int32 [B] in [0, T] or NULL (all T): sequence b runs
+** over its positions 0 .. lengths[b] - 1 only, left to right, or right to
+** left when reverse; its outputs at the other positions are 0 and its
+** final state is that after its last real step (h0, c0 when empty).
+** clip > 0 clamps every cell state to [-clip, clip] (ELMo's cell_clip);
+** 0: none.  Returns one tensor [B, T*O + O + H]: per sequence the outputs
+** y [T, O], then h_n [O], then c_n [H] (the binding splits it). */
+bert_tensor *bert_lstm(bert_tensor *x, bert_tensor *h0, bert_tensor *c0, bert_tensor *w_ih, bert_tensor *w_hh,
+                       bert_tensor *b, bert_tensor *w_hr, bert_tensor *lengths, int reverse, double clip);
+
 /* y = gelu(x + b) over the last dim (b [N] or NULL): exact erf GELU, or the
 ** tanh approximation ("gelu_new") when tanh_mode.  Uses vectorised erf /
 ** tanh approximations (absolute error ~1e-7). */

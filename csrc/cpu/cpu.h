@@ -34,8 +34,8 @@ bert_tensor *cpu_nonzero(const bert_tensor *t);
 /* sorting (ops_sort.c) */
 bert_tensor *cpu_sort_indices(const bert_tensor *t, int dim, int64_t k, int descending);
 
-/* fused nn ops: linear.c, layer_norm.c (with rms_norm), gelu.c, dropout.c, embedding.c,
-** cross_entropy.c, attention.c */
+/* fused nn ops: linear.c, layer_norm.c (with rms_norm), lstm.c, gelu.c, dropout.c,
+** embedding.c, cross_entropy.c, attention.c */
 bert_tensor *cpu_linear(const bert_tensor *x, const bert_tensor *w, const bert_tensor *b);
 int cpu_linear_backward(bert_tensor *const in[3], const bert_tensor *x, const bert_tensor *w, const bert_tensor *g);
 bert_tensor *cpu_layer_norm(const bert_tensor *x, const bert_tensor *gamma, const bert_tensor *beta,
@@ -45,6 +45,9 @@ int cpu_layer_norm_backward(bert_tensor *const in[4], const bert_tensor *x, cons
 bert_tensor *cpu_rms_norm(const bert_tensor *x, const bert_tensor *weight, double eps, bert_tensor **rstd);
 int cpu_rms_norm_backward(bert_tensor *const in[2], const bert_tensor *x, const bert_tensor *weight,
                           const bert_tensor *rstd, const bert_tensor *g);
+bert_tensor *cpu_lstm(const bert_tensor *const t[8], int reverse, double clip, bert_tensor **ws);
+int cpu_lstm_backward(bert_tensor *const in[7], const bert_tensor *const t[8], int reverse, double clip,
+                      const bert_tensor *ws, const bert_tensor *out, const bert_tensor *g);
 bert_tensor *cpu_bias_gelu(const bert_tensor *x, const bert_tensor *b, int tanh_mode);
 int cpu_bias_gelu_backward(bert_tensor *const in[2], const bert_tensor *x, const bert_tensor *b,
                            int tanh_mode, const bert_tensor *g);

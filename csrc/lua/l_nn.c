@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "lbert.h"
+#include "core/ag_ops.h"
 #include "core/nn.h"
 
 /* An optional tensor argument: nil/none -> NULL. */
@@ -65,6 +66,40 @@ static int l_rms_norm(lua_State *L) {
   bert_tensor *x = lbert_check_tensor(L, 1), *w = opt_tensor(L, 2);   /* nil: bert_rms_norm names it */
   double eps = luaL_optnumber(L, 3, 1e-6);
   return lbert_push_result(L, bert_rms_norm(x, w, eps), "rms_norm");
+}
+
+/* The tensor option `name` of the table at arg, or NULL when absent. */
+static bert_tensor *opt_tensor_field(lua_State *L, int arg, const char *fname, const char *name) {
+  bert_tensor *t = NULL;
+  if (opt_field(L, arg, name) != LUA_TNIL && (t = lbert_test_tensor(L, -1)) == NULL)
+    luaL_error(L, "%s: option '%s' must be a tensor, got %s", fname, name, luaL_typename(L, -1));
+  lua_pop(L, 1);   /* the options table keeps it alive */
+  return t;
+}
+
+/* F.lstm(x, h0, c0, w_ih, w_hh[, b][, {w_hr=, lengths=, reverse=false, clip=0}]) -> y, h_n, c_n;
+** h0, c0 may be nil (zeros).  The op's one packed result is split into three views. */
+static int l_lstm(lua_State *L) {
+  bert_tensor *x = lbert_check_tensor(L, 1), *h0 = opt_tensor(L, 2), *c0 = opt_tensor(L, 3);
+  bert_tensor *w_ih = lbert_check_tensor(L, 4), *w_hh = lbert_check_tensor(L, 5), *b = opt_tensor(L, 6);
+  check_opts(L, 7, "lstm");
+  bert_tensor *w_hr = opt_tensor_field(L, 7, "lstm", "w_hr"), *len = opt_tensor_field(L, 7, "lstm", "lengths");
+  int reverse = opt_bool(L, 7, "reverse", 0);
+  double clip = opt_number(L, 7, "lstm", "clip", 0.0);
+  bert_tensor *out = bert_lstm(x, h0, c0, w_ih, w_hh, b, w_hr, len, reverse, clip);
+  if (out == NULL) return lbert_core_error(L, "lstm");
+  const int64_t B = x->shape[0], T = x->shape[1], H = w_ih->shape[0] / 4, O = w_hr ? w_hr->shape[0] : H;
+  const int64_t yshape[3] = {B, T, O}, start[3] = {0, T * O, T * O + O}, width[3] = {T * O, O, H};
+  bert_tensor *parts[3] = {NULL};
+  for (int i = 0; i < 3; i++) {
+    bert_tensor *v = bert_ag_narrow(out, 1, start[i], width[i]);
+    parts[i] = i == 0 && v ? bert_ag_reshape(v, 3, yshape) : v;
+    if (i == 0) bert_tensor_release(v);
+    if (parts[i] == NULL) break;
+  }
+  bert_tensor_release(out);
+  for (int i = 0; i < 3; i++) lbert_push_result(L, parts[i], "lstm");
+  return 3;
 }
 
 /* F.bias_gelu(x[, bias][, approximate = "none" | "tanh"]) */
@@ -195,6 +230,7 @@ static const luaL_Reg F_funcs[] = {
   {"linear", l_linear},
   {"layer_norm", l_layer_norm},
   {"rms_norm", l_rms_norm},
+  {"lstm", l_lstm},
   {"bias_gelu", l_bias_gelu},
   {"dropout", l_dropout},
   {"dropout_rows", l_dropout_rows},

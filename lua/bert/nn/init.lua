@@ -6,4 +6,5 @@ return {
   LayerNorm = require("bert.nn.LayerNorm"),
   Embedding = require("bert.nn.Embedding"),
   Dropout = require("bert.nn.Dropout"),
+  LSTM = require("bert.nn.LSTM"),
 }

@@ -1,0 +1,169 @@
+local bert = require("bert")
+-- F.lstm and bert.nn.LSTM: outputs and gradients against torch.nn.LSTM on
+-- a padded batch run as packed sequences (spec/fixtures/lstm, written by
+-- tools/gen_parity_fixtures.py --family lstm), finite-difference gradients
+-- of every input of the op, padding, reverse, cell clipping and the errors.
+local F = bert.F
+local G = require("spec.support.gradcheck")
+
+local FIX = "spec/fixtures/lstm"
+local function randn(shape, seed) return bert.randn(shape, {seed = seed}) * 0.5 end
+local function maxdiff(a, b) return (a - b):abs():max():item() end
+local function lit(s) return (s:gsub("%p", "%%%0")) end
+-- the largest |a - b| relative to b's largest magnitude
+local function reldiff(a, b) return maxdiff(a, b) / math.max(b:abs():max():item(), 1e-6) end
+
+describe("bert.nn.LSTM against torch.nn.LSTM (padded batch, lengths 5, 3, 1)", function()
+  local io_t = assert(bert.load_safetensors(FIX .. "/io.safetensors"))
+  local sd = assert(bert.load_safetensors(FIX .. "/model.safetensors"))
+  local lens = io_t.lengths:int()
+
+  for _, case in ipairs({{name = "proj", layers = 2, proj = 4}, {name = "plain", layers = 1}}) do
+    it(case.name .. ": " .. case.layers .. " layer(s), bidirectional, proj_size " .. (case.proj or 0), function()
+      local m = bert.nn.LSTM{input_size = 7, hidden_size = 6, num_layers = case.layers, bidirectional = true,
+                             proj_size = case.proj}
+      local own, pre = {}, case.name .. "."
+      for k, v in pairs(sd) do if k:sub(1, #pre) == pre then own[k:sub(#pre + 1)] = v end end
+      local missing, unexpected = m:load_state_dict(own)
+      assert.same({}, missing)
+      assert.same({}, unexpected)
+      local f = function(k) return io_t[pre .. k] end
+      local x, h0, c0 = io_t.x:clone(), f("h0"):clone(), f("c0"):clone()
+      for _, t in ipairs({x, h0, c0}) do t:requires_grad(true) end
+      local y, h, c = m(x, lens, h0, c0)
+      assert.is_true(maxdiff(y, f("output")) < 1e-4, "output " .. maxdiff(y, f("output")))
+      assert.is_true(maxdiff(h, f("h_n")) < 1e-4, "h_n " .. maxdiff(h, f("h_n")))
+      assert.is_true(maxdiff(c, f("c_n")) < 1e-4, "c_n " .. maxdiff(c, f("c_n")))
+      local loss = (y * f("R")):sum() + (h * f("Rh")):sum() + (c * f("Rc")):sum()
+      loss:backward()
+      local grads = {x = x:grad(), h0 = h0:grad(), c0 = c0:grad()}
+      for name, p in pairs(m:state_dict()) do grads[name] = p:grad() end
+      local n = 0
+      for name, g in pairs(grads) do
+        local want = f("grad." .. name)
+        assert(want, "no reference gradient for " .. name)
+        assert.is_true(reldiff(g, want) < 1e-3, name .. ": " .. reldiff(g, want))
+        n = n + 1
+      end
+      assert.equal(3 + (case.proj and 5 or 4) * 2 * case.layers, n)
+    end)
+  end
+
+  it("keeps batch_first = false as PyTorch ([T, B, I] in and out)", function()
+    local m = bert.nn.LSTM{input_size = 7, hidden_size = 6, bidirectional = true, batch_first = false}
+    local x = io_t.x
+    local y1 = bert.no_grad(function() return m(x:transpose(1, 2), {5, 3, 1}) end)
+    m.batch_first = true
+    local y2 = bert.no_grad(function() return m(x, {5, 3, 1}) end)
+    assert.same({5, 3, 12}, y1:shape())
+    assert.is_true(maxdiff(y1:transpose(1, 2), y2) == 0)
+  end)
+end)
+
+-- inputs of F.lstm at a tiny size: x, h0, c0, w_ih, w_hh, b, w_hr
+local function tiny(B, T, I, H, P, seed)
+  local O = P or H
+  return {randn({B, T, I}, seed), randn({B, O}, seed + 1), randn({B, H}, seed + 2), randn({4 * H, I}, seed + 3),
+          randn({4 * H, O}, seed + 4), randn({4 * H}, seed + 5), P and randn({P, H}, seed + 6) or nil}
+end
+
+-- y, h_n and c_n side by side, one tensor for gradcheck
+local function packed(opts)
+  return function(x, h0, c0, wih, whh, b, whr)
+    local y, h, c = F.lstm(x, h0, c0, wih, whh, b, {w_hr = whr, lengths = opts.lengths, reverse = opts.reverse,
+                                                    clip = opts.clip})
+    return bert.cat({y:reshape({x:shape()[1], -1}), h, c}, 2)
+  end
+end
+
+describe("F.lstm", function()
+  it("has correct gradients for x, h0, c0 and every weight (lengths, reverse, projection, clip)", function()
+    local lens = bert.tensor({4, 2, 0}, "int32")
+    G.gradcheck(packed({lengths = lens}), tiny(3, 4, 3, 2, nil, 1))
+    G.gradcheck(packed({lengths = lens, reverse = true}), tiny(3, 4, 3, 2, 3, 11))
+    G.gradcheck(packed({}), tiny(2, 3, 2, 3, 2, 21))
+    -- a clip no cell reaches in the checks' steps of 1e-2 (a kink there is no gradient)
+    G.gradcheck(packed({lengths = lens, reverse = true, clip = 0.3}), tiny(3, 4, 3, 2, nil, 31))
+  end)
+
+  it("never lets padding into the state: padded steps give 0 and the final state is the last real step's", function()
+    local x, h0, c0, wih, whh, b = table.unpack(tiny(2, 4, 3, 2, nil, 41))
+    local lens = bert.tensor({4, 2}, "int32")
+    for _, rev in ipairs({false, true}) do
+      local y, h, c = F.lstm(x, h0, c0, wih, whh, b, {lengths = lens, reverse = rev})
+      -- sequence 2 alone, cut to its 2 steps, gives the same outputs and state
+      local y2, h2, c2 = F.lstm(x:narrow(1, 2, 1):narrow(2, 1, 2), h0:narrow(1, 2, 1), c0:narrow(1, 2, 1),
+                                wih, whh, b, {reverse = rev})
+      assert.is_true(maxdiff(y:narrow(1, 2, 1):narrow(2, 1, 2), y2) < 1e-6)
+      assert.equal(0, y:narrow(1, 2, 1):narrow(2, 3, 2):abs():max():item())
+      assert.is_true(maxdiff(h:narrow(1, 2, 1), h2) < 1e-6)
+      assert.is_true(maxdiff(c:narrow(1, 2, 1), c2) < 1e-6)
+      -- whatever the padding holds
+      local xp = x:clone()
+      bert.no_grad(function() xp:narrow(1, 2, 1):narrow(2, 3, 2):fill_(1e4) end)
+      local yp, hp = F.lstm(xp, h0, c0, wih, whh, b, {lengths = lens, reverse = rev})
+      assert.equal(0, maxdiff(y, yp))
+      assert.equal(0, maxdiff(h, hp))
+    end
+    -- reverse: the last output is the first step; without lengths, the same as flipping time
+    local yr, hr = F.lstm(x, h0, c0, wih, whh, b, {reverse = true})
+    assert.is_true(maxdiff(hr, yr:select(2, 1)) < 1e-7)
+    local flip = bert.tensor({4, 3, 2, 1}, "int32") - 1
+    local yf = F.lstm(x:index_select(2, flip), h0, c0, wih, whh, b)
+    assert.is_true(maxdiff(yf:index_select(2, flip), yr) < 1e-6)
+    -- an empty sequence keeps h0, c0
+    local _, he, ce = F.lstm(x, h0, c0, wih, whh, b, {lengths = bert.tensor({0, 0}, "int32")})
+    assert.equal(0, maxdiff(he, h0))
+    assert.equal(0, maxdiff(ce, c0))
+  end)
+
+  it("clips the cell state to [-clip, clip] when it would exceed it", function()
+    local x, h0, c0, wih, whh, b = table.unpack(tiny(2, 5, 3, 4, nil, 51))
+    x, b = x * 8, b + 3   -- gates saturated: the cell grows past 1
+    local _, _, c = F.lstm(x, h0, c0, wih, whh, b)
+    local y1, _, c1 = F.lstm(x, h0, c0, wih, whh, b, {clip = 1})
+    assert.is_true(c:abs():max():item() > 1.5)
+    assert.is_true(c1:abs():max():item() <= 1)
+    assert.is_true(maxdiff(y1, F.lstm(x, h0, c0, wih, whh, b)) > 1e-3)
+    local y9 = F.lstm(x, h0, c0, wih, whh, b, {clip = 1e9})   -- a clip never reached changes nothing
+    assert.equal(0, maxdiff(y9, F.lstm(x, h0, c0, wih, whh, b)))
+  end)
+
+  it("names the function, the argument and the values in its errors", function()
+    local x, _, _, wih, whh, b = table.unpack(tiny(2, 3, 3, 2, nil, 61))
+    local whr = randn({1, 2}, 68)
+    local function err(pat, ...)
+      local args = {...}
+      assert.error_matches(function() F.lstm(table.unpack(args, 1, 7)) end, lit(pat))
+    end
+    err("lstm: input must be 3-D [batch x steps x features], got [2 x 3]", x:select(2, 1), nil, nil, wih, whh)
+    err("lstm: input must be float32, got int32", bert.zeros({2, 3, 3}, "int32"), nil, nil, wih, whh)
+    err("lstm: w_ih must be [4*hidden x 3] (the input's features), got [8 x 2] (input [2 x 3 x 3])",
+      x, nil, nil, wih:narrow(2, 1, 2), whh)
+    err("lstm: w_ih must be [4*hidden x 3] (the input's features), got [7 x 3]", x, nil, nil, wih:narrow(1, 1, 7), whh)
+    err("lstm: w_hh must be [8 x 2] (4*hidden x hidden), got [8 x 1]", x, nil, nil, wih, whh:narrow(2, 1, 1))
+    err("lstm: w_hh must be [8 x 1] (4*hidden x proj), got [8 x 2]", x, nil, nil, wih, whh, nil, {w_hr = whr})
+    err("lstm: w_hr must be [proj x 2] (hidden 2 from w_ih [8 x 3]), got [1 x 3]", x, nil, nil, wih, whh, nil,
+      {w_hr = bert.zeros({1, 3})})
+    err("lstm: b must be [8] (4*hidden), got [4]", x, nil, nil, wih, whh, b:narrow(1, 1, 4))
+    err("lstm: h0 must be [2 x 2] (batch x hidden), got [3 x 2]", x, bert.zeros({3, 2}), nil, wih, whh)
+    err("lstm: c0 must be [2 x 2] (batch x hidden), got [2]", x, nil, bert.zeros({2}), wih, whh)
+    err("lstm: w_hh must be float32, got int32", x, nil, nil, wih, bert.zeros({8, 2}, "int32"))
+    err("lstm: lengths must be int32 [2] (one per sequence), got float32 [2]", x, nil, nil, wih, whh, nil,
+      {lengths = bert.tensor({3, 1})})
+    err("lstm: lengths[2] = 4 is out of range for 3 steps (valid: 0..3)", x, nil, nil, wih, whh, nil,
+      {lengths = bert.tensor({3, 4}, "int32")})
+    err("lstm: lengths[1] = -1 is out of range for 3 steps (valid: 0..3)", x, nil, nil, wih, whh, nil,
+      {lengths = bert.tensor({-1, 1}, "int32")})
+    err("lstm: clip must be >= 0 (0: none), got -1", x, nil, nil, wih, whh, nil, {clip = -1})
+    err("lstm: option 'lengths' must be a tensor, got table", x, nil, nil, wih, whh, nil, {lengths = {3, 1}})
+    assert.has_error(function() bert.nn.LSTM{input_size = 3, hidden_size = 2, proj_size = 2} end,
+      "LSTM: proj_size must be smaller than hidden_size, got 2 and 2")
+    local vk = bert.backend_info().vulkan
+    if vk and vk.available then   -- no Vulkan kernel: refused by name, not a crash
+      local ok, e = pcall(F.lstm, x:to("vulkan"), nil, nil, wih:to("vulkan"), whh:to("vulkan"))
+      assert.is_false(ok)
+      assert.matches("lstm: not supported on device vulkan", e, 1, true)
+    end
+  end)
+end)
