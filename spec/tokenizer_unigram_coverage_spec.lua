@@ -112,6 +112,38 @@ describe("Unigram training with byte_fallback", function()
     assert.are.equal("x ☃ 中", back:decode(e.ids))
   end)
 
+  it("encodes as Hugging Face does with the saved tokenizer.json", function()
+    local have = os.execute("test -d .deps/tok/node_modules && command -v node >/dev/null 2>&1")
+    if not (have == true or have == 0) then
+      pending("node or .deps/tok missing (make deps)")
+      return
+    end
+    local cjson = require("cjson")
+    local tok = assert(train(lines, {vocab_size = 400, character_coverage = 0.998,
+                                     byte_fallback = true}))
+    local d = tmpdir()
+    assert(tok:save(d .. "/tok"))
+    local texts = {"a ☃ b", "中文 ok", "饕餮 ☃☃ dog", "naïve 😀", "<0x41> x", "  lead and trail  "}
+    local f = assert(io.open(d .. "/in.json", "w"))
+    f:write(cjson.encode({files = {d .. "/tok/tokenizer.json"}, texts = texts, pairs = {{"☃", "中"}}}))
+    f:close()
+    assert(os.execute("NODE_PATH=.deps/tok/node_modules node tools/hf_encode.js " .. d ..
+                      "/in.json " .. d .. "/out.json"))
+    local out = assert(io.open(d .. "/out.json")):read("a")
+    os.execute("rm -rf " .. d)
+    local r = cjson.decode(out).results[d .. "/tok/tokenizer.json"]
+    assert.is_nil(r.load_error)
+    local function ints(t)
+      local o = {}
+      for i, v in ipairs(t) do o[i] = math.tointeger(v) end
+      return o
+    end
+    for k, t in ipairs(texts) do
+      assert.are.same(ints(r.single[k].ids), tok:encode(t).ids, t)
+    end
+    assert.are.same(ints(r.pair[1].ids), tok:encode("☃", "中").ids)
+  end)
+
   it("without byte_fallback the same character is unknown", function()
     local tok = assert(train(lines, {vocab_size = 400, character_coverage = 0.998}))
     assert.is_nil(tok:token_to_id("<0xE2>"))
