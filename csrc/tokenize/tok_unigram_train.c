@@ -457,7 +457,7 @@ static int seeds(const corpus *C, const bt_unigram_train_opts *o, umodel *m,
   nchars = 0;
   for (uint32_t c = 0; c < 0x110000; c++) if (cf[c] > 0) chars[nchars++] = (cfreq){c, cf[c]};
   qsort(chars, nchars, sizeof *chars, cmp_cfreq);
-  if (o->character_coverage < 1.0) {
+  if (o->character_coverage > 0.0 && o->character_coverage < 1.0) {
     /* spm's rule: the most frequent characters (ties by code point) until
     ** they cover the fraction, the running share compared in float as spm
     ** does; the lone ▁ words (a line's newline) are not counted, spm strips
