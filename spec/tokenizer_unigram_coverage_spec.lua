@@ -87,6 +87,10 @@ describe("Unigram training with byte_fallback", function()
     assert.is_true(#v <= 400)
     for b = 0, 255 do assert.are.equal(string.format("<0x%02X>", b), v[6 + b]) end
     assert.are.equal("<pad> <unk> [CLS] [SEP] [MASK]", table.concat(v, " ", 1, 5))
+    local none, why = train(lines, {vocab_size = 300, byte_fallback = true})
+    assert.is_nil(none)
+    assert.are.equal("train: option 'vocab_size' (300) leaves 39 pieces after the 5 special tokens " ..
+      "and the 256 byte pieces, fewer than the 53 characters of the alphabet (every one is kept)", why)
     local ok, err = pcall(train, lines, {vocab_size = 261, byte_fallback = true})
     assert.is_false(ok)
     assert.matches("'vocab_size' %(261%) must exceed the 5 special tokens and the 256 byte pieces", err)

@@ -824,7 +824,17 @@ function M.train(opts)
     if #chunk > 0 then tr:feed(table.concat(chunk, "\n") .. "\n") end
   end
   local fok, vocab_list, merges = pcall(tr.finish, tr)
-  if not fok then return nil, "train: " .. tostring(vocab_list):gsub("^finish: ", "") end
+  if not fok then
+    local msg = tostring(vocab_list):gsub("^finish: ", "")
+    -- the C trainer counts pieces without the specials and byte pieces: name the user's size
+    local nalpha = msg:match("^vocab_size %d+ is smaller than the (%d+) characters")
+    if nalpha and uni then
+      msg = string.format("option 'vocab_size' (%d) leaves %d pieces after the %d special tokens%s, " ..
+        "fewer than the %s characters of the alphabet (every one is kept)", vocab_size,
+        vocab_size - #specials - bytes, #specials, bytes > 0 and " and the 256 byte pieces" or "", nalpha)
+    end
+    return nil, "train: " .. msg
+  end
   if uni then
     -- vocab_list: the pieces by score, merges: their scores
     local list, sc, types, unk_id = {}, {}, {}, nil
