@@ -1024,11 +1024,24 @@ static int t_new(lua_State *L) {
   lua_getfield(L, 1, "shrinking_factor");
   uo.shrinking_factor = lua_isnil(L, -1) ? 0.75 : lua_tonumber(L, -1);
   lua_pop(L, 1);
-  if (!(uo.shrinking_factor > 0.0 && uo.shrinking_factor < 1.0)) {
+  lua_getfield(L, 1, "character_coverage");
+  int cov_ok = 1;
+  uo.character_coverage = lua_isnil(L, -1) ? 1.0 : lua_tonumberx(L, -1, &cov_ok);
+  const char *bad = NULL;
+  if (!(uo.shrinking_factor > 0.0 && uo.shrinking_factor < 1.0))
+    bad = lua_pushfstring(L, "option 'shrinking_factor' must be in (0, 1)");
+  else if (!cov_ok)
+    bad = lua_pushfstring(L, "option 'character_coverage' expected a number, got %s",
+                          luaL_typename(L, -1));
+  else if (!(uo.character_coverage > 0.0 && uo.character_coverage <= 1.0))
+    bad = lua_pushfstring(L, "option 'character_coverage' must be in (0, 1], got %s",
+                          lua_tostring(L, -1));
+  if (bad) {
     for (int i = 0; sp && i < ns; i++) free(sp[i]);
     free(sp);
-    return luaL_error(L, "%s: option 'shrinking_factor' must be in (0, 1)", fn);
+    return luaL_error(L, "%s: %s", fn, bad);
   }
+  lua_pop(L, 1);
   LTrainer *u = lua_newuserdatauv(L, sizeof *u, 0);
   u->tr = NULL; u->kind = o.kind; u->uo = uo;
   luaL_setmetatable(L, TRAINER_MT);

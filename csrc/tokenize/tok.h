@@ -286,6 +286,7 @@ typedef struct bt_unigram_train_opts {
   int vocab_size;                  /* pieces to produce, specials excluded */
   int max_piece_length, seed_size, num_sub_iterations;
   double shrinking_factor;
+  double character_coverage;       /* (0, 1): spm's alphabet rule; 0 or 1: all */
 } bt_unigram_train_opts;
 int bt_unigram_train(const bt_unigram_train_opts *o, const char *const *words,
                      const uint32_t *lens, const double *counts, size_t nw,

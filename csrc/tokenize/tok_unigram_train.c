@@ -1,7 +1,10 @@
 /*
 ** Unigram training, SentencePiece's algorithm (unigram_model_trainer.cc)
 ** over pre-tokenized words ("▁word", as spm does with split_by_whitespace):
-**  1. seeds: every character, then the substrings (2..max_piece_length
+**  0. the alphabet: every character, or with character_coverage < 1 the
+**     most frequent ones covering that fraction of all occurrences (the
+**     rest stay unknown: no piece holds them);
+**  1. seeds: the alphabet, then the substrings (2..max_piece_length
 **     chars, seen at least twice, not crossing a script or a digit
 **     boundary) with the highest frequency x length, as log-probabilities;
 **  2. EM: forward-backward over each word's lattice gives expected counts
@@ -11,8 +14,9 @@
 **     whose own best segmentation is not itself goes; the others are
 **     ranked by the likelihood lost when their count moves to their
 **     second-best segmentation; the best max(target, 0.75 x size) stay;
-**  4. finalize: every character is kept (missing ones at the minimum score
-**     plus 1e-4 steps), then the highest-scoring pieces up to the size.
+**  4. finalize: every alphabet character is kept (missing ones at the
+**     minimum score plus 1e-4 steps), then the highest-scoring pieces up
+**     to the size.
 ** Deterministic: every sort breaks ties by the piece's bytes, and nothing
 ** is sampled, so the same input gives the same model.
 ** One difference from spm, on purpose: the pruning loss uses the number of
@@ -435,6 +439,7 @@ static int seeds(const corpus *C, const bt_unigram_train_opts *o, umodel *m,
   smap sm = {0};
   upiece *p = NULL; size_t np = 0, pcap = 0;
   cfreq *chars = NULL; size_t nchars = 0;
+  double lone = 0.0;                      /* count of the words "▁" */
   uint32_t *cps = NULL; size_t cpcap = 0;
   int32_t *starts = NULL; size_t stcap = 0;
   int rc = -1;
@@ -444,6 +449,7 @@ static int seeds(const corpus *C, const bt_unigram_train_opts *o, umodel *m,
     if (bt_grow((void **)&cps, &cpcap, w->len + 1, sizeof *cps)) goto oom;
     size_t n = bt_utf8_decode(w->s, w->len, cps);
     for (size_t k = 0; k < n; k++) cf[cps[k]] += w->count;
+    if (w->len == 3 && memcmp(w->s, "\xE2\x96\x81", 3) == 0) lone += w->count;
   }
   for (uint32_t c = 0; c < 0x110000; c++) if (cf[c] > 0) nchars++;
   chars = malloc((nchars + 1) * sizeof *chars);
@@ -451,6 +457,29 @@ static int seeds(const corpus *C, const bt_unigram_train_opts *o, umodel *m,
   nchars = 0;
   for (uint32_t c = 0; c < 0x110000; c++) if (cf[c] > 0) chars[nchars++] = (cfreq){c, cf[c]};
   qsort(chars, nchars, sizeof *chars, cmp_cfreq);
+  if (o->character_coverage > 0.0 && o->character_coverage < 1.0) {
+    /* spm's rule: the most frequent characters (ties by code point) until
+    ** they cover the fraction, the running share compared in float as spm
+    ** does; the lone ▁ words (a line's newline) are not counted, spm strips
+    ** that space.  The rest are no piece's part (cf < 0): unknown. */
+    cfreq *rank = malloc((nchars + 1) * sizeof *rank);
+    if (!rank) goto oom;
+    memcpy(rank, chars, nchars * sizeof *rank);
+    double all = 0.0, acc = 0.0;
+    for (size_t k = 0; k < nchars; k++) {
+      if (rank[k].cp == 0x2581) rank[k].f -= lone;
+      all += rank[k].f;
+    }
+    qsort(rank, nchars, sizeof *rank, cmp_cfreq);
+    size_t keep = 0;
+    while (keep < nchars && (float)(acc / all) < (float)o->character_coverage)
+      acc += rank[keep++].f;
+    for (size_t k = keep; k < nchars; k++) cf[rank[k].cp] = -1.0;
+    free(rank);
+    size_t kept = 0;
+    for (size_t k = 0; k < nchars; k++) if (cf[chars[k].cp] > 0) chars[kept++] = chars[k];
+    nchars = kept;
+  }
   /* substrings of each distinct word */
   for (size_t i = 0; i < C->nw; i++) {
     const uword *w = &C->w[i];
@@ -470,7 +499,7 @@ static int seeds(const corpus *C, const bt_unigram_train_opts *o, umodel *m,
       for (size_t e = a + 1; e <= n && e - a <= (size_t)o->max_piece_length; e++) {
         uint32_t c = cps[e - 1];
         if (c == 0x2581 && e - 1 != 0) break;            /* ▁ only first */
-        if (c == 0xFFFD || c == 0) break;
+        if (c == 0xFFFD || c == 0 || cf[c] < 0) break;
         if (c != 0x2581) {
           int k = char_class(c);
           if (k != 0) {
@@ -563,7 +592,7 @@ int bt_unigram_train(const bt_unigram_train_opts *o, const char *const *words,
   if (seeds(&C, o, &m, &chars, &nchars, err, errlen)) goto done;
   if ((int64_t)nchars > (int64_t)o->vocab_size) {
     snprintf(err, errlen, "vocab_size %d is smaller than the %zu characters "
-             "the corpus needs (every character is kept)", o->vocab_size, nchars);
+             "of the alphabet (every one is kept)", o->vocab_size, nchars);
     goto done;
   }
   int32_t desired = (int32_t)(o->vocab_size * 1.1);

@@ -763,7 +763,10 @@ end
 -- (bpe: all 256 byte symbols, default true); unigram: SentencePiece's
 -- algorithm (docs/tokenizers.md), special_tokens default <pad> <unk> [CLS]
 -- [SEP] [MASK], unk_token, max_piece_length (16), seed_size (1e6),
--- shrinking_factor (0.75), num_sub_iterations (2), lowercase (true).
+-- shrinking_factor (0.75), num_sub_iterations (2), lowercase (true),
+-- character_coverage (1: every character; spm's rule below 1) and
+-- byte_fallback (false; true adds the 256 pieces <0x00>..<0xFF> after the
+-- special tokens, inside vocab_size, as spm does).
 -- Returns tok or nil, msg.
 function M.train(opts)
   if type(opts) ~= "table" then
@@ -780,21 +783,28 @@ function M.train(opts)
   local specials = opts.special_tokens or (wp and BERT_SPECIALS or uni and ALBERT_SPECIALS or ROBERTA_SPECIALS)
   local unk = opts.unk_token or "<unk>"
   local vocab_size = opts.vocab_size or (uni and 8000 or 30000)
+  for _, k in ipairs{"character_coverage", "byte_fallback"} do
+    if opts[k] ~= nil and not uni then
+      error("train: option '" .. k .. "' is for kind 'unigram', not '" .. kind .. "'", 2)
+    end
+  end
+  local bytes = opts.byte_fallback and 256 or 0
   if uni then
     local found = false
     for _, s in ipairs(specials) do found = found or s == unk end
     if not found then
       error("train: the unigram unk token '" .. unk .. "' must be one of special_tokens", 2)
     end
-    if vocab_size <= #specials then
+    if vocab_size <= #specials + bytes then
       error("train: option 'vocab_size' (" .. vocab_size .. ") must exceed the " .. #specials ..
-            " special tokens", 2)
+            " special tokens" .. (bytes > 0 and " and the 256 byte pieces" or ""), 2)
     end
   end
   local tr = core.trainer{
     max_piece_length = opts.max_piece_length, seed_size = opts.seed_size,
     shrinking_factor = opts.shrinking_factor, num_sub_iterations = opts.num_sub_iterations,
-    kind = kind, vocab_size = uni and vocab_size - #specials or vocab_size,
+    character_coverage = opts.character_coverage,
+    kind = kind, vocab_size = uni and vocab_size - #specials - bytes or vocab_size,
     min_frequency = opts.min_frequency or (wp and 2 or 0),
     limit_alphabet = opts.limit_alphabet or (wp and 1000 or 0),
     lowercase = opts.lowercase ~= false, strip_accents = opts.strip_accents,
@@ -830,7 +840,17 @@ function M.train(opts)
     if #chunk > 0 then tr:feed(table.concat(chunk, "\n") .. "\n") end
   end
   local fok, vocab_list, merges = pcall(tr.finish, tr)
-  if not fok then return nil, "train: " .. tostring(vocab_list):gsub("^finish: ", "") end
+  if not fok then
+    local msg = tostring(vocab_list):gsub("^finish: ", "")
+    -- the C trainer counts pieces without the specials and byte pieces: name the user's size
+    local nalpha = msg:match("^vocab_size %d+ is smaller than the (%d+) characters")
+    if nalpha and uni then
+      msg = string.format("option 'vocab_size' (%d) leaves %d pieces after the %d special tokens%s, " ..
+        "fewer than the %s characters of the alphabet (every one is kept)", vocab_size,
+        vocab_size - #specials - bytes, #specials, bytes > 0 and " and the 256 byte pieces" or "", nalpha)
+    end
+    return nil, "train: " .. msg
+  end
   if uni then
     -- vocab_list: the pieces by score, merges: their scores
     local list, sc, types, unk_id = {}, {}, {}, nil
@@ -838,6 +858,9 @@ function M.train(opts)
       list[i] = sp; sc[i] = 0
       types[i] = sp == unk and 2 or 3
       if sp == unk then unk_id = i - 1 end
+    end
+    for b = 0, bytes - 1 do      -- spm's place and score for them; type byte
+      list[#list + 1] = string.format("<0x%02X>", b); sc[#sc + 1] = 0; types[#types + 1] = 6
     end
     for i, p in ipairs(vocab_list) do
       list[#list + 1] = p; sc[#sc + 1] = merges[i]; types[#types + 1] = 1
@@ -848,8 +871,10 @@ function M.train(opts)
                    {kind = "replace", pattern = "\r", content = " "}}
     if opts.lowercase ~= false then steps[#steps + 1] = {kind = "lowercase"} end
     steps[#steps + 1] = {kind = "spaces", content = " "}
-    return build(unigram_config(list, sc, types, {family = opts.family}, false,
-      {unk_id = unk_id, normalizers = steps, pre_tokenizer = "metaspace"}))
+    local cfg = unigram_config(list, sc, types, {family = opts.family}, false,
+      {unk_id = unk_id, normalizers = steps, pre_tokenizer = "metaspace", byte_fallback = bytes > 0})
+    cfg.decoder_byte_fallback = bytes > 0
+    return build(cfg)
   end
   if wp then
     return build(wordpiece_config(vocab_list, opts))
