@@ -119,7 +119,7 @@ describe("multilingual.fertility", function()
     assert.equals(2, f.am.words) assert.equals(2, f.am.unknown) assert.is_true(near(1, f.am.unknown_rate))
     assert.equals(7, f.am.chars)
     local text = ml.fertility_table(f)
-    assert.truthy(text:find("am%s+1%s+2%s+2%s+1.00%s+0.29%s+100.00%%"), text)
+    assert.truthy(text:find("am%s+1%s+2%s+2%s+1.00%s+0.29%s+100.00%%%s+0.00%%"), text)
   end)
 end)
 
@@ -136,5 +136,19 @@ describe("pretrain --lang-alpha", function()
     assert.truthy(tostring(err):find("--lang-alpha samples the languages of --corpus multilingual, not of brown", 1, true),
       tostring(err))
     assert.is_false(require("bert.fs").exists(d .. "/run"))
+  end)
+end)
+
+describe("multilingual.fertility with byte fallback", function()
+  it("counts byte pieces, not unknowns, for characters outside the alphabet", function()
+    local lines = {}
+    for i = 1, 200 do lines[i] = "the cat sat on the mat number " .. (i % 7) end
+    local tok = assert(T.train{kind = "unigram", vocab_size = 320, byte_fallback = true,
+      iterator = coroutine.wrap(function() for _, l in ipairs(lines) do coroutine.yield(l) end end)})
+    local f = ml.fertility(tok, {zh = {{"饕餮"}}, en = {{"the cat"}}})
+    -- two characters of three UTF-8 bytes each, none in the alphabet
+    assert.equals(6, f.zh.byte_pieces)
+    assert.equals(0, f.zh.unknown)
+    assert.equals(0, f.en.byte_pieces)
   end)
 end)

@@ -381,8 +381,12 @@ local function load_tokenizer(run, train_docs)
       for _, doc in ipairs(train_docs) do for _, s in ipairs(doc) do f:write(s, "\n") end end
       f:close()
       local t0 = bert.wall_time()
+      -- a multilingual Unigram vocabulary as mBERT-era SentencePiece setups train it: the characters
+      -- covering 99.95% of the text, the rest as UTF-8 byte pieces rather than unknown
+      local multilingual_unigram = args.corpus == "multilingual" and args.tokenizer == "unigram"
       tok = assert(bert.tokenizer.train{
         kind = args.tokenizer, vocab_size = args.vocab_size, lowercase = true, files = {text_path},
+        character_coverage = multilingual_unigram and 0.9995 or nil, byte_fallback = multilingual_unigram or nil,
       })
       os.remove(text_path)
       assert(require("bert.model_dir").save_tokenizer(tok_dir, tok))

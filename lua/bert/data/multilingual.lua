@@ -14,8 +14,9 @@
 --                                       corpus' total; the documents shuffled together
 --   ml.prepare(dir, alpha, seed)     -> the path of DIR/mix/alpha-A-seed-S.txt (written once,
 --                                       atomically) and its plan; ml.path(dir, alpha, seed) the path
---   ml.fertility(tok, by_lang, opts) -> {LANG = {sentences, words, chars, tokens, unknown,
---                                       tokens_per_word, tokens_per_char, unknown_rate}}
+--   ml.fertility(tok, by_lang, opts) -> {LANG = {sentences, words, chars, tokens, unknown, byte_pieces,
+--                                       tokens_per_word, tokens_per_char, unknown_rate, byte_rate}}
+--                                       (byte_pieces: <0xNN> byte-fallback tokens)
 --   ml.fertility_table(f)            -> the same as text, a line per language
 --
 -- Counts n_l are sentences (XLM counts sentences too): words would make
@@ -164,9 +165,15 @@ function M.fertility(tok, by_lang, opts)
   opts = opts or {}
   local max = opts.max_sentences or 2000
   local unk = tok:token_to_id("[UNK]") or tok:token_to_id("<unk>")
+  -- byte-fallback pieces <0x00>..<0xFF>: characters outside the vocabulary's alphabet
+  local byte_piece = {}
+  for b = 0, 255 do
+    local id = tok:token_to_id(string.format("<0x%02X>", b))
+    if id then byte_piece[id] = true end
+  end
   local out = {}
   for _, lang in ipairs(sorted_keys(by_lang)) do
-    local r = {sentences = 0, words = 0, chars = 0, tokens = 0, unknown = 0}
+    local r = {sentences = 0, words = 0, chars = 0, tokens = 0, unknown = 0, byte_pieces = 0}
     -- the first sentences of every document in turn: a sample across documents
     local docs, row = by_lang[lang], 1
     while r.sentences < max do
@@ -179,7 +186,10 @@ function M.fertility(tok, by_lang, opts)
           r.sentences, r.tokens = r.sentences + 1, r.tokens + #ids
           for _ in s:gmatch("%S+") do r.words = r.words + 1 end
           r.chars = r.chars + chars(s)
-          if unk then for _, id in ipairs(ids) do if id == unk then r.unknown = r.unknown + 1 end end end
+          for _, id in ipairs(ids) do
+            if id == unk then r.unknown = r.unknown + 1 end
+            if byte_piece[id] then r.byte_pieces = r.byte_pieces + 1 end
+          end
           if r.sentences >= max then break end
         end
       end
@@ -189,18 +199,19 @@ function M.fertility(tok, by_lang, opts)
     r.tokens_per_word = r.words > 0 and r.tokens / r.words or 0 / 0
     r.tokens_per_char = r.chars > 0 and r.tokens / r.chars or 0 / 0
     r.unknown_rate = r.tokens > 0 and r.unknown / r.tokens or 0 / 0
+    r.byte_rate = r.tokens > 0 and r.byte_pieces / r.tokens or 0 / 0
     out[lang] = r
   end
   return out
 end
 
 function M.fertility_table(f)
-  local lines = {string.format("%-8s %9s %9s %9s %12s %12s %9s", "language", "sentences", "words", "tokens",
-    "tokens/word", "tokens/char", "unknown")}
+  local lines = {string.format("%-8s %9s %9s %9s %12s %12s %9s %9s", "language", "sentences", "words", "tokens",
+    "tokens/word", "tokens/char", "unknown", "bytes")}
   for _, lang in ipairs(sorted_keys(f)) do
     local r = f[lang]
-    lines[#lines + 1] = string.format("%-8s %9d %9d %9d %12.2f %12.2f %8.2f%%", lang, r.sentences, r.words, r.tokens,
-      r.tokens_per_word, r.tokens_per_char, 100 * r.unknown_rate)
+    lines[#lines + 1] = string.format("%-8s %9d %9d %9d %12.2f %12.2f %8.2f%% %8.2f%%", lang, r.sentences, r.words,
+      r.tokens, r.tokens_per_word, r.tokens_per_char, 100 * r.unknown_rate, 100 * r.byte_rate)
   end
   return table.concat(lines, "\n")
 end
