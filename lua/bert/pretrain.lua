@@ -488,6 +488,32 @@ end
 -- --model FAMILY-SIZE (albert-tiny), a bare size (BERT's) or a config.json:
 -- the family's pretraining head, on the device; run.model, run.arch and
 -- run.ctx (what the objective's functions are given)
+-- The vocabulary and position sizes of the model: a config.json's own
+-- values when they can be honoured (at least the tokenizer's vocabulary,
+-- at least --seq-len positions), refused with the key and value when they
+-- cannot; for a size name, the tokenizer's vocabulary and 512 positions.
+local function model_sizes(args, resolved, tok_size)
+  local sizes = {vocab_size = tok_size, max_position_embeddings = math.max(512, args.seq_len)}
+  if resolved then return sizes end
+  local cfg = require("bert.models.config").read_json(args.model) or {}
+  local v, p = tonumber(cfg.vocab_size), tonumber(cfg.max_position_embeddings)
+  local function shown(x) return tostring(math.tointeger(x) or x) end
+  if v and v >= tok_size then
+    sizes.vocab_size = v   -- rows beyond the tokenizer's stay unused, as in Hugging Face
+  elseif v and dist.is_main() then
+    io.stderr:write(string.format("pretrain: --model %s: vocab_size %s raised to the tokenizer's %d tokens\n",
+      args.model, shown(v), tok_size))
+  end
+  if p then
+    if p < args.seq_len then
+      die(string.format("--model %s: max_position_embeddings %s is smaller than --seq-len %d", args.model,
+        shown(p), args.seq_len))
+    end
+    sizes.max_position_embeddings = p
+  end
+  return sizes
+end
+
 local function build_model(run)
   local args, objective = run.args, run.objective
   local resolved = bert.models.resolve(args.model)
@@ -496,7 +522,7 @@ local function build_model(run)
   local unigram_id = nil
   local ctx = {
     args = args, tokenizer = run.tok, family = family, size = resolved and resolved.size or args.model,
-    config_overrides = {vocab_size = run.tok:vocab_size(), max_position_embeddings = math.max(512, args.seq_len)},
+    config_overrides = model_sizes(args, resolved, run.tok:vocab_size()),
     unigram_id = function()
       if unigram_id == nil then unigram_id = run.pre.unigram_counts(args.output .. "/data/train"):argmax():item() end
       return unigram_id
