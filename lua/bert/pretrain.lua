@@ -488,20 +488,18 @@ end
 -- --model FAMILY-SIZE (albert-tiny), a bare size (BERT's) or a config.json:
 -- the family's pretraining head, on the device; run.model, run.arch and
 -- run.ctx (what the objective's functions are given)
--- The vocabulary and position sizes of the model: a config.json's own
--- values when they can be honoured (at least the tokenizer's vocabulary,
--- at least --seq-len positions), refused with the key and value when they
--- cannot; for a size name, the tokenizer's vocabulary and 512 positions.
+-- The vocabulary and position sizes of the model: the tokenizer's
+-- vocabulary (a config.json's other vocab_size is replaced, and said so);
+-- a config.json's max_position_embeddings when it holds --seq-len, else
+-- refused with the key and value; for a size name, 512 positions.
 local function model_sizes(args, resolved, tok_size)
   local sizes = {vocab_size = tok_size, max_position_embeddings = math.max(512, args.seq_len)}
   if resolved then return sizes end
   local cfg = require("bert.models.config").read_json(args.model) or {}
   local v, p = tonumber(cfg.vocab_size), tonumber(cfg.max_position_embeddings)
   local function shown(x) return tostring(math.tointeger(x) or x) end
-  if v and v >= tok_size then
-    sizes.vocab_size = v   -- rows beyond the tokenizer's stay unused, as in Hugging Face
-  elseif v and dist.is_main() then
-    io.stderr:write(string.format("pretrain: --model %s: vocab_size %s raised to the tokenizer's %d tokens\n",
+  if v and v ~= tok_size and dist.is_main() then   -- the tokenizer trained here decides the vocabulary: said
+    io.stderr:write(string.format("pretrain: --model %s: vocab_size %s replaced by the tokenizer's %d tokens\n",
       args.model, shown(v), tok_size))
   end
   if p then
