@@ -236,15 +236,24 @@ local function write_json(path, value)
   assert(os.rename(path .. ".tmp", path))
 end
 
+-- args.json: the run's settings, not where they were read from (a run
+-- directory is relocatable: --resume always names it).
+local function args_to_save(args)
+  local out = {}
+  for k, v in pairs(args) do if k ~= "resume" then out[k] = v end end
+  return out
+end
+
 -- A resumed run takes its settings from the run directory, so that the
 -- data, model and schedule are those of the interrupted run.
 local function resume_settings(args)
-  local saved = read_saved(args.resume .. "/args.json", "run settings")
-  if not saved then die("--resume: " .. args.resume .. "/args.json is missing; not a run directory") end
+  local dir = args.resume   -- the directory named now: a run may have been copied or moved since
+  local saved = read_saved(dir .. "/args.json", "run settings")
+  if not saved then die("--resume: " .. dir .. "/args.json is missing; not a run directory") end
   local control = {repair = args.repair or false, detect_anomaly = args.detect_anomaly or false}   -- this invocation's
   for k, v in pairs(saved) do args[k] = v end
   for k, v in pairs(control) do args[k] = v end
-  args.output = args.resume
+  args.resume, args.output = dir, dir   -- never a path recorded inside (older args.json kept "resume"/"output")
 end
 
 -- Refuses settings that cannot run; run.objective, run.snapshots.
@@ -357,7 +366,7 @@ local function prepare_output(args)
     if not same then stale[#stale + 1] = "data"; stale[#stale + 1] = "tokenizer" end
     for _, name in ipairs(stale) do os.execute(string.format("rm -rf '%s/%s'", args.output, name)) end
   end
-  if dist.is_main() then write_json(args.output .. "/args.json", args) end
+  if dist.is_main() then write_json(args.output .. "/args.json", args_to_save(args)) end
 end
 
 -- {============================================================ data
