@@ -103,18 +103,13 @@ if [ ! -s "$SRC"/web.jsonl ]; then
   if ! command -v diatheke >/dev/null 2>&1 || [ ! -e /usr/share/sword/mods.d/engWEB2015eb.conf ]; then
     apt_install diatheke sword-text-web
   fi
-  mkdir -p "$TMP/web"
-  i=0
   # the books of the module's NRSVA versification, in order (OSIS names)
-  for b in Gen Exod Lev Num Deut Josh Judg Ruth 1Sam 2Sam 1Kgs 2Kgs 1Chr 2Chr \
+  diatheke_books engWEB2015eb "$TMP/web" Gen Exod Lev Num Deut Josh Judg Ruth 1Sam 2Sam 1Kgs 2Kgs 1Chr 2Chr \
       Ezra Neh Esth Job Ps Prov Eccl Song Isa Jer Lam Ezek Dan Hos Joel Amos \
       Obad Jonah Mic Nah Hab Zeph Hag Zech Mal Tob Jdt EsthGr Wis Sir Bar PrAzar \
       Sus Bel 1Macc 2Macc 1Esd PrMan AddPs 3Macc 2Esd 4Macc Matt Mark Luke John \
       Acts Rom 1Cor 2Cor Gal Eph Phil Col 1Thess 2Thess 1Tim 2Tim Titus Phlm Heb \
-      Jas 1Pet 2Pet 1John 2John 3John Jude Rev; do
-    i=$((i + 1))
-    diatheke -b engWEB2015eb -f plain -o f -m 1000000 -k "$b" > "$TMP/web/$(printf %03d $i).txt"
-  done
+      Jas 1Pet 2Pet 1John 2John 3John Jude Rev
   $LUA - "$TMP/web" "$TMP/web.jsonl" <<'LUA'
 -- diatheke's plain output: "Book C:V: text", a verse's poetry continuing on
 -- the next lines; a blank line ends a verse; text before a reference or after

@@ -69,17 +69,12 @@ if [ ! -s "$SRC"/rv1909.jsonl ]; then
   if ! command -v diatheke >/dev/null 2>&1 || [ ! -e /usr/share/sword/mods.d/spaRV1909eb.conf ]; then
     apt_install diatheke sword-text-sparv
   fi
-  mkdir -p "$TMP/rv"
-  i=0
   # the 66 books of the module's KJV versification, in order (OSIS names)
-  for b in Gen Exod Lev Num Deut Josh Judg Ruth 1Sam 2Sam 1Kgs 2Kgs 1Chr 2Chr \
+  diatheke_books spaRV1909eb "$TMP/rv" Gen Exod Lev Num Deut Josh Judg Ruth 1Sam 2Sam 1Kgs 2Kgs 1Chr 2Chr \
       Ezra Neh Esth Job Ps Prov Eccl Song Isa Jer Lam Ezek Dan Hos Joel Amos \
       Obad Jonah Mic Nah Hab Zeph Hag Zech Mal Matt Mark Luke John Acts Rom \
       1Cor 2Cor Gal Eph Phil Col 1Thess 2Thess 1Tim 2Tim Titus Phlm Heb Jas \
-      1Pet 2Pet 1John 2John 3John Jude Rev; do
-    i=$((i + 1))
-    diatheke -b spaRV1909eb -f plain -o f -m 1000000 -k "$b" > "$TMP/rv/$(printf %03d $i).txt"
-  done
+      1Pet 2Pet 1John 2John 3John Jude Rev
   $LUA - "$TMP/rv" "$TMP/rv1909.jsonl" <<'LUA'
 -- diatheke's plain output: "Book C:V: text" per verse.  A chapter's first
 -- word is printed in capitals (a drop cap: "EN el principio"): made

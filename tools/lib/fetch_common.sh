@@ -17,3 +17,13 @@ done_msg() {   # done_msg NAME: renames $TMP/NAME.jsonl into $SRC, atomically
   mv "$TMP/$1.jsonl" "$SRC/$1.jsonl.tmp" && mv "$SRC/$1.jsonl.tmp" "$SRC/$1.jsonl"
   echo "wrote $SRC/$1.jsonl ($(wc -l < "$SRC/$1.jsonl") documents)"
 }
+
+diatheke_books() {   # diatheke_books MODULE DIR BOOK...: each book's plain text, footnotes apart, as DIR/NNN.txt
+  _module=$1; _dir=$2; shift 2
+  mkdir -p "$_dir"
+  _i=0
+  for _b in "$@"; do
+    _i=$((_i + 1))
+    diatheke -b "$_module" -f plain -o f -m 1000000 -k "$_b" > "$_dir/$(printf %03d $_i).txt"
+  done
+}
