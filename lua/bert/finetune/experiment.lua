@@ -431,8 +431,6 @@ local function make_trainer(run)
     next_batch = function() return loader:next() end,
     steps = run.total, time_budget = args.time_budget, clip = args.clip > 0 and args.clip or nil,
     patience = args.patience, tokenizer = run.tok, accum = args.accum, fingerprint = args,   -- same on every rank
-    after_step = args.time_budget and train.fit_to_budget{time_budget = args.time_budget, started = bert.wall_time(),
-      max_steps = run.total, on_total = function(t) run.total = t end} or nil,
     output = run.out, save_every = per_epoch, eval_every = args.eval_every or per_epoch, log_every = args.log_every,
     keep_best = task.metric,
     evaluate = function(m)   -- on the dev set; the Trainer prints and logs the result
@@ -457,11 +455,17 @@ end
 -- Trains: run.result (the Trainer's summary); a run that never evaluated
 -- (a time budget ran out first) is evaluated and kept as best/ now.
 local function fit(run)
-  local args, trainer, total, per_epoch = run.args, run.trainer, run.total, run.per_epoch
+  local args, trainer, per_epoch = run.args, run.trainer, run.per_epoch
+  local planned = run.total
+  if args.time_budget then   -- the steps that fit, fixed once after a short calibration
+    trainer:fit_to_budget{max_steps = run.total, on_total = function(t) run.total = t end}
+  end
+  local total = run.total
   say("training: %d steps (%s x %d steps, batch %d), lr %.1e, warmup %d steps, eval on dev each %d steps%s -> %s",
-    total, args.steps and string.format("%.2f epochs", total / per_epoch) or (args.epochs .. " epochs"), per_epoch,
-    args.batch_size, run.lr, run.warmup_of(total), args.eval_every or per_epoch,
-    args.time_budget and string.format(", resized to fit %g s", args.time_budget) or "", run.out)
+    total, (args.steps or total ~= planned) and string.format("%.2f epochs", total / per_epoch)
+      or (args.epochs .. " epochs"), per_epoch, args.batch_size, run.lr, run.warmup_of(total), args.eval_every or per_epoch,
+    args.time_budget and string.format(" (what fits %g s%s)", args.time_budget,
+      total == planned and ", capped by " .. (args.steps and "--steps" or "--epochs") or "") or "", run.out)
   run.result = trainer:run()
   if trainer.best == nil then
     -- no evaluation happened (a time budget ran out first): evaluate and keep this model
