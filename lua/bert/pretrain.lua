@@ -521,11 +521,11 @@ local function build_model(run)
 end
 
 -- run.lr (the peak), run.opt, and run.schedule: {total, warmup} steps and
--- lr_at(step).  With a time budget the schedule's length is estimated from
--- the first steps, then re-estimated after every step from the wall time
--- per step so far (evaluations and saves included), so that the learning
--- rate reaches zero as the budget runs out; --steps caps it.  The total and
--- the warmup are saved with the checkpoints (resume replays them).
+-- lr_at(step).  With a time budget the schedule's length is fixed once by
+-- a calibration before the first progress line (train's
+-- Trainer:fit_to_budget: step, evaluation and save times), so that the
+-- learning rate reaches zero as the budget runs out; --steps caps it.  The
+-- total and the warmup are saved with the checkpoints (resume replays them).
 local function make_optimizer(run)
   local args, model = run.args, run.model
   local lr = args.lr or cli.default_lr("pretrain", model.config.hidden_size)

@@ -392,7 +392,7 @@ end
 
 -- run.trainer (resumed from the checkpoint with args.resume), with
 -- run.evaluate(m, feats, examples, name), run.lr, run.total (steps; a time
--- budget resizes it while training), run.per_epoch, run.epoch_evals (the
+-- budget fixes it before training), run.per_epoch, run.epoch_evals (the
 -- dev results) and run.warmup_of(n)
 local function make_trainer(run)
   local args, K, task, model, opts = run.args, run.K, run.task, run.model, run.opts
@@ -414,7 +414,7 @@ local function make_trainer(run)
   end
   run.lr = lr
   -- linear warmup and decay over `total` steps; with a time budget the
-  -- total is resized while training to the steps that fit
+  -- total becomes the steps that fit, once, before training (fit)
   function run.warmup_of(n) return cli.warmup_steps(args.warmup, n) end
   local function lr_at(step)
     local total = run.total
