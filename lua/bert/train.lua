@@ -406,13 +406,14 @@ end
 -- what fits the rest of the budget (at most opts.max_steps, at least one
 -- more step) and opts.on_total(steps) resizes the caller's schedule.
 -- Evaluations and saves are planned for at their cost: one save is timed
--- when the plan has saves; an evaluation costs opts.eval_seconds, or, with
--- opts.time_evaluation (an evaluate without side effects), one is timed
--- when the plan has one.  trainer.time_budget stays the hard limit (a
+-- when the plan has saves; an evaluation costs opts.eval_seconds, or one
+-- is timed when the plan has one: with opts.time_evaluation = true the
+-- trainer's evaluate (one without side effects), or the function
+-- opts.time_evaluation(model) that evaluates as the trainer's would.  trainer.time_budget stays the hard limit (a
 -- machine that slows down stops there, short of the plan, and says so).
 -- Returns the steps, the seconds a step took, the steps timed and the
 -- steps the calibration trained.
---   opts: {max_steps = n, calibration = 5, eval_seconds = s, time_evaluation = bool, on_total = fn}
+--   opts: {max_steps = n, calibration = 5, eval_seconds = s, time_evaluation = true | fn, on_total = fn}
 local CALIBRATION_SHARE, CALIBRATION_SECONDS = 0.1, 60
 
 function Trainer:fit_to_budget(opts)
@@ -461,10 +462,11 @@ function Trainer:fit_to_budget(opts)
   if self.dp then fit = distributed.broadcast_number(fit) end   -- every rank times the same evaluations and saves
   -- the evaluations and saves the plan holds, at the cost of one of each
   local eval_seconds, save_seconds = opts.eval_seconds or 0, 0
-  if eval_every and self.evaluate and fit >= eval_every and opts.time_evaluation and not opts.eval_seconds then
+  local evaluate_once = opts.time_evaluation == true and self.evaluate or opts.time_evaluation
+  if eval_every and self.evaluate and fit >= eval_every and evaluate_once and not opts.eval_seconds then
     local e0 = now()
     self.model:evaluate()
-    bert.no_grad(function() return self.evaluate(self.model) end)
+    bert.no_grad(function() return evaluate_once(self.model) end)
     self.model:training()
     eval_seconds = now() - e0
     left = left - eval_seconds

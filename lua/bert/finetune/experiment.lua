@@ -458,7 +458,8 @@ local function fit(run)
   local args, trainer, per_epoch = run.args, run.trainer, run.per_epoch
   local planned = run.total
   if args.time_budget then   -- the steps that fit, fixed once after a short calibration
-    trainer:fit_to_budget{max_steps = run.total, on_total = function(t) run.total = t end}
+    trainer:fit_to_budget{max_steps = run.total, on_total = function(t) run.total = t end,
+      time_evaluation = function(m) return run.evaluate(m, run.dev_f, run.dev_ex, "dev") end}
   end
   local total = run.total
   say("training: %d steps (%s x %d steps, batch %d), lr %.1e, warmup %d steps, eval on dev each %d steps%s -> %s",
