@@ -48,7 +48,8 @@ describe("a quick look at an ablation", function()
     for _, c in ipairs(cells) do
       local s = cell[c.id]
       write(d .. "/cells/" .. c.id .. "/done.json", {id = c.id, label = c.label, seed = 1, pretrain_id = c.pretrain_id,
-        metrics = {mlm_accuracy = s.mlm, unigram_baseline_accuracy = 0.053, eval_rte = s.rte}})
+        metrics = {mlm_accuracy = s.mlm, eval_rte = s.rte}})
+      write(d .. "/pretrain/" .. c.pretrain_id .. "/summary.json", {mlm_accuracy = s.mlm, unigram_baseline_accuracy = 0.053})
       write(d .. "/cells/" .. c.id .. "/evaluate/results.json", {tasks = {
         rte = {headline = {mean = s.rte, values = {s.rte}}, one_class_runs = s.one_class,
                baselines = {majority = {headline = 0.4729}}}}})

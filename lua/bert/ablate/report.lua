@@ -164,13 +164,18 @@ end
 -- How close to its floor a score is still "at the floor": a point.
 local FLOOR_MARGIN = 0.01
 
--- The floors of a cell's scores, by metric name: held-out MLM accuracy's
--- is the unigram baseline (always the commonest token); an evaluation
--- task's is its majority class, {floor = headline, one_class = runs that
--- predicted one class, runs = runs} (eval_TASK and eval_TASK@F).
-local function cell_floors(cell_dir, metrics)
+-- The floors of a cell's scores, by metric name: held-out MLM (or CLM)
+-- accuracy's is the unigram baseline of its pretraining summary (always
+-- the commonest token); an evaluation task's is its majority class,
+-- {floor = headline, one_class = runs that predicted one class, runs =
+-- runs} (eval_TASK and eval_TASK@F).
+local function cell_floors(cell_dir, pretraining)
   local out = {}
-  if metrics.unigram_baseline_accuracy then out.mlm_accuracy = {floor = metrics.unigram_baseline_accuracy} end
+  for _, k in ipairs({"mlm_accuracy", "clm_accuracy"}) do
+    if pretraining and pretraining[k] and pretraining.unigram_baseline_accuracy then
+      out[k] = {floor = pretraining.unigram_baseline_accuracy}
+    end
+  end
   local function take(results, suffix)
     for name, r in pairs(results.tasks or {}) do
       local majority = r.baselines and r.baselines.majority
@@ -229,7 +234,8 @@ function M.summarize(dir)
         if not seen_name[k] then seen_name[k] = true; names[#names + 1] = k end
       end
       row.floors = row.floors or {}
-      for k, f in pairs(cell_floors(dir .. "/cells/" .. cell.id, done.metrics)) do
+      local pretraining = read_json(pretrain_dir(dir, cell.pretrain_id) .. "/summary.json")
+      for k, f in pairs(cell_floors(dir .. "/cells/" .. cell.id, pretraining)) do
         row.floors[k] = row.floors[k] or {}
         table.insert(row.floors[k], f)
       end
@@ -287,7 +293,7 @@ function M.summarize(dir)
   local floored = false
   for _, r in ipairs(out_rows) do for _, m in pairs(r.metrics) do floored = floored or m.at_floor ~= nil end end
   if floored then
-    md[#md + 1] = string.format("‡ at the floor: held-out MLM accuracy within %g of the unigram baseline (always " ..
+    md[#md + 1] = string.format("‡ at the floor: held-out MLM (CLM) accuracy within %g of the unigram baseline (always " ..
       "the commonest token), or an evaluation score within %g of the majority class or from runs that all predicted " ..
       "one class: nothing learned there yet%s.\n", FLOOR_MARGIN, FLOOR_MARGIN,
       (grid.budget_scale or 1) < 1 and ", as expected of a quick look" or "")
