@@ -100,11 +100,28 @@ function M.format_duration(s)
   return string.format("%.1f h", s / 3600)
 end
 
+-- The families' short names (albert, roberta, ...) in the registry's
+-- order: --model FAMILY-SIZE.
+function M.family_names()
+  require("bert.models")
+  local registry = require("bert.models.registry")
+  local names = {}
+  for _, mt in ipairs(registry.order) do names[#names + 1] = registry.families[mt].short_name or mt end
+  return names
+end
+
+-- --model's help: a size, FAMILY-SIZE, a config.json, or what `more` adds.
+local function model_help(more)
+  return string.format("A size (%s: BERT), FAMILY-SIZE (family %s; e.g. albert-tiny, roberta-base), a config.json, %s",
+    table.concat(M.size_names(), ", "), table.concat(M.family_names(), ", "), more)
+end
+
 -- The shared options: {flag, help, default, converter-maker | "flag" | choices}.
 M.OPTIONS = {
-  model = {"--model", "Model size (tiny, mini, small, medium, base, large), a config.json, or a checkpoint directory", "tiny"},
+  model = {"--model", function() return model_help("or a checkpoint directory") end, "tiny"},   -- (loads the families)
   tokenizer = {"--tokenizer", "Tokenizer file or directory"},
-  steps = {"--steps", "Optimizer steps (with --time-budget: the schedule is resized to what fits)", nil, M.integer, 1},
+  steps = {"--steps", "Optimizer steps (with --time-budget: at most; the steps that fit are fixed after a short " ..
+    "calibration)", nil, M.integer, 1},
   epochs = {"--epochs", "Training epochs", "3", M.integer, 1},
   time_budget = {"--time-budget", "Seconds of training (evaluations and saves included)", nil, M.number, 0},
   batch_size = {"--batch-size", "Sequences per micro-batch (all ranks together under mpirun)", "32", M.integer, 1},
@@ -163,6 +180,7 @@ function M.add(p, ...)
     local over = type(list[i + 1]) == "table" and list[i + 1] or {}
     i = i + (type(list[i + 1]) == "table" and 2 or 1)
     local flag, help, default, kind, min = spec[1], over.help or spec[2], spec[3], spec[4], spec[5]
+    if type(help) == "function" then help = help() end
     if over.default ~= nil then default = over.default end
     if over.nodefault then default = nil end
     if kind == "flag" then
@@ -188,16 +206,19 @@ function M.add_finetune(p, kind)
     "train.* / dev.* [/ test.*], or train,dev[,test] paths.  Writes OUTPUT/summary.json with the test metrics " ..
     "(fractions), OUTPUT/best/ (a self-contained model directory for experiments/predict.lua and bert.pipeline).")
   M.add(p, "task", {default = d.task, help = "Task name (" .. names .. ") or " .. files[kind] .. "/directory"},
-    "model", {default = d.model, help = "Checkpoint directory (config.json + model.safetensors, ours or Hugging Face's; " ..
-      "a run directory's best/ or checkpoint/ is used) or a size name (" .. table.concat(M.size_names(), ", ") ..
-      ": random init)"},
+    "model", {default = d.model, help = model_help("or a checkpoint directory (config.json + model.safetensors, " ..
+      "ours or Hugging Face's; a run directory's best/ or checkpoint/ is used); all but a checkpoint start from " ..
+      "random weights")},
     "from_scratch", "tokenizer", {help = "Tokenizer file or directory (default: the one in the model directory, " ..
       "or its run's tokenizer/; for a size name " .. experiment.DEFAULT_VOCAB .. ")"},
     "epochs", {default = d.epochs}, "steps", {help = "Optimizer steps (instead of --epochs; with --time-budget: at most)"},
     "time_budget", "batch_size", "accum", "lr", "warmup", "weight_decay", "clip", "max_train", "max_eval",
     "seq_len", {default = d.seq_len}, "device", "seed", "output", {help = "Run directory (default runs/finetune/TASK-MODEL[-scratch])"},
     "threads", "data_dir", "eval_every", {help = "Evaluate on the dev set every N steps (default: each epoch)"},
-    "eval_batch_size", "log_every", "patience", "resume", "keep_checkpoint", "no_plot", "quiet", "compare", "no_varlen")
+    "eval_batch_size", "log_every", "patience", "resume", "keep_checkpoint", "no_plot", "quiet", "compare",
+    {help = kind == "qa" and "Fine-tune twice, from the --model checkpoint and from scratch, the same number of " ..
+      "steps and settings, and print the test metrics side by side (QA has no majority-class baseline; " ..
+      "OUTPUT/pretrained, OUTPUT/scratch, OUTPUT/comparison.json)" or nil}, "no_varlen")
   return p
 end
 

@@ -117,6 +117,15 @@ function M.parser()
   return parser
 end
 
+-- The command-line name of an internal objective name (mlm-nsp for nsp,
+-- mlm for none): what the docs and --help call it.
+local function objective_shown(internal)
+  for _, name in ipairs(objectives.order) do
+    if objectives.names[name] == internal then return name end
+  end
+  return internal
+end
+
 --- Why these settings cannot run (a message), or nil: options that exist
 -- on the command line but are not implemented yet, and ones that exclude
 -- each other.
@@ -127,10 +136,7 @@ function M.unsupported(args)
   end
   if #modes > 1 then return table.concat(modes, " and ") .. " exclude each other: give one" end
   local objective = args.objective and objectives.get(args.objective)
-  local shown = args.objective   -- the command-line name: mlm rather than the internal none
-  for _, name in ipairs(objectives.order) do
-    if objectives.names[name] == args.objective then shown = name break end
-  end
+  local shown = objective_shown(args.objective)   -- mlm rather than the internal none
   local owners, keys = objectives.flag_owners(), {}
   for key in pairs(owners) do keys[#keys + 1] = key end
   table.sort(keys)
@@ -552,11 +558,11 @@ local function build_model(run)
 end
 
 -- run.lr (the peak), run.opt, and run.schedule: {total, warmup} steps and
--- lr_at(step).  With a time budget the schedule's length is estimated from
--- the first steps, then re-estimated after every step from the wall time
--- per step so far (evaluations and saves included), so that the learning
--- rate reaches zero as the budget runs out; --steps caps it.  The total and
--- the warmup are saved with the checkpoints (resume replays them).
+-- lr_at(step).  With a time budget the schedule's length is fixed once by
+-- a calibration before the first progress line (train's
+-- Trainer:fit_to_budget: step, evaluation and save times), so that the
+-- learning rate reaches zero as the budget runs out; --steps caps it.  The
+-- total and the warmup are saved with the checkpoints (resume replays them).
 local function make_optimizer(run)
   local args, model = run.args, run.model
   local lr = args.lr or cli.default_lr("pretrain", model.config.hidden_size)
@@ -642,31 +648,19 @@ end
 
 -- Trains to the end of the budget: run.summary (the Trainer's),
 -- run.training_wall (seconds, evaluations and saves included).  With a
--- time budget, sizes the schedule from measured steps (after a warm-up
--- step), then keeps resizing it while training.
+-- time budget, a short calibration (Trainer:fit_to_budget) fixes the
+-- steps and the schedule once, before the first step line.
 local function train(run)
   local args, trainer, schedule = run.args, run.trainer, run.schedule
   local started = bert.wall_time()
   if schedule.total == nil and args.time_budget then
-    trainer.steps, trainer.save_every = trainer.step + 1, false
-    trainer:run()
-    local t0 = bert.wall_time()
-    trainer.steps = trainer.step + 5
-    trainer:run()
-    local per_step = (bert.wall_time() - t0) / 5
-    local left = args.time_budget - (bert.wall_time() - started)
-    schedule.total = dist.broadcast_number(trainer.step + math.max(1, math.floor(left / per_step)))
-    if args.steps then schedule.total = math.min(schedule.total, args.steps) end
-    schedule.warmup = math.max(1, cli.warmup_steps(args.warmup, schedule.total))
-    trainer.steps, trainer.save_every = schedule.total, args.save_every
-    trainer.time_budget = left
-    trainer.after_step = bert.train.fit_to_budget{
-      time_budget = args.time_budget, started = started, start_step = 0, max_steps = args.steps,
-      on_total = function(total) schedule.total = total end,
-    }
+    local total, per_step, timed, calibrated = trainer:fit_to_budget{max_steps = args.steps, time_evaluation = true,
+      on_total = function(steps)
+        schedule.total, schedule.warmup = steps, math.max(1, cli.warmup_steps(args.warmup, steps))
+      end}
     if dist.is_main() then
-      io.stderr:write(string.format("pretrain: %.2f s per step: planning %d steps for the %g s budget (re-estimated while training)\n",
-        per_step, schedule.total, args.time_budget))
+      io.stderr:write(string.format("pretrain: %.3g s a step (a calibration of %d steps, %d timed): " ..
+        "%d steps fit the %g s budget%s\n", per_step, calibrated, timed, total, args.time_budget, args.steps and total == args.steps and " (--steps caps it)" or ""))
     end
   elseif schedule.total and trainer.steps == nil then
     trainer.steps = schedule.total   -- a resumed time-budgeted run replays its saved schedule
@@ -674,7 +668,7 @@ local function train(run)
 
   if dist.is_main() then
     io.stderr:write(string.format("pretrain: %s (%s, %d parameters), objective %s, %s masking, %d training sequences%s\n",
-      run.arch or "model", args.model, run.model:num_parameters(), args.objective, args.masking, run.train_meta.instances,
+      run.arch or "model", args.model, run.model:num_parameters(), objective_shown(args.objective), args.masking, run.train_meta.instances,
       dist.size() > 1 and string.format(", %d ranks x %d sequences", dist.size(), run.shard_rows) or ""))
   end
   run.summary = trainer:run()

@@ -8,7 +8,8 @@
 --     evaluate = function(model) return {accuracy = ...} end,
 --     keep_best = "accuracy",                           -- also keep output/best/ (higher is better)
 --     patience = 3,                                     -- stop after 3 evaluations without a new best
---     after_step = function(trainer) end,               -- e.g. train.fit_to_budget{...}
+--     after_step = function(trainer) end,
+--     phase = "pretrain",                               -- names the step lines
 --     tokenizer = tok,                                  -- saved into every checkpoint directory
 --     step_metrics = function(out, batch) return {mlm_accuracy = ...} end,
 --     get_state = function() return {...} end, set_state = function(s) end,  -- e.g. the loader position
@@ -17,6 +18,7 @@
 --     snapshot_steps = {62, 250},                       -- also keep the model at these steps (output/snapshot-STEP/)
 --   }
 --   trainer:resume()          -- continues from output/checkpoint when there is one
+--   trainer:fit_to_budget{max_steps = n, on_total = fn}  -- time_budget: the steps that fit, fixed once
 --   local summary = trainer:run()
 --
 -- Under mpirun the same script trains data-parallel (bert.distributed):
@@ -305,8 +307,27 @@ function Trainer:run_eval()
   return result
 end
 
+local BAR_WIDTH = 20
+
+-- The step line: step/total with the share done (a bar on a terminal),
+-- the loss and step metrics, the rate and the time left.  The total is
+-- fixed before the first line (a time budget is resolved by
+-- Trainer:fit_to_budget), so it never changes while a phase runs.
 local function progress_line(self, m, tps)
-  local parts = {string.format("step %d%s", self.step, self.steps and ("/" .. self.steps) or "")}
+  local parts = {}
+  if self.steps then
+    local done = math.min(self.step / math.max(self.steps, 1), 1)
+    if self.tty then
+      local filled = math.floor(done * BAR_WIDTH + 0.5)
+      parts[1] = string.format("%s%3d%% [%s%s] %d/%d", self.phase and (self.phase .. " ") or "",
+        math.floor(done * 100), string.rep("#", filled), string.rep(".", BAR_WIDTH - filled), self.step, self.steps)
+    else
+      parts[1] = string.format("%sstep %d/%d (%d%%)", self.phase and (self.phase .. ": ") or "", self.step, self.steps,
+        math.floor(done * 100))
+    end
+  else
+    parts[1] = string.format("%sstep %d", self.phase and (self.phase .. ": ") or "", self.step)
+  end
   parts[#parts + 1] = string.format("loss %.4f", m.loss)
   local keys = {}
   for k in pairs(m) do
@@ -315,7 +336,7 @@ local function progress_line(self, m, tps)
   table.sort(keys)
   for _, k in ipairs(keys) do parts[#parts + 1] = string.format("%s %.3f", k, m[k]) end
   parts[#parts + 1] = string.format("lr %.2e", m.lr)
-  parts[#parts + 1] = string.format("%.0f tok/s", tps)
+  parts[#parts + 1] = string.format("%.0f tok/s, %.2f s/step", tps, self.train_seconds / math.max(self.step, 1))
   local left = math.huge
   if self.steps then left = (self.steps - self.step) * self.train_seconds / math.max(self.step, 1) end
   if self.time_budget then left = math.min(left, self.time_budget - (now() - self.started)) end
@@ -332,10 +353,17 @@ function Trainer:run()
   local first_step, seconds_before = self.step, self.train_seconds
   if profile.enabled then profile.report() end   -- BERT_PROFILE: this run's steps only
   while true do
-    local stop = (self.steps and self.step >= self.steps)
-      or (self.time_budget and now() - self.started >= self.time_budget)
+    local out_of_time = self.time_budget ~= nil and now() - self.started >= self.time_budget
+    local stop = (self.steps and self.step >= self.steps) or out_of_time
     if self.dp then stop = distributed.any(stop) end   -- every rank stops at the same step
-    if stop then break end
+    if stop then
+      if out_of_time and self.steps and self.step < self.steps and self.progress then
+        -- the plan was short of the budget's time (evaluations or saves it did not foresee)
+        io.stderr:write(string.format("%stime budget reached at step %d of %d\n", self.tty and "\n" or "",
+          self.step, self.steps))
+      end
+      break
+    end
     local t0 = now()
     local m = self:train_step()
     local dt = now() - t0
@@ -379,30 +407,90 @@ function Trainer:run()
   }
 end
 
---- An after_step hook that fits the run to a time budget: after every
--- step, the steps that still fit are estimated from the wall time per step
--- since `started` (evaluations and saves included) and trainer.steps is
--- set to that (at most `max_steps`); on_total(total) lets the caller resize
--- its learning-rate schedule to match.
---   opts: {time_budget = s, started = wall time, start_step = 0, max_steps = n, on_total = fn}
-function M.fit_to_budget(opts)
-  assert(type(opts) == "table" and type(opts.time_budget) == "number" and type(opts.started) == "number",
-    "fit_to_budget: expects {time_budget = seconds, started = wall time, ...}")
-  local start_step = opts.start_step or 0
-  return function(trainer)
-    local done = trainer.step - start_step
-    if done < 1 then return end
-    local elapsed = now() - opts.started
-    local per_step = elapsed / done
-    local total = trainer.step + math.max(0, math.floor((opts.time_budget - elapsed) / per_step))
-    if opts.max_steps then total = math.min(total, opts.max_steps) end
-    if trainer.dp then total = distributed.broadcast_number(total) end   -- rank 0's clock decides for all
-    total = math.max(total, trainer.step)
-    if total ~= trainer.steps then
-      trainer.steps = total
-      if opts.on_total then opts.on_total(total) end
-    end
+--- Resolves the trainer's time_budget into a fixed number of steps, once,
+-- before the first step line: steps train silently for a tenth of the
+-- budget (at most a minute, at most a tenth of max_steps), the second half
+-- of them timed (at least `calibration` steps), then trainer.steps becomes
+-- what fits the rest of the budget (at most opts.max_steps, at least one
+-- more step) and opts.on_total(steps) resizes the caller's schedule.
+-- Evaluations and saves are planned for at their cost: one save is timed
+-- when the plan has saves; an evaluation costs opts.eval_seconds, or one
+-- is timed when the plan has one: with opts.time_evaluation = true the
+-- trainer's evaluate (one without side effects), or the function
+-- opts.time_evaluation(model) that evaluates as the trainer's would.  trainer.time_budget stays the hard limit (a
+-- machine that slows down stops there, short of the plan, and says so).
+-- Returns the steps, the seconds a step took, the steps timed and the
+-- steps the calibration trained.
+--   opts: {max_steps = n, calibration = 5, eval_seconds = s, time_evaluation = true | fn, on_total = fn}
+local CALIBRATION_SHARE, CALIBRATION_SECONDS = 0.1, 60
+
+function Trainer:fit_to_budget(opts)
+  opts = opts or {}
+  if type(self.time_budget) ~= "number" then
+    error("Trainer:fit_to_budget: the trainer has no time_budget (seconds), got " .. tostring(self.time_budget), 2)
   end
+  local calibration = opts.calibration or 5
+  if math.type(calibration) ~= "integer" or calibration < 1 then
+    error("Trainer:fit_to_budget: calibration must be an integer >= 1, got " .. tostring(calibration), 2)
+  end
+  local started, budget, first = now(), self.time_budget, self.step
+  local progress, save_every, eval_every = self.progress, self.save_every, self.eval_every
+  self.progress, self.save_every, self.eval_every = false, false, nil
+  -- with max_steps, the calibration takes at most a tenth of them (beyond its minimum)
+  local limit = opts.max_steps and self.step + math.max(calibration + 1, (opts.max_steps - self.step) // 10)
+  local function capped(steps) return limit and math.min(steps or math.huge, limit, opts.max_steps) or steps end
+  -- trains silently for at least n steps and `seconds` (never past
+  -- max_steps); returns the steps it ran
+  local function silent_steps(n, seconds)
+    local from, t0 = self.step, now()
+    self.steps = capped(self.step + n)
+    self:run()
+    local more = seconds - (now() - t0)
+    if more > 0 and self.step < capped(math.huge) then
+      self.steps, self.time_budget = capped(nil), more
+      self:run()
+      self.time_budget = budget
+    end
+    return self.step - from
+  end
+  -- the first steps are slow (first-touch allocations, cold caches): the
+  -- first half of the calibration is not timed
+  local window = math.min(budget * CALIBRATION_SHARE, CALIBRATION_SECONDS)
+  silent_steps(1, window / 2)
+  local t0 = now()
+  local timed = silent_steps(calibration, window / 2)
+  local per_step = math.max((now() - t0) / math.max(timed, 1), 1e-6)
+  self.progress, self.save_every, self.eval_every = progress, save_every, eval_every
+  local left = budget - (now() - started)
+  local function steps_that_fit(seconds_per_step)
+    local n = math.max(1, math.floor(math.min(left / seconds_per_step, 2^31)))
+    return opts.max_steps and math.max(0, math.min(n, opts.max_steps - self.step)) or n
+  end
+  local fit = steps_that_fit(per_step)
+  if self.dp then fit = distributed.broadcast_number(fit) end   -- every rank times the same evaluations and saves
+  -- the evaluations and saves the plan holds, at the cost of one of each
+  local eval_seconds, save_seconds = opts.eval_seconds or 0, 0
+  local evaluate_once = opts.time_evaluation == true and self.evaluate or opts.time_evaluation
+  if eval_every and self.evaluate and fit >= eval_every and evaluate_once and not opts.eval_seconds then
+    local e0 = now()
+    self.model:evaluate()
+    bert.no_grad(function() return evaluate_once(self.model) end)
+    self.model:training()
+    eval_seconds = now() - e0
+    left = left - eval_seconds
+  end
+  if save_every and self.output and fit >= save_every then
+    local s0 = now()
+    assert(self:save())
+    save_seconds = now() - s0
+    left = left - save_seconds
+  end
+  local overhead = (eval_every and eval_seconds / eval_every or 0) + (save_every and save_seconds / save_every or 0)
+  local total = self.step + steps_that_fit(per_step + overhead)
+  if self.dp then total = distributed.broadcast_number(total) end   -- rank 0's clock decides for all
+  self.steps, self.time_budget = total, left
+  if opts.on_total then opts.on_total(self.steps) end
+  return self.steps, per_step, timed, self.step - first
 end
 
 --- Accuracy of argmax(logits) against int32 labels, ignoring ignore_index.

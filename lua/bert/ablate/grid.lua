@@ -10,6 +10,31 @@ local TASK_KINDS = require("bert.finetune.tasks").kinds   -- every built-in task
 
 ------------------------------------------------------------- loading
 
+-- Held-out sequences per pretraining evaluation in a quick look.
+local QUICK_MAX_EVAL = 512
+
+--- The evaluation settings of a quick look (budget_scale < 1): the suite's
+-- work shrinks with the pretraining budget, so that the scaled grid is a
+-- look at the pipeline in minutes, not a result.  One fine-tuning seed at
+-- one rate (the default for the model's size; ablate.run picks it) instead
+-- of a rate grid and five seeds, fine-tuning steps scaled (at least 10),
+-- training sets of those steps' examples, at most 200 dev examples, BLiMP
+-- pairs and held-out bytes scaled, and no evaluation of the learning-curve
+-- snapshots.  The file's own settings are kept for the full budget.
+function M.quick_evaluation(evaluation, scale)
+  local defaults = require("bert.evaluate").defaults
+  local quick = copy(evaluation)
+  quick.seeds = {(evaluation.seeds or defaults.seeds)[1]}
+  quick.steps = math.max(10, math.floor((evaluation.steps or defaults.steps) * scale + 0.5))
+  quick.max_train = math.min(evaluation.max_train or math.huge,
+    math.max(64, quick.steps * (evaluation.batch_size or defaults.batch_size)))
+  quick.max_dev = math.min(evaluation.max_dev or defaults.max_dev, 200)
+  quick.blimp_pairs = math.max(1, math.floor((evaluation.blimp_pairs or defaults.blimp_pairs) * scale + 0.5))
+  quick.lm_max_bytes = math.max(10000, math.floor((evaluation.lm_max_bytes or 1e6) * scale))
+  quick.quick_scale = scale   -- ablate.run: one rate, no snapshot evaluations
+  return quick
+end
+
 -- One axis value as {label, pretrain = {...}, finetune = {...}}.
 local function axis_setting(file, axis, value, i)
   local where = string.format("%s: axis '%s' value %d", file, axis.name, i)
@@ -35,7 +60,9 @@ end
 -- settings are checked through bert.pretrain.settings, so that an unknown
 -- setting or an objective that is not implemented stops the grid before
 -- anything runs.  opts.budget_scale scales the pretraining budget (quick
--- runs: at least one step) and the fine-tuning set sizes (at least 64).
+-- runs: at least one step, held-out evaluations of 512 sequences), the
+-- fine-tuning set sizes (at least 64) and the evaluation suite's work
+-- (M.quick_evaluation).
 function M.load(path, opts)
   if type(path) ~= "string" then error("ablate.load: argument #1 (path) expected a string, got " .. type(path), 2) end
   opts = opts or {}
@@ -117,7 +144,9 @@ function M.load(path, opts)
   end
   local grid = {name = spec.name or path:match("([^/]+)%.lua$") or path, description = spec.description,
                 file = path, budget_scale = scale, seeds = spec.seeds, axes = {}, cells = {}, pretrain_runs = {},
-                downstream = {}, planned = planned, teachers = {}, evaluation = evaluation}
+                downstream = {}, planned = planned, teachers = {}, evaluation = evaluation,
+                -- what a quick look runs instead of the file's evaluation
+                quick_evaluation = evaluation and scale < 1 and M.quick_evaluation(evaluation, scale) or nil}
   for _, axis in ipairs(spec.axes) do grid.axes[#grid.axes + 1] = axis.name end
   for i, d in ipairs(downstream) do
     local dd = copy(spec.finetune)
@@ -159,6 +188,8 @@ function M.load(path, opts)
         settings.steps, settings.seed = steps, seed
         if settings.save_every == nil then settings.save_every = math.max(1, math.min(200, math.ceil(steps / 5))) end
         if settings.eval_every == nil then settings.eval_every = math.max(1, math.ceil(steps / 5)) end
+        -- a quick look's held-out evaluations would cost more than its training steps
+        if scale < 1 and settings.max_eval == nil then settings.max_eval = QUICK_MAX_EVAL end
         settings.no_plot = true
         checked(settings, what)
         return steps

@@ -125,6 +125,18 @@ function M.comparisons(rows, names)
   return out
 end
 
+-- Calls take(results, suffix) with each evaluation suite's results.json of
+-- a cell: the final checkpoint's (suffix "") and each snapshot's ("@F").
+local function each_evaluation(cell_dir, take)
+  local final = read_json(cell_dir .. "/evaluate/results.json")
+  if final then take(final, "") end
+  for _, name in ipairs(fs.listdir(cell_dir) or {}) do
+    local f = name:match("^evaluate%-at%-(.+)$")
+    local r = f and read_json(cell_dir .. "/" .. name .. "/results.json")
+    if r then take(r, "@" .. f) end
+  end
+end
+
 -- The per-seed scores of a cell's evaluation suite (cells/ID/evaluate/ and
 -- evaluate-at-F/ results.json), by the metric names the cell reports:
 -- eval_TASK (the fine-tuning seeds' headline scores at the chosen rate),
@@ -145,14 +157,47 @@ local function evaluation_samples(cell_dir)
       end
     end
   end
-  local final = read_json(cell_dir .. "/evaluate/results.json")
-  if final then take(final, "") end
-  for _, name in ipairs(fs.listdir(cell_dir) or {}) do
-    local f = name:match("^evaluate%-at%-(.+)$")
-    local r = f and read_json(cell_dir .. "/" .. name .. "/results.json")
-    if r then take(r, "@" .. f) end
-  end
+  each_evaluation(cell_dir, take)
   return out
+end
+
+-- How close to its floor a score is still "at the floor": a point.
+local FLOOR_MARGIN = 0.01
+
+-- The floors of a cell's scores, by metric name: held-out MLM (or CLM)
+-- accuracy's is the unigram baseline of its pretraining summary (always
+-- the commonest token); an evaluation task's is its majority class,
+-- {floor = headline, one_class = runs that predicted one class, runs =
+-- runs} (eval_TASK and eval_TASK@F).
+local function cell_floors(cell_dir, pretraining)
+  local out = {}
+  for _, k in ipairs({"mlm_accuracy", "clm_accuracy"}) do
+    if pretraining and pretraining[k] and pretraining.unigram_baseline_accuracy then
+      out[k] = {floor = pretraining.unigram_baseline_accuracy}
+    end
+  end
+  local function take(results, suffix)
+    for name, r in pairs(results.tasks or {}) do
+      local majority = r.baselines and r.baselines.majority
+      if majority and majority.headline and r.headline and r.headline.values then
+        out["eval_" .. name:gsub("%-", "_") .. suffix] = {floor = majority.headline, one_class = r.one_class_runs or 0,
+          runs = #r.headline.values}
+      end
+    end
+  end
+  each_evaluation(cell_dir, take)
+  return out
+end
+
+-- Whether a row's score m (mean over its cells) is at the floor: within
+-- FLOOR_MARGIN above the mean floor, or every run predicted one class.
+local function at_floor(m, floors)
+  if not floors or #floors == 0 then return false end
+  local sum, one_class, runs = 0, 0, 0
+  for _, f in ipairs(floors) do
+    sum, one_class, runs = sum + f.floor, one_class + (f.one_class or 0), runs + (f.runs or 0)
+  end
+  return m <= sum / #floors + FLOOR_MARGIN or (runs > 0 and one_class == runs)
 end
 
 --- Rebuilds DIR/results.json, DIR/results.md and DIR/plots/ from the
@@ -190,6 +235,12 @@ function M.summarize(dir)
         table.insert(row.values[k], v)
         if not seen_name[k] then seen_name[k] = true; names[#names + 1] = k end
       end
+      row.floors = row.floors or {}
+      local pretraining = read_json(pretrain_dir(dir, cell.pretrain_id) .. "/summary.json")
+      for k, f in pairs(cell_floors(dir .. "/cells/" .. cell.id, pretraining)) do
+        row.floors[k] = row.floors[k] or {}
+        table.insert(row.floors[k], f)
+      end
       row.samples = row.samples or {}
       for k, vs in pairs(evaluation_samples(dir .. "/cells/" .. cell.id)) do
         row.samples[k] = row.samples[k] or {}
@@ -218,7 +269,8 @@ function M.summarize(dir)
       local vs = over_finetuning and row.samples[k] or row.values[k]
       if vs then
         local m, sd, n = mean_sd(vs)
-        r.metrics[k] = {mean = m, sd = sd, n = n, values = vs, over = over_finetuning and "fine-tuning seeds" or nil}
+        r.metrics[k] = {mean = m, sd = sd, n = n, values = vs, over = over_finetuning and "fine-tuning seeds" or nil,
+          at_floor = at_floor(m, row.floors[k]) or nil}
       end
     end
     out_rows[#out_rows + 1] = r
@@ -239,6 +291,14 @@ function M.summarize(dir)
   if marked then
     md[#md + 1] = "† over the evaluation suite's fine-tuning seeds of the row's one pretraining run: the spread " ..
       "of fine-tuning, not of pretraining; a difference between such rows holds for these pretraining runs.\n"
+  end
+  local floored = false
+  for _, r in ipairs(out_rows) do for _, m in pairs(r.metrics) do floored = floored or m.at_floor ~= nil end end
+  if floored then
+    md[#md + 1] = string.format("‡ at the floor: held-out MLM (CLM) accuracy within %g of the unigram baseline (always " ..
+      "the commonest token), or an evaluation score within %g of the majority class or from runs that all predicted " ..
+      "one class: nothing learned there yet%s.\n", FLOOR_MARGIN, FLOOR_MARGIN,
+      (grid.budget_scale or 1) < 1 and ", as expected of a quick look" or "")
   end
   for _, p in ipairs(grid.planned or {}) do
     local vals = {}
@@ -264,8 +324,8 @@ function M.summarize(dir)
       cmp.flops and string.format("%.3g", cmp.flops / 1e15) or "", pm(tps_m, tps_sd, "%.0f")}
     for _, k in ipairs(names) do
       local m = r.metrics[k]
-      line[#line + 1] = m and (pm(m.mean, m.sd, k:find("perplexity$") and "%.1f" or "%.4f") .. (m.over and " †" or ""))
-        or ""
+      line[#line + 1] = m and (pm(m.mean, m.sd, k:find("perplexity$") and "%.1f" or "%.4f") .. (m.over and " †" or "")
+        .. (m.at_floor and " ‡" or "")) or ""
     end
     md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
   end

@@ -122,8 +122,16 @@ end
 -- pretrained - scratch as eval_TASK_gain[@FRACTION].
 local function evaluate_cell(settings, result, ckpt, cell_dir, snapshots, run_dir)
   local scratch = {}
+  local quick = settings.quick_scale   -- grid.quick_evaluation: one rate, no snapshots
+  local quick_rate
+  if quick and settings.lr_grid == nil then
+    local config = read_json(ckpt .. "/config.json")
+    local hidden = config and (config.hidden_size or config.dim)
+    if hidden then quick_rate = {require("bert.cli").default_lr("finetune", hidden)} end
+  end
   local function point(model, out, suffix, control)
     local opts = copy(settings)
+    opts.quick_scale, opts.lr_grid = nil, settings.lr_grid or quick_rate
     opts.model, opts.output, opts.quiet, opts.from_scratch_control = model, out, true, control or nil
     opts.fetch = fs.fetch_data
     local ev = require("bert.evaluate").run(opts)
@@ -144,9 +152,90 @@ local function evaluate_cell(settings, result, ckpt, cell_dir, snapshots, run_di
   end
   point(ckpt, cell_dir .. "/evaluate", "", settings.from_scratch_control)
   for key, v in pairs(scratch) do result.metrics[key .. "_scratch"] = v end
-  for _, sn in ipairs(snapshots) do
+  for _, sn in ipairs(quick and {} or snapshots) do
     point(run_dir .. "/" .. sn.name, string.format("%s/evaluate-at-%g", cell_dir, sn.fraction),
       string.format("@%g", sn.fraction), false)
+  end
+end
+
+-- Wall seconds per pretraining step (evaluations and saves included) of a
+-- finished run in dir or a grid next to it with the same model and batch
+-- shape as `settings`, and that run's directory; nil when there is none.
+local function measured_step_seconds(dir, settings)
+  local parent = split_dir(dir)
+  local function same(s) return s and s.batch_size == settings.batch_size and s.seq_len == settings.seq_len end
+  for _, name in ipairs(fs.listdir(parent) or {}) do
+    local gdir = (parent == "/" and "" or parent) .. "/" .. name
+    for _, id in ipairs(fs.listdir(gdir .. "/pretrain") or {}) do
+      local summary = read_json(gdir .. "/pretrain/" .. id .. "/summary.json")
+      if summary and summary.model == settings.model and same(summary.settings) and (summary.steps or 0) > 0 then
+        return (summary.wall_seconds or summary.train_seconds) / summary.steps, gdir .. "/pretrain/" .. id
+      end
+    end
+  end
+end
+
+-- Seconds a pretraining step of `settings` takes here, timed on a BERT of
+-- its size and batch shape with random tokens (two steps after a warm-up
+-- one); nil for a model that is not a bare size.
+local function timed_step_seconds(settings)
+  local s = pretrain.settings(copy(settings))
+  if not require("bert.models.config").sizes[s.model] then return nil end
+  local vocab = s.vocab_size or 30522
+  local model = bert.model("BertForMaskedLM", s.model, {vocab_size = vocab, max_position_embeddings = math.max(512, s.seq_len)})
+  local opt = bert.optim.AdamW(model, {lr = 1e-4})
+  local ids = bert.randint(1, vocab, {s.batch_size, s.seq_len}, {seed = 1})
+  local batch = {input_ids = ids, attention_mask = bert.ones({s.batch_size, s.seq_len}, "int32"),
+                 labels = bert.where(bert.rand({s.batch_size, s.seq_len}, {seed = 2}):lt(0.15), ids, -100):int()}
+  local function step()
+    opt:zero_grad()
+    for _ = 1, s.accum do model:forward(batch).loss:backward() end
+    opt:step()
+  end
+  step()
+  local t0 = bert.wall_time()
+  step()
+  step()
+  return (bert.wall_time() - t0) / 2
+end
+
+-- What the grid costs at its full budget, printed before it starts: the
+-- pretraining steps and their time, at the step time of a finished run of
+-- the same model and batch shape here, else of two steps timed now.
+local function say_full_budget(grid, dir)
+  local scale = grid.budget_scale or 1
+  local runs = {}
+  for _, t in ipairs(grid.teachers or {}) do runs[#runs + 1] = {settings = t.settings, steps = t.pretrain_steps} end
+  for _, r in ipairs(grid.pretrain_runs) do runs[#runs + 1] = {settings = r.settings, steps = r.settings.steps} end
+  local steps, seconds, how, timed = 0, 0, nil, {}
+  for _, r in ipairs(runs) do
+    local full = math.floor(r.steps / scale + 0.5)
+    steps = steps + full
+    local per_step, from = measured_step_seconds(dir, r.settings)
+    if per_step then
+      how = how or ("the step time of " .. from)
+    else
+      local key = canonical({r.settings.model, r.settings.batch_size, r.settings.seq_len, r.settings.accum})
+      if timed[key] == nil then
+        local ok, t = pcall(timed_step_seconds, r.settings)
+        timed[key] = ok and t or false
+      end
+      per_step = timed[key] or nil
+      how = how or "a BERT step of each run's size and batch shape timed now, evaluations not included"
+    end
+    seconds = seconds and per_step and seconds + per_step * full or nil
+  end
+  say("  full budget: %d pretraining runs, %d steps in all: %s%s", #runs, steps,
+    seconds and string.format("about %s of pretraining (%s)", fmt_duration(seconds), how)
+      or "its time is not known here (no finished run of these settings to time it by)",
+    grid.evaluation and ", then the evaluation suite per cell" or "")
+  if scale < 1 then
+    local ev = grid.quick_evaluation
+    say("  quick look (--budget-scale %g): pretraining steps x %g, held-out evaluations of %s sequences%s", scale,
+      scale, tostring(grid.pretrain_runs[1].settings.max_eval or "all"),
+      ev and string.format("; evaluation: seed %d only, one rate, %d steps, %d training examples, <= %d dev, " ..
+        "%d BLiMP pairs per paradigm, %d held-out bytes, no snapshot evaluations", ev.seeds[1], ev.steps, ev.max_train,
+        ev.max_dev, ev.blimp_pairs, ev.lm_max_bytes) or "")
   end
 end
 
@@ -199,6 +288,7 @@ function M.run(grid, dir, opts)
     for _, v in ipairs(p.values) do vals[#vals + 1] = fmt_value(v) end
     say("  not run (not implemented yet): %s = %s: %s", p.axis, table.concat(vals, ", "), p.missing)
   end
+  say_full_budget(grid, dir)
   local reusable = opts.reuse ~= false and reusable_runs(dir) or {}
   local started, ran = bert.wall_time(), 0
   for i, cell in ipairs(grid.cells) do
@@ -279,7 +369,7 @@ function M.run(grid, dir, opts)
         end
       end
       if grid.evaluation then
-        evaluate_cell(grid.evaluation, result, ckpt, cell_dir, pre.snapshots or {},
+        evaluate_cell(grid.quick_evaluation or grid.evaluation, result, ckpt, cell_dir, pre.snapshots or {},
           pretrain_dir(dir, cell.pretrain_id))
       end
       result.seconds = bert.wall_time() - t0

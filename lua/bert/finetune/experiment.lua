@@ -392,7 +392,7 @@ end
 
 -- run.trainer (resumed from the checkpoint with args.resume), with
 -- run.evaluate(m, feats, examples, name), run.lr, run.total (steps; a time
--- budget resizes it while training), run.per_epoch, run.epoch_evals (the
+-- budget fixes it before training), run.per_epoch, run.epoch_evals (the
 -- dev results) and run.warmup_of(n)
 local function make_trainer(run)
   local args, K, task, model, opts = run.args, run.K, run.task, run.model, run.opts
@@ -414,7 +414,7 @@ local function make_trainer(run)
   end
   run.lr = lr
   -- linear warmup and decay over `total` steps; with a time budget the
-  -- total is resized while training to the steps that fit
+  -- total becomes the steps that fit, once, before training (fit)
   function run.warmup_of(n) return cli.warmup_steps(args.warmup, n) end
   local function lr_at(step)
     local total = run.total
@@ -431,8 +431,6 @@ local function make_trainer(run)
     next_batch = function() return loader:next() end,
     steps = run.total, time_budget = args.time_budget, clip = args.clip > 0 and args.clip or nil,
     patience = args.patience, tokenizer = run.tok, accum = args.accum, fingerprint = args,   -- same on every rank
-    after_step = args.time_budget and train.fit_to_budget{time_budget = args.time_budget, started = bert.wall_time(),
-      max_steps = run.total, on_total = function(t) run.total = t end} or nil,
     output = run.out, save_every = per_epoch, eval_every = args.eval_every or per_epoch, log_every = args.log_every,
     keep_best = task.metric,
     evaluate = function(m)   -- on the dev set; the Trainer prints and logs the result
@@ -457,11 +455,18 @@ end
 -- Trains: run.result (the Trainer's summary); a run that never evaluated
 -- (a time budget ran out first) is evaluated and kept as best/ now.
 local function fit(run)
-  local args, trainer, total, per_epoch = run.args, run.trainer, run.total, run.per_epoch
+  local args, trainer, per_epoch = run.args, run.trainer, run.per_epoch
+  local planned = run.total
+  if args.time_budget then   -- the steps that fit, fixed once after a short calibration
+    trainer:fit_to_budget{max_steps = run.total, on_total = function(t) run.total = t end,
+      time_evaluation = function(m) return run.evaluate(m, run.dev_f, run.dev_ex, "dev") end}
+  end
+  local total = run.total
   say("training: %d steps (%s x %d steps, batch %d), lr %.1e, warmup %d steps, eval on dev each %d steps%s -> %s",
-    total, args.steps and string.format("%.2f epochs", total / per_epoch) or (args.epochs .. " epochs"), per_epoch,
-    args.batch_size, run.lr, run.warmup_of(total), args.eval_every or per_epoch,
-    args.time_budget and string.format(", resized to fit %g s", args.time_budget) or "", run.out)
+    total, (args.steps or total ~= planned) and string.format("%.2f epochs", total / per_epoch)
+      or (args.epochs .. " epochs"), per_epoch, args.batch_size, run.lr, run.warmup_of(total), args.eval_every or per_epoch,
+    args.time_budget and string.format(" (what fits %g s%s)", args.time_budget,
+      total == planned and ", capped by " .. (args.steps and "--steps" or "--epochs") or "") or "", run.out)
   run.result = trainer:run()
   if trainer.best == nil then
     -- no evaluation happened (a time budget ran out first): evaluate and keep this model
