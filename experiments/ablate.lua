@@ -21,7 +21,8 @@ local parser = cli.parser("ablate.lua", "Run an ablation grid: pretrain, evaluat
 parser:argument("grid", "An ablation file (experiments/ablations/NAME.lua)"):args("?")
 parser:option("--output", "Grid directory (default runs/ablate/NAME; NAME-quickX with --budget-scale)")
 parser:option("--budget-scale", "Scale every pretraining budget (at least 1 step) and the fine-tuning set sizes " ..
-  "(at least 64) by this factor: 0.05 for a quick end-to-end look", "1"):convert(cli.number("--budget-scale", 0))
+  "(at least 64) by this factor, with held-out evaluations on 512 sequences and the evaluation suite as a quick " ..
+  "look (one seed, one rate, 10 steps; printed): 0.01 for a quick end-to-end look", "1"):convert(cli.number("--budget-scale", 0))
 parser:option("--summarize", "Only rebuild DIR's results.json, results.md and plots from its finished cells")
 parser:flag("--no-reuse", "Pretrain every cell here, even where a grid next to OUTPUT finished a run with equal " ..
   "settings (by default that run, and its fine-tunings with equal task settings, are read instead)")

@@ -11,7 +11,7 @@
 --
 --   lua5.4 experiments/ablate.lua experiments/ablations/nsp.lua --shard 1/2 --threads 1 &
 --   lua5.4 experiments/ablate.lua experiments/ablations/nsp.lua --shard 2/2 --threads 1
---   lua5.4 experiments/ablate.lua experiments/ablations/nsp.lua --budget-scale 0.002  # the pipeline, minutes
+--   lua5.4 experiments/ablate.lua experiments/ablations/nsp.lua --budget-scale 0.01   # a quick look (~14 min under load)
 --
 -- Budget: 20,000 steps x 32 sequences x 128 tokens (82M token slots, ~12
 -- passes over the 6.2M-word English corpus) per cell on BERT-mini; one
