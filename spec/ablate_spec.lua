@@ -490,6 +490,24 @@ return {
     local at = cjson.decode(read(dir .. "/cells/objective=mlm_seed=1/evaluate-at-0.5/results.json"))
     assert.is_nil(at.tasks.sst2.from_scratch)
     assert.truthy(at.model:find("snapshot%-1$"))
+    -- a second grid next to it with a cell of equal settings reads the run and its evaluated
+    -- tasks (the final checkpoint's and the snapshot's) instead of fine-tuning again
+    local path2 = root .. "/ev2.lua"
+    write(path2, (read(path):gsub('name = "ev"', 'name = "ev2"')))
+    local dir2 = root .. "/ev2-out"
+    assert.is_true(ablate_cmd(path2 .. " --output " .. dir2, root .. "/log9b"), read(root .. "/log9b.err"))
+    local log = read(root .. "/log9b")
+    assert.truthy(log:find("reusing the finished pretraining run", 1, true), log)
+    assert.truthy(log:find("reusing 2 finished evaluation tasks", 1, true), log)
+    -- nothing fine-tuned here: the task directory holds only the copied result
+    local names = require("bert.fs").listdir(dir2 .. "/cells/objective=mlm_seed=1/evaluate/tasks/sst2")
+    assert.same({"result.json"}, names)
+    local m2 = cjson.decode(read(dir2 .. "/results.json")).rows[1].metrics
+    for _, k in ipairs({"eval_sst2", "eval_sst2_scratch", "eval_sst2@0.5"}) do
+      assert.near(m[k].mean, m2[k].mean, 1e-12, k)
+    end
+    local done2 = cjson.decode(read(dir2 .. "/cells/objective=mlm_seed=1/done.json"))
+    assert.equal(dir .. "/cells/objective=mlm_seed=1", done2.evaluation_reused_from)
   end)
 
   it("draws a learning curve for a numeric axis, from the finished cells (some missing)", function()

@@ -76,6 +76,43 @@ local function reusable_finetuning(found, seed, task, overrides)
   end
 end
 
+-- The suite's finished tasks of the reused grid's cell from the same run and
+-- seed, copied verbatim into this cell's evaluation directories (the final
+-- checkpoint's and each snapshot's) where this cell has none yet, when the
+-- two grids evaluate with equal settings apart from the task list: a task is
+-- then evaluated once for every grid that shares the run.  Returns the cell
+-- directory read and the number of tasks copied.
+local function reuse_evaluations(found, seed, settings, cell_dir)
+  local other = found.grid.quick_evaluation or found.grid.evaluation
+  if not other then return nil, 0 end
+  local a, b = copy(other), copy(settings)
+  a.tasks, b.tasks, a.suite, b.suite = nil, nil, nil, nil
+  if canonical(a) ~= canonical(b) then return nil, 0 end
+  for _, c in ipairs(found.grid.cells or {}) do
+    if c.pretrain_id == found.run_id and c.seed == seed then
+      local from, copied = found.grid_dir .. "/cells/" .. c.id, 0
+      for _, point in ipairs(fs.listdir(from) or {}) do
+        if point == "evaluate" or point:find("^evaluate%-at%-") then
+          for _, task in ipairs(fs.listdir(from .. "/" .. point .. "/tasks") or {}) do
+            local text = fs.read_file(from .. "/" .. point .. "/tasks/" .. task .. "/result.json")
+            local into = cell_dir .. "/" .. point .. "/tasks/" .. task
+            if text and not fs.exists(into .. "/result.json") then
+              for _, d in ipairs({cell_dir, cell_dir .. "/" .. point, cell_dir .. "/" .. point .. "/tasks", into}) do
+                assert(bert.mkdir(d))
+              end
+              local ok, err = fs.write_atomic(into .. "/result.json", text)
+              if not ok then error("ablate: cannot write " .. into .. "/result.json: " .. tostring(err), 0) end
+              copied = copied + 1
+            end
+          end
+        end
+      end
+      return from, copied
+    end
+  end
+  return nil, 0
+end
+
 -- Runs (or resumes, or skips) one pretraining run into out; returns its summary.
 local function run_pretraining(out, run)
   local done = read_json(out .. "/summary.json")
@@ -369,6 +406,11 @@ function M.run(grid, dir, opts)
         end
       end
       if grid.evaluation then
+        if found then
+          local from, copied = reuse_evaluations(found, cell.seed, grid.quick_evaluation or grid.evaluation, cell_dir)
+          if copied > 0 then say("  reusing %d finished evaluation tasks of %s (the same run, equal settings)", copied, from) end
+          if from then result.evaluation_reused_from = from end
+        end
         evaluate_cell(grid.quick_evaluation or grid.evaluation, result, ckpt, cell_dir, pre.snapshots or {},
           pretrain_dir(dir, cell.pretrain_id))
       end
