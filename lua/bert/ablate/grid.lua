@@ -177,14 +177,20 @@ function M.load(path, opts)
         end
         return res
       end
-      -- the budget in steps, from tokens with this run's batch shape
+      -- the budget in steps, from tokens with this run's batch shape; a cell's
+      -- budget_factor scales its own (a compute-matched control: a student
+      -- without a teacher's forward passes gets more steps for the same FLOPs)
       local function budgeted(settings, budget, what)
+        local factor = settings.budget_factor or 1
+        settings.budget_factor = nil
+        need(type(factor) == "number" and factor > 0, (what or ("cell " .. label)) ..
+          ": budget_factor must be a positive number, got " .. tostring(factor))
         local base = checked(settings, what)
         local steps = budget.steps
         if budget.tokens then
           steps = math.ceil(budget.tokens / (base.batch_size * base.accum * base.seq_len))
         end
-        steps = math.max(1, math.floor(steps * scale + 0.5))
+        steps = math.max(1, math.floor(steps * factor * scale + 0.5))
         settings.steps, settings.seed = steps, seed
         if settings.save_every == nil then settings.save_every = math.max(1, math.min(200, math.ceil(steps / 5))) end
         if settings.eval_every == nil then settings.eval_every = math.max(1, math.ceil(steps / 5)) end
