@@ -472,6 +472,20 @@ describe("finetune: end to end through the Trainer (tiny BERT, small vocabulary)
     cleanup(out)
   end)
 
+  it("a run that never evaluated during training evaluates dev once at the end, then test", function()
+    -- steps 3 with evaluations every 100: the end-of-run evaluation keeps the model as best/;
+    -- the test phase reads its dev result instead of scoring dev a second time
+    local classify = require("bert.finetune.classify")
+    local original, calls = classify.evaluate, 0
+    classify.evaluate = function(...) calls = calls + 1 return original(...) end
+    local ok, summary = pcall(run, "classification", FIX .. "classify", {"--steps", "3", "--eval-every", "100"})
+    classify.evaluate = original
+    assert(ok, summary)
+    assert.equals(2, calls)   -- dev once, test once
+    assert.equals(3, summary.steps)
+    assert.is_number(summary.dev.accuracy)
+  end)
+
   it("stops early after --patience evaluations without a better dev metric", function()
     -- a learning rate of 0: the dev metric never improves after the first evaluation
     local summary = run("classification", FIX .. "classify", {"--epochs", "20", "--lr", "0", "--eval-every", "1",

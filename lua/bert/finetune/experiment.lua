@@ -472,7 +472,9 @@ local function fit(run)
     -- no evaluation happened (a time budget ran out first): evaluate and keep this model
     local r = bert.no_grad(function() return run.evaluate(run.model, run.dev_f, run.dev_ex, "dev") end)
     say("  dev at step %d: %s", trainer.step, fmt_metrics(r))
-    trainer.best = r[run.task.metric]
+    r.epoch = trainer.step / per_epoch
+    run.epoch_evals[#run.epoch_evals + 1] = r   -- test_best reads it: dev is not scored twice
+    trainer.best, trainer.best_step = r[run.task.metric], trainer.step
     trainer:log({step = trainer.step, eval = r})
     assert(trainer:save("best"))
   end
