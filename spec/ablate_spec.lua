@@ -508,6 +508,23 @@ return {
     end
     local done2 = cjson.decode(read(dir2 .. "/cells/objective=mlm_seed=1/done.json"))
     assert.equal(dir .. "/cells/objective=mlm_seed=1", done2.evaluation_reused_from)
+    -- a cell's finetune.* settings reach its suite (pretrain-vs-scratch's set sizes), and
+    -- learning_curve = false leaves the snapshots unevaluated; other settings: nothing reused
+    local path3 = root .. "/ev3.lua"
+    write(path3, (read(path):gsub('name = "ev"', 'name = "ev3"')
+      :gsub('axes = {{name = "objective", values = {"mlm"}}}',
+            'axes = {{name = "finetune.max_train", values = {12}}}')
+      :gsub('fixed = {', 'fixed = {objective = "mlm", ')
+      :gsub('from_scratch_control = true}', 'from_scratch_control = true, learning_curve = false}')))
+    local dir3 = root .. "/ev3-out"
+    assert.is_true(ablate_cmd(path3 .. " --output " .. dir3, root .. "/log9c"), read(root .. "/log9c.err"))
+    local log3 = read(root .. "/log9c")
+    assert.truthy(log3:find("reusing the finished pretraining run", 1, true), log3)
+    assert.is_nil(log3:find("finished evaluation tasks", 1, true))
+    local cell3 = dir3 .. "/cells/max_train=12_seed=1"
+    assert.equal(12, cjson.decode(read(cell3 .. "/evaluate/protocol.json")).max_train)
+    assert.is_nil(read(cell3 .. "/evaluate-at-0.5/results.json"))
+    assert.is_number(cjson.decode(read(dir3 .. "/results.json")).rows[1].metrics.eval_sst2.mean)
   end)
 
   it("draws a learning curve for a numeric axis, from the finished cells (some missing)", function()

@@ -85,11 +85,16 @@ end
 local function reuse_evaluations(found, seed, settings, cell_dir)
   local other = found.grid.quick_evaluation or found.grid.evaluation
   if not other then return nil, 0 end
-  local a, b = copy(other), copy(settings)
-  a.tasks, b.tasks, a.suite, b.suite = nil, nil, nil, nil
-  if canonical(a) ~= canonical(b) then return nil, 0 end
+  local function key(t)   -- the settings that decide the scores: all but the task list
+    local k = copy(t)
+    k.tasks, k.suite, k.learning_curve = nil, nil, nil
+    return canonical(k)
+  end
+  local mine = key(settings)
   for _, c in ipairs(found.grid.cells or {}) do
-    if c.pretrain_id == found.run_id and c.seed == seed then
+    local theirs = copy(other)
+    for k, v in pairs(c.finetune or {}) do theirs[k] = v end
+    if c.pretrain_id == found.run_id and c.seed == seed and key(theirs) == mine then
       local from, copied = found.grid_dir .. "/cells/" .. c.id, 0
       for _, point in ipairs(fs.listdir(from) or {}) do
         if point == "evaluate" or point:find("^evaluate%-at%-") then
@@ -168,7 +173,7 @@ local function evaluate_cell(settings, result, ckpt, cell_dir, snapshots, run_di
   end
   local function point(model, out, suffix, control)
     local opts = copy(settings)
-    opts.quick_scale, opts.lr_grid = nil, settings.lr_grid or quick_rate
+    opts.quick_scale, opts.lr_grid, opts.learning_curve = nil, settings.lr_grid or quick_rate, nil
     opts.model, opts.output, opts.quiet, opts.from_scratch_control = model, out, true, control or nil
     opts.fetch = fs.fetch_data
     local ev = require("bert.evaluate").run(opts)
@@ -189,7 +194,8 @@ local function evaluate_cell(settings, result, ckpt, cell_dir, snapshots, run_di
   end
   point(ckpt, cell_dir .. "/evaluate", "", settings.from_scratch_control)
   for key, v in pairs(scratch) do result.metrics[key .. "_scratch"] = v end
-  for _, sn in ipairs(quick and {} or snapshots) do
+  -- learning_curve = false: the snapshots are kept (a shared run's settings) but not evaluated
+  for _, sn in ipairs((quick or settings.learning_curve == false) and {} or snapshots) do
     point(run_dir .. "/" .. sn.name, string.format("%s/evaluate-at-%g", cell_dir, sn.fraction),
       string.format("@%g", sn.fraction), false)
   end
@@ -406,12 +412,15 @@ function M.run(grid, dir, opts)
         end
       end
       if grid.evaluation then
+        -- a cell's finetune.* settings (e.g. the labelled set size) apply to its suite
+        local ev_settings = copy(grid.quick_evaluation or grid.evaluation)
+        for k, v in pairs(cell.finetune or {}) do ev_settings[k] = v end
         if found then
-          local from, copied = reuse_evaluations(found, cell.seed, grid.quick_evaluation or grid.evaluation, cell_dir)
+          local from, copied = reuse_evaluations(found, cell.seed, ev_settings, cell_dir)
           if copied > 0 then say("  reusing %d finished evaluation tasks of %s (the same run, equal settings)", copied, from) end
           if from then result.evaluation_reused_from = from end
         end
-        evaluate_cell(grid.quick_evaluation or grid.evaluation, result, ckpt, cell_dir, pre.snapshots or {},
+        evaluate_cell(ev_settings, result, ckpt, cell_dir, pre.snapshots or {},
           pretrain_dir(dir, cell.pretrain_id))
       end
       result.seconds = bert.wall_time() - t0
