@@ -17,6 +17,8 @@ local bert = require("bert")
 local cjson = require("cjson")
 local tmpdir = require("spec.support.tmpdir").dir
 
+local DEBERTA = "spec/fixtures/deberta_tiny"
+
 local ids = bert.tensor({{5, 6, 7, 8, 9}, {5, 9, 8, 0, 0}}, "int32")
 local mask = ids:ne(0)
 
@@ -82,6 +84,7 @@ describe("untied MLM decoders (tie_word_embeddings false)", function()
   local heads = {
     {"BertForMaskedLM", "cls.predictions."}, {"BertForPreTraining", "cls.predictions."},
     {"RobertaForMaskedLM", "lm_head."}, {"AlbertForMaskedLM", "predictions."},
+    {"DebertaV2ForMaskedLM", "cls.predictions."},
   }
   for _, case in ipairs(heads) do
     local arch, head = case[1], case[2]
@@ -146,5 +149,140 @@ describe("untied MLM decoders (tie_word_embeddings false)", function()
     assert.same({"cls.predictions.bias", "cls.predictions.transform.LayerNorm.bias",
       "cls.predictions.transform.LayerNorm.weight", "cls.predictions.transform.dense.bias",
       "cls.predictions.transform.dense.weight"}, under(header_names(dir), "cls."))
+  end)
+end)
+
+describe("DeBERTa's MLM head names follow config.legacy", function()
+  local LM_HEAD = {"lm_predictions.lm_head.LayerNorm.bias", "lm_predictions.lm_head.LayerNorm.weight",
+    "lm_predictions.lm_head.bias", "lm_predictions.lm_head.dense.bias", "lm_predictions.lm_head.dense.weight"}
+  local CLS = {"cls.predictions.bias", "cls.predictions.transform.LayerNorm.bias",
+    "cls.predictions.transform.LayerNorm.weight", "cls.predictions.transform.dense.bias",
+    "cls.predictions.transform.dense.weight"}
+
+  it("legacy false: writes lm_predictions.lm_head.*, keeps legacy false, reads it back strictly", function()
+    local m = bert.model("DebertaV2ForMaskedLM", "tiny", small{legacy = false})
+    local dir = tmpdir()
+    assert(m:save_pretrained(dir))
+    local names = header_names(dir)
+    assert.same(LM_HEAD, under(names, "lm_predictions."))
+    assert.same({}, under(names, "cls."))
+    assert.is_false(read_config(dir).legacy)
+    local again, info = bert.from_pretrained(dir, {verbose = false, strict = true})
+    assert.same({}, info.missing)
+    assert.equal(0, max_abs_diff(logits(m), logits(again)))
+  end)
+
+  it("legacy true or absent: writes cls.predictions.*", function()
+    for _, legacy in ipairs({true, "absent"}) do
+      local m = bert.model("DebertaV2ForMaskedLM", "tiny", small{legacy = legacy == true or nil})
+      local dir = tmpdir()
+      assert(m:save_pretrained(dir))
+      local names = header_names(dir)
+      assert.same(CLS, under(names, "cls."))
+      assert.same({}, under(names, "lm_predictions."))
+    end
+  end)
+
+  it("a legacy-false file written under cls.predictions.* loads, and saves under the names its config declares", function()
+    local m = bert.model("DebertaV2ForMaskedLM", "tiny", small{legacy = false})
+    local src = tmpdir()
+    assert(m:save_pretrained(src))
+    local dir = edited(src, function(w)
+      for i, name in ipairs(LM_HEAD) do w[name] = nil end
+      local sd = m:state_dict()
+      w["cls.predictions.bias"] = sd["lm_predictions.lm_head.bias"]
+      for _, part in ipairs({"dense.weight", "dense.bias", "LayerNorm.weight", "LayerNorm.bias"}) do
+        w["cls.predictions.transform." .. part] = sd["lm_predictions.lm_head." .. part]
+      end
+    end)
+    local again, info = bert.from_pretrained(dir, {verbose = false, strict = true})
+    assert.same({}, info.missing)
+    assert.equal(0, max_abs_diff(logits(m), logits(again)))
+    local out = tmpdir()
+    assert(again:save_pretrained(out))
+    assert.same(LM_HEAD, under(header_names(out), "lm_predictions."))
+    assert.same({}, under(header_names(out), "cls."))
+  end)
+
+  it("a legacy file loads into a legacy-false model and the other way round", function()
+    local legacy = bert.from_pretrained(DEBERTA, {verbose = false})
+    local dir = edited(DEBERTA, function() end, function(c) c.legacy = false end)
+    local again, info = bert.from_pretrained(dir, {verbose = false})
+    assert.same({}, info.missing)
+    assert.same({}, info.unexpected)
+    assert.equal(0, max_abs_diff(logits(legacy), logits(again)))
+    local saved = tmpdir()
+    assert(again:save_pretrained(saved))
+    local back = edited(saved, function() end, function(c) c.legacy = nil end)
+    local round, rinfo = bert.from_pretrained(back, {verbose = false})
+    assert.same({}, rinfo.missing)
+    assert.equal(0, max_abs_diff(logits(legacy), logits(round)))
+  end)
+
+  it("legacy false reads the word embeddings whatever tie_word_embeddings says, as DebertaV2LMPredictionHead", function()
+    local m = bert.model("DebertaV2ForMaskedLM", "tiny", small{legacy = false, tie_word_embeddings = false})
+    local names = {}
+    for k in pairs(m:state_dict()) do names[k] = true end
+    assert.same(LM_HEAD, under(names, "lm_predictions."))
+    assert.same({}, under(names, "cls."))
+  end)
+end)
+
+describe("DeBERTa's position table", function()
+  local TABLE = "deberta.embeddings.position_embeddings.weight"
+
+  it("an HF-saved v3 checkpoint (no position table) loads with strict = true", function()
+    local dir = edited(DEBERTA, function(w) w[TABLE] = nil end)
+    for _, arch in ipairs({"DebertaV2ForMaskedLM", "DebertaV2ForSequenceClassification"}) do
+      local _, info = bert.from_pretrained(dir, {architecture = arch, verbose = false, strict = true})
+      assert.same({}, info.missing)
+    end
+  end)
+
+  it("a file that still carries the unused table (Microsoft's, our older ones) loads strictly, the table unused", function()
+    local _, info = bert.from_pretrained(DEBERTA, {verbose = false, strict = true})
+    assert.same({}, info.unexpected)
+  end)
+
+  it("is not created, nor written, when position_biased_input is false", function()
+    for _, arch in ipairs({"DebertaV2Model", "DebertaV2ForMaskedLM", "DebertaV2ForSequenceClassification"}) do
+      local m = bert.model(arch, "tiny", small())
+      for k in pairs(m:state_dict()) do assert.is_nil(k:find("position_embeddings"), arch .. ": " .. k) end
+      local dir = tmpdir()
+      assert(m:save_pretrained(dir))
+      for k in pairs(header_names(dir)) do assert.is_nil(k:find("position_embeddings"), arch .. ": " .. k) end
+    end
+    local biased = bert.model("DebertaV2ForMaskedLM", "tiny", small{position_biased_input = true})
+    assert.truthy(biased:state_dict()[TABLE])
+  end)
+
+  it("the enhanced mask decoder keeps its table under its own name, at any embedding width", function()
+    local m = bert.model("DebertaV2ForPreTraining", "tiny", small{embedding_size = 64})
+    local sd = m:state_dict()
+    assert.is_nil(sd[TABLE])
+    local own = sd["enhanced_mask_decoder.position_embeddings.weight"]
+    assert.same({16, 128}, own:shape())
+    local labels = bert.tensor({{-100, 7, -100, -100, -100}, {-100, -100, 3, -100, -100}}, "int32")
+    local out = m:forward{input_ids = ids, attention_mask = mask, labels = labels}
+    out.loss:backward()
+    assert.truthy(own:grad():abs():sum():item() > 0)
+    -- its file loads as Hugging Face's DebertaV2ForMaskedLM with the table unused
+    local dir = tmpdir()
+    assert(m:save_pretrained(dir))
+    local _, info = bert.from_pretrained(dir, {architecture = "DebertaV2ForMaskedLM", verbose = false, strict = true})
+    assert.same({"enhanced_mask_decoder.position_embeddings.weight"}, info.unused)
+  end)
+
+  it("an older pretraining file (the table in the embeddings) reads it into the decoder's", function()
+    local m = bert.model("DebertaV2ForPreTraining", "tiny", small())
+    local src = tmpdir()
+    assert(m:save_pretrained(src))
+    local old = m:state_dict()["enhanced_mask_decoder.position_embeddings.weight"]
+    local dir = edited(src, function(w)
+      w[TABLE], w["enhanced_mask_decoder.position_embeddings.weight"] = old, nil
+    end)
+    local again, info = bert.from_pretrained(dir, {verbose = false, strict = true})
+    assert.same({}, info.missing)
+    assert.equal(0, max_abs_diff(again:state_dict()["enhanced_mask_decoder.position_embeddings.weight"], old))
   end)
 end)
