@@ -10,7 +10,7 @@ function F.backbone(a, c, opts)       -- embeddings, encoder.layer.i, pooler: BE
 end
 F.heads = {                           -- where each head's pieces live in the checkpoint
   mlm = {bias = "lm_head.bias", dense = "lm_head.dense", norm = "lm_head.layer_norm",
-         decoder = "lm_head.decoder.weight"},
+         decoder = "lm_head.decoder.weight", decoder_bias = "lm_head.decoder.bias"},
   classifier = {source = "first", pre = {path = "classifier.dense", act = "tanh", dropout_before = true},
                 out = "classifier.out_proj"},
   multiple_choice = {source = "pooled", out = "classifier"},

@@ -84,7 +84,7 @@ end
 
 F.heads = {
   mlm = {bias = "predictions.bias", dense = "predictions.dense", norm = "predictions.LayerNorm",
-         decoder = "predictions.decoder.weight"},
+         decoder = "predictions.decoder.weight", decoder_bias = "predictions.decoder.bias"},
   pair = {path = "sop_classifier.classifier", output = "sop_logits", dropout = true},
   classifier = {source = "pooled", out = "classifier"},
   multiple_choice = {source = "pooled", out = "classifier"},

@@ -49,7 +49,8 @@ function F.backbone(a, c, opts) return F.bert_backbone(a, {pooler = opts.pooler}
 
 F.heads = {
   mlm = {bias = "cls.predictions.bias", dense = "cls.predictions.transform.dense",
-         norm = "cls.predictions.transform.LayerNorm", decoder = "cls.predictions.decoder.weight"},
+         norm = "cls.predictions.transform.LayerNorm", decoder = "cls.predictions.decoder.weight",
+         decoder_bias = "cls.predictions.decoder.bias"},
   pair = {path = "cls.seq_relationship", output = "seq_relationship_logits"},
   classifier = {source = "pooled", out = "classifier"},
   multiple_choice = {source = "pooled", out = "classifier"},

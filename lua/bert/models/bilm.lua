@@ -203,7 +203,8 @@ F.classes = {
 
 F.heads = {
   mlm = {bias = "cls.predictions.bias", dense = "cls.predictions.transform.dense",
-         norm = "cls.predictions.transform.LayerNorm", decoder = "cls.predictions.decoder.weight"},
+         norm = "cls.predictions.transform.LayerNorm", decoder = "cls.predictions.decoder.weight",
+         decoder_bias = "cls.predictions.decoder.bias"},
   classifier = {source = "summary", out = "classifier"},
   multiple_choice = {source = "summary", out = "classifier"},
 }

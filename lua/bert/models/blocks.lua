@@ -126,9 +126,7 @@ local Embeddings = class("Embeddings", Module)
 M.Embeddings = Embeddings
 
 --- Embeddings(a, opts): opts.positions "absolute" (0..T-1, BERT),
--- "roberta" (M.roberta_positions) or "none"; opts.position_table (default:
--- positions ~= "none") keeps the table when positions are not added
--- (DeBERTa: its enhanced mask decoder reads it); opts.token_types (default
+-- "roberta" (M.roberta_positions) or "none" (no table: DeBERTa); opts.token_types (default
 -- a.type_vocab_size > 0); opts.width (default hidden_size: ALBERT and
 -- ELECTRA's embedding_size); opts.project: a bias-less width -> hidden
 -- projection named embed_proj before the LayerNorm (DeBERTa);
@@ -141,9 +139,7 @@ function Embeddings:__init(a, opts)
   self.pad = a.pad_token_id
   self.mask_output = opts.mask_output
   self:add_module("word_embeddings", Embedding(a.vocab_size, E, {std = std, padding_idx = a.pad_token_id}))
-  local position_table = opts.position_table
-  if position_table == nil then position_table = self.positions ~= "none" end
-  if position_table then
+  if self.positions ~= "none" then
     self:add_module("position_embeddings", Embedding(a.max_position_embeddings, E,
       {std = std, padding_idx = self.positions == "roberta" and a.pad_token_id or nil}))
   end

@@ -118,9 +118,11 @@ function M.validate(a, where)
 end
 
 --- The raw keys of spec: a size name of `family`, a table, or a
--- config.json path (or its directory).  Returns keys, where.
+-- config.json path (or its directory).  Returns keys, where (the file's
+-- path, when read from one).
 function M.read(spec, family)
   local c, where = {}, "config"
+  local file
   if type(spec) == "string" and family and family.sizes[spec] then
     for k, v in pairs(family.sizes[spec]) do c[k] = v end
     c.vocab_size = family.default_vocab
@@ -134,20 +136,20 @@ function M.read(spec, family)
         spec, table.concat(size_names, ", "), tostring(err)), 0)
     end
     for k, v in pairs(obj) do if v ~= cjson.null then c[k] = v end end
-    where = path
+    where, file = path, path
   elseif type(spec) == "table" then
     for k, v in pairs(spec) do c[k] = v end
   else
     error("config: expected a size name (" .. table.concat(size_names, ", ") ..
       "), a config.json path or a table, got " .. tostring(spec), 0)
   end
-  return c, where
+  return c, where, file
 end
 
 --- make(family, spec[, overrides]) -> c (HF keys, the family's defaults
 -- filled in, integers converted), a (the same in BERT's key names, checked).
 function M.make(family, spec, overrides)
-  local c, where = M.read(spec, family)
+  local c, where, file = M.read(spec, family)
   if type(c.id2label) == "table" and c.num_labels ~= nil then
     -- both in the file and at odds: id2label wins, as Hugging Face's PretrainedConfig decides, said once
     local n = 0
@@ -170,6 +172,7 @@ function M.make(family, spec, overrides)
   end
   local a = family.arch and family.arch(c, where) or M.bert_arch(c)
   a.tie_word_embeddings = c.tie_word_embeddings
+  a.config_file = file   -- the weights beside it are named in messages about them
   a.num_labels = c.num_labels
   if a.classifier_dropout == nil then a.classifier_dropout = a.hidden_dropout_prob end
   M.validate(a, where)

@@ -8,12 +8,13 @@
 -- when norm_rel_ebd says so) shared by every layer, and a ContextPooler
 -- (dense + GELU) for classification.
 --
--- Two masked-LM classes: DebertaV2ForMaskedLM is Hugging Face's (its
--- cls.predictions head decodes the last layer; real checkpoints load into
--- it, lm_predictions.lm_head.* names included), DebertaV2ForPreTraining is
--- the paper's enhanced mask decoder for our own pretraining (absolute
--- positions added to the second-to-last layer's output, the last layer
--- run twice over it with shared weights, then the same MLM head).
+-- Two masked-LM classes: DebertaV2ForMaskedLM is Hugging Face's (its head
+-- decodes the last layer, named as config.legacy says: cls.predictions.*
+-- when true or absent, lm_predictions.lm_head.* when false; files under
+-- either name load into both), DebertaV2ForPreTraining is the paper's
+-- enhanced mask decoder for our own pretraining (absolute positions from a
+-- table of its own added to the second-to-last layer's output, the last
+-- layer run twice over it with shared weights, then the same MLM head).
 -- shared/reference/bert_family_spec.md §2.3.
 local bert = require("bert.core")
 local class = require("bert.nn.class")
@@ -260,16 +261,30 @@ end
 
 function F.backbone(a)
   return blocks.Backbone(a, {
-    {"embeddings", blocks.Embeddings(a, {
-      positions = a.position_biased_input and "absolute" or "none", position_table = true,
+    -- no position table unless added to the input: Hugging Face's DebertaV2Embeddings has none then
+    {"embeddings", blocks.Embeddings(a, {positions = a.position_biased_input and "absolute" or "none",
       width = a.embedding_size or a.hidden_size, project = true, mask_output = true}), "embeddings"},
     {"encoder", Encoder(a), "encoder"},
   }, {token_types = (a.type_vocab_size or 0) > 0, varlen = false})   -- relative positions need the [B, T] grid
 end
 
+-- The MLM head's two namings in Hugging Face's modeling_deberta_v2.py: LegacyDebertaV2OnlyMLMHead
+-- (cls.predictions.*, BERT's) when config.legacy is true or absent, DebertaV2OnlyMLMHead
+-- (lm_predictions.lm_head.*: no decoder, it reads the word embeddings) when false.
+local LEGACY_MLM = {bias = "cls.predictions.bias", dense = "cls.predictions.transform.dense",
+  norm = "cls.predictions.transform.LayerNorm", decoder = "cls.predictions.decoder.weight",
+  decoder_bias = "cls.predictions.decoder.bias"}
+local MLM = {bias = "lm_predictions.lm_head.bias", dense = "lm_predictions.lm_head.dense",
+  norm = "lm_predictions.lm_head.LayerNorm"}
+
+-- each weight's legacy name and its other one
+local MLM_NAMES = {{LEGACY_MLM.bias, MLM.bias}}
+for _, part in ipairs({"dense", "norm"}) do
+  for _, w in ipairs({".weight", ".bias"}) do MLM_NAMES[#MLM_NAMES + 1] = {LEGACY_MLM[part] .. w, MLM[part] .. w} end
+end
+
 F.heads = {
-  mlm = {bias = "cls.predictions.bias", dense = "cls.predictions.transform.dense",
-         norm = "cls.predictions.transform.LayerNorm", decoder = "cls.predictions.decoder.weight"},
+  mlm = LEGACY_MLM,
   -- DeBERTa-v3's replaced-token-detection discriminator (bert.objectives.electra): ELECTRA's head and
   -- names; Hugging Face has no class for it, so its checkpoints load there as DebertaV2Model or a
   -- fine-tuning class with these two weights unused
@@ -280,27 +295,60 @@ F.heads = {
                      pre = {path = "pooler.dense", act = function(a) return a.pooler_hidden_act end, dropout_before = true}},
 }
 
--- {============================================================ the enhanced mask decoder
+-- {============================================================ the masked-LM classes
 
-local EnhancedMaskDecoder = class("DebertaV2EnhancedMaskDecoder", heads.masked_lm_class)
+local MaskedLM = class("DebertaV2MaskedLM", heads.masked_lm_class)
 
---- Z = position_embeddings[0..T-1] + H_{L-1}; Z <- last_layer(kv = H_{L-1}, q = Z), twice.
+function MaskedLM:build(h, a)
+  self.legacy = a.legacy ~= false
+  self.mlm = heads.build_mlm(self, self.legacy and h.mlm or MLM, a, self.base.roles.embeddings)
+end
+
+--- As any head's, with the MLM head's weights under the other naming read
+-- into this one's (a file saved under the other legacy setting).
+function MaskedLM:load_state_dict(sd, opts)
+  local ours, theirs = 1, 2
+  if not self.legacy then ours, theirs = 2, 1 end
+  local renamed
+  for _, names in ipairs(MLM_NAMES) do
+    local from, to = names[theirs], names[ours]
+    if sd[from] ~= nil and sd[to] == nil then
+      if not renamed then
+        renamed = {}
+        for k, v in pairs(sd) do renamed[k] = v end
+      end
+      renamed[to], renamed[from] = sd[from], nil
+    end
+  end
+  return heads.masked_lm_class.load_state_dict(self, renamed or sd, opts)
+end
+
+local EnhancedMaskDecoder = class("DebertaV2EnhancedMaskDecoder", MaskedLM)
+
+-- the decoder's absolute positions: a table of its own, since the embeddings
+-- have none (Hugging Face ignores the name when it loads the file as
+-- DebertaV2ForMaskedLM: its _keys_to_ignore_on_load_unexpected has position_embeddings)
+local EMD_POSITIONS = "enhanced_mask_decoder.position_embeddings"
+
+function EnhancedMaskDecoder:build(h, a)
+  MaskedLM.build(self, h, a)
+  self.positions = blocks.place(self, EMD_POSITIONS,
+    nn.Embedding(a.max_position_embeddings, a.hidden_size, {std = a.initializer_range}))
+end
+
+--- Z = positions[0..T-1] + H_{L-1}; Z <- last_layer(kv = H_{L-1}, q = Z), twice.
 function EnhancedMaskDecoder:decoder_input(base)
   local enc = self.base.roles.encoder
   local run = enc.last_run
   local h = run.penultimate
-  local table_ = self.base.roles.embeddings.m.position_embeddings
-  if table_.dim ~= h:size(3) then
-    error(self.class_name .. ": the enhanced mask decoder needs embedding_size = hidden_size", 3)
-  end
-  local z = h + table_(bert.arange(h:size(2)))
+  local z = h + self.positions(bert.arange(h:size(2)))
   local last = enc:layers()[enc.n]
   for _ = 1, 2 do z = last(h, run.mask, run.extra, z) end
   return z
 end
 -- }============================================================
 
-F.classes = {emd_pretraining = EnhancedMaskDecoder}
+F.classes = {masked_lm = MaskedLM, emd_pretraining = EnhancedMaskDecoder}
 
 F.architectures = {
   DebertaV2Model = "base", DebertaV2ForMaskedLM = "masked_lm", DebertaV2ForPreTraining = "emd_pretraining",
@@ -310,13 +358,11 @@ F.architectures = {
   DebertaV2ForQuestionAnswering = "question_answering", DebertaV2ForMultipleChoice = "multiple_choice",
 }
 
-F.aliases = {["cls.predictions.decoder.bias"] = "cls.predictions.bias"}
-
--- Hugging Face's newer MLM head names -> the legacy ones DebertaV2ForMaskedLM uses by default
-F.renames = {
-  {"^lm_predictions%.lm_head%.dense%.", "cls.predictions.transform.dense."},
-  {"^lm_predictions%.lm_head%.LayerNorm%.", "cls.predictions.transform.LayerNorm."},
-  {"^lm_predictions%.lm_head%.bias$", "cls.predictions.bias"},
-}
+-- the enhanced mask decoder's table, where it lived before it had its own
+-- (the embeddings', as in Microsoft's checkpoints): read into it, and unused
+-- by the other classes, as Hugging Face ignores it
+F.aliases = {["cls.predictions.decoder.bias"] = "cls.predictions.bias",
+  ["deberta.embeddings.position_embeddings.weight"] = EMD_POSITIONS .. ".weight",
+  ["embeddings.position_embeddings.weight"] = EMD_POSITIONS .. ".weight"}
 
 return F

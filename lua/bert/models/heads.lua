@@ -11,6 +11,7 @@ local class = require("bert.nn.class")
 local nn = require("bert.nn")
 local blocks = require("bert.models.blocks")
 local varlen = require("bert.models.packing")
+local fs = require("bert.fs")
 
 local Module, Linear, LayerNorm, Dropout = nn.Module, nn.Linear, nn.LayerNorm, nn.Dropout
 local F = bert.F
@@ -18,15 +19,27 @@ local check_ids = blocks.check_ids
 
 local M = {}
 
--- Registers a fresh parameter at a dotted path ("cls.predictions.bias").
-local function place_param(root, path, shape, init)
+-- The module that holds the parameter at a dotted path ("cls.predictions.bias"),
+-- made when absent, and the parameter's key in it.
+local function owner_of(root, path)
   local owner_path, key = path:match("^(.*)%.([^%.]+)$")
-  local owner = root
-  if owner_path then
-    owner = blocks.find(root, owner_path) or blocks.place(root, owner_path, blocks.Container())
-  end
+  if not owner_path then return root, path end
+  return blocks.find(root, owner_path) or blocks.place(root, owner_path, blocks.Container()), key
+end
+
+-- Registers a fresh parameter at a dotted path.
+local function place_param(root, path, shape, init)
+  local owner, key = owner_of(root, path)
   owner:add_parameter(key, shape, init)
   return owner, key
+end
+
+-- Registers an existing parameter at a second dotted path: one tensor, two
+-- names (state_dict lists both; named_parameters, and so the optimizer, the first).
+local function share_param(root, path, param)
+  local owner, key = owner_of(root, path)
+  owner.p_order[#owner.p_order + 1] = key
+  owner.p[key] = param
 end
 
 -- {============================================================ the MLM head
@@ -34,15 +47,24 @@ end
 --- The masked-LM head: dense (hidden -> embedding width), activation,
 -- LayerNorm, then the decoder (tied to the word embeddings unless
 -- tie_word_embeddings is false) plus its own bias.  spec: dense, norm,
--- bias, decoder (checkpoint paths), act (default hidden_act).
+-- bias, decoder (checkpoint paths; without decoder the head always reads
+-- the word embeddings, as DeBERTa's lm_predictions head), decoder_bias (the
+-- untied decoder's name for the bias: Hugging Face's decoder.bias, the head's
+-- bias under a second name), act (default hidden_act).
 local function build_mlm(model, spec, a, embeddings)
   local W = embeddings.m.word_embeddings.dim
-  local head = {act = spec.act or a.hidden_act}
+  local head = {act = spec.act or a.hidden_act, bias_path = spec.bias}
   head.bias_owner, head.bias_key = place_param(model, spec.bias, {a.vocab_size}, "zeros")
   head.dense = blocks.place(model, spec.dense, Linear(a.hidden_size, W, {std = a.initializer_range}))
   head.norm = blocks.place(model, spec.norm, LayerNorm(W, a.layer_norm_eps))
-  if a.tie_word_embeddings == false then
+  if a.tie_word_embeddings == false and spec.decoder then
     head.decoder_owner, head.decoder_key = place_param(model, spec.decoder, {a.vocab_size, W}, {normal = a.initializer_range})
+    if spec.decoder_bias then
+      -- recent transformers unties decoder.bias from bias along with the decoder:
+      -- a file without it gets a random one, so the pair is kept (and written) as one
+      share_param(model, spec.decoder_bias, head.bias_owner.p[head.bias_key])
+      head.decoder_bias_path = spec.decoder_bias
+    end
   else
     head.decoder_owner, head.decoder_key = embeddings.m.word_embeddings, "weight"
   end
@@ -140,6 +162,54 @@ function Head:dropout_module(p)
   local d = Dropout(p)
   self:add_module_unnamed(d)
   return d
+end
+
+-- The file a state dict comes from, for messages: the Trainer's checkpoint
+-- (opts.checkpoint_dir) or the directory of the config.json the model was built from.
+local function weights_file(self, opts)
+  local dir = opts and opts.checkpoint_dir
+  if not dir and self.arch.config_file then dir = self.arch.config_file:match("^(.*)/[^/]*$") or "." end
+  if not dir then return "load_state_dict" end
+  local single = dir .. "/model.safetensors"
+  return (fs.exists(single) or not fs.exists(single .. ".index.json")) and single or single .. ".index.json"
+end
+
+--- As any module's, with an untied decoder's two names for its bias made one:
+-- a file with either fills both; with both, decoder.bias is read (what
+-- transformers reads once tie_word_embeddings false unties the pair) and
+-- the file is named when the head's bias says otherwise.
+function Head:load_state_dict(sd, opts)
+  local mlm = self.mlm
+  if not (mlm and mlm.decoder_bias_path) then return Module.load_state_dict(self, sd, opts) end
+  local bias, decoder_bias = sd[mlm.bias_path], sd[mlm.decoder_bias_path]
+  if bias == nil and decoder_bias == nil then return Module.load_state_dict(self, sd, opts) end
+  if bias and decoder_bias and table.concat(bias:shape(), "x") == table.concat(decoder_bias:shape(), "x") then
+    local diff = bert.no_grad(function() return (bias:float() - decoder_bias:float()):abs():max():item() end)
+    if diff > 0 then
+      io.stderr:write(string.format("warning: %s: %s differs from %s by up to %.6g; reading %s, as Hugging Face " ..
+        "does when tie_word_embeddings is false\n", weights_file(self, opts), mlm.decoder_bias_path, mlm.bias_path,
+        diff, mlm.decoder_bias_path))
+    end
+  end
+  local both = {}
+  for k, v in pairs(sd) do both[k] = v end
+  both[mlm.bias_path] = decoder_bias or bias
+  both[mlm.decoder_bias_path] = decoder_bias or bias
+  return Module.load_state_dict(self, both, opts)
+end
+
+--- As any module's, with an untied decoder's bias written under both its
+-- names (Hugging Face's files carry the pair; its newer loaders need both).
+function Head:save_pretrained(dir, opts)
+  local mlm = self.mlm
+  if not (mlm and mlm.decoder_bias_path) then return Module.save_pretrained(self, dir, opts) end
+  local model = self
+  local with_copy = setmetatable({named_parameters = function()
+    local list = model:named_parameters()
+    list[#list + 1] = {name = mlm.decoder_bias_path, param = mlm.bias_owner.p[mlm.bias_key]}
+    return list
+  end}, {__index = self})
+  return require("bert.checkpoint").save_pretrained(with_copy, dir, opts)
 end
 
 -- the first token's or the pooler's vector, through the family's own dense

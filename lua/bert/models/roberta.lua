@@ -36,7 +36,7 @@ end
 
 F.heads = {
   mlm = {bias = "lm_head.bias", dense = "lm_head.dense", norm = "lm_head.layer_norm",
-         decoder = "lm_head.decoder.weight", act = "gelu"},
+         decoder = "lm_head.decoder.weight", decoder_bias = "lm_head.decoder.bias", act = "gelu"},
   classifier = {source = "first", pre = {path = "classifier.dense", act = "tanh", dropout_before = true},
                 out = "classifier.out_proj"},
   multiple_choice = {source = "pooled", out = "classifier"},
