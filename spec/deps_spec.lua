@@ -23,13 +23,6 @@ local function write(path, text, mode)
   if mode then assert(os.execute("chmod " .. mode .. " " .. q(path))) end
 end
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return "" end
-  local s = f:read("a")
-  f:close()
-  return s
-end
 
 local BUILD = {"lua5.4", "liblua5.4-dev", "lua-busted", "lua-cjson", "lua-argparse", "libopenblas-dev",
                "libutf8proc-dev", "pkg-config", "gcc", "make"}
@@ -57,7 +50,7 @@ done
   local function deps(set, installed)
     local out, code = sh(string.format("cd %s && PATH=%s:$PATH INSTALLED=%s sh tools/deps.sh %s", q(root), q(bin),
       q(table.concat(installed, " ")), set))
-    return out, code, read(log)
+    return out, code, require("bert.fs").read_file(log) or ""
   end
 
   it("test: does nothing, quietly, when the packages it needs are there, though the optional ones are not", function()
@@ -140,26 +133,21 @@ describe("a spec whose optional tool is missing", function()
     os.execute("rm -rf " .. q(empty))
   end)
 
-  it("onnx_spec skips without onnxruntime-node", function()
-    local bad, pending, out = busted("BERT_NODE_MODULES=/nonexistent", "spec/onnx_spec.lua")
-    assert.equal(0, bad, out)
-    assert.is_true(pending >= 1, out)
-    assert.matches("onnxruntime-node is not installed: skipped (install: sh tools/deps.sh onnxruntime-node)", out, 1, true)
-  end)
-
-  it("tokenizer_hf_spec skips without Hugging Face's tokenizers", function()
-    local bad, pending, out = busted("BERT_TOK_NODE_MODULES=/nonexistent", "spec/tokenizer_hf_spec.lua")
-    assert.equal(0, bad, out)
-    assert.is_true(pending >= 1, out)
-    assert.matches("@anush008/tokenizers is not installed: skipped (install: sh tools/deps.sh tokenizers)", out, 1, true)
-  end)
-
-  it("plot_spec skips its drawings without gnuplot", function()
-    local path = optional.path_without({"gnuplot"})
-    local bad, pending, out = busted("PATH=" .. q(path), "spec/plot_spec.lua")
-    os.execute("rm -rf " .. q(path))
-    assert.equal(0, bad, out)
-    assert.is_true(pending >= 1, out)
-    assert.matches("gnuplot is not installed: skipped (install: sudo apt-get install gnuplot-nox)", out, 1, true)
-  end)
+  for _, case in ipairs({
+    {"spec/onnx_spec.lua", "BERT_NODE_MODULES=/nonexistent",
+     "onnxruntime-node is not installed: skipped (install: sh tools/deps.sh onnxruntime-node)"},
+    {"spec/tokenizer_hf_spec.lua", "BERT_TOK_NODE_MODULES=/nonexistent",
+     "@anush008/tokenizers is not installed: skipped (install: sh tools/deps.sh tokenizers)"},
+    {"spec/plot_spec.lua", {"gnuplot"}, "gnuplot is not installed: skipped (install: sudo apt-get install gnuplot-nox)"},
+  }) do
+    local file, env, says = case[1], case[2], case[3]
+    it(file .. " skips, pending: " .. says, function()
+      local path = type(env) == "table" and optional.path_without(env)
+      local bad, pending, out = busted(path and "PATH=" .. q(path) or env, file)
+      if path then os.execute("rm -rf " .. q(path)) end
+      assert.equal(0, bad, out)
+      assert.is_true(pending >= 1, out)
+      assert.matches(says, out, 1, true)
+    end)
+  end
 end)

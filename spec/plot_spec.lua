@@ -6,12 +6,7 @@ local plot = require("bert.plot")
 local optional = require("spec.support.optional")
 local no_gnuplot = optional.missing("gnuplot")
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local s = f:read("a")
-  f:close()
-  return s
-end
+local function read(path) return assert(require("bert.fs").read_file(path)) end
 
 local function run_dir(lines)
   local dir = os.tmpname()
