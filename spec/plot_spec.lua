@@ -66,6 +66,18 @@ describe("bert.plot", function()
     assert.equal(train_colour, acc:match("lc rgb '(#%x+)' title 'held%-out mlm accuracy'"))
     assert.matches("0.049 with lines dt 2 lw 2 lc rgb '#%x+' title 'held%-out unigram baseline accuracy'", acc)
     os.execute("rm -rf '" .. dir .. "'")
+    -- one head: its name; terms logged (ELECTRA's generator and discriminator): drawn, and the total says so
+    for _, case in ipairs({
+      {'{"step":10,"loss":9.0,"mlm_accuracy":0.04}', {"train loss (mlm)"}},
+      {'{"step":10,"loss":30.0,"generator_loss":6.0,"discriminator_loss":0.48,"mlm_accuracy":0.1,"rtd_accuracy":0.9}',
+       {"train loss (all terms)", "train generator loss", "train discriminator loss"}},
+    }) do
+      dir = run_dir({case[1], '{"step":10,"eval":{"mlm_loss":6.9,"mlm_accuracy":0.05}}'})
+      assert(plot.runs({dir}, {keep_script = true}))
+      loss = read(dir .. "/loss.gp")
+      for _, title in ipairs(case[2]) do assert.matches("title '" .. title .. "'", loss, 1, true) end
+      os.execute("rm -rf '" .. dir .. "'")
+    end
   end)
 
   it("draws a fine-tuning run's majority-class baseline as a line", function()

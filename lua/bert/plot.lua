@@ -18,6 +18,8 @@ local cjson = require("cjson.safe")
 local M = {}
 
 local function is_accuracy(k) return k:find("accuracy$") or k:find("f1$") or k:find("exact_match$") end
+-- (distillation logs its terms as loss_ce, loss_mlm, ...)
+local function is_loss(k) return k:find("loss$") or k:find("^loss_") end
 local function is_baseline(k) return k:find("baseline") ~= nil end
 
 --- The records of DIR/metrics.jsonl, or nil and a message.  A line that is
@@ -55,11 +57,11 @@ function M.series(records)
     if type(rec.step) == "number" then
       if type(rec.eval) == "table" then
         for k, v in pairs(rec.eval) do
-          if k:find("loss$") or is_accuracy(k) then add("held-out " .. k, rec.step, v) end
+          if is_loss(k) or is_accuracy(k) then add("held-out " .. k, rec.step, v) end
         end
       else
         for k, v in pairs(rec) do
-          if k:find("loss$") or is_accuracy(k) then add("train " .. k, rec.step, v) end
+          if is_loss(k) or is_accuracy(k) then add("train " .. k, rec.step, v) end
         end
       end
     end
@@ -160,14 +162,9 @@ end
 
 local function metric_of(name) return (name:gsub("^%S+ ", "")) end
 
--- The label of series `name` of `run`: the training loss of a pretraining
--- run is the sum of its heads' losses (mlm + nsp), the held-out loss the MLM
--- part alone, and the label says so.
+-- The label of series `name` of `run` (the training loss: what it sums).
 local function label_of(name, run, several)
-  local label = name
-  if name == "train loss" and #run.loss_parts > 1 then
-    label = "train loss = " .. table.concat(run.loss_parts, " + ")
-  end
+  local label = name == "train loss" and run.train_loss or name
   return several and run.label .. ": " .. label or label
 end
 
@@ -256,21 +253,32 @@ local function draw(png, title, ylabel, runs, pick, opts)
   return gnuplot(png, width, height, title, lines, opts.keep_script)
 end
 
--- The heads whose losses a run's training loss sums: mlm, then nsp or sop
--- (from its training records' *_accuracy fields).
-local function loss_parts(records)
-  local parts, seen = {}, {}
+-- The label of a run's training loss, which a pretraining run's held-out
+-- loss (the MLM part alone) must not be misread against: "train loss = mlm
+-- + nsp" (the heads, from the training records' *_accuracy fields), "train
+-- loss (mlm)" for one head, "train loss (all terms)" where the run logs the
+-- terms themselves (ELECTRA's generator and discriminator, distillation's
+-- weighted terms).  Fine-tuning's is "train loss", beside a held-out loss.
+local function train_loss_label(records)
+  local heads, seen, terms = {}, {}, false
   for _, rec in ipairs(records) do
     if type(rec.eval) ~= "table" then
       for k in pairs(rec) do
-        local head = type(k) == "string" and k:match("^(.+)_accuracy$")
-        if head and not seen[head] then seen[head] = true; parts[#parts + 1] = head end
+        if type(k) == "string" then
+          local head = k:match("^(.+)_accuracy$")
+          if head and not seen[head] then seen[head] = true; heads[#heads + 1] = head end
+          if k ~= "loss" and is_loss(k) then terms = true end
+        end
       end
     end
   end
-  table.sort(parts, function(a, b) return (a == "mlm" and 0 or 1) < (b == "mlm" and 0 or 1) or
-    ((a == "mlm") == (b == "mlm") and a < b) end)
-  return parts
+  if terms then return "train loss (all terms)" end
+  table.sort(heads, function(a, b)
+    if (a == "mlm") ~= (b == "mlm") then return a == "mlm" end
+    return a < b
+  end)
+  if #heads > 1 then return "train loss = " .. table.concat(heads, " + ") end
+  return #heads == 1 and "train loss (" .. heads[1] .. ")" or "train loss"
 end
 
 --- Plots one or more runs: opts.output (default: the first run's
@@ -297,12 +305,12 @@ function M.runs(dirs, opts)
       order[#order + 1] = "test majority_baseline_accuracy"
     end
     runs[i] = {label = (opts.labels and opts.labels[i]) or dir:gsub("/+$", ""), series = series, order = order,
-               loss_parts = loss_parts(records)}
+               train_loss = train_loss_label(records)}
   end
   local out = opts.output or dirs[1]
   local made = {}
   for _, fig in ipairs({
-    {"loss.png", "loss", "cross-entropy", function(n) return n:find("loss$") end},
+    {"loss.png", "loss", "cross-entropy", function(n) return is_loss(metric_of(n)) end},
     {"accuracy.png", "accuracy", "fraction", function(n) return is_accuracy(n) end},
   }) do
     local ok, err = draw(out .. "/" .. fig[1], fig[2], fig[3], runs, fig[4], opts)
