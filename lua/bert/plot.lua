@@ -346,8 +346,9 @@ function M.bars(png, title, ylabel, bars, opts)
     "set grid ytics",
     "set style fill solid 0.6 border -1",
     "set boxwidth 0.6",
-    -- bars from zero: differences are not exaggerated (all zero: a range gnuplot need not invent)
-    top > 0 and "set yrange [0:*]" or "set yrange [0:1]",
+    -- bars from zero: differences are not exaggerated; room above the tallest
+    -- (all zero: a range gnuplot need not invent)
+    string.format("set yrange [0:%.9g]", top > 0 and top * 1.08 or 1),
     "set xtics rotate by -30",
     "set rmargin " .. rmargin,
     "set xrange [-0.6:" .. (#bars - 0.4) .. "]",
