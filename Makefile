@@ -1,5 +1,5 @@
 # bert — build, test and install.  `make` builds build/bert/core.so;
-# `make test` installs missing system packages, builds, and runs the fast specs.
+# `make test` installs the missing packages it needs, builds, and runs the fast specs.
 
 LUA          ?= lua5.4
 LUA_VERSION  ?= 5.4
@@ -51,7 +51,7 @@ OBJS         += $(BUILD)/obj/gen/vk_shaders.o
 endif
 BUSTED       := $(LUA) /usr/bin/busted
 
-.PHONY: all deps test test-all test-asan fuzz fuzz-deps fuzz-smoke fuzz-campaign demo tour bench install uninstall clean
+.PHONY: all deps deps-test deps-demo test test-all test-asan fuzz fuzz-deps fuzz-smoke fuzz-campaign demo tour bench install uninstall clean
 
 all: $(MODULE)
 
@@ -82,13 +82,19 @@ $(MODULE): $(OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIBFLAG) -o $@ $(OBJS) $(LIBS)
 
+# `make deps` installs everything; `make test` and `make demo` only what they
+# use (the specs that need the rest skip, saying how to install it), and
+# everything under CI (CI=true).
 deps:
-	@sh tools/deps.sh
+	@sh tools/deps.sh all
+
+deps-test deps-demo:
+	@sh tools/deps.sh $(if $(filter true,$(CI)),all,$(@:deps-%=%))
 
 # `make test` skips the cases tagged #slow (stress sizes, end-to-end runs of
 # the experiment scripts, MPI launches, long trainings: docs/testing.md);
 # `make test-all` runs every case, as CI does.
-test: deps
+test: deps-test
 	@$(MAKE) --no-print-directory all
 	$(BUSTED) -o plainTerminal --exclude-tags=slow spec
 
@@ -99,7 +105,7 @@ test-all: deps
 # AddressSanitizer + UBSan: a separate build tree; libasan must be preloaded
 # because the host (lua5.4) is not instrumented.  float-cast-overflow is not
 # part of gcc's -fsanitize=undefined: NaN or 1e300 converted to an integer.
-test-asan: deps
+test-asan: deps-test
 	@$(MAKE) --no-print-directory all BUILD=build-asan \
 	  CFLAGS="-O1 -g -fsanitize=address,undefined,float-cast-overflow -fno-omit-frame-pointer -fno-sanitize-recover=undefined,float-cast-overflow" \
 	  LIBFLAG="-shared -fsanitize=address,undefined,float-cast-overflow"
@@ -157,7 +163,7 @@ fuzz-campaign: fuzz
 # lands in runs/demo.
 DEMO_BUDGET ?= 600
 DEMO_MODEL  ?= tiny
-demo: deps
+demo: deps-demo
 	@$(MAKE) --no-print-directory all
 	$(LUA) experiments/pretrain.lua --model $(DEMO_MODEL) --corpus brown --tokenizer wordpiece \
 	  --vocab-size 8000 --seq-len 128 --batch-size 32 \

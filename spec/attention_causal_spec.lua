@@ -171,5 +171,5 @@ local info = bert.backend_info().vulkan
 if info.available then
   describe("F.attention causal (vulkan)", function() suite("vulkan") end)
 else
-  describe("F.attention causal (vulkan)", function() pending("skipped: " .. tostring(info.reason)) end)
+  describe("F.attention causal (vulkan)", function() pending(require("spec.support.optional").no_vulkan()) end)
 end

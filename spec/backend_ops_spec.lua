@@ -7,7 +7,7 @@ local T = dofile("tools/test_backend_ops.lua")
 
 local info = bert.backend_info().vulkan
 if not info.available then
-  describe("backend ops", function() pending("no vulkan device: " .. tostring(info.reason)) end)
+  describe("backend ops", function() pending(require("spec.support.optional").no_vulkan()) end)
   return
 end
 

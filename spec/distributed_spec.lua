@@ -15,9 +15,9 @@ local read = require("bert.fs").read_file   -- nil for a missing file
 
 -- mpirun, with the flags this machine needs (loopback, 2 ranks on any core count, root in CI)
 local info = bert.backend_info().distributed
-local have_mpirun = os.execute("command -v mpirun >/dev/null 2>&1") == true
-local have_mpi = info.available and have_mpirun
-local why = not info.available and info.reason or "mpirun is not on PATH"
+local no_mpirun = require("spec.support.optional").missing("mpirun")
+local have_mpi = info.available and not no_mpirun
+local why = not info.available and info.reason .. " (install: sudo apt-get install openmpi-bin libopenmpi-dev)" or no_mpirun
 local root = (io.popen("id -u"):read("l") or "") == "0"
 -- (single-copy shared memory needs ptrace rights that containers often lack: off)
 local MPIRUN = "OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive OMPI_MCA_btl_vader_single_copy_mechanism=none " ..
@@ -26,7 +26,7 @@ local MPIRUN = "OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive OMPI_MCA_btl_vader_sin
 local mpi_it = it
 if not have_mpi then
   io.stderr:write("\ndistributed_spec: SKIPPING the mpirun tests: ", why, "\n")
-  mpi_it = function(name) it(name, function() pending("MPI not installed: " .. why) end) end
+  mpi_it = function(name) it(name, function() pending("MPI: " .. why) end) end
 end
 
 describe("bert.distributed without mpirun", function()

@@ -140,7 +140,7 @@ end
 describe("every family on vulkan (lavapipe here) against the cpu", function()
   local info = bert.backend_info().vulkan
   if not (info and info.available) then
-    pending("no vulkan device: " .. tostring(info and info.reason))
+    pending(require("spec.support.optional").no_vulkan())
     return
   end
 

@@ -105,7 +105,7 @@ describe("tools/fetch_data.sh", function()
 
   local function need(...)
     for _, cmd in ipairs({...}) do
-      if not has(cmd) then pending(cmd .. " is not installed"); return false end
+      if not has(cmd) then pending(require("spec.support.optional").missing(cmd)); return false end
     end
     return true
   end

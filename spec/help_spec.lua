@@ -53,7 +53,7 @@ describe("--help", function()
     it(path .. " prints its usage, exits 0 and writes nothing", function()
       local interp = interpreters[ext]
       if not has(interp) then
-        pending(interp .. " is not installed")
+        pending(require("spec.support.optional").missing(interp))   -- python3, node
         return
       end
       local env = string.format("LUA_PATH='%s/lua/?.lua;%s/lua/?/init.lua;;' LUA_CPATH='%s/%s/?.so;;'",

@@ -504,7 +504,7 @@ end)
 describe("NaN and Inf on the Vulkan backend", function()
   local info = bert.backend_info().vulkan
   if not (info and info.available) then
-    it("skipped", function() pending("no Vulkan device: " .. tostring(info and info.reason)) end)
+    it("skipped", function() pending(require("spec.support.optional").no_vulkan()) end)
     return
   end
   local F = bert.F

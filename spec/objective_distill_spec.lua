@@ -301,7 +301,7 @@ end)
 describe("distill on vulkan", function()
   local info = bert.backend_info().vulkan
   if not (info and info.available) then
-    it("agrees with the cpu", function() pending("skipped: " .. tostring(info and info.reason)) end)
+    it("agrees with the cpu", function() pending(require("spec.support.optional").no_vulkan()) end)
     return
   end
   it("agrees with the cpu: every loss term and the gradient", function()

@@ -272,7 +272,7 @@ describe("bert.objectives.electra", function()
   it("runs on Vulkan as on the CPU: losses, samples and gradients", function()
     local info = bert.backend_info().vulkan
     if not (info and info.available) then
-      pending("skipped: " .. tostring(info and info.reason or "no Vulkan"))
+      pending(require("spec.support.optional").no_vulkan())
       return
     end
     local cpu_pair, vk_pair = tiny_pair("electra"), tiny_pair("electra")

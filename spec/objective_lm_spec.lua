@@ -86,7 +86,7 @@ end
 -- the Vulkan device, or nil and why not
 local function vulkan()
   local info = bert.backend_info().vulkan
-  if not (info and info.available) then return nil, "no Vulkan device: " .. tostring(info and info.reason) end
+  if not (info and info.available) then return nil, require("spec.support.optional").no_vulkan() end
   return true
 end
 

@@ -4,20 +4,16 @@
 local bert = require("bert")
 local onnx = require("bert.onnx")
 
-local has_node = os.execute("command -v node >/dev/null 2>&1") == true
+local no_runtime = require("spec.support.optional").missing("node", "onnxruntime-node")
 
 describe("ONNX export", function()
   local tmp = os.tmpname()
   teardown(function() os.remove(tmp) end)
 
-  if not has_node then
-    it("needs node", function() pending("node is not installed: the ONNX Runtime check is skipped (make deps installs it)") end)
+  if no_runtime then
+    it("runs in ONNX Runtime", function() pending(no_runtime) end)
     return
   end
-
-  it("finds onnxruntime-node (make deps installs it into .deps/node)", function()
-    assert.truthy(onnx.node_modules(), "onnxruntime-node is missing: run make deps")
-  end)
 
   local config = {vocab_size = 90, hidden_size = 32, num_hidden_layers = 2, num_attention_heads = 4,
                   intermediate_size = 48, max_position_embeddings = 40, num_labels = 3}

@@ -1,8 +1,8 @@
 -- Every tokenizer.json the project writes (trained, loaded-then-saved, each
 -- kind: WordPiece, BPE, Unigram) loads in Hugging Face's tokenizers (the
 -- npm binding, through tools/hf_encode.js) and encodes identically.
--- Skipped, with a message, only where Node is missing; `make deps` installs
--- the binding into .deps/tok.
+-- Skipped, pending with the install command, where Node or the binding is
+-- missing (spec/support/optional.lua; `make deps` installs both).
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
 
@@ -10,7 +10,8 @@ local cjson = require("cjson")
 local T = require("bert.tokenizer")
 
 local function sh_ok(cmd) local ok = os.execute(cmd .. " >/dev/null 2>&1"); return ok == true or ok == 0 end
-local have_node = sh_ok("command -v node")
+local optional = require("spec.support.optional")
+local no_hf = optional.missing("node", "tokenizers")
 
 local function readall(p)
   local f = assert(io.open(p, "rb")); local s = f:read("a"); f:close(); return s
@@ -34,8 +35,8 @@ local function flat(offs)
 end
 
 describe("tokenizer.json files we write, read by Hugging Face", function()
-  if not have_node then
-    pending("node is not installed: skipped (make deps installs it)")
+  if no_hf then
+    pending(no_hf)
     return
   end
 
@@ -71,7 +72,7 @@ describe("tokenizer.json files we write, read by Hugging Face", function()
     end
     assert.is_true(#files >= 20)
     writeall(d .. "/in.json", cjson.encode({files = files, texts = TEXTS, pairs = PAIRS}))
-    local cmd = "NODE_PATH=.deps/tok/node_modules node tools/hf_encode.js " .. d .. "/in.json " ..
+    local cmd = "NODE_PATH=" .. optional.node_modules("tokenizers") .. " node tools/hf_encode.js " .. d .. "/in.json " ..
                 d .. "/out.json 2>" .. d .. "/err.txt"
     if not sh_ok(cmd) then
       error("tools/hf_encode.js failed (is @anush008/tokenizers installed? run make deps): " ..

@@ -7,6 +7,7 @@ package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. pack
 
 local T = require("bert.tokenizer")
 local tmpdir = require("spec.support.tmpdir").dir
+local optional = require("spec.support.optional")
 
 local function train(lines, opts)
   local i = 0
@@ -117,11 +118,8 @@ describe("Unigram training with byte_fallback", function()
   end)
 
   it("encodes as Hugging Face does with the saved tokenizer.json", function()
-    local have = os.execute("test -d .deps/tok/node_modules && command -v node >/dev/null 2>&1")
-    if not (have == true or have == 0) then
-      pending("node or .deps/tok missing (make deps)")
-      return
-    end
+    local no_hf = optional.missing("node", "tokenizers")
+    if no_hf then return pending(no_hf) end
     local cjson = require("cjson")
     local tok = assert(train(lines, {vocab_size = 400, character_coverage = 0.998,
                                      byte_fallback = true}))
@@ -131,7 +129,7 @@ describe("Unigram training with byte_fallback", function()
     local f = assert(io.open(d .. "/in.json", "w"))
     f:write(cjson.encode({files = {d .. "/tok/tokenizer.json"}, texts = texts, pairs = {{"☃", "中"}}}))
     f:close()
-    assert(os.execute("NODE_PATH=.deps/tok/node_modules node tools/hf_encode.js " .. d ..
+    assert(os.execute("NODE_PATH=" .. optional.node_modules("tokenizers") .. " node tools/hf_encode.js " .. d ..
                       "/in.json " .. d .. "/out.json"))
     local out = assert(io.open(d .. "/out.json")):read("a")
     os.execute("rm -rf " .. d)
@@ -156,7 +154,7 @@ describe("Unigram training with byte_fallback", function()
 end)
 
 describe("the alphabet against spm_train", function()
-  local have = os.execute("command -v spm_train >/dev/null 2>&1")
+  local no_spm = optional.missing("spm_train")
   local lines = {
     "The quick brown fox jumps over the lazy dog near the river bank.",
     "Zebras and jaguars quietly explored the vast, exotic jungle at dawn.",
@@ -171,10 +169,7 @@ describe("the alphabet against spm_train", function()
   end
 
   it("keeps the same characters (coverage 0.98, 0.995, 0.9995)", function()
-    if not (have == true or have == 0) then
-      pending("spm_train not found (apt-get install sentencepiece)")
-      return
-    end
+    if no_spm then return pending(no_spm) end
     local d = tmpdir()
     local f = assert(io.open(d .. "/mixed.txt", "w"))
     f:write(table.concat(text, "\n"), "\n"); f:close()

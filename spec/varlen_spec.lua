@@ -391,7 +391,7 @@ end)
 local info = bert.backend_info().vulkan
 describe("the packed path on vulkan (lavapipe here)", function()
   if not info.available then
-    pending("skipped: " .. tostring(info.reason))
+    pending(require("spec.support.optional").no_vulkan())
     return
   end
   for _, family in ipairs({"bert", "distilbert"}) do

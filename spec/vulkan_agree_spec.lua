@@ -6,7 +6,7 @@ local F = bert.F
 
 local info = bert.backend_info().vulkan
 if not info.available then
-  describe("vulkan agreement", function() pending("skipped: " .. tostring(info.reason)) end)
+  describe("vulkan agreement", function() pending(require("spec.support.optional").no_vulkan()) end)
   return
 end
 

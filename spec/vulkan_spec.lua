@@ -8,7 +8,7 @@ local F = bert.F
 local info = bert.backend_info().vulkan
 if not info.available then
   describe("vulkan", function()
-    pending("skipped: " .. tostring(info.reason))
+    pending(require("spec.support.optional").no_vulkan())
   end)
   io.stderr:write("vulkan_spec: skipped: ", tostring(info.reason), "\n")
   return

@@ -2,8 +2,10 @@
 -- their metrics.jsonl, as PNG (gnuplot), and the metrics as CSV:
 --   lua5.4 tools/plot.lua RUN_DIR                      # RUN_DIR/loss.png, accuracy.png, metrics.csv
 --   lua5.4 tools/plot.lua runs/a runs/b --output runs/ab   # the runs overlaid, with a legend
--- Held-out metrics are lines with points; baselines (the unigram baseline
--- of pretraining, the majority class of fine-tuning) horizontal lines.
+-- Held-out metrics are lines with points, in the colour of the training
+-- line of the same metric (of the run, when several are overlaid);
+-- baselines (the unigram baseline of pretraining, the majority class of
+-- fine-tuning from its summary.json) dashed horizontal lines.
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
 local cli = require("bert.cli")
@@ -15,6 +17,7 @@ p:argument("runs", "Run directories (with metrics.jsonl)"):args("+")
 p:option("--output", "Directory for the PNGs (default: the first run's)")
 p:option("--labels", "Comma-separated legend names, one per run (default: the directories)")
 p:flag("--no-csv", "Do not write RUN_DIR/metrics.csv")
+p:flag("--script", "Also write each figure's gnuplot script beside it (loss.gp, ...), its data inline")
 local args = p:parse()
 
 local labels
@@ -27,7 +30,7 @@ if args.labels then
   end
 end
 if args.output then assert(require("bert").mkdir(args.output)) end
-local made, err = plot.runs(args.runs, {output = args.output, labels = labels})
+local made, err = plot.runs(args.runs, {output = args.output, labels = labels, keep_script = args.script})
 if not made then
   io.stderr:write("plot: ", err, "\n")
   os.exit(1)
