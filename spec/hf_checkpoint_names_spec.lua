@@ -288,3 +288,34 @@ describe("DeBERTa's position table", function()
     assert.equal(0, max_abs_diff(again:state_dict()["enhanced_mask_decoder.position_embeddings.weight"], old))
   end)
 end)
+
+describe("DeBERTa-v2 config.json keys left out", function()
+  -- DebertaV2Config's defaults and the modeling code's getattr fallbacks
+  -- (relative_attention False, position_biased_input True, pos_att_type None -> [],
+  -- position_buckets -1, share_att_key False, norm_rel_ebd "none"): a file that leaves
+  -- them out describes an absolute-position model; the size presets stay deberta-v3's
+  it("reads Hugging Face's defaults from a file, deberta-v3's for a size name", function()
+    local d = tmpdir()
+    local f = assert(io.open(d .. "/config.json", "w"))
+    f:write(cjson.encode({model_type = "deberta-v2", vocab_size = 50, hidden_size = 32, num_hidden_layers = 1,
+      num_attention_heads = 2, intermediate_size = 64, max_position_embeddings = 16}))
+    f:close()
+    local m = bert.model("DebertaV2Model", d .. "/config.json")
+    local c = m.config
+    assert.is_false(c.relative_attention)
+    assert.is_true(c.position_biased_input)
+    assert.equals(-1, c.position_buckets)
+    assert.is_false(c.share_att_key)
+    assert.equals("none", c.norm_rel_ebd)
+    local names = {}
+    for _, np in ipairs(m:named_parameters()) do names[np.name] = true end
+    assert.truthy(names["embeddings.position_embeddings.weight"])
+    for n in pairs(names) do assert.is_nil(n:find("rel_embeddings", 1, true), n) end
+    local v3 = bert.model("DebertaV2Model", "tiny").config
+    assert.is_true(v3.relative_attention)
+    assert.is_false(v3.position_biased_input)
+    assert.equals(256, v3.position_buckets)
+    assert.is_true(v3.share_att_key)
+    assert.equals("layer_norm", v3.norm_rel_ebd)
+  end)
+end)

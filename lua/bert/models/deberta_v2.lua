@@ -30,8 +30,11 @@ local F = {
   int_keys = {"position_buckets", "max_relative_positions"},
 }
 
+-- every size is deberta-v3's configuration at its shape (a config.json may
+-- leave these keys out: it then reads Hugging Face's defaults, F.defaults)
 local function size(H, L, A, I) return {hidden_size = H, num_hidden_layers = L, num_attention_heads = A,
-  intermediate_size = I} end
+  intermediate_size = I, relative_attention = true, max_relative_positions = -1, position_buckets = 256,
+  position_biased_input = false, pos_att_type = {"p2c", "c2p"}, norm_rel_ebd = "layer_norm", share_att_key = true} end
 F.sizes = {
   tiny = size(128, 2, 2, 512), mini = size(256, 4, 4, 1024), small = size(512, 4, 8, 2048),
   medium = size(512, 8, 8, 2048),
@@ -39,13 +42,16 @@ F.sizes = {
   xsmall = size(384, 12, 6, 1536), base = size(768, 12, 12, 3072), large = size(1024, 24, 16, 4096),
 }
 
--- deberta-v3's configuration
+-- What a config.json that leaves a key out means: Hugging Face's
+-- DebertaV2Config defaults and the modeling code's getattr fallbacks
+-- (position_buckets -1, share_att_key false, norm_rel_ebd "none"): absolute
+-- positions, no relative attention.  The sizes above set deberta-v3's values.
 F.defaults = {
   max_position_embeddings = 512, type_vocab_size = 0, hidden_act = "gelu",
   hidden_dropout_prob = 0.1, attention_probs_dropout_prob = 0.1, initializer_range = 0.02,
-  layer_norm_eps = 1e-7, pad_token_id = 0, relative_attention = true, max_relative_positions = -1,
-  position_buckets = 256, position_biased_input = false, pos_att_type = {"p2c", "c2p"},
-  norm_rel_ebd = "layer_norm", share_att_key = true, pooler_dropout = 0, pooler_hidden_act = "gelu",
+  layer_norm_eps = 1e-7, pad_token_id = 0, relative_attention = false, max_relative_positions = -1,
+  position_buckets = -1, position_biased_input = true, pos_att_type = {},
+  norm_rel_ebd = "none", share_att_key = false, pooler_dropout = 0, pooler_hidden_act = "gelu",
   tie_word_embeddings = true,
 }
 
