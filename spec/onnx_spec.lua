@@ -1,83 +1,171 @@
--- ONNX export (bert.onnx, tools/export_onnx.lua): every BERT head, run in
--- ONNX Runtime (npm onnxruntime-node through node, installed by make deps)
--- on padded batches of two shapes (dynamic axes), within 1e-4 of ours.
+-- ONNX export (bert.onnx, tools/export_onnx.lua): every family (BERT,
+-- RoBERTa, ALBERT, ELECTRA, DistilBERT, DeBERTa-v2) and every head it has
+-- an ONNX form for, run in ONNX Runtime (npm onnxruntime-node through node,
+-- installed by make deps) on padded batches of two odd shapes (dynamic
+-- axes), within 1e-4 of ours; what has no ONNX form is refused in one line.
 local bert = require("bert")
 local onnx = require("bert.onnx")
+local registry = require("bert.models.registry")
 
 local has_node = os.execute("command -v node >/dev/null 2>&1") == true
+
+-- small configs of odd sizes (head width 12, an embedding width apart from
+-- the hidden size where the family has one, ALBERT's sharing in groups,
+-- DeBERTa's log buckets reached at 9 tokens)
+local bert_like = {vocab_size = 97, hidden_size = 36, num_hidden_layers = 2, num_attention_heads = 3,
+                   intermediate_size = 52, max_position_embeddings = 40}
+local function with(base, extra)
+  local c = {}
+  for k, v in pairs(base) do c[k] = v end
+  for k, v in pairs(extra or {}) do c[k] = v end
+  return c
+end
+local families = {
+  {"bert", bert_like},
+  {"roberta", with(bert_like, {pad_token_id = 1})},
+  {"albert", with(bert_like, {embedding_size = 20, num_hidden_layers = 4, num_hidden_groups = 2, inner_group_num = 2})},
+  {"electra", with(bert_like, {embedding_size = 20})},
+  {"distilbert", {vocab_size = 97, dim = 36, n_layers = 2, n_heads = 3, hidden_dim = 52, max_position_embeddings = 40}},
+  {"deberta-v2", with(bert_like, {position_buckets = 8})},
+}
+-- further DeBERTa settings: c2p alone with its own position projection, absolute
+-- positions in the input, an embedding width projected to the hidden size;
+-- and no relative attention at all
+local deberta_variants = {
+  {"c2p, share_att_key false, position_biased_input, embedding_size 20", with(bert_like, {
+    position_buckets = 8, pos_att_type = {"c2p"}, share_att_key = false, position_biased_input = true,
+    embedding_size = 20, norm_rel_ebd = "none"})},
+  {"p2c over unbucketed distances (max_relative_positions 6)", with(bert_like, {
+    position_buckets = -1, max_relative_positions = 6, pos_att_type = "p2c"})},
+  {"relative_attention false", with(bert_like, {relative_attention = false})},
+}
+
+-- the padded batches: [2 x 6] and [3 x 9], padding by the config's pad_token_id
+local function batches(c)
+  local pad = c.pad_token_id or 0
+  local types = c.type_vocab_size
+  if types == nil then types = (c.model_type == "distilbert" or c.model_type == "deberta-v2") and 0 or (c.model_type == "roberta" and 1 or 2) end
+  local t = types > 1 and 1 or 0
+  return {
+    {input_ids = {{2, 5, 7, 9, 3, 11}, {2, 8, 3, pad, pad, pad}},
+     attention_mask = {{1, 1, 1, 1, 1, 1}, {1, 1, 1, 0, 0, 0}},
+     token_type_ids = {{0, 0, 0, t, t, t}, {0, 0, 0, 0, 0, 0}}},
+    {input_ids = {{2, 30, 31, 32, 33, 34, 35, 36, 3}, {2, 40, 41, 3, pad, pad, pad, pad, pad}, {2, 50, 3, 60, 61, 3, pad, pad, pad}},
+     attention_mask = {{1, 1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 0, 0, 0, 0, 0}, {1, 1, 1, 1, 1, 1, 0, 0, 0}},
+     token_type_ids = {{0, 0, 0, 0, 0, t, t, t, t}, {0, 0, 0, 0, 0, 0, 0, 0, 0}, {0, 0, 0, t, t, t, 0, 0, 0}}},
+  }
+end
+
+-- exports arch with config c and checks every output at both shapes
+local function agrees(arch, c, tmp)
+  if not onnx.node_modules() then error("onnx.node_modules() found no onnxruntime-node") end
+  bert.manual_seed(7)
+  local m = bert.model(arch, c)
+  m:evaluate()
+  local names = onnx.export(m, tmp)
+  assert.is_true(#names >= 1)
+  for _, inputs in ipairs(batches(m.config)) do
+    local diffs = onnx.check(m, tmp, inputs)
+    for _, name in ipairs(names) do
+      assert.is_number(diffs[name], name)
+      assert.is_true(diffs[name] <= 1e-4, string.format("%s: %s differs by %.3g", arch, name, diffs[name]))
+    end
+  end
+  return names
+end
+
+local unsupported = {multiple_choice = "multiple choice", causal_lm = "causal"}
 
 describe("ONNX export", function()
   local tmp = os.tmpname()
   teardown(function() os.remove(tmp) end)
 
-  if not has_node then
-    it("needs node", function() pending("node is not installed: the ONNX Runtime check is skipped (make deps installs it)") end)
+  -- the refusals need no ONNX Runtime
+  for _, fc in ipairs(families) do
+    local family = registry.family(fc[1])
+    for arch, kind in pairs(family.architectures) do
+      if unsupported[kind] then
+        it("refuses " .. arch .. " in one line naming its family and head", function()
+          local c = with(fc[2], kind == "causal_lm" and {is_decoder = true} or nil)
+          local m = bert.model(arch, c)
+          local ok, err = pcall(onnx.export, m, tmp)
+          assert.is_false(ok)
+          assert.equal(string.format("onnx.export: %s (family %s, head %s) is not supported: ", arch, fc[1], kind),
+            err:sub(1, #arch + #fc[1] + #kind + 49))
+          assert.matches(unsupported[kind], err)
+          assert.falsy(err:find("\n"), err)
+        end)
+      end
+    end
+  end
+
+  it("refuses a family without an ONNX form (bilm), by name", function()
+    local arch = registry.architecture_for("bilm", "base")
+    local ok, err = pcall(onnx.export, bert.model(arch, "tiny"), tmp)
+    assert.is_false(ok)
+    assert.matches("^onnx%.export: " .. arch .. " %(family bilm, head base%) is not supported: no ONNX form for its ", err)
+  end)
+
+  if not has_node or not onnx.node_modules() then
+    it("runs in ONNX Runtime", function()
+      pending("node or onnxruntime-node is not installed: the ONNX Runtime checks are skipped (make deps installs them)")
+    end)
     return
   end
 
-  it("finds onnxruntime-node (make deps installs it into .deps/node)", function()
-    assert.truthy(onnx.node_modules(), "onnxruntime-node is missing: run make deps")
-  end)
-
-  local config = {vocab_size = 90, hidden_size = 32, num_hidden_layers = 2, num_attention_heads = 4,
-                  intermediate_size = 48, max_position_embeddings = 40, num_labels = 3}
-  local other_shape = {
-    input_ids = {{2, 30, 31, 32, 33, 34, 35, 36, 3}, {2, 40, 41, 3, 0, 0, 0, 0, 0}, {2, 50, 3, 60, 61, 3, 0, 0, 0}},
-    attention_mask = {{1, 1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 0, 0, 0, 0, 0}, {1, 1, 1, 1, 1, 1, 0, 0, 0}},
-    token_type_ids = {{0, 0, 0, 0, 0, 1, 1, 1, 1}, {0, 0, 0, 0, 0, 0, 0, 0, 0}, {0, 0, 0, 1, 1, 1, 0, 0, 0}},
-  }
-  for _, arch in ipairs({"BertModel", "BertForPreTraining", "BertForMaskedLM", "BertForSequenceClassification",
-                         "BertForTokenClassification", "BertForQuestionAnswering"}) do
-    it(arch .. " gives our outputs in ONNX Runtime within 1e-4, at two batch shapes", function()
-      if not onnx.node_modules() then error("onnxruntime-node is missing: run make deps") end
-      bert.manual_seed(7)
-      local m = bert.model(arch, config)
-      m:evaluate()
-      local names = onnx.export(m, tmp)
-      assert.is_true(#names >= 1)
-      for _, inputs in ipairs({false, other_shape}) do
-        local diffs = onnx.check(m, tmp, inputs or nil)
-        local seen = 0
-        for _, name in ipairs(names) do
-          assert.is_number(diffs[name], name)
-          assert.is_true(diffs[name] <= 1e-4, string.format("%s differs by %.3g", name, diffs[name]))
-          seen = seen + 1
-        end
-        assert.equal(#names, seen)
-      end
+  for _, fc in ipairs(families) do
+    local family = registry.family(fc[1])
+    local archs = {}
+    for arch, kind in pairs(family.architectures) do
+      if not unsupported[kind] then archs[#archs + 1] = arch end
+    end
+    table.sort(archs)
+    for _, arch in ipairs(archs) do
+      it(arch .. " gives our outputs in ONNX Runtime within 1e-4, at two padded batch shapes", function()
+        agrees(arch, with(fc[2], {num_labels = 3}), tmp)
+      end)
+    end
+    it(registry.architecture_for(family, "sequence_classification") .. " with num_labels = 1 (regression) too", function()
+      local names = agrees(registry.architecture_for(family, "sequence_classification"), with(fc[2], {num_labels = 1}), tmp)
+      assert.same({"logits"}, names)
     end)
   end
 
-  it("exports the tanh GELU (hidden_act gelu_new) as standard ops too", function()
-    bert.manual_seed(9)
-    local c = {}
-    for k, v in pairs(config) do c[k] = v end
-    c.hidden_act = "gelu_new"
-    local m = bert.model("BertForMaskedLM", c)
-    m:evaluate()
-    onnx.export(m, tmp)
-    assert.is_true(onnx.check(m, tmp).logits <= 1e-4)
+  for _, v in ipairs(deberta_variants) do
+    for _, arch in ipairs({"DebertaV2Model", "DebertaV2ForSequenceClassification"}) do
+      it(arch .. " with " .. v[1] .. " agrees too", function() agrees(arch, v[2], tmp) end)
+    end
+  end
+
+  it("declares token_type_ids only where the model reads them", function()
+    local function inputs_of(arch, c)
+      bert.manual_seed(3)
+      onnx.export(bert.model(arch, c), tmp)
+      local bytes = assert(io.open(tmp, "rb")):read("a")
+      return bytes:find("token_type_ids", 1, true) ~= nil
+    end
+    assert.is_true(inputs_of("BertModel", bert_like))
+    assert.is_false(inputs_of("DistilBertModel", families[5][2]))
+    assert.is_false(inputs_of("DebertaV2Model", families[6][2]))
   end)
 
-  it("tools/export_onnx.lua exports a model directory and checks it", function()
+  it("exports the tanh GELU (hidden_act gelu_new) and relu as standard ops too", function()
+    for _, act in ipairs({"gelu_new", "relu"}) do agrees("BertForMaskedLM", with(bert_like, {hidden_act = act}), tmp) end
+  end)
+
+  it("tools/export_onnx.lua exports a model directory of any family and checks it", function()
     local dir = os.tmpname()
     os.remove(dir)
     assert(bert.mkdir(dir))
     bert.manual_seed(8)
-    assert(bert.model("BertForSequenceClassification", config):save_pretrained(dir))
+    assert(bert.model("DebertaV2ForSequenceClassification", with(bert_like, {position_buckets = 8, num_labels = 2}))
+      :save_pretrained(dir))
     local p = io.popen(string.format("lua5.4 tools/export_onnx.lua --model %s --output %s/m.onnx --check 2>&1", dir, dir))
     local out = p:read("a")
     local ok = p:close()
+    os.execute("rm -rf '" .. dir .. "'")
     assert.is_true(ok == true, out)
     assert.matches("logits%s+max |ours %- onnxruntime| = ", out)
     assert.matches("within 0.0001", out)
-    os.execute("rm -rf '" .. dir .. "'")
-  end)
-
-  it("refuses what it cannot export, by name", function()
-    local m = bert.model("BertModel", config)
-    m.config.hidden_act = "swish"
-    assert.has_error(function() onnx.export(m, tmp) end,
-      "onnx.export: hidden_act swish is not supported (gelu, gelu_new)")
   end)
 end)
