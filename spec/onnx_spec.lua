@@ -40,17 +40,22 @@ local deberta_variants = {
   {"relative_attention false", with(bert_like, {relative_attention = false})},
 }
 
--- the padded batches: [2 x 6] and [3 x 9], padding by the config's pad_token_id
-local function batches(c)
-  local pad = c.pad_token_id or 0
-  local types = c.type_vocab_size
-  if types == nil then types = (c.model_type == "distilbert" or c.model_type == "deberta-v2") and 0 or (c.model_type == "roberta" and 1 or 2) end
-  local t = types > 1 and 1 or 0
+-- the padded batches: [2 x 6] and [3 x 9] for the model's settings a
+-- (bert_arch's keys): ids below its vocabulary, padding by its
+-- pad_token_id, token types of both kinds where it has two
+local function batches(a)
+  local V, pad, t = a.vocab_size, a.pad_token_id or 0, (a.type_vocab_size or 0) > 1 and 1 or 0
+  local function ids(rows)
+    for _, row in ipairs(rows) do
+      for i, v in ipairs(row) do row[i] = v < 0 and pad or v % V end
+    end
+    return rows
+  end
   return {
-    {input_ids = {{2, 5, 7, 9, 3, 11}, {2, 8, 3, pad, pad, pad}},
+    {input_ids = ids({{2, 5, 7, 9, 3, 11}, {2, 8, 3, -1, -1, -1}}),
      attention_mask = {{1, 1, 1, 1, 1, 1}, {1, 1, 1, 0, 0, 0}},
      token_type_ids = {{0, 0, 0, t, t, t}, {0, 0, 0, 0, 0, 0}}},
-    {input_ids = {{2, 30, 31, 32, 33, 34, 35, 36, 3}, {2, 40, 41, 3, pad, pad, pad, pad, pad}, {2, 50, 3, 60, 61, 3, pad, pad, pad}},
+    {input_ids = ids({{2, 30, 31, 32, 33, 34, 35, 36, 3}, {2, 40, 41, 3, -1, -1, -1, -1, -1}, {2, 50, 3, 60, 61, 3, -1, -1, -1}}),
      attention_mask = {{1, 1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 0, 0, 0, 0, 0}, {1, 1, 1, 1, 1, 1, 0, 0, 0}},
      token_type_ids = {{0, 0, 0, 0, 0, t, t, t, t}, {0, 0, 0, 0, 0, 0, 0, 0, 0}, {0, 0, 0, t, t, t, 0, 0, 0}}},
   }
@@ -64,7 +69,7 @@ local function agrees(arch, c, tmp)
   m:evaluate()
   local names = onnx.export(m, tmp)
   assert.is_true(#names >= 1)
-  for _, inputs in ipairs(batches(m.config)) do
+  for _, inputs in ipairs(batches(m.arch)) do
     local diffs = onnx.check(m, tmp, inputs)
     for _, name in ipairs(names) do
       assert.is_number(diffs[name], name)
@@ -137,6 +142,22 @@ describe("ONNX export", function()
     end
   end
 
+  -- Hugging Face's tiny checkpoints of each family (spec/fixtures, loaded as
+  -- from the Hub): their own settings and trained-looking weights
+  for _, name in ipairs({"bert", "roberta", "albert", "electra", "distilbert", "deberta"}) do
+    it("the " .. name .. "_tiny fixture (a Hugging Face checkpoint) agrees too", function()
+      local m = bert.from_pretrained("spec/fixtures/" .. name .. "_tiny", {verbose = false})
+      m:evaluate()
+      local names = onnx.export(m, tmp)
+      for _, inputs in ipairs(batches(m.arch)) do
+        local diffs = onnx.check(m, tmp, inputs)
+        for _, out in ipairs(names) do
+          assert.is_true(diffs[out] <= 1e-4, string.format("%s: %s differs by %.3g", m.architecture, out, diffs[out]))
+        end
+      end
+    end)
+  end
+
   it("declares token_type_ids only where the model reads them", function()
     local function inputs_of(arch, c)
       bert.manual_seed(3)
@@ -153,6 +174,58 @@ describe("ONNX export", function()
     for _, act in ipairs({"gelu_new", "relu"}) do agrees("BertForMaskedLM", with(bert_like, {hidden_act = act}), tmp) end
   end)
 
+  it("docs/onnx.md's Node block runs an exported classifier with the tokenizer of its model directory", function()
+    local tok_modules = ".deps/tok/node_modules"
+    if not require("bert.fs").exists(tok_modules .. "/@anush008/tokenizers") then
+      pending("@anush008/tokenizers is not installed in .deps/tok (make deps installs it)")
+      return
+    end
+    local code = assert(io.open("docs/onnx.md")):read("a"):match("\n```js\n(.-)\n```\n")
+    assert.is_not_nil(code, "docs/onnx.md has no ```js block")
+    local dir = os.tmpname()
+    os.remove(dir)
+    local tok = bert.tokenizer.load("spec/fixtures/finetune/vocab.txt")
+    bert.manual_seed(11)
+    local m = bert.model("BertForSequenceClassification", with(bert_like, {vocab_size = tok:vocab_size(), num_labels = 2}))
+    m:evaluate()
+    assert(require("bert.model_dir").save(dir, m, tok))
+    onnx.export(m, dir .. "/model.onnx")
+    local script = assert(io.open(dir .. "/run.js", "w"))
+    script:write(code)
+    script:close()
+    local p = io.popen(string.format("NODE_PATH=%s:%s node %s/run.js %s %s/model.onnx 2>&1", onnx.node_modules(), tok_modules,
+      dir, dir, dir))
+    local out = p:read("a")
+    local ok = p:close()
+    os.execute("rm -rf '" .. dir .. "'")
+    assert.is_true(ok == true, out)
+    -- the same texts through the Lua tokenizer and model, padded as the block pads
+    local rows, texts, longest = {}, {}, 0
+    for line in out:gmatch("[^\n]+") do rows[#rows + 1] = require("cjson").decode(line) end
+    assert.equal(2, #rows, out)
+    local encs = {}
+    for i, r in ipairs(rows) do
+      texts[i] = r.text
+      encs[i] = tok:encode(r.text)
+      longest = math.max(longest, #encs[i].ids)
+    end
+    local ids, mask, types = {}, {}, {}
+    for i, e in ipairs(encs) do
+      ids[i], mask[i], types[i] = {}, {}, {}
+      for j = 1, longest do
+        ids[i][j], mask[i][j], types[i][j] = e.ids[j] or 0, e.ids[j] and 1 or 0, e.type_ids[j] or 0
+      end
+    end
+    local logits = bert.no_grad(function()
+      return m:forward({input_ids = ids, attention_mask = mask, token_type_ids = types}).logits:totable()
+    end)
+    for i, r in ipairs(rows) do
+      for c = 1, 2 do
+        assert.is_true(math.abs(r.logits[c] - logits[i][c]) <= 1e-4, string.format("%s: %g vs %g", texts[i], r.logits[c], logits[i][c]))
+      end
+    end
+  end)
+
   it("tools/export_onnx.lua exports a model directory of any family and checks it", function()
     local dir = os.tmpname()
     os.remove(dir)
@@ -167,5 +240,19 @@ describe("ONNX export", function()
     assert.is_true(ok == true, out)
     assert.matches("logits%s+max |ours %- onnxruntime| = ", out)
     assert.matches("within 0.0001", out)
+  end)
+
+  it("tools/export_onnx.lua ends an unsupported model with the one-line refusal", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(bert.mkdir(dir))
+    assert(bert.model("RobertaForMultipleChoice", with(bert_like, {pad_token_id = 1})):save_pretrained(dir))
+    local p = io.popen(string.format("lua5.4 tools/export_onnx.lua --model %s --output %s/m.onnx 2>&1", dir, dir))
+    local out = p:read("a")
+    local ok = p:close()
+    os.execute("rm -rf '" .. dir .. "'")
+    assert.is_not_true(ok, out)
+    assert.matches("onnx%.export: RobertaForMultipleChoice %(family roberta, head multiple_choice%) is not supported", out)
+    assert.falsy(out:find("traceback", 1, true), out)
   end)
 end)

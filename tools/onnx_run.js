@@ -1,7 +1,8 @@
 // Runs an ONNX model in ONNX Runtime (npm onnxruntime-node) on int64 inputs
 // and prints the outputs as JSON {name: {dims, data}}:
 //   NODE_PATH=.deps/node/node_modules node tools/onnx_run.js MODEL.onnx INPUTS.json
-// INPUTS.json: {"input_ids": [[...], ...], "attention_mask": [...], "token_type_ids": [...]}.
+// INPUTS.json: {"input_ids": [[...], ...], "attention_mask": [...], "token_type_ids": [...]};
+// the model is fed the inputs it declares (DistilBERT and DeBERTa-v3 have no token_type_ids).
 // Used by tools/export_onnx.lua --check and spec/onnx_spec.lua.
 if (process.argv.includes("--help") || process.argv.includes("-h") || process.argv.length < 4) {
   console.log("usage: NODE_PATH=.deps/node/node_modules node tools/onnx_run.js MODEL.onnx INPUTS.json\n" +
