@@ -3,6 +3,7 @@
 -- from: BERT, RoBERTa, ALBERT, ELECTRA and DistilBERT entirely, DeBERTa
 -- but for its attention and encoder (bert.onnx.deberta_v2).
 local blocks = require("bert.models.blocks")
+local graph = require("bert.onnx.graph")
 local lower = require("bert.onnx.lower")
 
 local M = {}
@@ -24,7 +25,7 @@ modules[blocks.Embeddings] = function(ex, emb, token_types)
     local rows = g:op("Slice", {g:param(m.position_embeddings.p.weight), g:int64s({0}), ex:seq_len(), g:int64s({0})})
     x = g:op("Add", {x, rows})
   elseif emb.positions == "roberta" then     -- pad + running count of real tokens; pad at padding
-    local real = g:op("Cast", {g:op("Not", {g:op("Equal", {ids, g:int64(emb.pad)})})}, {to = 7})
+    local real = g:op("Cast", {g:op("Not", {g:op("Equal", {ids, g:int64(emb.pad)})})}, {to = graph.INT64})
     local positions = g:op("Add", {g:op("Mul", {g:op("CumSum", {real, g:int64(1)}), real}), g:int64(emb.pad)})
     x = g:op("Add", {x, g:op("Gather", {g:param(m.position_embeddings.p.weight), positions})})
   elseif emb.positions ~= "none" then
