@@ -29,8 +29,7 @@ M.OPSET = graph.OPSET
 
 --- Writes model to path as ONNX.  Returns the list of output names, or
 -- raises a one-line error naming the model (class, family, head) and what
--- is not supported: multiple choice, left-to-right (causal) models, a
--- family with no ONNX form (bilm).
+-- is not supported (a family with no ONNX form: bilm).
 function M.export(model, path)
   local ex = lower.exporter(model)
   local f = lower.lowering(lower.models, model)
@@ -56,20 +55,27 @@ end
 --- Runs the ONNX file in ONNX Runtime through node (tools/onnx_run.js) and
 -- the model here on the same padded batch (by default two rows, the second
 -- padded with the model's pad_token_id; token types of both kinds where it
--- has two); returns {output name = max abs difference}.
+-- has two; for multiple choice, both rows as two choices of two examples),
+-- or on each batch of a list of them (inputs[1], inputs[2]...); returns
+-- {output name = max abs difference}.
 -- Raises an error when node or onnxruntime-node is missing.
 function M.check(model, path, inputs)
   local modules = M.node_modules()
   if not modules then
     error("onnx.check: onnxruntime-node is not installed (make deps puts it in .deps/node)", 2)
   end
-  local a = model.arch
-  local V, pad, second = a.vocab_size, a.pad_token_id or 0, (a.type_vocab_size or 0) > 1 and 1 or 0
-  inputs = inputs or {
-    input_ids = {{2 % V, 5 % V, 7 % V, 9 % V, 3 % V, 11 % V}, {2 % V, 8 % V, 3 % V, pad, pad, pad}},
-    attention_mask = {{1, 1, 1, 1, 1, 1}, {1, 1, 1, 0, 0, 0}},
-    token_type_ids = {{0, 0, 0, second, second, second}, {0, 0, 0, 0, 0, 0}},
-  }
+  if not inputs then
+    local a = model.arch
+    local V, pad, second = a.vocab_size, a.pad_token_id or 0, (a.type_vocab_size or 0) > 1 and 1 or 0
+    inputs = {
+      input_ids = {{2 % V, 5 % V, 7 % V, 9 % V, 3 % V, 11 % V}, {2 % V, 8 % V, 3 % V, pad, pad, pad}},
+      attention_mask = {{1, 1, 1, 1, 1, 1}, {1, 1, 1, 0, 0, 0}},
+      token_type_ids = {{0, 0, 0, second, second, second}, {0, 0, 0, 0, 0, 0}},
+    }
+    if model.family and model.family.architectures[model.architecture] == "multiple_choice" then
+      for k, rows in pairs(inputs) do inputs[k] = {{rows[1], rows[2]}, {rows[2], rows[1]}} end
+    end
+  end
   local ipath = os.tmpname()
   assert(require("bert.fs").write_atomic(ipath, cjson.encode(inputs)))
   local q = function(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
@@ -79,24 +85,29 @@ function M.check(model, path, inputs)
   local ok = pipe:close()
   os.remove(ipath)
   if not ok then error("onnx.check: onnxruntime failed: " .. text, 2) end
-  local theirs = cjson.decode(text)
-  local ours = bert.no_grad(function()
-    local t = {}
-    for k, v in pairs(inputs) do t[k] = bert.tensor(v, "int32") end
-    return model:forward(t)
-  end)
+  local batches, results = inputs, cjson.decode(text)
+  if not inputs[1] then batches, results = {inputs}, {results} end
   local diffs = {}
-  for name, v in pairs(theirs) do
-    local mine = ours[name] or error("onnx.check: the model has no output " .. name, 2)
-    local flat = mine:contiguous():view(-1):totable()
-    if #flat ~= #v.data then error(string.format("onnx.check: %s has %d values here, %d in ONNX Runtime", name, #flat, #v.data), 2) end
-    local worst = 0
-    for i = 1, #flat do
-      local d = math.abs(flat[i] - v.data[i])
-      if d ~= d then d = math.huge end
-      if d > worst then worst = d end
+  for b, batch in ipairs(batches) do
+    local ours = bert.no_grad(function()
+      local t = {}
+      for k, v in pairs(batch) do t[k] = bert.tensor(v, "int32") end
+      return model:forward(t)
+    end)
+    for name, v in pairs(results[b]) do
+      local mine = ours[name] or error("onnx.check: the model has no output " .. name, 2)
+      local flat = mine:contiguous():view(-1):totable()
+      if #flat ~= #v.data then
+        error(string.format("onnx.check: %s has %d values here, %d in ONNX Runtime", name, #flat, #v.data), 2)
+      end
+      local worst = diffs[name] or 0
+      for i = 1, #flat do
+        local d = math.abs(flat[i] - v.data[i])
+        if d ~= d then d = math.huge end
+        if d > worst then worst = d end
+      end
+      diffs[name] = worst
     end
-    diffs[name] = worst
   end
   return diffs
 end

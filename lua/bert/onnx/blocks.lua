@@ -15,10 +15,10 @@ local modules = lower.modules
 -- the forward's zeros).
 modules[blocks.Embeddings] = function(ex, emb, token_types)
   local g, m = ex.g, emb.m
-  local ids = g:input("input_ids")
+  local ids = ex:input("input_ids")
   local x = g:op("Gather", {g:param(m.word_embeddings.p.weight), ids})
   if m.token_type_embeddings then
-    local types = token_types and g:input("token_type_ids") or g:int64(0)
+    local types = token_types and ex:input("token_type_ids") or g:int64(0)
     x = g:op("Add", {x, g:op("Gather", {g:param(m.token_type_embeddings.p.weight), types})})
   end
   if emb.positions == "absolute" then        -- rows 0..T-1
@@ -62,10 +62,10 @@ end
 function M.transpose_last(ex, t) return ex.g:op("Transpose", {t}, {perm = {0, 1, 3, 2}}) end
 
 modules[blocks.SelfAttention] = function(ex, att, x, _, query_states)
-  if att.causal then ex:unsupported("causal attention (config is_decoder)") end
   local g = ex.g
   local q, k, v = M.qkv(ex, att, x, query_states)
   local scores = g:op("Mul", {g:op("MatMul", {q, M.transpose_last(ex, k)}), g:float(1 / math.sqrt(att.head_dim))})
+  if att.causal then scores = g:op("Add", {scores, ex:causal_bias()}) end   -- query i sees keys j <= i
   return M.context(ex, att, scores, v)
 end
 -- }============================================================
@@ -104,18 +104,20 @@ modules[blocks.SharedEncoder] = function(ex, enc, x)
 end
 -- }============================================================
 
---- The backbone -> {last_hidden_state, pooler_output (with a pooler),
--- encoder (what the encoder's lowering returned besides its output)}.
+--- The backbone -> {last_hidden_state, summary (the token a sequence-level
+-- head reads: the first, or a causal model's last real one), pooler_output
+-- (with a pooler), encoder (what the encoder's lowering returned besides
+-- its output)}.
 modules[blocks.Backbone] = function(ex, base)
-  if base.arch.is_decoder then ex:unsupported("a causal encoder (config is_decoder)") end
   local r = base.roles
   local x = ex:lower(r.embeddings, base.token_types)
   if r.project then x = ex:linear(r.project, x) end
   local encoder_run
   x, encoder_run = ex:lower(r.encoder, x)
   local out = {last_hidden_state = x, encoder = encoder_run}
+  out.summary = base.arch.is_decoder and ex:last_token(x) or ex:first_token(x)
   if r.pooler then
-    out.pooler_output = ex.g:op("Tanh", {ex:linear(r.pooler.m.dense or r.pooler, ex:first_token(x))})
+    out.pooler_output = ex.g:op("Tanh", {ex:linear(r.pooler.m.dense or r.pooler, out.summary)})
   end
   return out
 end

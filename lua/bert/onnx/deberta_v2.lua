@@ -32,7 +32,7 @@ modules[deberta.Encoder] = function(ex, enc, x)
   if enc.m.rel_embeddings then
     local R = g:param(enc.m.rel_embeddings.p.weight)
     if enc.m.LayerNorm then R = ex:layer_norm(enc.m.LayerNorm, R) end
-    local positions = g:op("Range", {g:int64(0), g:op("Squeeze", {ex:seq_len(), g:int64s({0})}), g:int64(1)})
+    local positions = ex:positions()
     local i, j = g:op("Unsqueeze", {positions, g:int64s({1})}), g:op("Unsqueeze", {positions, g:int64s({0})})
     local distance = g:op("Add", {g:op("Sub", {i, j}), g:int64(a.max_position_embeddings - 1)})   -- >= 0
     local rows = g:op("Gather", {g:int64s(rows_by_distance(a)), distance})

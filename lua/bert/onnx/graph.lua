@@ -71,7 +71,7 @@ Graph.__index = Graph
 
 function M.new()
   return setmetatable({nodes = {}, inits = {}, n = 0, consts = {}, params = {}, param_list = {},
-                       inputs = {}, outputs = {}}, Graph)
+                       inputs = {}, input_dims = {"batch", "sequence"}, outputs = {}}, Graph)
 end
 
 function Graph:name(base)
@@ -96,7 +96,7 @@ function Graph:op(op_type, inputs, attrs, noutputs)
   return table.unpack(outs)
 end
 
---- The graph inputs, int64 [batch, sequence] each, in this order.
+--- The graph inputs, int64 [batch, sequence] each (g.input_dims), in this order.
 M.INPUTS = {"input_ids", "attention_mask", "token_type_ids"}
 
 --- A graph input, declared on first use: a model that never reads
@@ -195,7 +195,7 @@ function Graph:bytes(graph_name, version)
   for _, i in ipairs(self.inits) do graph[#graph + 1] = f_bytes(5, i) end
   for _, i in ipairs(param_protos(self.param_list)) do graph[#graph + 1] = f_bytes(5, i) end
   for _, name in ipairs(M.INPUTS) do
-    if self.inputs[name] then graph[#graph + 1] = f_bytes(11, value_info(name, M.INT64, {"batch", "sequence"})) end
+    if self.inputs[name] then graph[#graph + 1] = f_bytes(11, value_info(name, M.INT64, self.input_dims)) end
   end
   for _, o in ipairs(self.outputs) do graph[#graph + 1] = f_bytes(12, value_info(o[1], M.FLOAT, o[2])) end
   return f_varint(1, IR_VERSION) .. f_bytes(2, "bert (Lua)") .. f_bytes(3, version) ..

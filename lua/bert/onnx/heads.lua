@@ -33,7 +33,7 @@ end
 -- the family's own dense layer when it has one
 local function summary(ex, model, base)
   local spec = model.summary_spec
-  local x = spec.source == "pooled" and base.pooler_output or ex:first_token(base.last_hidden_state)
+  local x = spec.source == "pooled" and base.pooler_output or base.summary
   if model.pre then
     local act = spec.pre.act
     if type(act) == "function" then act = act(model.arch) end
@@ -71,12 +71,18 @@ models[heads.replaced_token_detection_class] = function(ex, model)
   g:output("logits", g:op("Squeeze", {scores, g:int64s({2})}), {B, T})
 end
 
-models[heads.multiple_choice_class] = function(ex)
-  ex:unsupported("multiple choice (its inputs are [batch x choices x seq])")
+-- inputs [B, C, T], each choice scored over its sequence summary: logits [B, C]
+models[heads.multiple_choice_class] = function(ex, model)
+  ex:with_choices()
+  local g = ex.g
+  local scores = summary(ex, model, ex:lower(model.base))                      -- [B * C, 1]
+  local C = g:op("Slice", {g:op("Shape", {g:input("input_ids")}), g:int64s({1}), g:int64s({2})})
+  g:output("logits", g:op("Reshape", {scores, g:op("Concat", {g:int64s({-1}), C}, {axis = 0})}), {B, "choices"})
 end
 
-models[heads.causal_lm_class] = function(ex)
-  ex:unsupported("a left-to-right LM (causal attention)")
+-- a left-to-right LM (config is_decoder: causal attention): every position's next-token logits
+models[heads.causal_lm_class] = function(ex, model)
+  ex.g:output("logits", mlm_logits(ex, model.mlm, ex:lower(model.base).last_hidden_state), {B, T, model.arch.vocab_size})
 end
 
 return M

@@ -93,10 +93,29 @@ end
 
 function Exporter:linear_act(lin, act, x) return self:activation(act, self:linear(lin, x)) end
 
+--- Declares the graph's inputs [batch, choices, sequence] (multiple
+-- choice); the model reads them flattened to [batch * choices, sequence].
+function Exporter:with_choices()
+  self.g.input_dims = {"batch", "choices", "sequence"}
+  self.flat = {}
+end
+
+--- A graph input as the model reads it: [B, T] (a multiple-choice model's
+-- flattened, see with_choices).
+function Exporter:input(name)
+  local g = self.g
+  if not self.flat then return g:input(name) end
+  if not self.flat[name] then
+    local T = g:op("Slice", {g:op("Shape", {g:input(name)}), g:int64s({2}), g:int64s({3})})
+    self.flat[name] = g:op("Reshape", {g:input(name), g:op("Concat", {g:int64s({-1}), T}, {axis = 0})})
+  end
+  return self.flat[name]
+end
+
 --- The attention mask as float [B, T] (1 token, 0 padding).
 function Exporter:mask()
   if not self.mask_float then
-    self.mask_float = self.g:op("Cast", {self.g:input("attention_mask")}, {to = graph.FLOAT})
+    self.mask_float = self.g:op("Cast", {self:input("attention_mask")}, {to = graph.FLOAT})
   end
   return self.mask_float
 end
@@ -114,13 +133,45 @@ end
 --- The sequence length T as an int64 [1].
 function Exporter:seq_len()
   if not self.T then
-    self.T = self.g:op("Slice", {self.g:op("Shape", {self.g:input("input_ids")}), self.g:int64s({1}), self.g:int64s({2})})
+    self.T = self.g:op("Slice", {self.g:op("Shape", {self:input("input_ids")}), self.g:int64s({1}), self.g:int64s({2})})
   end
   return self.T
 end
 
+--- Positions 0..T-1 as an int64 [T].
+function Exporter:positions()
+  if not self.range then
+    local g = self.g
+    self.range = g:op("Range", {g:int64(0), g:op("Squeeze", {self:seq_len(), g:int64s({0})}), g:int64(1)})
+  end
+  return self.range
+end
+
+--- The causal score bias [T, T]: 0 where key j <= query i, -1e9 after.
+function Exporter:causal_bias()
+  if not self.causal then
+    local g = self.g
+    local i, j = g:op("Unsqueeze", {self:positions(), g:int64s({1})}), g:op("Unsqueeze", {self:positions(), g:int64s({0})})
+    self.causal = g:op("Where", {g:op("Greater", {j, i}), g:float(-1e9), g:float(0)})
+  end
+  return self.causal
+end
+
 --- x [B, T, H] -> [B, H]: the first token's vector.
 function Exporter:first_token(x) return self.g:op("Gather", {x, self.g:int64(0)}, {axis = 1}) end
+
+--- x [B, T, H] -> [B, H]: each row's last real token (an all-padding row:
+-- its first), as blocks.last_token.
+function Exporter:last_token(x)
+  local g = self.g
+  local count = g:op("ReduceSum", {g:op("Cast", {self:input("attention_mask")}, {to = graph.INT64}), g:int64s({1})},
+    {keepdims = 1})                                                              -- [B, 1]
+  local last = g:op("Max", {g:op("Sub", {count, g:int64(1)}), g:int64(0)})
+  local H = g:op("Slice", {g:op("Shape", {x}), g:int64s({2}), g:int64s({3})})
+  local index = g:op("Expand", {g:op("Unsqueeze", {last, g:int64s({2})}),
+    g:op("Concat", {g:op("Shape", {last}), H}, {axis = 0})})                     -- [B, 1, H]
+  return g:op("Squeeze", {g:op("GatherElements", {x, index}, {axis = 1}), g:int64s({1})})
+end
 -- }============================================================
 
 return M
