@@ -52,6 +52,17 @@ function M.node_modules()
   return nil
 end
 
+-- tools/onnx_run.js: the clone's from its root, else the one beside the
+-- running script (an installed `bert export` keeps both in share/bert/tools)
+local function runner()
+  local fs = require("bert.fs")
+  local script_dir = arg and arg[0] and arg[0]:match("^(.*)/[^/]*$")
+  for _, path in ipairs({"tools/onnx_run.js", script_dir and script_dir .. "/onnx_run.js"}) do
+    if fs.exists(path) then return path end
+  end
+  error("onnx.check: tools/onnx_run.js is not found (run from the repository root)", 3)
+end
+
 --- Runs the ONNX file in ONNX Runtime through node (tools/onnx_run.js) and
 -- the model here on the same padded batch (by default two rows, the second
 -- padded with the model's pad_token_id; token types of both kinds where it
@@ -79,7 +90,7 @@ function M.check(model, path, inputs)
   local ipath = os.tmpname()
   assert(require("bert.fs").write_atomic(ipath, cjson.encode(inputs)))
   local q = function(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-  local cmd = string.format("NODE_PATH=%s node %s %s %s 2>&1", q(modules), q("tools/onnx_run.js"), q(path), q(ipath))
+  local cmd = string.format("NODE_PATH=%s node %s %s %s 2>&1", q(modules), q(runner()), q(path), q(ipath))
   local pipe = io.popen(cmd)
   local text = pipe:read("a")
   local ok = pipe:close()
