@@ -29,8 +29,9 @@ models[heads.pretraining_class] = function(ex, model)
   ex.g:output("seq_relationship_logits", pair, {B, 2})
 end
 
--- the sequence summary: the pooler's output or the first token, through
--- the family's own dense layer when it has one
+-- the sequence summary: the pooler's output or the backbone's summary token
+-- (the first; a causal model's last real one), through the family's own
+-- dense layer when it has one
 local function summary(ex, model, base)
   local spec = model.summary_spec
   local x = spec.source == "pooled" and base.pooler_output or base.summary
