@@ -1,16 +1,18 @@
--- Exports a BERT model directory (any head: the encoder, pretraining, MLM,
--- sequence / token classification, QA) to ONNX: opset 17, dynamic batch
--- and sequence axes, int64 inputs input_ids, attention_mask,
--- token_type_ids.  --check runs the file in ONNX Runtime (npm
--- onnxruntime-node, installed by `make deps` into .deps/node) on a padded
--- batch and compares every output with ours.
+-- Exports a model directory of any family (BERT, RoBERTa, ALBERT, ELECTRA,
+-- DistilBERT, DeBERTa-v2/v3; the encoder, pretraining, MLM, sequence /
+-- token classification, QA, replaced-token detection) to ONNX through
+-- bert.onnx: opset 17, dynamic batch and sequence axes, int64 inputs
+-- input_ids, attention_mask and, where the model reads them,
+-- token_type_ids (docs/onnx.md).  --check runs the file in ONNX Runtime
+-- (npm onnxruntime-node, installed by `make deps` into .deps/node) on a
+-- padded batch and compares every output with ours.
 --
 --   lua5.4 tools/export_onnx.lua --model runs/demo/checkpoint --output model.onnx --check
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
 local cli = require("bert.cli")
 
-local p = cli.parser("export_onnx.lua", "Export a BERT model directory to ONNX (opset 17, dynamic axes).")
+local p = cli.parser("export_onnx.lua", "Export a model directory of any family to ONNX (opset 17, dynamic axes).")
 p:option("--model", "Model directory (config.json + model.safetensors; a run directory's best/ or checkpoint/)"):count(1)
 p:option("--output", "The .onnx file to write"):count(1)
 p:flag("--check", "Run the exported model in ONNX Runtime (node) and compare its outputs with ours")
