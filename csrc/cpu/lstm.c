@@ -10,8 +10,9 @@
 ** others go on.
 **
 ** Saved state ws: the activated gates G [B, T, 4H], the cell C [B, T, H]
-** (after clipping) and, with a projection, r = o * tanh(c) R [B, T, H];
-** zero at padded positions.  Backward runs the steps in the reverse order,
+** (after clipping), with a projection r = o * tanh(c) R [B, T, H] and,
+** with proj_clip, the projection before clipping P [B, T, O] (its
+** gradient is zero where clipped); zero at padded positions.  Backward runs the steps in the reverse order,
 ** collecting the pre-activation gradients of every position in dA
 ** [B, T, 4H]: the weight and input gradients are then a few big GEMMs.
 */
@@ -29,11 +30,11 @@ typedef struct {
   int64_t B, T, I, H, O;   /* O: the state's width, P with a projection, else H */
   int64_t row;             /* T*O + O + H: one sequence's packed output */
   int reverse;
-  float clip;              /* 0: none */
+  float clip, proj_clip;   /* 0: none */
   const int32_t *len;      /* NULL: every sequence has T steps */
 } lstm_dims;
 
-static lstm_dims dims_of(const bert_tensor *const t[8], int reverse, double clip) {
+static lstm_dims dims_of(const bert_tensor *const t[8], const bert_lstm_opts *o) {
   lstm_dims d;
   d.B = t[LX]->shape[0];
   d.T = t[LX]->shape[1];
@@ -41,8 +42,9 @@ static lstm_dims dims_of(const bert_tensor *const t[8], int reverse, double clip
   d.H = t[LWIH]->shape[0] / 4;
   d.O = t[LWHR] ? t[LWHR]->shape[0] : d.H;
   d.row = d.T * d.O + d.O + d.H;
-  d.reverse = reverse;
-  d.clip = (float)clip;
+  d.reverse = o->reverse;
+  d.clip = (float)o->clip;
+  d.proj_clip = (float)o->proj_clip;
   d.len = t[LLEN] ? bert_i32(t[LLEN]) : NULL;
   return d;
 }
@@ -76,11 +78,11 @@ static bert_tensor *zeros_f32(int ndim, const int64_t *shape) {
   return t;
 }
 
-bert_tensor *cpu_lstm(const bert_tensor *const t[8], int reverse, double clip, bert_tensor **ws_out) {
-  const lstm_dims d = dims_of(t, reverse, clip);
+bert_tensor *cpu_lstm(const bert_tensor *const t[8], const bert_lstm_opts *o, bert_tensor **ws_out) {
+  const lstm_dims d = dims_of(t, o);
   const int64_t B = d.B, T = d.T, H = d.H, O = d.O, G4 = 4 * H, BT = B * T;
   const int proj = t[LWHR] != NULL;
-  int64_t oshape[2] = {B, d.row}, wsn = BT * (G4 + H + (proj ? H : 0));
+  int64_t oshape[2] = {B, d.row}, wsn = BT * (G4 + H + (proj ? H : 0) + (d.proj_clip > 0 ? O : 0));
   bert_tensor *out = zeros_f32(2, oshape), *ws = zeros_f32(1, &wsn);
   float *hs = zalloc(B * O), *cs = zalloc(B * H), *z = zalloc(B * G4);
   float *rstep = proj ? zalloc(B * H) : NULL, *hp = proj ? zalloc(B * O) : NULL;
@@ -92,6 +94,7 @@ bert_tensor *cpu_lstm(const bert_tensor *const t[8], int reverse, double clip, b
     goto done;
   }
   float *Y = bert_f32(out), *G = bert_f32(ws), *C = G + BT * G4, *R = proj ? C + BT * H : NULL;
+  float *P = d.proj_clip > 0 ? R + BT * H : NULL;
   const float *Whh = bert_f32(t[LWHH]);
   if (t[LB])
     for (int64_t r = 0; r < BT; r++) memcpy(G + r * G4, bert_f32(t[LB]), (size_t)G4 * sizeof(float));
@@ -123,8 +126,14 @@ bert_tensor *cpu_lstm(const bert_tensor *const t[8], int reverse, double clip, b
     bert_sgemm(0, 1, B, O, H, 1.0f, rstep, H, bert_f32(t[LWHR]), H, 0.0f, hp, O);
     for (int64_t b = 0; b < B; b++) {
       if (s >= seq_len(&d, b)) continue;
-      memcpy(hs + b * O, hp + b * O, (size_t)O * sizeof(float));
-      memcpy(Y + b * d.row + step_pos(&d, b, s) * O, hp + b * O, (size_t)O * sizeof(float));
+      const int64_t p = step_pos(&d, b, s);
+      float *hb = hp + b * O;
+      if (P) {
+        memcpy(P + (b * T + p) * O, hb, (size_t)O * sizeof(float));
+        for (int64_t j = 0; j < O; j++) hb[j] = fminf(fmaxf(hb[j], -d.proj_clip), d.proj_clip);
+      }
+      memcpy(hs + b * O, hb, (size_t)O * sizeof(float));
+      memcpy(Y + b * d.row + p * O, hb, (size_t)O * sizeof(float));
     }
   }
   for (int64_t b = 0; b < B; b++) {
@@ -139,13 +148,13 @@ done:
 
 static int wants(bert_tensor *const in[7], int k) { return in[k] != NULL && in[k]->requires_grad; }
 
-int cpu_lstm_backward(bert_tensor *const in[7], const bert_tensor *const t[8], int reverse, double clip,
+int cpu_lstm_backward(bert_tensor *const in[7], const bert_tensor *const t[8], const bert_lstm_opts *o,
                       const bert_tensor *ws, const bert_tensor *out, const bert_tensor *gout) {
-  const lstm_dims d = dims_of(t, reverse, clip);
+  const lstm_dims d = dims_of(t, o);
   const int64_t B = d.B, T = d.T, I = d.I, H = d.H, O = d.O, G4 = 4 * H, BT = B * T;
   const int proj = t[LWHR] != NULL;
   const float *Y = bert_f32(out), *dY = bert_f32(gout), *G = bert_f32(ws), *C = G + BT * G4;
-  const float *R = proj ? C + BT * H : NULL, *Whh = bert_f32(t[LWHH]);
+  const float *R = proj ? C + BT * H : NULL, *P = d.proj_clip > 0 ? R + BT * H : NULL, *Whh = bert_f32(t[LWHH]);
   const float *h0 = t[LH0] ? bert_f32(t[LH0]) : NULL, *c0 = t[LC0] ? bert_f32(t[LC0]) : NULL;
   int rc = -1;
   /* the gradients, in the order of in; those of b, h0 and c0 by their shapes */
@@ -181,6 +190,9 @@ int cpu_lstm_backward(bert_tensor *const in[7], const bert_tensor *const t[8], i
       const int64_t p = step_pos(&d, b, s);
       const float *dyb = dY + b * d.row + p * O;
       for (int64_t j = 0; j < O; j++) hb[j] = dhs[b * O + j] + dyb[j];
+      if (P)   /* as torch.clamp: the gradient passes where |h| <= proj_clip before clipping */
+        for (int64_t j = 0; j < O; j++)
+          if (!(fabsf(P[(b * T + p) * O + j]) <= d.proj_clip)) hb[j] = 0;
       if (dHall) memcpy(dHall + (b * T + p) * O, hb, (size_t)O * sizeof(float));
     }
     if (proj) bert_sgemm(0, 0, B, H, O, 1.0f, dh, O, bert_f32(t[LWHR]), H, 0.0f, dr, H);
