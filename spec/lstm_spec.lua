@@ -117,6 +117,42 @@ describe("F.lstm", function()
     assert.equal(0, maxdiff(ce, c0))
   end)
 
+  it("runs finished sequences out of each step, on any number of threads, as each sequence alone", function()
+    -- hidden 160 x 7 sequences: a gate pass of several pool chunks
+    local B, T, I, H, P = 7, 6, 5, 160, 24
+    local x, h0, c0, wih, whh, b, whr = table.unpack(tiny(B, T, I, H, P, 71))
+    local lens = {6, 0, 3, 6, 1, 4, 3}
+    local len_t = bert.tensor(lens, "int32")
+    local before = bert.get_num_threads()
+    for _, rev in ipairs({false, true}) do
+      local runs = {}
+      for w = 1, 2 do
+        bert.set_num_threads(w)
+        local xs, hs, cs = x:clone(), h0:clone(), c0:clone()
+        local ins = {xs, hs, cs, wih:clone(), whh:clone(), whr:clone()}
+        for _, t in ipairs(ins) do t:requires_grad(true) end
+        local f = packed({lengths = len_t, reverse = rev, clip = 0.8, proj_clip = 0.3})
+        local out = f(ins[1], ins[2], ins[3], ins[4], ins[5], b, ins[6])
+        local loss = (out * out):sum()
+        loss:backward()
+        runs[w] = {out}
+        for k, t in ipairs(ins) do runs[w][k + 1] = t:grad() end
+      end
+      bert.set_num_threads(before)
+      for k = 1, #runs[1] do assert.is_true(maxdiff(runs[1][k], runs[2][k]) < 1e-5, "part " .. k) end
+      local y, h = F.lstm(x, h0, c0, wih, whh, b, {w_hr = whr, lengths = len_t, reverse = rev, clip = 0.8,
+                                                   proj_clip = 0.3})
+      for bi, n in ipairs(lens) do
+        local one = function(t) return t:narrow(1, bi, 1) end
+        local y1, h1 = F.lstm(one(x):narrow(2, 1, math.max(n, 1)), one(h0), one(c0), wih, whh, b,
+                              {w_hr = whr, lengths = bert.tensor({n}, "int32"), reverse = rev, clip = 0.8,
+                               proj_clip = 0.3})
+        assert.is_true(maxdiff(one(h), h1) < 1e-5, "h_n of sequence " .. bi)
+        if n > 0 then assert.is_true(maxdiff(one(y):narrow(2, 1, n), y1) < 1e-5, "y of sequence " .. bi) end
+      end
+    end
+  end)
+
   it("clips the cell state to [-clip, clip] when it would exceed it", function()
     local x, h0, c0, wih, whh, b = table.unpack(tiny(2, 5, 3, 4, nil, 51))
     x, b = x * 8, b + 3   -- gates saturated: the cell grows past 1
