@@ -46,4 +46,11 @@
 ** Work beyond it is split into more dispatches or passes by the host. */
 #define VK_MAX_LOOP 32768u
 
+/* attention_bwd.comp's mode: dQ (and D) per query row, or dK and dV per key
+** row over the query window mode >> ATTN_BWD_WINDOW (VK_MAX_LOOP queries
+** each), windows after the first added to the ones before */
+#define ATTN_BWD_Q      1u
+#define ATTN_BWD_KV     2u
+#define ATTN_BWD_WINDOW 2u
+
 #endif
