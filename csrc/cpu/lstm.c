@@ -108,7 +108,7 @@ typedef struct {
   int64_t s;
   const float *z, *dr, *c0, *zero;   /* z [n, 4H]; dr [n, H]; c0, zero [.., H] */
   float *G, *C, *R, *Y;
-  float *cs, *rs;                    /* [B, H] cell rows, [B, H or O] r rows */
+  float *cs, *rs;                    /* [B, H]: cell rows; r rows (w_hr's input, or the unprojected state) */
   float *dstep, *dA;                 /* backward: [n, 4H], [B, T, 4H] */
 } step_job;
 
