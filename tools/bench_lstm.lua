@@ -96,9 +96,9 @@ for _, c in ipairs(chosen) do
   local x = bert.randn({c.B, c.T, c.I}, {seed = 1})
   local k = 1 / math.sqrt(c.H)
   local w = {}
-  for n, shape in pairs({wih = {4 * c.H, c.I}, whh = {4 * c.H, c.P}, b = {4 * c.H}, whr = {c.P, c.H}}) do
-    w[n] = bert.empty(shape):uniform_(-k, k)
-    if opts.mode == "train" then w[n]:requires_grad(true) end
+  for _, p in ipairs({{"wih", {4 * c.H, c.I}}, {"whh", {4 * c.H, c.P}}, {"b", {4 * c.H}}, {"whr", {c.P, c.H}}}) do
+    w[p[1]] = bert.empty(p[2]):uniform_(-k, k)
+    if opts.mode == "train" then w[p[1]]:requires_grad(true) end
   end
   local len = bert.tensor(lengths_of(c), "int32")
   local R = bert.randn({c.B, c.T, c.P}, {seed = 2})
