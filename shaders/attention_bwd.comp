@@ -6,6 +6,9 @@
 //           dQ_i = scale * sum_j P_ij (dP_ij - D_i) K_j
 //   mode 2: one workgroup per key row j:    dV_j = sum_i Pd_ij dO_i,
 //           dK_j = scale * sum_i P_ij (dP_ij - D_i) Q_i
+//           over the queries of one window (vk_opcodes.h: ATTN_BWD_WINDOW),
+//           added to what the windows before wrote (a loop stays within
+//           VK_MAX_LOOP queries: lavapipe cuts longer loops short)
 // with P = exp(S - lse), Pd = P * dropout multiplier, dP = (dO V^T) * multiplier.
 // Mask and dropout exactly as attention.comp.  Head dim up to 256.
 // CAUSAL: query i and key j meet only when j <= i.  VARLEN: packed
@@ -37,6 +40,7 @@ layout(push_constant) uniform P {
   uint mode;
 } p;
 #include "common.glsl"
+#include "vk_opcodes.h"
 
 shared float sa[256];
 shared float sb[256];
@@ -88,6 +92,7 @@ uint seq_of(uint tok, uint nseq) {
 void main() {
   uint t = gl_LocalInvocationID.x;
   uint gid = group_linear();
+  uint mode = p.mode & ((1u << ATTN_BWD_WINDOW) - 1u), window = p.mode >> ATTN_BWD_WINDOW;
   float acc1[4] = float[4](0.0, 0.0, 0.0, 0.0);
   float acc2[4] = float[4](0.0, 0.0, 0.0, 0.0);
   // this workgroup's row (a query row in mode 1, a key row in mode 2):
@@ -106,13 +111,13 @@ void main() {
     bh = b * p.A + a;
     rid = tok * p.A + a;
   } else {
-    uint T = p.mode == 1u ? p.Tq : p.Tk;
+    uint T = mode == ATTN_BWD_Q ? p.Tq : p.Tk;
     bh = gid / T; r = gid % T;
     b = bh / p.A; a = bh % p.A;
     rid = bh * T + r;
-    len = p.mode == 1u ? p.Tk : p.Tq;   // the other side's length
+    len = mode == ATTN_BWD_Q ? p.Tk : p.Tq;   // the other side's length
   }
-  if (p.mode == 1u) {
+  if (mode == ATTN_BWD_Q) {
     uint i = r;
     uint nk = CAUSAL != 0u ? min(len, i + 1u) : len;
     uint qrow = p.bq + b * p.qs0 + a * p.qs1 + (s0 + i) * p.qs2;
@@ -170,10 +175,12 @@ void main() {
     uint ostep = VARLEN != 0u ? p.A : 1u;
     uint obase = VARLEN != 0u ? s0 * p.A + a : bh * p.Tq;
     uint lbase = VARLEN != 0u ? a * total + s0 : bh * p.Tq;
-    for (uint i0 = CAUSAL != 0u ? j : 0u; i0 < len; i0 += 64u) {
+    // this window's queries [i_lo, i_hi)
+    uint i_lo = window * VK_MAX_LOOP, i_hi = min(len, i_lo + VK_MAX_LOOP);
+    for (uint i0 = CAUSAL != 0u ? max(j, i_lo) : i_lo; i0 < i_hi; i0 += 64u) {
       uint i = i0 + t;
       float ds = 0.0, pd = 0.0;
-      if (i < len) {
+      if (i < i_hi) {
         float s = 0.0, dp = 0.0;
         uint qr = qb + i * p.qs2, orow = p.bdo + (obase + i * ostep) * p.d;
         for (uint x = 0; x < p.d; x++) { s = fma(q[qr + x], sa[x], s); dp = fma(dout[orow + x], sb[x], dp); }
@@ -186,7 +193,7 @@ void main() {
       w1[t] = ds;
       w2[t] = pd;
       barrier();
-      uint n = min(64u, len - i0);
+      uint n = min(64u, i_hi - i0);
       for (uint c = 0; c < 4u; c++) {
         uint x = t + c * 64u;
         if (x >= p.d) break;
@@ -203,7 +210,9 @@ void main() {
     uint orow = rid * p.d;
     for (uint c = 0; c < 4u; c++) {
       uint x = t + c * 64u;
-      if (x < p.d) { oa[p.boa + orow + x] = acc1[c] * p.scale; ob[p.bob + orow + x] = acc2[c]; }
+      if (x >= p.d) continue;
+      if (window > 0u) { oa[p.boa + orow + x] += acc1[c] * p.scale; ob[p.bob + orow + x] += acc2[c]; }
+      else { oa[p.boa + orow + x] = acc1[c] * p.scale; ob[p.bob + orow + x] = acc2[c]; }
     }
   }
 }

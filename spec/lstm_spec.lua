@@ -71,7 +71,7 @@ end
 local function packed(opts)
   return function(x, h0, c0, wih, whh, b, whr)
     local y, h, c = F.lstm(x, h0, c0, wih, whh, b, {w_hr = whr, lengths = opts.lengths, reverse = opts.reverse,
-                                                    clip = opts.clip})
+                                                    clip = opts.clip, proj_clip = opts.proj_clip})
     return bert.cat({y:reshape({x:shape()[1], -1}), h, c}, 2)
   end
 end
@@ -117,6 +117,42 @@ describe("F.lstm", function()
     assert.equal(0, maxdiff(ce, c0))
   end)
 
+  it("runs finished sequences out of each step, on any number of threads, as each sequence alone", function()
+    -- hidden 160 x 7 sequences: a gate pass of several pool chunks
+    local B, T, I, H, P = 7, 6, 5, 160, 24
+    local x, h0, c0, wih, whh, b, whr = table.unpack(tiny(B, T, I, H, P, 71))
+    local lens = {6, 0, 3, 6, 1, 4, 3}
+    local len_t = bert.tensor(lens, "int32")
+    local before = bert.get_num_threads()
+    for _, rev in ipairs({false, true}) do
+      local runs = {}
+      for w = 1, 2 do
+        bert.set_num_threads(w)
+        local xs, hs, cs = x:clone(), h0:clone(), c0:clone()
+        local ins = {xs, hs, cs, wih:clone(), whh:clone(), whr:clone()}
+        for _, t in ipairs(ins) do t:requires_grad(true) end
+        local f = packed({lengths = len_t, reverse = rev, clip = 0.8, proj_clip = 0.3})
+        local out = f(ins[1], ins[2], ins[3], ins[4], ins[5], b, ins[6])
+        local loss = (out * out):sum()
+        loss:backward()
+        runs[w] = {out}
+        for k, t in ipairs(ins) do runs[w][k + 1] = t:grad() end
+      end
+      bert.set_num_threads(before)
+      for k = 1, #runs[1] do assert.is_true(maxdiff(runs[1][k], runs[2][k]) < 1e-5, "part " .. k) end
+      local y, h = F.lstm(x, h0, c0, wih, whh, b, {w_hr = whr, lengths = len_t, reverse = rev, clip = 0.8,
+                                                   proj_clip = 0.3})
+      for bi, n in ipairs(lens) do
+        local one = function(t) return t:narrow(1, bi, 1) end
+        local y1, h1 = F.lstm(one(x):narrow(2, 1, math.max(n, 1)), one(h0), one(c0), wih, whh, b,
+                              {w_hr = whr, lengths = bert.tensor({n}, "int32"), reverse = rev, clip = 0.8,
+                               proj_clip = 0.3})
+        assert.is_true(maxdiff(one(h), h1) < 1e-5, "h_n of sequence " .. bi)
+        if n > 0 then assert.is_true(maxdiff(one(y):narrow(2, 1, n), y1) < 1e-5, "y of sequence " .. bi) end
+      end
+    end
+  end)
+
   it("clips the cell state to [-clip, clip] when it would exceed it", function()
     local x, h0, c0, wih, whh, b = table.unpack(tiny(2, 5, 3, 4, nil, 51))
     x, b = x * 8, b + 3   -- gates saturated: the cell grows past 1
@@ -127,6 +163,85 @@ describe("F.lstm", function()
     assert.is_true(maxdiff(y1, F.lstm(x, h0, c0, wih, whh, b)) > 1e-3)
     local y9 = F.lstm(x, h0, c0, wih, whh, b, {clip = 1e9})   -- a clip never reached changes nothing
     assert.equal(0, maxdiff(y9, F.lstm(x, h0, c0, wih, whh, b)))
+  end)
+
+  -- one sequence of F.lstm in plain Lua (no lengths): y [T][O], h_n, c_n and
+  -- every projected h before clipping
+  local function reference(x, h0, c0, wih, whh, b, whr, cclip, pclip)
+    local X, h, c, Wih, Whh, bb, Whr = x:totable(), h0:totable(), c0:totable(), wih:totable(), whh:totable(),
+      b:totable(), whr:totable()
+    local H, O = #c, #h
+    local function clamp(v, k) return k and math.max(-k, math.min(k, v)) or v end
+    local function sig(v) return 1 / (1 + math.exp(-v)) end
+    local ys, pre = {}, {}
+    for t = 1, #X do
+      local a = {}
+      for r = 1, 4 * H do
+        local v = bb[r]
+        for k = 1, #X[t] do v = v + Wih[r][k] * X[t][k] end
+        for k = 1, O do v = v + Whh[r][k] * h[k] end
+        a[r] = v
+      end
+      local hr = {}
+      for j = 1, H do
+        c[j] = clamp(sig(a[H + j]) * c[j] + sig(a[j]) * math.tanh(a[2 * H + j]), cclip)
+        hr[j] = sig(a[3 * H + j]) * math.tanh(c[j])
+      end
+      h = {}
+      for k = 1, O do
+        local v = 0
+        for j = 1, H do v = v + Whr[k][j] * hr[j] end
+        pre[#pre + 1], h[k] = v, clamp(v, pclip)
+      end
+      ys[t] = h
+    end
+    return ys, h, c, pre
+  end
+
+  it("clips the projected state to [-proj_clip, proj_clip] (output and recurrence), as ELMo", function()
+    local x, h0, c0, wih, whh, b, whr = table.unpack(tiny(1, 5, 3, 4, 3, 81))
+    whr = whr * 4   -- projections past 1
+    local x1, h1, c1 = x:select(1, 1), h0:select(1, 1), c0:select(1, 1)
+    local _, _, _, pre = reference(x1, h1, c1, wih, whh, b, whr, nil, nil)
+    local big = 0
+    for _, v in ipairs(pre) do big = math.max(big, math.abs(v)) end
+    assert.is_true(big > 0.8, "no projection to clip: " .. big)
+    local pclip = 0.5
+    local want_y, want_h, want_c, clipped = reference(x1, h1, c1, wih, whh, b, whr, nil, pclip)
+    local y, h, c = F.lstm(x, h0, c0, wih, whh, b, {w_hr = whr, proj_clip = pclip})
+    assert.is_true(maxdiff(y:select(1, 1), bert.tensor(want_y)) < 1e-5)
+    assert.is_true(maxdiff(h:select(1, 1), bert.tensor(want_h)) < 1e-5)
+    assert.is_true(maxdiff(c:select(1, 1), bert.tensor(want_c)) < 1e-5)
+    assert.equal(pclip, y:abs():max():item())
+    local n = 0
+    for _, v in ipairs(clipped) do n = n + (math.abs(v) > pclip and 1 or 0) end
+    assert.is_true(n > 0 and n < #clipped, n .. " of " .. #clipped .. " clipped")
+    -- with the cell clip too, and a clip never reached changes nothing
+    local wy = reference(x1, h1, c1, wih, whh, b, whr, 0.7, pclip)
+    local y2 = F.lstm(x, h0, c0, wih, whh, b, {w_hr = whr, proj_clip = pclip, clip = 0.7})
+    assert.is_true(maxdiff(y2:select(1, 1), bert.tensor(wy)) < 1e-5)
+    local y9 = F.lstm(x, h0, c0, wih, whh, b, {w_hr = whr, proj_clip = 1e9})
+    assert.equal(0, maxdiff(y9, F.lstm(x, h0, c0, wih, whh, b, {w_hr = whr})))
+  end)
+
+  it("has correct gradients with proj_clip (zero where clipped), away from the clip's kink", function()
+    local args = tiny(2, 4, 3, 4, 3, 91)
+    args[7] = args[7] * 4
+    local lens, pclip = bert.tensor({4, 3}, "int32"), 0.45
+    -- no projection within the checks' step of the clip, and some beyond it
+    local margin, beyond = math.huge, 0
+    for bi, n in ipairs({4, 3}) do
+      local one = {}
+      for k = 1, 3 do one[k] = args[k]:select(1, bi) end
+      local _, _, _, pre = reference(one[1]:narrow(1, 1, n), one[2], one[3], args[4], args[5], args[6], args[7], nil,
+        pclip)
+      for _, v in ipairs(pre) do
+        margin = math.min(margin, math.abs(math.abs(v) - pclip))
+        beyond = beyond + (math.abs(v) > pclip and 1 or 0)
+      end
+    end
+    assert.is_true(margin > 0.03 and beyond > 0, "margin " .. margin .. ", " .. beyond .. " clipped")
+    G.gradcheck(packed({lengths = lens, proj_clip = pclip}), args)
   end)
 
   it("names the function, the argument and the values in its errors", function()
@@ -156,14 +271,18 @@ describe("F.lstm", function()
     err("lstm: lengths[1] = -1 is out of range for 3 steps (valid: 0..3)", x, nil, nil, wih, whh, nil,
       {lengths = bert.tensor({-1, 1}, "int32")})
     err("lstm: clip must be >= 0 (0: none), got -1", x, nil, nil, wih, whh, nil, {clip = -1})
+    err("lstm: proj_clip must be >= 0 (0: none), got -2", x, nil, nil, wih, whh, nil, {proj_clip = -2})
+    err("lstm: proj_clip 3 clips the projected state: it needs w_hr", x, nil, nil, wih, whh, nil, {proj_clip = 3})
     err("lstm: option 'lengths' must be a tensor, got table", x, nil, nil, wih, whh, nil, {lengths = {3, 1}})
     assert.has_error(function() bert.nn.LSTM{input_size = 3, hidden_size = 2, proj_size = 2} end,
       "LSTM: proj_size must be smaller than hidden_size, got 2 and 2")
+    assert.has_error(function() bert.nn.LSTM{input_size = 3, hidden_size = 2, proj_clip = 3} end,
+      "LSTM: proj_clip must be a positive number with proj_size > 0, got 3 and proj_size 0")
     local vk = bert.backend_info().vulkan
-    if vk and vk.available then   -- no Vulkan kernel: refused by name, not a crash
-      local ok, e = pcall(F.lstm, x:to("vulkan"), nil, nil, wih:to("vulkan"), whh:to("vulkan"))
+    if vk and vk.available then   -- operands on two devices: refused by name, not a crash
+      local ok, e = pcall(F.lstm, x:to("vulkan"), nil, nil, wih, whh:to("vulkan"))
       assert.is_false(ok)
-      assert.matches("lstm: not supported on device vulkan", e, 1, true)
+      assert.matches("lstm: not supported on device vulkan (an operand is on the cpu", e, 1, true)
     end
   end)
 end)

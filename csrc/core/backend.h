@@ -159,12 +159,12 @@ struct bert_backend {
                            const bert_tensor *rstd, const bert_tensor *g);
   /* One LSTM layer, one direction (bert_lstm): t = {x, h0, c0, w_ih, w_hh,
   ** b, w_hr, lengths}, h0 / c0 / b / w_hr / lengths NULL when absent
-  ** (lengths: host int32 [B], checked); clip 0: none.  Returns the packed
-  ** [B, T*O + O + H]; *ws: the backend's saved state, handed back to
-  ** backward, whose t has b NULL; in = {x, h0, c0, w_ih, w_hh, b, w_hr} as
-  ** the caller passed them (gradient targets) */
-  bert_tensor *(*lstm)(const bert_tensor *const t[8], int reverse, double clip, bert_tensor **ws);
-  int (*lstm_backward)(bert_tensor *const in[7], const bert_tensor *const t[8], int reverse, double clip,
+  ** (lengths: host int32 [B], checked); o checked (proj_clip only with
+  ** w_hr).  Returns the packed [B, T*O + O + H]; *ws: the backend's saved
+  ** state, handed back to backward, whose t has b NULL; in = {x, h0, c0,
+  ** w_ih, w_hh, b, w_hr} as the caller passed them (gradient targets) */
+  bert_tensor *(*lstm)(const bert_tensor *const t[8], const bert_lstm_opts *o, bert_tensor **ws);
+  int (*lstm_backward)(bert_tensor *const in[7], const bert_tensor *const t[8], const bert_lstm_opts *o,
                        const bert_tensor *ws, const bert_tensor *out, const bert_tensor *g);
   bert_tensor *(*bias_gelu)(const bert_tensor *x, const bert_tensor *b, int tanh_mode);
   int (*bias_gelu_backward)(bert_tensor *const in[2], const bert_tensor *x, const bert_tensor *b,

@@ -224,7 +224,7 @@ bert_tensor *bert_rms_norm(bert_tensor *x_in, bert_tensor *w_in, double eps) {
 enum { LSTM_X, LSTM_H0, LSTM_C0, LSTM_WIH, LSTM_WHH, LSTM_B, LSTM_WHR, LSTM_LEN, LSTM_NT };
 
 /* saved: t in its order, those present, b left out, then ws */
-typedef struct { int reverse, has[LSTM_NT]; double clip; } lstm_state;
+typedef struct { int has[LSTM_NT]; bert_lstm_opts o; } lstm_state;
 
 static int lstm_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
   lstm_state *st = node->state;
@@ -237,7 +237,7 @@ static int lstm_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
   const bert_tensor *ts[3] = {t[LSTM_X], ws, g};
   const bert_backend *be;
   if (!BERT_DISPATCH_BACKWARD(be, LSTM, "lstm", 3, ts)) return -1;
-  return be->lstm_backward(node->inputs, t, st->reverse, st->clip, ws, out, g);
+  return be->lstm_backward(node->inputs, t, &st->o, ws, out, g);
 }
 
 static const bert_node_type lstm_node = {"lstm", lstm_backward, sizeof(lstm_state), 0};
@@ -283,7 +283,7 @@ static bert_tensor *lstm_lengths(bert_tensor *len, int64_t B, int64_t T) {
 }
 
 bert_tensor *bert_lstm(bert_tensor *x, bert_tensor *h0, bert_tensor *c0, bert_tensor *w_ih, bert_tensor *w_hh,
-                       bert_tensor *b, bert_tensor *w_hr, bert_tensor *lengths, int reverse, double clip) {
+                       bert_tensor *b, bert_tensor *w_hr, bert_tensor *lengths, const bert_lstm_opts *o) {
   char s1[160], s2[160];
   bert_tensor *in[LSTM_NT] = {x, h0, c0, w_ih, w_hh, b, w_hr, lengths};
   const bert_backend *be;
@@ -323,19 +323,26 @@ bert_tensor *bert_lstm(bert_tensor *x, bert_tensor *h0, bert_tensor *c0, bert_te
       check_lstm_shape("h0", h0, B, O, w_hr ? "batch x proj" : "batch x hidden") ||
       check_lstm_shape("c0", c0, B, H, "batch x hidden"))
     return NULL;
-  if (!(clip >= 0)) { bert_set_error("lstm: clip must be >= 0 (0: none), got %g", clip); return NULL; }
+  if (!(o->clip >= 0)) { bert_set_error("lstm: clip must be >= 0 (0: none), got %g", o->clip); return NULL; }
+  if (!(o->proj_clip >= 0)) {
+    bert_set_error("lstm: proj_clip must be >= 0 (0: none), got %g", o->proj_clip);
+    return NULL;
+  }
+  if (o->proj_clip > 0 && w_hr == NULL) {
+    bert_set_error("lstm: proj_clip %g clips the projected state: it needs w_hr", o->proj_clip);
+    return NULL;
+  }
   bert_tensor *len = lengths ? lstm_lengths(lengths, B, T) : NULL;
   if (lengths && len == NULL) return NULL;
   bert_tensor *c[LSTM_NT], *ws = NULL;
   if (contiguous_all(LSTM_NT - 1, in, c) != 0) { bert_tensor_release(len); return NULL; }
   c[LSTM_LEN] = len;
   bert_node *node;
-  bert_tensor *y = bert_record(be->lstm((const bert_tensor *const *)c, reverse, clip, &ws), &node, &lstm_node,
+  bert_tensor *y = bert_record(be->lstm((const bert_tensor *const *)c, o, &ws), &node, &lstm_node,
                                LSTM_LEN, in);
   if (node) {
     lstm_state *st = node->state;
-    st->reverse = reverse;
-    st->clip = clip;
+    st->o = *o;
     for (int i = 0; i < LSTM_NT; i++) {
       st->has[i] = c[i] != NULL;
       if (c[i] && i != LSTM_B) bert_node_save(node, c[i]);

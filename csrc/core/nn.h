@@ -35,11 +35,13 @@ bert_tensor *bert_rms_norm(bert_tensor *x, bert_tensor *weight, double eps);
 ** over its positions 0 .. lengths[b] - 1 only, left to right, or right to
 ** left when reverse; its outputs at the other positions are 0 and its
 ** final state is that after its last real step (h0, c0 when empty).
-** clip > 0 clamps every cell state to [-clip, clip] (ELMo's cell_clip);
-** 0: none.  Returns one tensor [B, T*O + O + H]: per sequence the outputs
-** y [T, O], then h_n [O], then c_n [H] (the binding splits it). */
+** o->clip > 0 clamps every cell state to [-clip, clip] (ELMo's cell_clip),
+** o->proj_clip > 0 every projected h (output and recurrent state; ELMo's
+** proj_clip, w_hr required); 0: none.  Returns one tensor [B, T*O + O + H]:
+** per sequence the outputs y [T, O], then h_n [O], then c_n [H] (the
+** binding splits it). */
 bert_tensor *bert_lstm(bert_tensor *x, bert_tensor *h0, bert_tensor *c0, bert_tensor *w_ih, bert_tensor *w_hh,
-                       bert_tensor *b, bert_tensor *w_hr, bert_tensor *lengths, int reverse, double clip);
+                       bert_tensor *b, bert_tensor *w_hr, bert_tensor *lengths, const bert_lstm_opts *o);
 
 /* y = gelu(x + b) over the last dim (b [N] or NULL): exact erf GELU, or the
 ** tanh approximation ("gelu_new") when tanh_mode.  Uses vectorised erf /

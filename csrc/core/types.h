@@ -53,6 +53,13 @@ typedef struct {
   int64_t max_seqlen;
 } bert_attention_opts;
 
+/* bert_lstm's options (core/nn.h says what each means) */
+typedef struct {
+  int reverse;
+  double clip;        /* the cell state's, 0: none */
+  double proj_clip;   /* the projected hidden state's, 0: none */
+} bert_lstm_opts;
+
 /* bert_cross_entropy's reduction */
 typedef enum { BERT_REDUCE_NONE = 0, BERT_REDUCE_MEAN = 1, BERT_REDUCE_SUM = 2 } bert_reduction;
 

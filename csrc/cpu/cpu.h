@@ -45,8 +45,8 @@ int cpu_layer_norm_backward(bert_tensor *const in[4], const bert_tensor *x, cons
 bert_tensor *cpu_rms_norm(const bert_tensor *x, const bert_tensor *weight, double eps, bert_tensor **rstd);
 int cpu_rms_norm_backward(bert_tensor *const in[2], const bert_tensor *x, const bert_tensor *weight,
                           const bert_tensor *rstd, const bert_tensor *g);
-bert_tensor *cpu_lstm(const bert_tensor *const t[8], int reverse, double clip, bert_tensor **ws);
-int cpu_lstm_backward(bert_tensor *const in[7], const bert_tensor *const t[8], int reverse, double clip,
+bert_tensor *cpu_lstm(const bert_tensor *const t[8], const bert_lstm_opts *o, bert_tensor **ws);
+int cpu_lstm_backward(bert_tensor *const in[7], const bert_tensor *const t[8], const bert_lstm_opts *o,
                       const bert_tensor *ws, const bert_tensor *out, const bert_tensor *g);
 bert_tensor *cpu_bias_gelu(const bert_tensor *x, const bert_tensor *b, int tanh_mode);
 int cpu_bias_gelu_backward(bert_tensor *const in[2], const bert_tensor *x, const bert_tensor *b,

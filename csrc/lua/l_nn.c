@@ -77,16 +77,16 @@ static bert_tensor *opt_tensor_field(lua_State *L, int arg, const char *fname, c
   return t;
 }
 
-/* F.lstm(x, h0, c0, w_ih, w_hh[, b][, {w_hr=, lengths=, reverse=false, clip=0}]) -> y, h_n, c_n;
+/* F.lstm(x, h0, c0, w_ih, w_hh[, b][, {w_hr=, lengths=, reverse=false, clip=0, proj_clip=0}]) -> y, h_n, c_n;
 ** h0, c0 may be nil (zeros).  The op's one packed result is split into three views. */
 static int l_lstm(lua_State *L) {
   bert_tensor *x = lbert_check_tensor(L, 1), *h0 = opt_tensor(L, 2), *c0 = opt_tensor(L, 3);
   bert_tensor *w_ih = lbert_check_tensor(L, 4), *w_hh = lbert_check_tensor(L, 5), *b = opt_tensor(L, 6);
   check_opts(L, 7, "lstm");
   bert_tensor *w_hr = opt_tensor_field(L, 7, "lstm", "w_hr"), *len = opt_tensor_field(L, 7, "lstm", "lengths");
-  int reverse = opt_bool(L, 7, "reverse", 0);
-  double clip = opt_number(L, 7, "lstm", "clip", 0.0);
-  bert_tensor *out = bert_lstm(x, h0, c0, w_ih, w_hh, b, w_hr, len, reverse, clip);
+  bert_lstm_opts o = {opt_bool(L, 7, "reverse", 0), opt_number(L, 7, "lstm", "clip", 0.0),
+                      opt_number(L, 7, "lstm", "proj_clip", 0.0)};
+  bert_tensor *out = bert_lstm(x, h0, c0, w_ih, w_hh, b, w_hr, len, &o);
   if (out == NULL) return lbert_core_error(L, "lstm");
   const int64_t B = x->shape[0], T = x->shape[1], H = w_ih->shape[0] / 4, O = w_hr ? w_hr->shape[0] : H;
   const int64_t yshape[3] = {B, T, O}, start[3] = {0, T * O, T * O + O}, width[3] = {T * O, O, H};

@@ -229,7 +229,7 @@ int vk_attention_backward(const bert_tensor *q_in, const bert_tensor *k_in, cons
   attn_params(&fp, q, k, v, packed ? NULL : mc, opts, s);
   attn_bwd_push p = {fp.A, fp.Tq, fp.Tk, fp.d, fp.qs0, fp.qs1, fp.qs2, fp.ks0, fp.ks1, fp.ks2, fp.mask_bstride,
                      fp.mask_flags, fp.mask_value, fp.scale, fp.thr, fp.keep_scale, fp.seed_lo, fp.seed_hi,
-                     fp.off_lo, fp.off_hi, 1};
+                     fp.off_lo, fp.off_hi, ATTN_BWD_Q};
   uint32_t spec[2] = {opts->causal ? 1u : 0u, packed ? 1u : 0u};
   if (packed && nq > 0 && d > 0) {
     const bert_tensor *bt[8] = {q, k, v, o, g, dq, dk, dv};
@@ -239,7 +239,7 @@ int vk_attention_backward(const bert_tensor *q_in, const bert_tensor *k_in, cons
     uint32_t gx, gy;
     vk_grid_1d((uint64_t)nq, 1, &gx, &gy);
     if (vkx_dispatch("attention_bwd", spec, 2, 10, bd, &p, sizeof p, gx, gy, 1) != 0) goto done;
-    p.mode = 2;
+    p.mode = ATTN_BWD_KV;   /* one window: attn_len_ok keeps sequences within VK_MAX_LOOP */
     bd[0] = vk_bind_of(dk);
     bd[1] = vk_bind_of(dv);
     if (vkx_dispatch("attention_bwd", spec, 2, 10, bd, &p, sizeof p, gx, gy, 1) != 0) goto done;
@@ -260,11 +260,13 @@ int vk_attention_backward(const bert_tensor *q_in, const bert_tensor *k_in, cons
       uint32_t gx, gy;
       vk_grid_1d((uint64_t)(n * A * Tq), 1, &gx, &gy);
       if (vkx_dispatch("attention_bwd", spec, 2, 10, bd, &w, sizeof w, gx, gy, 1) != 0) goto done;
-      w.mode = 2;
       bd[0] = bind_batch(dk, b0, n);
       bd[1] = bind_batch(dv, b0, n);
       vk_grid_1d((uint64_t)(n * A * Tk), 1, &gx, &gy);
-      if (vkx_dispatch("attention_bwd", spec, 2, 10, bd, &w, sizeof w, gx, gy, 1) != 0) goto done;
+      for (int64_t win = 0; win * VK_MAX_LOOP < Tq; win++) {   /* each key row's loop over the queries, in windows */
+        w.mode = ATTN_BWD_KV | (uint32_t)win << ATTN_BWD_WINDOW;
+        if (vkx_dispatch("attention_bwd", spec, 2, 10, bd, &w, sizeof w, gx, gy, 1) != 0) goto done;
+      }
     }
   }
   if (nq == 0 || d == 0) {

@@ -3,7 +3,7 @@
 ** kernels of every op it runs (vk_kernels.h lists them, file by file), and
 ** what it runs.  The backward entries record device kernels only
 ** (backward GEMMs, the layer-norm / GELU / embedding-scatter /
-** cross-entropy kernels, the attention recompute, the dropout mask
+** cross-entropy / LSTM kernels, the attention recompute, the dropout mask
 ** regenerated from its Philox counters), so a training step never waits on
 ** the host.
 */
@@ -19,9 +19,9 @@
 
 /* The host operands a kernel uploads itself: the scalars and int32
 ** operands of elementwise ops, ids, labels (and the upstream gradient of
-** the cross entropy), indices, attention masks and sequence offsets.  Any
-** other operand on the host, next to device tensors, is refused here once
-** for every op: a kernel binds only device memory. */
+** the cross entropy), indices, attention masks, sequence offsets and LSTM
+** lengths.  Any other operand on the host, next to device tensors, is
+** refused here once for every op: a kernel binds only device memory. */
 static int uploaded(bert_op op, int i, const bert_tensor *t) {
   switch (op) {
     case BERT_OP_BINARY: return i < 2 && (t->dtype == BERT_I32 || bert_numel(t) == 1);
@@ -30,6 +30,7 @@ static int uploaded(bert_op op, int i, const bert_tensor *t) {
     case BERT_OP_CROSS_ENTROPY: return i == 1;
     case BERT_OP_CROSS_ENTROPY_BACKWARD: return i == 1 || i == 2;
     case BERT_OP_ATTENTION: return i >= 3;
+    case BERT_OP_LSTM: return i == 7;
     default: return 0;
   }
 }
@@ -83,6 +84,8 @@ const bert_backend bert_vulkan_backend = {
   .embedding_backward = vk_embedding_backward,
   .cross_entropy = vk_cross_entropy,
   .cross_entropy_backward = vk_cross_entropy_backward,
+  .lstm = vk_lstm,
+  .lstm_backward = vk_lstm_backward,
   .attention = vk_attention,
   .attention_backward = vk_attention_backward,
   .adamw_step = vk_adamw_step,

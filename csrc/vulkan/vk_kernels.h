@@ -2,13 +2,13 @@
 ** The Vulkan backend's kernels, as its table (vk_backend.c) lists them,
 ** and what the kernel files share.  Files follow cpu/: vk_memory.c (device
 ** tensors, transfers, bindings), vk_elementwise.c, vk_gemm.c, vk_reduce.c,
-** vk_nn.c, vk_attention.c, vk_optim.c; each records dispatches of the
+** vk_nn.c, vk_lstm.c, vk_attention.c, vk_optim.c; each records dispatches of the
 ** shaders in shaders/ (nothing waits until a result is read back).
 **
 ** Arguments arrive checked by the core's front-ends (core/backend.h) and
 ** by the table's supports_op: every operand is on the device, except the
 ** host ones a kernel uploads itself (scalars, int32 ids / labels / indices,
-** attention masks).  vk_* are table entries; bert_vk_* the kernels and
+** attention masks, LSTM lengths).  vk_* are table entries; bert_vk_* the kernels and
 ** device tensors the other files and the binding (vk.h) call.
 */
 #ifndef BERT_VK_KERNELS_H
@@ -84,7 +84,14 @@ bert_tensor *vk_cross_entropy(const bert_tensor *logits, const bert_tensor *labe
 bert_tensor *vk_cross_entropy_backward(const bert_tensor *logits, const bert_tensor *labels, const bert_tensor *lse,
                                        int64_t ignore, bert_reduction red, int64_t count, const bert_tensor *g);
 bert_tensor *vk_index_select(const bert_tensor *t, int dim, const bert_tensor *index);
+/* [N]: the sums of the rows of g ([..., N]) */
+bert_tensor *bert_vk_column_sums(const bert_tensor *g);
 int vk_index_add(bert_tensor *z, int dim, const bert_tensor *index, const bert_tensor *src);
+
+/* ---- LSTM (vk_lstm.c) ---- */
+bert_tensor *vk_lstm(const bert_tensor *const t[8], const bert_lstm_opts *o, bert_tensor **ws);
+int vk_lstm_backward(bert_tensor *const in[7], const bert_tensor *const t[8], const bert_lstm_opts *o,
+                     const bert_tensor *ws, const bert_tensor *out, const bert_tensor *g);
 
 /* ---- attention (vk_attention.c) ---- */
 bert_attention_fn vk_attention;                    /* the prototypes: core/backend.h */

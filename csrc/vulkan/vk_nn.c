@@ -269,7 +269,7 @@ static bert_tensor *gelu_backward(const bert_tensor *dy_in, const bert_tensor *x
   return dx;
 }
 
-static bert_tensor *column_sums(const bert_tensor *g_in) {
+bert_tensor *bert_vk_column_sums(const bert_tensor *g_in) {
   int64_t N = g_in->shape[g_in->ndim - 1], R = N ? bert_numel(g_in) / N : 0;
   bert_tensor *g = bert_contiguous((bert_tensor *)g_in), *o = bert_vk_empty(BERT_F32, 1, &N);
   misc_push p = {(uint32_t)N, (uint32_t)N, (uint32_t)R, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
@@ -284,7 +284,7 @@ int vk_bias_gelu_backward(bert_tensor *const in[2], const bert_tensor *x, const 
   if (dx == NULL) return -1;
   int rc = 0;
   if (wants(in[1])) {
-    bert_tensor *db = column_sums(dx);
+    bert_tensor *db = bert_vk_column_sums(dx);
     rc = db ? bert_accumulate_grad_steal(in[1], db) : -1;
   }
   if (rc == 0 && wants(in[0])) return bert_accumulate_grad_steal(in[0], dx);
@@ -506,7 +506,7 @@ int vk_linear_backward(bert_tensor *const in[3], const bert_tensor *x, const ber
   if (rc == 0 && wants(in[0])) rc = gemm_grad(in[0], g2, 0, w, 0, R, inf);
   if (rc == 0 && wants(in[1])) rc = gemm_grad(in[1], g2, 1, x2, 0, outf, inf);
   if (rc == 0 && wants(in[2])) {
-    bert_tensor *db = column_sums(g2);
+    bert_tensor *db = bert_vk_column_sums(g2);
     rc = db ? bert_accumulate_grad_steal(in[2], db) : -1;
   }
   bert_tensor_release(x2);

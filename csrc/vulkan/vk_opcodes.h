@@ -32,6 +32,20 @@
 #define MISC_LATER_WIN  8u    /* gather: a later window of the table, other rows left alone */
 #define MISC_ACCUMULATE 16u   /* column sums: add into o (later row windows) */
 
+/* lstm.comp: one pass of a step of vk_lstm.c per mode, and its flags */
+#define LSTM_INIT      0u   /* the state rows from h0, c0; h_n, c_n of empty sequences */
+#define LSTM_GATES     1u   /* a step's gates, cell and r = o * tanh(c) */
+#define LSTM_PROJ      2u   /* a step's projected h: saved, clipped, written out */
+#define LSTM_BINIT     3u   /* backward: the state gradients from those of h_n, c_n */
+#define LSTM_DH        4u   /* backward: a step's dh (masked where the projection was clipped) */
+#define LSTM_GATES_BWD 5u   /* backward: a step's gate gradients and the cell's */
+#define LSTM_BFINAL    6u   /* backward: the gradients of h0, c0 */
+#define LSTM_REVERSE   1u
+#define LSTM_PROJECTED 2u
+#define LSTM_HAS_H0    4u
+#define LSTM_HAS_C0    8u
+#define LSTM_HAS_BIAS  16u
+
 /* reduce.comp: the first four are bert_redop's order (sum, mean, max, min) */
 #define RED_SUM         0u
 #define RED_MEAN        1u
@@ -45,5 +59,12 @@
 ** lavapipe stops a loop after 65,535, and long loops are slow on GPUs too.
 ** Work beyond it is split into more dispatches or passes by the host. */
 #define VK_MAX_LOOP 32768u
+
+/* attention_bwd.comp's mode: dQ (and D) per query row, or dK and dV per key
+** row over the query window mode >> ATTN_BWD_WINDOW (VK_MAX_LOOP queries
+** each), windows after the first added to the ones before */
+#define ATTN_BWD_Q      1u
+#define ATTN_BWD_KV     2u
+#define ATTN_BWD_WINDOW 2u
 
 #endif

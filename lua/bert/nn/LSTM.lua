@@ -4,8 +4,9 @@
 -- "_reverse" for the backward direction) so that a PyTorch state dict
 -- loads as it is.  Padded batches take per-sequence lengths: each
 -- direction runs over a sequence's real steps only (as packed sequences
--- do), padded outputs are 0.  cell_clip clamps the cell state as ELMo's
--- LstmCellWithProjection does.
+-- do), padded outputs are 0.  cell_clip clamps the cell state and
+-- proj_clip the projected hidden state as ELMo's LstmCellWithProjection
+-- does.
 local bert = require("bert.core")
 local class = require("bert.nn.class")
 local Module = require("bert.nn.Module")
@@ -19,7 +20,7 @@ local function positive_int(name, v, zero_ok)
 end
 
 --- LSTM{input_size, hidden_size[, num_layers = 1][, bias = true][, bidirectional = false]
---      [, proj_size = 0][, batch_first = true][, cell_clip]}
+--      [, proj_size = 0][, batch_first = true][, cell_clip][, proj_clip]}
 -- Weights and biases uniform in [-1/sqrt(hidden_size), 1/sqrt(hidden_size)] as PyTorch.
 function LSTM:__init(opts)
   Module.__init(self)
@@ -35,7 +36,10 @@ function LSTM:__init(opts)
     .. " and " .. H)
   assert(opts.cell_clip == nil or (type(opts.cell_clip) == "number" and opts.cell_clip > 0),
     "LSTM: cell_clip must be a positive number, got " .. tostring(opts.cell_clip))
-  self.input_size, self.hidden_size, self.cell_clip = I, H, opts.cell_clip
+  assert(opts.proj_clip == nil or (type(opts.proj_clip) == "number" and opts.proj_clip > 0 and self.proj_size > 0),
+    "LSTM: proj_clip must be a positive number with proj_size > 0, got " .. tostring(opts.proj_clip)
+    .. " and proj_size " .. self.proj_size)
+  self.input_size, self.hidden_size, self.cell_clip, self.proj_clip = I, H, opts.cell_clip, opts.proj_clip
   self.bidirectional, self.bias = opts.bidirectional == true, opts.bias ~= false
   self.batch_first = opts.batch_first ~= false
   local O, D = self.proj_size > 0 and self.proj_size or H, self.bidirectional and 2 or 1
@@ -74,7 +78,8 @@ function LSTM:forward(x, lengths, h0, c0)
       local p = function(name) return self.p[name .. "_l" .. l .. sfx] end
       local b = self.bias and p("bias_ih") + p("bias_hh") or nil
       local y, h, c = bert.F.lstm(x, h0 and h0:select(1, k), c0 and c0:select(1, k), p("weight_ih"),
-        p("weight_hh"), b, {w_hr = p("weight_hr"), lengths = lengths, reverse = d == 2, clip = self.cell_clip})
+        p("weight_hh"), b, {w_hr = p("weight_hr"), lengths = lengths, reverse = d == 2, clip = self.cell_clip,
+        proj_clip = self.proj_clip})
       outs[d], hs[k], cs[k] = y, h, c
     end
     x = D == 2 and bert.cat(outs, 3) or outs[1]
