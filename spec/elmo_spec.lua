@@ -262,7 +262,7 @@ describe("elmo: fine-tuning through the scalar mix", function()
 end)
 
 describe("experiments/pretrain.lua --objective elmo", function()
-  it("runs, evaluates held-out and resumes after kill -9 with the same losses #slow", function()
+  it("runs, evaluates held-out and resumes after kill -9 with the same losses", function()
     local losses = require("spec.support.losses")
     local corpus = require("spec.support.tiny_corpus").write(tmpdir() .. ".txt", 40, 7)
     local config = tmpdir() .. ".json"
