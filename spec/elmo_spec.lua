@@ -17,6 +17,7 @@ local function tiny(arch, changes)
   for k, v in pairs(TINY) do spec[k] = v end
   for k, v in pairs(changes or {}) do spec[k] = v end
   local m = bert.model(arch or "ElmoLMHeadModel", spec)
+  bert.manual_seed(7)
   bert.no_grad(function() m.flat_params:normal_(0, 0.5) end)   -- larger than the init: gradients worth checking
   return m
 end
@@ -104,18 +105,28 @@ describe("elmo: the biLM", function()
       local gt = g:totable()
       for i = 1, #gt do order[i] = i end
       table.sort(order, function(a, b) return math.abs(gt[a]) > math.abs(gt[b]) end)
-      for k = 1, 3 do
-        local i = order[k]
+      local function central(i, h)
         local v = p:get(i)
-        bert.no_grad(function() p:set(v + eps, i) end)
+        bert.no_grad(function() p:set(v + h, i) end)
         local up = loss()
-        bert.no_grad(function() p:set(v - eps, i) end)
+        bert.no_grad(function() p:set(v - h, i) end)
         local down = loss()
         bert.no_grad(function() p:set(v, i) end)
-        local fd = (up - down) / (2 * eps)
-        assert.is_true(math.abs(fd - gt[i]) < 3e-3 + 3e-2 * math.abs(gt[i]),
-          string.format("%s[%d]: analytic %g, finite difference %g", name, i, gt[i], fd))
+        return (up - down) / (2 * h)
       end
+      local checked = 0
+      for k = 1, #order do
+        local i = order[k]
+        local fd = central(i, eps)
+        -- a max-pool or relu kink within eps is no gradient: two step sizes disagree there
+        if math.abs(fd - central(i, eps / 2)) < 1e-3 + 1e-2 * math.abs(fd) then
+          assert.is_true(math.abs(fd - gt[i]) < 3e-3 + 3e-2 * math.abs(gt[i]),
+            string.format("%s[%d]: analytic %g, finite difference %g", name, i, gt[i], fd))
+          checked = checked + 1
+        end
+        if checked == 3 or k == 8 then break end
+      end
+      assert.is_true(checked >= 2, name .. ": too few smooth elements")
     end
   end)
 

@@ -35,8 +35,8 @@
 --   qa_outputs (the fine-tuning classes)
 -- Gates are in PyTorch's (and AllenNLP's) order i, f, g, o.
 --
--- Sizes: small (a tiny budget: 256 filters, 1 highway, 128 projection,
--- 512 cells) and original (Peters et al.: 2048 filters of widths 1-7, 2
+-- Sizes: tiny (for tests: 64 filters, 64 projection, 256 cells), small (a
+-- tiny budget: 256 filters, 1 highway, 128 projection, 512 cells) and original (Peters et al.: 2048 filters of widths 1-7, 2
 -- highways, 512 projection, 4096 cells, clips 3; 93.6M parameters without
 -- the softmax, which depends on the vocabulary).
 local bert = require("bert.core")
@@ -57,6 +57,8 @@ F.BOS_CHAR, F.EOS_CHAR, F.BOW_CHAR, F.EOW_CHAR, F.PAD_CHAR = 257, 258, 259, 260,
 F.N_CHARACTERS = 262
 
 F.sizes = {
+  tiny = {projection_dim = 64, cell_size = 256, num_hidden_layers = 2, char_embedding_dim = 8,
+          filters = {{1, 16}, {2, 16}, {3, 32}}, n_highway = 1, max_characters_per_token = 16},
   small = {projection_dim = 128, cell_size = 512, num_hidden_layers = 2, char_embedding_dim = 16,
            filters = {{1, 32}, {2, 32}, {3, 64}, {4, 128}}, n_highway = 1, max_characters_per_token = 20},
   original = {projection_dim = 512, cell_size = 4096, num_hidden_layers = 2, char_embedding_dim = 16,
