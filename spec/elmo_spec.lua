@@ -171,6 +171,18 @@ describe("elmo: the biLM", function()
     assert.equal(93600864 + 100 * 513, lm:num_parameters())
   end)
 
+  it("refuses a config it cannot build, naming the key and the value", function()
+    assert.error_matches(function() tiny(nil, {is_decoder = true}) end, "an elmo model is two LMs")
+    assert.error_matches(function() tiny(nil, {filters = {{7, 2}}}) end,
+      "filters[1] must be [width in 1..6, count in 1..65536], got [7, 2]", 1, true)
+    assert.error_matches(function() tiny(nil, {max_characters_per_token = 1e6}) end,
+      "'max_characters_per_token' must be an integer in [3, 1024] (begin, a byte, end), got 1000000", 1, true)
+    assert.error_matches(function() tiny(nil, {projection_dim = 8}) end,
+      "'projection_dim' 8 must be smaller than 'cell_size' 8", 1, true)
+    assert.error_matches(function() tiny(nil, {token_encoder = "bytes"}) end,
+      "'token_encoder' must be \"characters\" or \"words\", got bytes", 1, true)
+  end)
+
   it("ties the softmax to word embeddings with token_encoder = words", function()
     local m = tiny(nil, {token_encoder = "words"})
     assert.is_nil(m:state_dict()["softmax.weight"])

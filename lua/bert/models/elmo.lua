@@ -83,7 +83,7 @@ function F.arch(c, where)
   for i, f in ipairs(type(c.filters) == "table" and c.filters or {}) do
     a.filters[i] = {math.tointeger(f[1]) or f[1], math.tointeger(f[2]) or f[2]}
   end
-  a.hidden_size = 2 * (c.projection_dim or 0)
+  a.hidden_size = c.projection_dim and 2 * c.projection_dim
   a.intermediate_size, a.num_attention_heads = c.cell_size, 1
   a.hidden_act, a.layer_norm_eps, a.attention_probs_dropout_prob = "relu", 1e-12, 0
   -- config.hidden_size (what default learning rates are sized by) reads the LSTM width
@@ -94,6 +94,10 @@ end
 
 function F.validate(c, a, where)
   local function fail(fmt, ...) error(string.format("%s: " .. fmt, where, ...), 0) end
+  if a.is_decoder then   -- what --objective clm asks of a family's causal_lm class
+    fail("an elmo model is two LMs, one per direction, not one left-to-right decoder: is_decoder cannot be set " ..
+      "(pretrain it with --objective elmo)")
+  end
   if a.token_encoder ~= "characters" and a.token_encoder ~= "words" then
     fail("'token_encoder' must be \"characters\" or \"words\", got %s", tostring(a.token_encoder))
   end
@@ -109,19 +113,24 @@ function F.validate(c, a, where)
     end
   end
   if a.token_encoder == "words" then return end
+  -- bounds far above the paper's (50 characters, 2 highways, 1024 filters of a width) stop a
+  -- typo before the window tables are built
   local W = a.max_characters_per_token
-  if math.type(W) ~= "integer" or W < 3 then
-    fail("'max_characters_per_token' must be an integer >= 3 (begin, a byte, end), got %s", tostring(W))
+  if math.type(W) ~= "integer" or W < 3 or W > 1024 then
+    fail("'max_characters_per_token' must be an integer in [3, 1024] (begin, a byte, end), got %s", tostring(W))
   end
   for _, k in ipairs({"char_embedding_dim", "n_highway"}) do
-    if math.type(a[k]) ~= "integer" or a[k] < (k == "n_highway" and 0 or 1) then
-      fail("'%s' must be a %s integer, got %s", k, k == "n_highway" and "non-negative" or "positive", tostring(a[k]))
+    local lo, hi = k == "n_highway" and 0 or 1, k == "n_highway" and 64 or 65536
+    if math.type(a[k]) ~= "integer" or a[k] < lo or a[k] > hi then
+      fail("'%s' must be an integer in [%d, %d], got %s", k, lo, hi, tostring(a[k]))
     end
   end
   if #a.filters == 0 then fail("'filters' must be a list of [width, count] pairs, got %s", tostring(c.filters)) end
   for i, f in ipairs(a.filters) do
-    if math.type(f[1]) ~= "integer" or math.type(f[2]) ~= "integer" or f[1] < 1 or f[1] > W or f[2] < 1 then
-      fail("filters[%d] must be [width in 1..%d, count >= 1], got [%s, %s]", i, W, tostring(f[1]), tostring(f[2]))
+    if math.type(f[1]) ~= "integer" or math.type(f[2]) ~= "integer" or f[1] < 1 or f[1] > W or f[2] < 1
+        or f[2] > 65536 then
+      fail("filters[%d] must be [width in 1..%d, count in 1..65536], got [%s, %s]", i, W, tostring(f[1]),
+        tostring(f[2]))
     end
   end
 end
