@@ -285,7 +285,7 @@ describe("elmo: fine-tuning through the scalar mix", function()
 end)
 
 describe("experiments/pretrain.lua --objective elmo", function()
-  it("runs, evaluates held-out and resumes after kill -9 with the same losses", function()
+  it("runs, evaluates held-out, resumes after kill -9 with the same losses, scores and fine-tunes frozen", function()
     local losses = require("spec.support.losses")
     local corpus = require("spec.support.tiny_corpus").write(tmpdir() .. ".txt", 40, 7)
     local config = tmpdir() .. ".json"
@@ -330,6 +330,26 @@ describe("experiments/pretrain.lua --objective elmo", function()
     assert.is_true(r.bits_per_byte > 0 and r.forward_bits_per_byte > 0 and r.backward_bits_per_byte > 0)
     local clf = require("bert.finetune").load_model(straight, {kind = "classification", labels = {"a", "b"}})
     assert.equal("ElmoForSequenceClassification", clf.class_name)
+    -- fine-tuning trains the mix and the classifier only: the biLM's weights come out as they went in
+    local task = tmpdir() .. ".jsonl"
+    local tf = assert(io.open(task, "w"))
+    for i = 1, 40 do tf:write(cjson.encode({text = i % 2 == 0 and "the cat sat" or "a dog ran", label = i % 2}), "\n") end
+    tf:close()
+    local ft = tmpdir()
+    require("bert.finetune.experiment").run("classification", {task = task, model = straight, steps = 3,
+      batch_size = 4, weight_decay = 0.1, output = ft, quiet = true, no_plot = true, threads = 1})
+    local before = bert.load_safetensors(straight .. "/checkpoint/model.safetensors")
+    local after = bert.load_safetensors(ft .. "/best/model.safetensors")
+    local n = 0
+    for name, t in pairs(before) do
+      if name:find("^elmo%.") then
+        assert.equal(0, maxdiff(t, after[name]), name)
+        n = n + 1
+      end
+    end
+    assert.is_true(n > 10)
+    assert.truthy(after["scalar_mix.scalar_parameters"])
+    os.execute(string.format("rm -rf '%s' '%s'", task, ft))
     os.execute(string.format("rm -rf '%s' '%s' '%s' '%s'", straight, killed, corpus, config))
   end)
 end)
