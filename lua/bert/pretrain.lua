@@ -60,7 +60,8 @@ function M.parser()
   end)
   parser:option("--objective", "mlm-nsp (BERT), mlm-sop (ALBERT), mlm (RoBERTa, full sentences), electra " ..
     "(replaced-token detection: ELECTRA, DeBERTa-v3), clm (GPT's left-to-right LM), bilm (ELMo's two " ..
-    "one-directional LMs) or distill (DistilBERT, with --teacher); " ..
+    "one-directional LMs, Transformer stacks), elmo (ELMo itself: --model elmo-small, character CNN and LSTMs) " ..
+    "or distill (DistilBERT, with --teacher); " ..
     "the old names nsp, sop, none still work", "mlm-nsp"):convert(M.objective)
   for _, objective in ipairs(objectives.each_module()) do
     if objective.add_options then objective.add_options(parser) end

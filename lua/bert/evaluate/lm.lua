@@ -21,8 +21,9 @@
 --           costs one row per scored token.
 --   causal  (BertLMHeadModel / RobertaForCausalLM, is_decoder: an --objective
 --           clm run): sum over the tokens of log P(token_t | [CLS] token_<t).
---   bilm    (BiLMLMHeadModel: --objective bilm): the left-to-right LL plus the
---           right-to-left LL (log P(token_t | token_>t [SEP])), the sum.
+--   bilm    (BiLMLMHeadModel: --objective bilm; ElmoLMHeadModel: --objective
+--           elmo): the left-to-right LL plus the right-to-left LL
+--           (log P(token_t | token_>t [SEP])), the sum.
 -- The tokens are the sentence's own: the template's specials ([CLS] ... [SEP],
 -- <s> ... </s>) are context, never scored, so every kind is charged for the
 -- same tokens and none for where the sentence ends.  An [UNK] is scored as
@@ -79,7 +80,7 @@ local HEAD_KIND = {masked_lm = "masked", pretraining = "masked", emd_pretraining
 function M.kind_of_architecture(name)
   local family, head = registry.architecture(tostring(name))
   if not family then return nil, string.format("'%s' is not an architecture this library knows", tostring(name)) end
-  if head == "causal_lm" and family.model_type == "bilm" then return "bilm" end
+  if head == "causal_lm" and (family.model_type == "bilm" or family.model_type == "elmo") then return "bilm" end
   local kind = HEAD_KIND[head]
   if kind then return kind end
   if head == "replaced_token_detection" then
@@ -281,7 +282,11 @@ local function run_batch(st, rows, scores, parts)
   local T, ids, mask, labels, blabels = grids(st, rows)
   local model = st.model
   local n
-  if st.kind == "bilm" then
+  if st.kind == "bilm" and model.directions then   -- ELMo: both LMs in original order
+    local lf, pf, tf, lb, pb, tb = model:directions({input_ids = ids, attention_mask = mask}, labels, blabels)
+    n = accumulate(st, rows, T, lf, tf, pf, scores, parts and parts.forward)
+      + accumulate(st, rows, T, lb, tb, pb, scores, parts and parts.backward)
+  elseif st.kind == "bilm" then
     local bilm = require("bert.models.bilm")
     local base = model.base:forward{input_ids = ids, attention_mask = mask}
     local ft = heads.next_token_targets(labels)
@@ -362,8 +367,8 @@ function M.scorer(model, tok, opts)
       error("lm.scorer: the tokenizer has no " .. (opts.mask_token or "[MASK] or <mask>") .. " token", 2)
     end
   end
-  if kind == "bilm" and not (model.base and model.base.roles and model.mlm) then
-    error("lm.scorer: kind bilm needs a BiLMLMHeadModel, got " .. tostring(model.class_name), 2)
+  if kind == "bilm" and not (model.directions or (model.base and model.base.roles and model.mlm)) then
+    error("lm.scorer: kind bilm needs a BiLMLMHeadModel or ElmoLMHeadModel, got " .. tostring(model.class_name), 2)
   end
 
   return function(sentences)

@@ -422,7 +422,9 @@ local function make_trainer(run)
     if step < w then return lr * (step + 1) / w end
     return lr * math.max(0, (total - step) / math.max(1, total - w))
   end
-  local opt = bert.optim.AdamW(model:named_parameters(), {lr = lr, weight_decay = args.weight_decay})
+  -- a frozen encoder (ELMo's biLM under its scalar mix) is neither updated nor decayed
+  local params = model.trainable_parameters and model:trainable_parameters() or model:named_parameters()
+  local opt = bert.optim.AdamW(params, {lr = lr, weight_decay = args.weight_decay})
   run.epoch_evals = {}
   local trainer
   trainer = train.Trainer{

@@ -142,7 +142,10 @@ function M.load_model(spec, opts)
       overrides.vocab_size = opts.tokenizer:vocab_size()
       overrides.pad_token_id = opts.tokenizer:token_to_id("[PAD]") or opts.tokenizer:token_to_id("<pad>")
     end
-    return bert.model(arch, resolved.size, overrides), {from_scratch = true, source = spec}
+    local model = bert.model(arch, resolved.size, overrides)
+    -- ELMo's character encoder reads the vocabulary's tokens
+    if opts.tokenizer and model.base and model.base.set_vocabulary then model.base:set_vocabulary(opts.tokenizer) end
+    return model, {from_scratch = true, source = spec}
   end
   local dir = M.model_dir(spec)
   if not dir then

@@ -214,6 +214,7 @@ M.register(require("bert.models.electra"))
 M.register(require("bert.models.distilbert"))
 M.register(require("bert.models.deberta_v2"))
 M.register(require("bert.models.bilm"))   -- ELMo-style two causal stacks (objective bilm); not an HF model_type
+M.register(require("bert.models.elmo"))   -- ELMo itself: character CNN and biLSTM (objective elmo); not an HF model_type
 -- }============================================================
 
 return M

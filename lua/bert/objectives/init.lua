@@ -45,6 +45,7 @@ M.names.clm = "clm"
 M.names.bilm = "bilm"
 M.names.electra = "electra"
 M.names.distill = "distill"
+M.names.elmo = "elmo"
 
 -- internal name -> module
 M.modules = {nsp = "bert.objectives.mlm", sop = "bert.objectives.mlm", none = "bert.objectives.mlm"}
@@ -52,6 +53,7 @@ M.modules.clm = "bert.objectives.clm"
 M.modules.bilm = "bert.objectives.bilm"
 M.modules.electra = "bert.objectives.electra"
 M.modules.distill = "bert.objectives.distill"
+M.modules.elmo = "bert.objectives.elmo"
 
 -- objectives issue 13 asks for that are not written yet: refused by name
 -- rather than run as something else (none left)
@@ -64,6 +66,7 @@ M.order[#M.order + 1] = "clm"
 M.order[#M.order + 1] = "bilm"
 M.order[#M.order + 1] = "electra"
 M.order[#M.order + 1] = "distill"
+M.order[#M.order + 1] = "elmo"
 
 --- The internal name of an --objective value, or nil and a message naming
 -- the option and the valid values.
