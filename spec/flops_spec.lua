@@ -34,3 +34,19 @@ describe("bert.models.flops", function()
     assert.truthy(err:find("args.json: not found", 1, true))
   end)
 end)
+
+describe("bert.models.flops for ELMo", function()
+  it("counts the character CNN, highways, projection, both directions' LSTMs and softmax by hand", function()
+    local model = bert.model("ElmoModel", "tiny")
+    local a = model.arch
+    -- tiny: filters {1,16},{2,16},{3,32} over 16 characters of width 8; one highway over 64; projection 64;
+    -- 2 layers of 256 cells per direction
+    assert.same({64, 256, 2, 16, 8}, {a.projection_dim, a.cell_size, a.num_hidden_layers,
+      a.max_characters_per_token, a.char_embedding_dim})
+    local conv = 2 * (16 * 1 * 8 * 16 + 15 * 2 * 8 * 16 + 14 * 3 * 8 * 32)
+    local encoder = conv + 2 * 64 * 128 + 2 * 64 * 64
+    local lstm = 2 * 2 * (2 * 1024 * 64 + 2 * 1024 * 64 + 2 * 256 * 64)
+    local per_token = encoder + lstm + 2 * 2 * 64 * a.vocab_size
+    assert.equals(3 * 5 * per_token, flops.forward(model, 3, 5))
+  end)
+end)

@@ -92,6 +92,29 @@ function F.arch(c, where)
   return a
 end
 
+--- Forward FLOPs of B x T tokens for bert.models.flops (2 per multiply-add,
+-- GEMMs only): the character CNN, highways and projection on every token
+-- (the model encodes each distinct id of a batch once, so this is an upper
+-- bound), each direction's LSTM layers (input, recurrent and projection
+-- GEMMs) and the softmax over the vocabulary at every position, once per
+-- direction.
+function F.flops(model, B, T)
+  local a = model.arch
+  local P, C, L = a.projection_dim, a.cell_size, a.num_hidden_layers
+  local encoder = 0
+  if a.token_encoder ~= "words" then
+    local W, D, nf = a.max_characters_per_token, a.char_embedding_dim, 0
+    for _, f in ipairs(a.filters) do
+      encoder = encoder + 2 * (W - f[1] + 1) * f[1] * D * f[2]
+      nf = nf + f[2]
+    end
+    encoder = encoder + a.n_highway * 2 * nf * 2 * nf + 2 * nf * P
+  end
+  local lstm = 2 * L * (2 * 4 * C * P + 2 * 4 * C * P + 2 * C * P)
+  local softmax = 2 * 2 * P * a.vocab_size
+  return B * T * (encoder + lstm + softmax)
+end
+
 function F.validate(c, a, where)
   local function fail(fmt, ...) error(string.format("%s: " .. fmt, where, ...), 0) end
   if a.is_decoder then   -- what --objective clm asks of a family's causal_lm class

@@ -15,6 +15,8 @@ local M = {}
 
 function M.forward(model, B, T, opts)
   opts = opts or {}
+  -- a family that is not a Transformer encoder counts its own (ELMo's LSTMs)
+  if model.family and model.family.flops then return model.family.flops(model, B, T, opts) end
   local c = model.arch or model.config   -- the config in BERT's key names
   local V, H, L, I = c.vocab_size, c.hidden_size, c.num_hidden_layers, c.intermediate_size
   local E = c.embedding_size or H

@@ -43,8 +43,9 @@ function M.check(args)
   local causal = M.causal_unsupported(args)
   if causal then return causal end
   local family = family_of(args)
-  if family == "bilm" then
-    return string.format("--model %s with --objective clm: a bilm model is two LMs; use --objective bilm", args.model)
+  if family == "bilm" or family == "elmo" then
+    return string.format("--model %s with --objective clm: %s is two LMs; use --objective %s", args.model,
+      family == "elmo" and "an elmo model" or "a bilm model", family)
   end
   if family then
     local ok, why = pcall(bert.models.architecture_for, family, "causal_lm")
