@@ -20,6 +20,10 @@
 --   bilm  ELMo-style: a left-to-right and a right-to-left causal stack (two
 --         stacks of half BERT-mini's depth, so the pair has its parameters)
 --         sharing embeddings and softmax, representation [forward ; backward]
+--   elmo  ELMo itself (Peters et al. 2018): elmo-small's character CNN and
+--         two independent left-to-right / right-to-left 2-layer LSTM LMs
+--         (512 cells, 128 projection) sharing the softmax; fine-tuned frozen,
+--         each task reading a learned scalar mix of its layers, as ELMo was used
 --   electra  replaced-token detection, electra-mini's discriminator (BERT-mini's
 --         shapes) and a generator a quarter as wide, lambda 50, at
 --         ELECTRA-Small's peak rate 5e-4 (Clark et al. 2020, table 6; their
@@ -49,7 +53,10 @@ return {
   axes = {
     {name = "objective", values = {"mlm", "clm", "bilm",
       -- mlm_accuracy in ELECTRA's row is its generator's
-      {label = "electra", objective = "electra", model = "electra-mini", lr = 5e-4}}},
+      {label = "electra", objective = "electra", model = "electra-mini", lr = 5e-4},
+      -- ELMo as it was: character CNN, two independent 2-layer LSTM LMs with projection,
+      -- fine-tuned frozen through a scalar mix
+      {label = "elmo", objective = "elmo", model = "elmo-small"}}},
   },
   fixed = {model = "mini", corpus = "english", tokenizer = "wordpiece", vocab_size = 8000,
            batch_size = 32, seq_len = 128, masking = "dynamic", log_every = 50, snapshots = "0.0625,0.25"},
