@@ -46,8 +46,12 @@ if not resolved or not resolved.size then
   os.exit(2)
 end
 local family = bert.models.family(resolved.family)
+-- the family's pretraining class, else its MLM, else its language model (ELMo: both directions
+-- predict every token)
+local causal = false
 local ok_arch, arch = pcall(bert.models.architecture_for, family, "pretraining")
-if not ok_arch then arch = bert.models.architecture_for(family, "masked_lm") end
+if not ok_arch then ok_arch, arch = pcall(bert.models.architecture_for, family, "masked_lm") end
+if not ok_arch then arch, causal = bert.models.architecture_for(family, "causal_lm"), true end
 local model = bert.model(arch, resolved.size)
 local c = model.arch or model.config   -- the config in BERT's key names
 local B, T, V = opts.batch, opts.seq, c.vocab_size
@@ -55,7 +59,7 @@ local pair_head = model.config.model_type == "bert" or model.config.model_type =
 local ids = bert.randint(0, V, {B, T}, {seed = 1})
 local tt = bert.zeros({B, T}, "int32")
 local mask = bert.ones({B, T}, "int32")
-local sel = bert.rand({B, T}, {seed = 2}):lt(0.15)
+local sel = bert.rand({B, T}, {seed = 2}):lt(causal and 2 or 0.15)   -- a language model: every token
 local labels = bert.where(sel, ids, -100):int()
 local nsp = bert.randint(0, 2, {B}, {seed = 3})
 local masked = sel:sum():item()
