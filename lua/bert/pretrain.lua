@@ -668,8 +668,9 @@ local function train(run)
   end
 
   if dist.is_main() then
-    io.stderr:write(string.format("pretrain: %s (%s, %d parameters), objective %s, %s masking, %d training sequences%s\n",
-      run.arch or "model", args.model, run.model:num_parameters(), objective_shown(args.objective), args.masking, run.train_meta.instances,
+    io.stderr:write(string.format("pretrain: %s (%s, %d parameters), objective %s, %s, %d training sequences%s\n",
+      run.arch or "model", args.model, run.model:num_parameters(), objective_shown(args.objective),
+      run.objective.masks == false and "every token a target" or args.masking .. " masking", run.train_meta.instances,
       dist.size() > 1 and string.format(", %d ranks x %d sequences", dist.size(), run.shard_rows) or ""))
   end
   run.summary = trainer:run()
