@@ -200,6 +200,19 @@ describe("model:quantize(\"int8\")", function()
     assert.truthy(err:find("linear_int8: a model quantised to int8 runs inference only", 1, true), err)
   end)
 
+  it("refuses a model on a device: int8 runs on the CPU", function()
+    if not bert.backend_info().vulkan.available then
+      pending("no Vulkan device")
+      return
+    end
+    local model = bert.model("BertModel", "tiny", {vocab_size = 100})
+    model:to("vulkan")
+    assert.has_error(function() model:quantize("int8") end,
+      "quantize: the model is on vulkan; int8 runs on the CPU")
+    assert.has_error(function() F.linear_int8(bert.randn({2, 8}):to("vulkan"), F.quantize_int8(bert.randn({4, 8}))) end,
+      "linear_int8: runs on the CPU only, got input on vulkan")
+  end)
+
   it("refuses an unknown kind", function()
     local model = bert.model("BertModel", "tiny", {vocab_size = 100})
     assert.has_error(function() model:quantize("int4") end,
@@ -226,6 +239,17 @@ describe("model:quantize(\"int8\")", function()
     assert.equal("int8", fill.model.quantized)
     local r = fill("the food was [MASK] .", {top_k = 2})
     assert.equal(2, #r)
+    -- and experiments/predict.lua --int8
+    local p = io.popen("lua5.4 experiments/predict.lua --model '" .. dir .. "' --text 'the food was [MASK] .' " ..
+      "--top 2 --json --int8 2>&1; echo rc=$?")
+    local out = p:read("a")
+    p:close()
+    assert.truthy(out:find("rc=0", 1, true), out)
+    assert.equal(2, #require("cjson").decode(out:match("^(%b{})")).masks[1], out)
+    p = io.popen("lua5.4 experiments/predict.lua --model '" .. dir .. "' --text x --int8 --device vulkan 2>&1; echo rc=$?")
+    out = p:read("a")
+    p:close()
+    assert.truthy(out:find("predict.lua: --int8 runs on the CPU: drop --device vulkan\nrc=1", 1, true), out)
     os.execute("rm -rf '" .. dir .. "'")
   end)
 end)

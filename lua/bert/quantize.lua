@@ -56,7 +56,7 @@ function M.quantize(model, kind)
   for _, t in ipairs(held_tensors(model)) do
     if t:dim() == 2 and t:dtype() == "float32" then
       if kind and t:device() ~= "cpu" then
-        error("quantize: int8 runs on the CPU; the model is on " .. t:device() .. " (quantize before :to())", 3)
+        error("quantize: the model is on " .. t:device() .. "; int8 runs on the CPU", 3)
       end
       weights[#weights + 1] = t
     end
