@@ -29,6 +29,7 @@
 ** 8 (AVX2) columns' partial sums with no horizontal reduction.  K is padded
 ** to a multiple of 4 and N to one of 16 with zero weights.
 */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,8 +91,13 @@ bert_qweight *cpu_qweight_new(const bert_tensor *w_in) {
   for (int64_t n = 0; n < N; n++) {
     const float *row = W + n * K;
     float amax = 0;
-    for (int64_t k = 0; k < K; k++) amax = fmaxf(amax, fabsf(row[k]));
-    if (!isfinite(amax)) {
+    int finite = 1;
+    for (int64_t k = 0; k < K; k++) {
+      float a = fabsf(row[k]);
+      amax = a > amax ? a : amax;
+      finite &= a <= FLT_MAX;   /* false for an infinity and for a NaN */
+    }
+    if (!finite) {
       free(codes); free(scale); free(sums); free(q);
       bert_tensor_release(w);
       bert_set_error("quantize_int8: weight row %lld has a non-finite value", (long long)n + 1);
@@ -311,19 +317,23 @@ typedef struct {
 
 static void quantize_rows(void *ctx, int64_t lo_row, int64_t hi_row) {
   const quantize_job *j = ctx;
+  const int64_t K = j->K, kp = j->kp;   /* locals: the byte stores below may alias j */
   for (int64_t m = lo_row; m < hi_row; m++) {
-    const float *x = j->X + m * j->K;
-    uint8_t *c = j->codes + m * j->kp;
+    const float *x = j->X + m * K;
+    uint8_t *c = j->codes + m * kp;
+    /* comparisons, not fminf / fmaxf (library calls); a NaN, which they
+    ** skip, fails the finiteness test */
     float lo = 0, hi = 0;
     int finite = 1;
-    for (int64_t k = 0; k < j->K; k++) {
-      lo = fminf(lo, x[k]);
-      hi = fmaxf(hi, x[k]);
-      finite &= isfinite(x[k]) != 0;
+    #pragma omp simd reduction(min:lo) reduction(max:hi) reduction(&:finite)
+    for (int64_t k = 0; k < K; k++) {
+      lo = x[k] < lo ? x[k] : lo;
+      hi = x[k] > hi ? x[k] : hi;
+      finite &= fabsf(x[k]) <= FLT_MAX;
     }
     float range = hi - lo;
     if (!finite || range == 0) {
-      memset(c, 0, (size_t)j->kp);
+      memset(c, 0, (size_t)kp);
       j->scale[m] = finite ? 0.0f : NAN;
       j->zero[m] = 0;
       continue;
@@ -331,11 +341,12 @@ static void quantize_rows(void *ctx, int64_t lo_row, int64_t hi_row) {
     float inv = 127.0f / range;
     int32_t z = (int32_t)nearbyintf(-lo * inv);
     z = z > 127 ? 127 : z;
-    for (int64_t k = 0; k < j->K; k++) {
+    #pragma omp simd
+    for (int64_t k = 0; k < K; k++) {
       int32_t v = (int32_t)nearbyintf(x[k] * inv) + z;
       c[k] = (uint8_t)(v < 0 ? 0 : v > 127 ? 127 : v);
     }
-    memset(c + j->K, 0, (size_t)(j->kp - j->K));
+    memset(c + K, 0, (size_t)(kp - K));
     j->scale[m] = range / 127.0f;
     j->zero[m] = z;
   }
@@ -352,19 +363,22 @@ typedef struct {
   dots_fn *dots;
 } qgemm_job;
 
-/* The one path from int32 sums to floats, whichever kernel made them. */
+/* The one path from int32 sums to floats, whichever kernel made them.
+** a - z * sum = sum_k (a_k - z) w_k, |.| <= K * 127 * 127: int32 throughout. */
 static void dequantize_block(const qgemm_job *g, int64_t m0, int rows, int64_t n0, int cols,
                              const int32_t *acc) {
-  const bert_qweight *q = g->q;
+  const int32_t *sums = g->q->sums + n0;
+  const float *sw = g->q->scale + n0;
   for (int r = 0; r < rows; r++) {
     float *y = g->Y + (m0 + r) * g->N + n0;
     const int32_t *a = acc + r * COL_BLOCK;
-    float sx = g->xscale[m0 + r];
-    int64_t z = g->xzero[m0 + r];
-    for (int c = 0; c < cols; c++) {
-      int64_t n = n0 + c;
-      float v = (float)((int64_t)a[c] - z * q->sums[n]) * (sx * q->scale[n]);
-      y[c] = g->bias ? v + g->bias[n] : v;
+    const float sx = g->xscale[m0 + r];
+    const int32_t z = g->xzero[m0 + r];
+    if (g->bias) {
+      const float *b = g->bias + n0;
+      for (int c = 0; c < cols; c++) y[c] = (float)(a[c] - z * sums[c]) * (sx * sw[c]) + b[c];
+    } else {
+      for (int c = 0; c < cols; c++) y[c] = (float)(a[c] - z * sums[c]) * (sx * sw[c]);
     }
   }
 }
