@@ -82,7 +82,7 @@ void cpu_qweight_free(bert_qweight *q);
 bert_tensor *cpu_qweight_dequantize(const bert_qweight *q);
 /* checks its arguments (errors name linear_int8); its node refuses backward */
 bert_tensor *cpu_linear_int8(bert_tensor *x, const bert_qweight *q, bert_tensor *b);
-/* the integer kernel in use ("avx512vnni", "avx2", "scalar"), forcing one
+/* the integer kernel in use ("avx512vnni", "avxvnni", "avx2", "scalar"), forcing one
 ** ("auto": the best the CPU has), and the ones this CPU has, best first */
 const char *cpu_int8_kernel(void);
 int cpu_int8_set_kernel(const char *name);

@@ -8,7 +8,8 @@
 ** / 127 over [min(0, min x), max(0, max x)].  Why 7 bits: AVX2's vpmaddubsw
 ** adds two u8 x s8 products into a saturating int16, and 2 * 127 * 127 =
 ** 32258 fits, so no product ever saturates; the same u8 codes feed VNNI's
-** vpdpbusd (no saturation at all) and the scalar loop.  Every path therefore
+** vpdpbusd (AVX-512 VNNI, or AVX-VNNI's 256-bit form; no saturation at all)
+** and the scalar loop.  Every path therefore
 ** computes the same exact int32 sums, and one shared epilogue turns them
 ** into floats: the SIMD paths are bit-for-bit equal to the scalar one.  A
 ** full 8-bit symmetric activation needs a sign fix-up per product on AVX2
@@ -25,8 +26,8 @@
 **
 ** Layout: W packed in panels of 16 output columns; within a panel, groups
 ** of 4 consecutive k for each column (64 bytes per k-group): one 32-bit
-** broadcast of 4 activation codes times one panel load gives 16 (VNNI) or
-** 8 (AVX2) columns' partial sums with no horizontal reduction.  K is padded
+** broadcast of 4 activation codes times one panel load gives 16 (AVX-512)
+** or 8 (AVX2) columns' partial sums with no horizontal reduction.  K is padded
 ** to a multiple of 4 and N to one of 16 with zero weights.
 */
 #include <float.h>
@@ -41,6 +42,7 @@
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #define QL_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -170,6 +172,7 @@ static void dots_scalar(const uint8_t *A, int64_t kp, int rows, const int8_t *pa
 #ifdef QL_X86
 #define AVX2_TARGET __attribute__((target("avx2")))
 #define VNNI_TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
+#define AVX_VNNI_TARGET __attribute__((target("avx2,avxvnni")))
 #define ALWAYS_INLINE inline __attribute__((always_inline))
 
 static ALWAYS_INLINE int32_t load_group(const uint8_t *p) {
@@ -233,7 +236,40 @@ VNNI_TARGET static void dots_vnni(const uint8_t *A, int64_t kp, int rows, const 
   for (; r < rows; r++) tile_vnni(A + r * kp, kp, 1, panel, acc + r * ldacc, ldacc);
 }
 
+/* R rows x 16 columns, two 8-column halves: AVX-VNNI's 256-bit vpdpbusd
+** (CPUs with AVX2 and VNNI but no AVX-512). */
+AVX_VNNI_TARGET static ALWAYS_INLINE void tile_avx_vnni(const uint8_t *A, int64_t kp, int R, const int8_t *panel,
+                                                         int32_t *acc, int ldacc) {
+  __m256i lo[4], hi[4];
+  for (int r = 0; r < R; r++) lo[r] = hi[r] = _mm256_setzero_si256();
+  for (int64_t g = 0; g < kp / 4; g++) {
+    const __m256i w0 = _mm256_loadu_si256((const __m256i *)(panel + g * 64));
+    const __m256i w1 = _mm256_loadu_si256((const __m256i *)(panel + g * 64 + 32));
+    for (int r = 0; r < R; r++) {
+      const __m256i a = _mm256_set1_epi32(load_group(A + r * kp + 4 * g));
+      lo[r] = _mm256_dpbusd_avx_epi32(lo[r], a, w0);
+      hi[r] = _mm256_dpbusd_avx_epi32(hi[r], a, w1);
+    }
+  }
+  for (int r = 0; r < R; r++) {
+    _mm256_storeu_si256((__m256i *)(acc + r * ldacc), lo[r]);
+    _mm256_storeu_si256((__m256i *)(acc + r * ldacc + 8), hi[r]);
+  }
+}
+
+AVX_VNNI_TARGET static void dots_avx_vnni(const uint8_t *A, int64_t kp, int rows, const int8_t *panel,
+                                          int32_t *acc, int ldacc) {
+  int r = 0;
+  for (; r + 4 <= rows; r += 4) tile_avx_vnni(A + r * kp, kp, 4, panel, acc + r * ldacc, ldacc);
+  for (; r < rows; r++) tile_avx_vnni(A + r * kp, kp, 1, panel, acc + r * ldacc, ldacc);
+}
+
 static int has_avx2(void) { __builtin_cpu_init(); return __builtin_cpu_supports("avx2"); }
+/* CPUID leaf 7, sub-leaf 1, EAX bit 4 (compilers' cpu_supports names it only lately) */
+static int has_avx_vnni(void) {
+  unsigned a, b, c, d;
+  return has_avx2() && __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a >> 4 & 1);
+}
 static int has_vnni(void) {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -247,6 +283,7 @@ static int always(void) { return 1; }
 static const struct { const char *name; dots_fn *dots; int (*available)(void); } kernels[] = {
 #ifdef QL_X86
   {"avx512vnni", dots_vnni, has_vnni},
+  {"avxvnni", dots_avx_vnni, has_avx_vnni},
   {"avx2", dots_avx2, has_avx2},
 #endif
   {"scalar", dots_scalar, always},
@@ -267,7 +304,7 @@ static int best_kernel(void) {
   return i;
 }
 
-/* BERT_INT8_KERNEL=scalar|avx2|avx512vnni forces a kernel the CPU has. */
+/* BERT_INT8_KERNEL=scalar|avx2|avxvnni|avx512vnni forces a kernel the CPU has. */
 static int current_kernel(void) {
   if (kernel < 0) {
     const char *env = getenv("BERT_INT8_KERNEL");

@@ -171,7 +171,7 @@ static int l_int8_of(lua_State *L) {
 }
 
 /* F.int8_kernel([name]) -> the kernel in use, {the kernels this CPU has};
-** name ("scalar", "avx2", "avx512vnni" or "auto") forces one first */
+** name ("scalar", "avx2", "avxvnni", "avx512vnni" or "auto") forces one first */
 static int l_int8_kernel(lua_State *L) {
   if (!lua_isnoneornil(L, 1) && cpu_int8_set_kernel(luaL_checkstring(L, 1)) != 0)
     return lbert_core_error(L, "int8_kernel");
