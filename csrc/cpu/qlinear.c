@@ -181,41 +181,54 @@ static ALWAYS_INLINE int32_t load_group(const uint8_t *p) {
   return v;
 }
 
-/* R rows x 16 columns, two 8-column halves: vpmaddubsw pairs u8 x s8 into
-** int16 (never saturating: codes <= 127), vpmaddwd by 1 widens to int32. */
-AVX2_TARGET static ALWAYS_INLINE void tile_avx2(const uint8_t *A, int64_t kp, int R, const int8_t *panel,
-                                                 int32_t *acc, int ldacc) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256i lo[4], hi[4];
-  for (int r = 0; r < R; r++) lo[r] = hi[r] = _mm256_setzero_si256();
-  for (int64_t g = 0; g < kp / 4; g++) {
-    const __m256i w0 = _mm256_loadu_si256((const __m256i *)(panel + g * 64));
-    const __m256i w1 = _mm256_loadu_si256((const __m256i *)(panel + g * 64 + 32));
-    for (int r = 0; r < R; r++) {
-      const __m256i a = _mm256_set1_epi32(load_group(A + r * kp + 4 * g));
-      lo[r] = _mm256_add_epi32(lo[r], _mm256_madd_epi16(_mm256_maddubs_epi16(a, w0), ones));
-      hi[r] = _mm256_add_epi32(hi[r], _mm256_madd_epi16(_mm256_maddubs_epi16(a, w1), ones));
-    }
+/* The 256-bit kernels: R rows x 16 columns in two 8-column halves, 4 rows
+** at a time.  STEP(acc, a, w) adds, per int32 lane (a column), the products
+** of 4 u8 activation codes (a: broadcast) and that column's 4 s8 weights. */
+#define DEFINE_DOTS_256(TARGET, dots, STEP)                                                      \
+  TARGET static ALWAYS_INLINE void dots##_tile(const uint8_t *A, int64_t kp, int R,              \
+                                               const int8_t *panel, int32_t *acc, int ldacc) {   \
+    __m256i lo[4], hi[4];                                                                        \
+    for (int r = 0; r < R; r++) lo[r] = hi[r] = _mm256_setzero_si256();                          \
+    for (int64_t g = 0; g < kp / 4; g++) {                                                       \
+      const __m256i w0 = _mm256_loadu_si256((const __m256i *)(panel + g * 64));                  \
+      const __m256i w1 = _mm256_loadu_si256((const __m256i *)(panel + g * 64 + 32));             \
+      for (int r = 0; r < R; r++) {                                                              \
+        const __m256i a = _mm256_set1_epi32(load_group(A + r * kp + 4 * g));                     \
+        lo[r] = STEP(lo[r], a, w0);                                                              \
+        hi[r] = STEP(hi[r], a, w1);                                                              \
+      }                                                                                          \
+    }                                                                                            \
+    for (int r = 0; r < R; r++) {                                                                \
+      _mm256_storeu_si256((__m256i *)(acc + r * ldacc), lo[r]);                                  \
+      _mm256_storeu_si256((__m256i *)(acc + r * ldacc + 8), hi[r]);                              \
+    }                                                                                            \
+  }                                                                                              \
+  TARGET static void dots(const uint8_t *A, int64_t kp, int rows, const int8_t *panel,           \
+                          int32_t *acc, int ldacc) {                                             \
+    int r = 0;                                                                                   \
+    for (; r + 4 <= rows; r += 4) dots##_tile(A + r * kp, kp, 4, panel, acc + r * ldacc, ldacc); \
+    switch (rows - r) {   /* constant R: the tile's loops unroll */                              \
+      case 3: dots##_tile(A + r * kp, kp, 3, panel, acc + r * ldacc, ldacc); break;              \
+      case 2: dots##_tile(A + r * kp, kp, 2, panel, acc + r * ldacc, ldacc); break;              \
+      case 1: dots##_tile(A + r * kp, kp, 1, panel, acc + r * ldacc, ldacc); break;              \
+      default: break;                                                                            \
+    }                                                                                            \
   }
-  for (int r = 0; r < R; r++) {
-    _mm256_storeu_si256((__m256i *)(acc + r * ldacc), lo[r]);
-    _mm256_storeu_si256((__m256i *)(acc + r * ldacc + 8), hi[r]);
-  }
-}
 
-AVX2_TARGET static void dots_avx2(const uint8_t *A, int64_t kp, int rows, const int8_t *panel,
-                                  int32_t *acc, int ldacc) {
-  int r = 0;
-  for (; r + 4 <= rows; r += 4) tile_avx2(A + r * kp, kp, 4, panel, acc + r * ldacc, ldacc);
-  switch (rows - r) {
-    case 3: tile_avx2(A + r * kp, kp, 3, panel, acc + r * ldacc, ldacc); break;
-    case 2: tile_avx2(A + r * kp, kp, 2, panel, acc + r * ldacc, ldacc); break;
-    case 1: tile_avx2(A + r * kp, kp, 1, panel, acc + r * ldacc, ldacc); break;
-    default: break;
-  }
+/* AVX2: vpmaddubsw pairs u8 x s8 into int16 (never saturating: codes <=
+** 127), vpmaddwd by 1 widens the pairs to int32. */
+AVX2_TARGET static ALWAYS_INLINE __m256i step_avx2(__m256i acc, __m256i a, __m256i w) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, w), _mm256_set1_epi16(1)));
 }
+DEFINE_DOTS_256(AVX2_TARGET, dots_avx2, step_avx2)
 
-/* R rows x 16 columns: one vpdpbusd per row and k-group. */
+/* AVX-VNNI (AVX2 and VNNI, no AVX-512): the 256-bit vpdpbusd. */
+AVX_VNNI_TARGET static ALWAYS_INLINE __m256i step_avx_vnni(__m256i acc, __m256i a, __m256i w) {
+  return _mm256_dpbusd_avx_epi32(acc, a, w);
+}
+DEFINE_DOTS_256(AVX_VNNI_TARGET, dots_avx_vnni, step_avx_vnni)
+
+/* AVX-512 VNNI: R rows x 16 columns, one vpdpbusd per row and k-group. */
 VNNI_TARGET static ALWAYS_INLINE void tile_vnni(const uint8_t *A, int64_t kp, int R, const int8_t *panel,
                                                  int32_t *acc, int ldacc) {
   __m512i s[8];
@@ -234,34 +247,6 @@ VNNI_TARGET static void dots_vnni(const uint8_t *A, int64_t kp, int rows, const 
   for (; r + 8 <= rows; r += 8) tile_vnni(A + r * kp, kp, 8, panel, acc + r * ldacc, ldacc);
   for (; r + 4 <= rows; r += 4) tile_vnni(A + r * kp, kp, 4, panel, acc + r * ldacc, ldacc);
   for (; r < rows; r++) tile_vnni(A + r * kp, kp, 1, panel, acc + r * ldacc, ldacc);
-}
-
-/* R rows x 16 columns, two 8-column halves: AVX-VNNI's 256-bit vpdpbusd
-** (CPUs with AVX2 and VNNI but no AVX-512). */
-AVX_VNNI_TARGET static ALWAYS_INLINE void tile_avx_vnni(const uint8_t *A, int64_t kp, int R, const int8_t *panel,
-                                                         int32_t *acc, int ldacc) {
-  __m256i lo[4], hi[4];
-  for (int r = 0; r < R; r++) lo[r] = hi[r] = _mm256_setzero_si256();
-  for (int64_t g = 0; g < kp / 4; g++) {
-    const __m256i w0 = _mm256_loadu_si256((const __m256i *)(panel + g * 64));
-    const __m256i w1 = _mm256_loadu_si256((const __m256i *)(panel + g * 64 + 32));
-    for (int r = 0; r < R; r++) {
-      const __m256i a = _mm256_set1_epi32(load_group(A + r * kp + 4 * g));
-      lo[r] = _mm256_dpbusd_avx_epi32(lo[r], a, w0);
-      hi[r] = _mm256_dpbusd_avx_epi32(hi[r], a, w1);
-    }
-  }
-  for (int r = 0; r < R; r++) {
-    _mm256_storeu_si256((__m256i *)(acc + r * ldacc), lo[r]);
-    _mm256_storeu_si256((__m256i *)(acc + r * ldacc + 8), hi[r]);
-  }
-}
-
-AVX_VNNI_TARGET static void dots_avx_vnni(const uint8_t *A, int64_t kp, int rows, const int8_t *panel,
-                                          int32_t *acc, int ldacc) {
-  int r = 0;
-  for (; r + 4 <= rows; r += 4) tile_avx_vnni(A + r * kp, kp, 4, panel, acc + r * ldacc, ldacc);
-  for (; r < rows; r++) tile_avx_vnni(A + r * kp, kp, 1, panel, acc + r * ldacc, ldacc);
 }
 
 static int has_avx2(void) { __builtin_cpu_init(); return __builtin_cpu_supports("avx2"); }
