@@ -11,6 +11,7 @@
 --   lua5.4 experiments/predict.lua --model runs/ft-pos --text "The jury said it was pleased ."
 --   lua5.4 experiments/predict.lua --model runs/ft-qa --question "Who wrote it ?" --context "..."
 --   lua5.4 experiments/predict.lua --model runs/ft-spam --file mails.txt --json   # one text per line
+--   lua5.4 experiments/predict.lua --model runs/ft-spam --file mails.txt --int8   # int8 linear layers
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
 local cli = require("bert.cli")
@@ -32,6 +33,7 @@ p:option("--top", "Tokens (fill-mask), labels (classification) or n-best answers
 p:option("--pooling", "feature-extraction: mean or cls", "mean"):choices({"mean", "cls"})
 p:flag("--normalize", "feature-extraction: unit-length embeddings")
 cli.add(p, "batch_size", {default = 32, help = "Inputs per forward pass"}, "device", "threads")
+p:flag("--int8", "Run every linear layer in int8 (dynamic quantisation, CPU only; see bert.quantize)")
 p:flag("--json", "Print one JSON object per prediction")
 local args = p:parse()
 
@@ -53,8 +55,9 @@ cli.main("predict.lua", function()
     end
     task = task or "feature-extraction"
   end
+  if args.int8 and args.device == "vulkan" then error("--int8 runs on the CPU: drop --device vulkan", 0) end
   local pipe = bert.pipeline(task, dir, {tokenizer = args.tokenizer, max_length = args.seq_len,
-    batch_size = args.batch_size})
+    batch_size = args.batch_size, int8 = args.int8})
   if args.device == "vulkan" then
     if not pipe.model.to then error("--device vulkan: this build has no Vulkan support", 0) end
     pipe.model:to("vulkan")

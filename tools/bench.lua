@@ -1,31 +1,53 @@
 -- One training or inference step of any family, timed: prints one JSON line.
 --   lua5.4 tools/bench.lua [--model base | FAMILY-SIZE (roberta-base, albert-base, deberta-base...)] [--batch 8] [--seq 128] [--mode train|infer]
 --                          [--steps 3] [--threads N] [--gemm openblas|onednn] [--device cpu|vulkan] [--recompute 1]
+--                          [--int8] [--share 0]
 -- train: the family's pretraining class (BertForPreTraining: MLM + NSP;
 -- ALBERT: MLM + SOP; the others their masked LM) with 15% of positions
 -- masked (MLM head on the masked positions only), backward, global-norm clipping at 1.0,
 -- AdamW — the same work as `torch_bert.py --mode train --gather`.
--- infer: a forward with prediction_logits for every position (`--mode infer`).
+-- infer: a forward with prediction_logits for every position (`--mode infer`);
+-- --int8: every linear layer int8 (model:quantize("int8"), inference only).
+-- The share of the step outside the GEMMs (linear and matmul, forward and
+-- backward) comes from the per-op profile (bert.profile, installed before
+-- bert loads); it is printed on stderr against the target of issue 33 (at
+-- most 15% for base and large, 25% for mini and small) and in the JSON line.
+-- --share 0 times without the profile's wrappers (and prints no share).
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
 require("bert.cli").help(arg, [[
 usage: lua5.4 tools/bench.lua [--model NAME] [--batch N] [--seq N] [--mode train|infer] [--steps N]
-                           [--threads N] [--gemm openblas|onednn] [--device cpu|vulkan]
-Times BERT training or inference steps; prints one JSON line (seconds per step, tokens/s, GFLOP/s and its fraction of the FMA peak, peak RSS).]])
-local bert = require("bert")
+                           [--threads N] [--gemm openblas|onednn] [--device cpu|vulkan] [--int8] [--share 0]
+Times BERT training or inference steps; prints one JSON line (seconds per step, tokens/s, GFLOP/s and its
+fraction of the FMA peak, peak RSS, the share of the step outside GEMMs) and that share against its target
+on stderr.  --int8: int8 linear layers (inference); --share 0: no profile (and no share).]])
 local cjson = require("cjson")
 
-local opts = {model = "base", batch = 8, seq = 128, mode = "train", steps = 3, device = "cpu"}
+local opts = {model = "base", batch = 8, seq = 128, mode = "train", steps = 3, device = "cpu", share = 1}
 local i = 1
 while i <= #arg do
   local key = arg[i]:match("^%-%-(.+)$")
-  if not key or arg[i + 1] == nil then
-    io.stderr:write("usage: lua5.4 tools/bench.lua [--model NAME] [--batch N] [--seq N] [--mode train|infer] [--steps N] [--threads N] [--gemm P]\n")
+  if key == "int8" and (arg[i + 1] == nil or arg[i + 1]:match("^%-%-")) then   -- a bare flag
+    opts.int8, i = 1, i + 1
+  elseif not key or arg[i + 1] == nil then
+    io.stderr:write("usage: lua5.4 tools/bench.lua [--model NAME] [--batch N] [--seq N] [--mode train|infer] [--steps N] [--threads N] [--gemm P] [--int8] [--share 0]\n")
     os.exit(2)
+  else
+    opts[key] = tonumber(arg[i + 1]) or arg[i + 1]
+    i = i + 2
   end
-  opts[key] = tonumber(arg[i + 1]) or arg[i + 1]
-  i = i + 2
 end
+if opts.int8 == 1 and (opts.mode ~= "infer" or opts.device ~= "cpu") then
+  io.stderr:write("bench: --int8 runs inference on the CPU (--mode infer, --device cpu)\n")
+  os.exit(2)
+end
+-- the profile's wrappers go in before any module keeps a C function
+if opts.share ~= 0 then
+  local profile = require("bert.profile")
+  profile.install(require("bert.core"))
+  profile.enabled = true
+end
+local bert = require("bert")
 if opts.threads then bert.set_num_threads(opts.threads) end
 if opts.gemm then bert.set_gemm(opts.gemm) end
 
@@ -107,6 +129,7 @@ if opts.mode == "train" then
   end
 else
   model:evaluate()
+  if opts.int8 == 1 then model:quantize("int8") end   -- each weight quantised in the warm-up step
   step = function()
     timed("forward", function()
       return bert.no_grad(function()
@@ -130,6 +153,33 @@ bert.profile.report()   -- BERT_PROFILE: drop the warm-up step's figures
 local t0 = bert.wall_time()
 for _ = 1, opts.steps do step() end
 local dt = (bert.wall_time() - t0) / opts.steps
+local report = bert.profile.enabled and bert.profile.report()
+
+-- The GEMMs' share of the timed steps: the forward's linear and matmul ops
+-- and the backward's nodes of those kinds (the linear node's bias sum
+-- included); attention's own share beside it (its per-head tiles are GEMMs
+-- of their own, but short ones: the issue counts them outside).
+local GEMM_OPS = {["F.linear"] = true, ["F.linear_int8"] = true, [":matmul"] = true, matmul = true}
+local GEMM_NODES = {linear = true, matmul = true}
+local ATTENTION = {["F.attention"] = true, ["F.attention_qkv"] = true, ["F.attention_rel"] = true,
+                   attention = true, attention_qkv = true, attention_rel = true}
+local share
+if report then
+  local gemm, attention = 0, 0
+  local function count(list, gemm_names)
+    for _, e in ipairs(list) do
+      if gemm_names[e.name] then gemm = gemm + e.seconds end
+      if ATTENTION[e.name] then attention = attention + e.seconds end
+    end
+  end
+  for _, p in ipairs(report.phases) do
+    if p.name ~= "backward" then count(p.ops, GEMM_OPS) end
+  end
+  count(report.backward_nodes, GEMM_NODES)
+  local total = dt * opts.steps
+  local targets = {base = 0.15, large = 0.15, mini = 0.25, small = 0.25}
+  share = {outside = 1 - gemm / total, attention = attention / total, target = targets[resolved.size]}
+end
 -- the fraction of the machine's fp32 FMA peak (CPU only; BERT_PEAK_GFLOPS overrides)
 local peak_gf
 if opts.device ~= "vulkan" then peak_gf = dofile("tools/peak.lua").measure(bert.get_num_threads()) end
@@ -142,5 +192,13 @@ print(cjson.encode({
                     optimizer = phase.optimizer / opts.steps / dt,
                     other = 1 - (phase.forward + phase.backward + phase.optimizer) / opts.steps / dt},
   peak_gflops = peak_gf, peak_fraction = peak_gf and flops / dt / 1e9 / peak_gf or nil,
+  int8 = opts.int8 == 1, outside_gemm_share = share and share.outside, attention_share = share and share.attention,
+  outside_gemm_target = share and share.target,
 }))
-if bert.profile.enabled then io.stderr:write(bert.profile.format(bert.profile.report(), opts.steps)) end
+if share then
+  io.stderr:write(string.format("outside GEMMs: %.1f%% of the step (%s); attention %.1f%%\n", 100 * share.outside,
+    share.target and string.format("target <= %d%% for %s: %s", math.floor(100 * share.target + 0.5), resolved.size,
+      share.outside <= share.target and "met" or "not met") or "no target for " .. resolved.size,
+    100 * share.attention))
+end
+if os.getenv("BERT_PROFILE") then io.stderr:write(bert.profile.format(report, opts.steps)) end

@@ -67,6 +67,27 @@ bert_attention_backward_into_fn cpu_attention_backward_into;
 bert_attention_rel_fn cpu_attention_rel;
 bert_attention_rel_backward_fn cpu_attention_rel_backward;
 
+/* int8 linear, inference only (qlinear.c): weights quantised once per
+** output channel into 16-column panels, activations per row at each call. */
+typedef struct bert_qweight {
+  int64_t out_features, in_features;
+  int64_t in_padded;    /* in_features rounded up to 4: a packed panel's k extent */
+  int8_t *codes;        /* [out rounded up to 16, in_padded], panel-packed */
+  float *scale;         /* [out]: max |W[n, :]| / 127 */
+  int32_t *sums;        /* [out]: each row's sum of codes (the activations' zero point) */
+  size_t nbytes;
+} bert_qweight;
+bert_qweight *cpu_qweight_new(const bert_tensor *w);
+void cpu_qweight_free(bert_qweight *q);
+bert_tensor *cpu_qweight_dequantize(const bert_qweight *q);
+/* checks its arguments (errors name linear_int8); its node refuses backward */
+bert_tensor *cpu_linear_int8(bert_tensor *x, const bert_qweight *q, bert_tensor *b);
+/* the integer kernel in use ("avx512vnni", "avxvnni", "avx2", "scalar"), forcing one
+** ("auto": the best the CPU has), and the ones this CPU has, best first */
+const char *cpu_int8_kernel(void);
+int cpu_int8_set_kernel(const char *name);
+int cpu_int8_kernels(const char **names, int max);
+
 /* optimizers (optim.c) */
 int cpu_adamw_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v, const bert_adam_cfg *cfg);
 int cpu_lamb_step(bert_tensor *p, const bert_tensor *g, bert_tensor *m, bert_tensor *v,

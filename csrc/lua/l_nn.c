@@ -7,6 +7,7 @@
 #include "lbert.h"
 #include "core/ag_ops.h"
 #include "core/nn.h"
+#include "cpu/cpu.h"
 
 /* An optional tensor argument: nil/none -> NULL. */
 static bert_tensor *opt_tensor(lua_State *L, int arg) {
@@ -45,10 +46,173 @@ static void check_opts(lua_State *L, int arg, const char *fname) {
                luaL_typename(L, arg));
 }
 
-/* F.linear(x, weight[, bias]) */
+/* {====================================================== int8 */
+
+#define QWEIGHT_MT "bert.QWeight"
+
+static bert_qweight *check_qweight(lua_State *L, int arg) {
+  bert_qweight **box = luaL_checkudata(L, arg, QWEIGHT_MT);
+  if (*box == NULL) luaL_error(L, "int8 weight (argument #%d) was freed", arg);
+  return *box;
+}
+
+/* Quantises w into a new QWeight userdata on the stack. */
+static bert_qweight *push_quantized(lua_State *L, bert_tensor *w) {
+  bert_qweight **box = lua_newuserdatauv(L, sizeof *box, 0);
+  *box = NULL;
+  luaL_setmetatable(L, QWEIGHT_MT);
+  if ((*box = cpu_qweight_new(w)) == NULL) lbert_core_error(L, "quantize_int8");
+  return *box;
+}
+
+/* F.quantize_int8(weight [out, in]) -> an int8 weight for F.linear_int8 */
+static int l_quantize_int8(lua_State *L) {
+  push_quantized(L, lbert_check_tensor(L, 1));
+  return 1;
+}
+
+/* F.linear_int8(x, qweight[, bias]): x @ W^T + b through int8 (cpu/qlinear.c) */
+static int l_linear_int8(lua_State *L) {
+  bert_tensor *x = lbert_check_tensor(L, 1);
+  bert_qweight *q = check_qweight(L, 2);
+  bert_tensor *b = opt_tensor(L, 3);
+  return lbert_push_result(L, cpu_linear_int8(x, q, b), "linear_int8");
+}
+
+static int qw_gc(lua_State *L) {
+  bert_qweight **box = luaL_checkudata(L, 1, QWEIGHT_MT);
+  cpu_qweight_free(*box);
+  *box = NULL;
+  return 0;
+}
+
+/* q:shape() -> {out, in} */
+static int qw_shape(lua_State *L) {
+  bert_qweight *q = check_qweight(L, 1);
+  lua_createtable(L, 2, 0);
+  lua_pushinteger(L, q->out_features);
+  lua_rawseti(L, -2, 1);
+  lua_pushinteger(L, q->in_features);
+  lua_rawseti(L, -2, 2);
+  return 1;
+}
+
+/* q:nbytes(): the codes, scales and sums held */
+static int qw_nbytes(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)check_qweight(L, 1)->nbytes);
+  return 1;
+}
+
+/* q:scales() -> float32 [out]: each output channel's step */
+static int qw_scales(lua_State *L) {
+  bert_qweight *q = check_qweight(L, 1);
+  bert_tensor *t = bert_tensor_empty(BERT_F32, 1, &q->out_features);
+  if (t) memcpy(bert_f32(t), q->scale, (size_t)q->out_features * sizeof(float));
+  return lbert_push_result(L, t, "scales");
+}
+
+/* q:dequantize() -> float32 [out, in]: the weight the int8 product uses */
+static int qw_dequantize(lua_State *L) {
+  return lbert_push_result(L, cpu_qweight_dequantize(check_qweight(L, 1)), "dequantize");
+}
+
+static int qw_tostring(lua_State *L) {
+  bert_qweight *q = check_qweight(L, 1);
+  lua_pushfstring(L, "bert.QWeight(int8 [%I x %I])", (lua_Integer)q->out_features, (lua_Integer)q->in_features);
+  return 1;
+}
+
+/* Weights marked for int8 (F.set_int8): a table in the registry, weak keys
+** (the weight tensors' userdata), values true (quantised on first use by
+** F.linear) or their QWeight.  int8_marked: any weight ever was, so that
+** F.linear looks only then. */
+static const char int8_marks_key = 0;
+static int int8_marked;
+
+static void push_int8_marks(lua_State *L) {
+  if (lua_rawgetp(L, LUA_REGISTRYINDEX, &int8_marks_key) != LUA_TNIL) return;
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_createtable(L, 0, 1);
+  lua_pushliteral(L, "k");
+  lua_setfield(L, -2, "__mode");
+  lua_setmetatable(L, -2);
+  lua_pushvalue(L, -1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &int8_marks_key);
+}
+
+/* F.set_int8(weight, on): on, F.linear with this weight (the same tensor
+** object) runs int8 (quantised on first use); off, float32 again */
+static int l_set_int8(lua_State *L) {
+  bert_tensor *w = lbert_check_tensor(L, 1);
+  luaL_checkany(L, 2);
+  int on = lua_toboolean(L, 2);
+  char s[160];
+  if (on && (!bert_is_host(w) || w->dtype != BERT_F32 || w->ndim != 2))
+    return luaL_error(L, "set_int8: expects a float32 [out x in] weight on the CPU, got %s %s on %s",
+                      bert_dtype_name(w->dtype), bert_shape_str(s, sizeof s, w->ndim, w->shape),
+                      bert_backend_of(w)->name);
+  push_int8_marks(L);
+  lua_pushvalue(L, 1);
+  if (on) lua_pushboolean(L, 1); else lua_pushnil(L);
+  lua_rawset(L, -3);
+  int8_marked |= on;
+  return 0;
+}
+
+/* F.int8_of(weight) -> its QWeight once F.linear quantised it, true while
+** marked and unused, nil when not marked */
+static int l_int8_of(lua_State *L) {
+  lbert_check_tensor(L, 1);
+  push_int8_marks(L);
+  lua_pushvalue(L, 1);
+  lua_rawget(L, -2);
+  return 1;
+}
+
+/* F.int8_kernel([name]) -> the kernel in use, {the kernels this CPU has};
+** name ("scalar", "avx2", "avxvnni", "avx512vnni" or "auto") forces one first */
+static int l_int8_kernel(lua_State *L) {
+  if (!lua_isnoneornil(L, 1) && cpu_int8_set_kernel(luaL_checkstring(L, 1)) != 0)
+    return lbert_core_error(L, "int8_kernel");
+  const char *names[8];
+  int n = cpu_int8_kernels(names, 8);
+  lua_pushstring(L, cpu_int8_kernel());
+  lua_createtable(L, n, 0);
+  for (int i = 0; i < n; i++) {
+    lua_pushstring(L, names[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  return 2;
+}
+
+/* The QWeight of the weight at arg when it is marked (quantising it on
+** first use), else NULL; the stack is left as found. */
+static bert_qweight *marked_int8(lua_State *L, int arg, bert_tensor *w) {
+  if (!int8_marked) return NULL;
+  push_int8_marks(L);
+  lua_pushvalue(L, arg);
+  int t = lua_rawget(L, -2);
+  bert_qweight *q = NULL;
+  if (t == LUA_TUSERDATA) q = check_qweight(L, -1);
+  else if (t == LUA_TBOOLEAN) {
+    q = push_quantized(L, w);
+    lua_pushvalue(L, arg);
+    lua_pushvalue(L, -2);
+    lua_rawset(L, -5);   /* marks[w] = q */
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 2);   /* the marks table keeps q alive */
+  return q;
+}
+/* }====================================================== */
+
+/* F.linear(x, weight[, bias]); a weight marked by F.set_int8 runs int8 */
 static int l_linear(lua_State *L) {
   bert_tensor *x = lbert_check_tensor(L, 1), *w = lbert_check_tensor(L, 2);
   bert_tensor *b = opt_tensor(L, 3);
+  bert_qweight *q = marked_int8(L, 2, w);
+  if (q) return lbert_push_result(L, cpu_linear_int8(x, q, b), "linear");
   return lbert_push_result(L, bert_linear(x, w, b), "linear");
 }
 
@@ -239,10 +403,32 @@ static const luaL_Reg F_funcs[] = {
   {"attention_qkv", l_attention_qkv},
   {"attention_rel", l_attention_rel},
   {"cross_entropy", l_cross_entropy},
+  {"quantize_int8", l_quantize_int8},
+  {"linear_int8", l_linear_int8},
+  {"set_int8", l_set_int8},
+  {"int8_of", l_int8_of},
+  {"int8_kernel", l_int8_kernel},
+  {NULL, NULL}
+};
+
+static const luaL_Reg qweight_methods[] = {
+  {"shape", qw_shape},
+  {"nbytes", qw_nbytes},
+  {"scales", qw_scales},
+  {"dequantize", qw_dequantize},
   {NULL, NULL}
 };
 
 void lbert_open_nn(lua_State *L) {
+  if (luaL_newmetatable(L, QWEIGHT_MT)) {
+    luaL_newlib(L, qweight_methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, qw_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, qw_tostring);
+    lua_setfield(L, -2, "__tostring");
+  }
+  lua_pop(L, 1);
   lua_getfield(L, -1, "F");
   if (!lua_istable(L, -1)) {
     lua_pop(L, 1);

@@ -16,7 +16,9 @@
 -- dir_or_model: a model directory (a run directory's best/ or checkpoint/
 -- is used) or a model object, then with opts.tokenizer.  Lists of inputs
 -- are run in batches of opts.batch_size (default 32) and give lists of
--- results; a single input gives a single result.
+-- results; a single input gives a single result.  opts.int8: every linear
+-- layer runs int8 (model:quantize("int8"), bert.quantize; a model object
+-- given is quantised in place).
 local bert = require("bert")
 local class = require("bert.nn.class")
 
@@ -78,6 +80,7 @@ function M.new(task, src, opts)
     if p.kind ~= FINETUNED[task] then
       error(string.format("pipeline: %s is a %s model, not one for %s", p.dir, p.kind, task), 2)
     end
+    if opts.int8 then p.model:quantize("int8") end
     return setmetatable({task = task, inner = p, model = p.model, tokenizer = p.tokenizer, dir = p.dir,
       batch_size = opts.batch_size or 32}, Pipeline)   -- p encodes a chunk together, runs it in batches
   end
@@ -86,6 +89,7 @@ function M.new(task, src, opts)
   end
   local model, tok, dir = load(task, src, opts)
   model:evaluate()
+  if opts.int8 then model:quantize("int8") end
   local self = setmetatable({task = task, model = model, tokenizer = tok, dir = dir,
     batch_size = opts.batch_size or 32,
     max_length = math.min(opts.max_length or 512, model.config.max_position_embeddings or 512)}, Pipeline)
