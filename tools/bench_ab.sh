@@ -30,7 +30,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 run() {   # dir core label
   (cd "$1" && taskset -c "$2" lua5.4 tools/bench.lua --model "$model" --mode "$mode" --steps "$steps" \
-     --threads 1 2>/dev/null | tail -1 | sed -n 's/.*"sec_per_step":\([0-9.eE+-]*\).*/\1/p') > "$out/$3.$2.$4"
+     --threads 1 --share 0 2>/dev/null | tail -1 | sed -n 's/.*"sec_per_step":\([0-9.eE+-]*\).*/\1/p') > "$out/$3.$2.$4"
 }
 for i in $(seq "$pairs"); do
   ca=$(( i % 2 )); cb=$(( 1 - ca ))

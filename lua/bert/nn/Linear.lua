@@ -23,9 +23,4 @@ function Linear:forward(x)
   return bert.F.linear(x, self.p.weight, self.p.bias)
 end
 
---- model:quantize("int8" | nil) -> model, for any module: every linear
--- layer int8 for inference, or float32 again (bert.quantize).
--- (Defined beside Linear, the layer it rewrites, until Module.lua carries it.)
-function Module:quantize(kind) return require("bert.quantize").quantize(self, kind) end
-
 return Linear

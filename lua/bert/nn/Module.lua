@@ -258,6 +258,10 @@ end
 --- Moves the model's flat buffers to a device ("vulkan" or "cpu").
 function Module:to(device) return require("bert.nn.device").to(self, device) end
 
+--- model:quantize("int8" | nil) -> model: every weight an F.linear call reads
+-- runs int8 for inference, or float32 again (bert.quantize; quantise after :to).
+function Module:quantize(kind) return require("bert.quantize").quantize(self, kind) end
+
 --- Writes config.json + model.safetensors in the Hugging Face layout
 -- (models built by bert.model / from_pretrained).
 function Module:save_pretrained(dir, opts)
