@@ -558,11 +558,6 @@ static int char_index_of(char_index *ci, const char *x, size_t xl) {
   return 0;
 }
 
-static const bt_added *added_of(const bt_tokenizer *t, int32_t id) {
-  for (int k = t->nadded - 1; k >= 0; k--) if (t->added[k].id == id) return &t->added[k];
-  return NULL;
-}
-
 static void push_encoding(lua_State *L, const bt_tokenizer *t,
                           const bt_encoding *e, const batch_item *txt,
                           int with_overflow) {
@@ -576,18 +571,19 @@ static void push_encoding(lua_State *L, const bt_tokenizer *t,
   for (int32_t i = 0; i < e->n; i++) {
     size_t len;
     const char *s = bt_id_to_token(t, e->ids[i], &len);
-    if (e->special[i] == 2 && e->seqs[i] >= 0 && txt) {
-      /* an added token keeps the text it matched (lstrip/rstrip spaces) */
+    const bt_added *ad = e->special[i] == 2 ? bt_added_of(t, e->ids[i]) : NULL;
+    if (ad && !(ad->normalized && !t->uni_spm) && e->seqs[i] >= 0 && txt) {
+      /* an added token keeps the text it matched (lstrip/rstrip spaces);
+      ** one matched in normalized text is its content, as HF's */
       int q = e->seqs[i];
       const char *x = q == 0 ? txt->a : txt->b;
       size_t xl = q == 0 ? txt->alen : txt->blen;
       if (x && char_index_of(&ci[q], x, xl) == 0) {
         size_t c0 = (size_t)e->offsets[2 * i], c1 = (size_t)e->offsets[2 * i + 1];
-        const bt_added *ad = added_of(t, e->ids[i]);
         const uint32_t *cp = ci[q].cp;
         size_t nc = ci[q].n;
-        if (ad && ad->lstrip) while (c0 > 0 && bt_is_whitespace(cp[c0 - 1])) c0--;
-        if (ad && ad->rstrip) while (c1 < nc && bt_is_whitespace(cp[c1])) c1++;
+        if (ad->lstrip) while (c0 > 0 && bt_is_whitespace(cp[c0 - 1])) c0--;
+        if (ad->rstrip) while (c1 < nc && bt_is_whitespace(cp[c1])) c1++;
         if (c0 > nc) c0 = nc;
         if (c1 > nc) c1 = nc;
         size_t b0 = ci[q].starts[c0], b1 = ci[q].starts[c1];

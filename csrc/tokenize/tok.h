@@ -158,8 +158,12 @@ struct bt_tokenizer {
   bt_norm_step *norms; int nnorms;              /* HF normalizer chain */
   uint32_t meta_repl; int prepend_scheme, meta_split;  /* Metaspace */
   /* added tokens */
-  bt_added *added; int nadded;
-  bt_trie added_trie;     /* content -> index in added (one-pass matching) */
+  bt_added *added; int nadded; size_t added_cap;
+  bt_vocab added_index;   /* content -> index in added */
+  bt_map added_by_id;     /* id -> index in added of its first token */
+  bt_map special_ids;     /* id -> 1 for the ids of special added tokens */
+  bt_trie added_trie;     /* raw-matched content -> index (one-pass matching) */
+  bt_trie norm_trie;      /* normalized content of `normalized` tokens -> index */
   int max_windows;        /* cap on overflowing windows per encoding */
   /* padding defaults */
   int32_t pad_id, pad_type_id;
@@ -240,6 +244,8 @@ void bt_pad_batch(const bt_tokenizer *t, bt_encoding *e, int n,
 const char *bt_id_to_token(const bt_tokenizer *t, int32_t id, size_t *len);
 int32_t bt_token_to_id(const bt_tokenizer *t, const char *s, size_t len);
 int bt_is_special_id(const bt_tokenizer *t, int32_t id);
+/* The added token of an id (the first one added with it), or NULL. */
+const bt_added *bt_added_of(const bt_tokenizer *t, int32_t id);
 /* Decodes ids into a malloc'd string (*len bytes). NULL on no memory. */
 char *bt_decode(const bt_tokenizer *t, const int32_t *ids, size_t n,
                 int skip_special, size_t *len);

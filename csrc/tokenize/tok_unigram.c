@@ -812,10 +812,15 @@ static int unigram_piece(bt_tokenizer *t, bt_worker *w, int32_t n,
   return 0;
 }
 
-/* Code points [a, b) of buffer p to UTF-8 in w->ub with spans. */
-static int32_t to_bytes(bt_worker *w, const cpbuf *p, size_t a, size_t b) {
-  if (ub_reserve(w, (b - a) * 4 + 8)) return -1;
+/* Code points [a, b) of buffer p to UTF-8 in w->ub with spans, after
+** lead (when not 0) with the span of p's char a. */
+static int32_t to_bytes(bt_worker *w, const cpbuf *p, size_t a, size_t b, uint32_t lead) {
+  if (ub_reserve(w, (b - a) * 4 + 12)) return -1;
   int32_t k = 0;
+  if (lead) {
+    k = bt_utf8_encode(lead, w->ub);
+    for (int j = 0; j < k; j++) { w->uos[j] = p->os[a]; w->uoe[j] = p->oe[a]; }
+  }
   for (size_t i = a; i < b; i++) {
     int len = bt_utf8_encode(p->cp[i], w->ub + k);
     for (int j = 0; j < len; j++) { w->uos[k + j] = p->os[i]; w->uoe[k + j] = p->oe[i]; }
@@ -852,6 +857,46 @@ static int run_chain(const bt_tokenizer *t, bt_worker *w, int32_t from,
   return 0;
 }
 
+/* HF's pre-tokenizer and the model over chars [a, b) of the normalized
+** text p (its spaces become the Metaspace replacement here); first: the
+** split starts the original text (Metaspace's prepend_scheme "first"). */
+static int hf_split(bt_tokenizer *t, bt_worker *w, cpbuf *p, size_t a, size_t b,
+                    int first, bt_encoding *e, int32_t *word, char *err, size_t errlen) {
+  if (t->pre == BT_PRE_METASPACE) {
+    uint32_t r = t->meta_repl ? t->meta_repl : BT_META_CP;
+    for (size_t i = a; i < b; i++) if (p->cp[i] == ' ') p->cp[i] = r;
+    int prepend = (t->prepend_scheme == BT_PREPEND_ALWAYS ||
+                   (t->prepend_scheme == BT_PREPEND_FIRST && first)) && p->cp[a] != r;
+    uint32_t lead = prepend ? r : 0;
+    if (!t->meta_split) {
+      int32_t m = to_bytes(w, p, a, b, lead);
+      return m < 0 ? -1 : unigram_piece(t, w, m, e, word, err, errlen);
+    }
+    size_t s = a;
+    for (size_t i = a + 1; i <= b; i++) {
+      if (i < b && p->cp[i] != r) continue;
+      int32_t m = to_bytes(w, p, s, i, s == a ? lead : 0);
+      if (m < 0 || unigram_piece(t, w, m, e, word, err, errlen)) return -1;
+      s = i;
+    }
+    return 0;
+  }
+  if (t->pre == BT_PRE_WHITESPACE) {
+    size_t s = a; int in = 0;
+    for (size_t i = a; i <= b; i++) {
+      int sp = i == b || bt_is_whitespace(p->cp[i]);
+      if (sp && in) {
+        int32_t m = to_bytes(w, p, s, i, 0);
+        if (m < 0 || unigram_piece(t, w, m, e, word, err, errlen)) return -1;
+        in = 0;
+      } else if (!sp && !in) { s = i; in = 1; }
+    }
+    return 0;
+  }
+  int32_t m = to_bytes(w, p, a, b, 0);
+  return m < 0 ? -1 : unigram_piece(t, w, m, e, word, err, errlen);
+}
+
 int bt_unigram_segment(bt_tokenizer *t, bt_worker *w, int32_t from,
                        int32_t to, bt_encoding *e, int32_t *word,
                        char *err, size_t errlen) {
@@ -885,49 +930,28 @@ int bt_unigram_segment(bt_tokenizer *t, bt_worker *w, int32_t from,
     if (m < 0) return -1;
     return unigram_piece(t, w, (int32_t)m, e, word, err, errlen);
   }
-  /* HF: normalizer chain over code points, then the pre-tokenizer */
+  /* HF: normalizer chain over code points, then the `normalized` added
+  ** tokens found in its output, then the pre-tokenizer between them */
   if (run_chain(t, w, from, to, &cur)) return -1;
-  if (cur.n == 0) return 0;
-  if (t->pre == BT_PRE_METASPACE) {
-    uint32_t r = t->meta_repl ? t->meta_repl : BT_META_CP;
-    for (size_t i = 0; i < cur.n; i++) if (cur.cp[i] == ' ') cur.cp[i] = r;
-    int prepend = t->prepend_scheme == BT_PREPEND_ALWAYS ||
-                  (t->prepend_scheme == BT_PREPEND_FIRST && from == 0);
-    if (prepend && cur.cp[0] != r) {
-      cpbuf out = cb_start(w, 1 - cur.buf);
-      if (cb_push(w, &out, r, cur.os[0], cur.oe[0])) return -1;
-      for (size_t i = 0; i < cur.n; i++)
-        if (cb_push(w, &out, cur.cp[i], cur.os[i], cur.oe[i])) return -1;
-      cur = out;
-      cur.cp = w->tcp[cur.buf]; cur.os = w->tos[cur.buf]; cur.oe = w->toe[cur.buf];
-    }
-    if (!t->meta_split) {
-      int32_t m = to_bytes(w, &cur, 0, cur.n);
-      return m < 0 ? -1 : unigram_piece(t, w, m, e, word, err, errlen);
-    }
-    size_t a = 0;
-    for (size_t i = 1; i <= cur.n; i++) {
-      if (i < cur.n && cur.cp[i] != r) continue;
-      int32_t m = to_bytes(w, &cur, a, i);
-      if (m < 0 || unigram_piece(t, w, m, e, word, err, errlen)) return -1;
-      a = i;
-    }
-    return 0;
+  for (size_t pos = 0; pos < cur.n;) {
+    int32_t ms = (int32_t)cur.n, me = ms;
+    int a = bt_find_added(t, &t->norm_trie, cur.cp, (int32_t)cur.n, (int32_t)pos, &ms, &me);
+    if (a < 0) ms = me = (int32_t)cur.n;
+    if ((size_t)ms > pos &&
+        hf_split(t, w, &cur, pos, (size_t)ms, pos == 0 && from == 0, e, word, err, errlen))
+      return -1;
+    if (a >= 0 && bt_push_added(t, w, e, a, cur.os[ms], cur.oe[me - 1], word)) return -1;
+    pos = (size_t)me;
   }
-  if (t->pre == BT_PRE_WHITESPACE) {
-    size_t a = 0; int in = 0;
-    for (size_t i = 0; i <= cur.n; i++) {
-      int sp = i == cur.n || bt_is_whitespace(cur.cp[i]);
-      if (sp && in) {
-        int32_t m = to_bytes(w, &cur, a, i);
-        if (m < 0 || unigram_piece(t, w, m, e, word, err, errlen)) return -1;
-        in = 0;
-      } else if (!sp && !in) { a = i; in = 1; }
-    }
-    return 0;
-  }
-  int32_t m = to_bytes(w, &cur, 0, cur.n);
-  return m < 0 ? -1 : unigram_piece(t, w, m, e, word, err, errlen);
+  return 0;
+}
+
+int bt_unigram_normalize(const bt_tokenizer *t, bt_worker *w, int32_t n,
+                         const uint32_t **cp, size_t *ncp) {
+  cpbuf cur;
+  if (run_chain(t, w, 0, n, &cur)) return -1;
+  *cp = cur.cp; *ncp = cur.n;
+  return 0;
 }
 
 int bt_unigram_pretok(bt_tokenizer *t, bt_worker *w, int32_t n, bt_word_cb cb,
