@@ -119,7 +119,7 @@ int bt_add_merge(bt_tokenizer *t, const char *a, size_t alen,
 
 int bt_add_added(bt_tokenizer *t, const char *s, size_t len, int32_t id,
                  int special, int lstrip, int rstrip, int single_word,
-                 int normalized) {
+                 int normalized, int in_text) {
   if (len == 0) return 0;
   int32_t same = bt_vocab_get(&t->added_index, s, len);
   if (same >= 0) {                      /* same content: update */
@@ -137,7 +137,7 @@ int bt_add_added(bt_tokenizer *t, const char *s, size_t len, int32_t id,
   memcpy(x->content, s, len); x->content[len] = '\0'; x->len = len;
   x->ncps = (int)bt_utf8_decode(s, len, x->cps);
   x->id = id; x->special = special; x->lstrip = lstrip; x->rstrip = rstrip;
-  x->single_word = single_word; x->normalized = normalized;
+  x->single_word = single_word; x->normalized = normalized; x->in_text = in_text;
   t->nadded++;
   return 0;
 }
@@ -158,6 +158,7 @@ static int index_added(bt_tokenizer *t) {
     int fresh;
     if (!bt_map_put(&t->added_by_id, (uint32_t)a->id, i, 10, &fresh)) return -1;
     if (a->special && !bt_map_put(&t->special_ids, (uint32_t)a->id, 1, 10, &fresh)) return -1;
+    if (!a->in_text) continue;
     if (!a->normalized || t->uni_spm) {
       if (bt_trie_insert(&t->added_trie, a->content, a->len, i)) return -1;
       continue;
@@ -257,6 +258,14 @@ static size_t npush(bt_worker *w, size_t k, uint32_t c, int32_t s, int32_t e) {
 static long normalize(const bt_tokenizer *t, bt_worker *w, int32_t from,
                       int32_t to) {
   size_t n = (size_t)(to - from);
+  if (t->nnorms) {                      /* an HF normalizer chain */
+    const uint32_t *cp; const int32_t *os, *oe; size_t m;
+    if (bt_norm_chain(t, w, from, to, &cp, &os, &oe, &m) || norm_reserve(w, m + 2)) return -1;
+    memcpy(w->ncp, cp, m * sizeof *cp);
+    memcpy(w->nos, os, m * sizeof *os);
+    memcpy(w->noe, oe, m * sizeof *oe);
+    return (long)m;
+  }
   if (!t->has_normalizer) {
     if (norm_reserve(w, n + 2)) return -1;
     for (size_t i = 0; i < n; i++)
@@ -418,6 +427,59 @@ static int model_word(bt_tokenizer *t, bt_worker *w, int32_t ws, int32_t we,
 
 /* ---------- one text segment (between added tokens) ---------- */
 
+/* Rust regex's \w (Whitespace's `\w+|[^\w\s]+`): Alphabetic, marks,
+** decimal digits, connector punctuation, the joiners. */
+static int is_regex_word(uint32_t c) {
+  if (c < 0x80) return bt_is_letter(c) || (c >= '0' && c <= '9') || c == '_';
+  if (c == 0x200C || c == 0x200D) return 1;
+  /* the symbols that are Other_Alphabetic (circled and squared letters) */
+  if ((c >= 0x24B6 && c <= 0x24E9) || (c >= 0x1F130 && c <= 0x1F149) ||
+      (c >= 0x1F150 && c <= 0x1F169) || (c >= 0x1F170 && c <= 0x1F189)) return 1;
+  switch (utf8proc_category((utf8proc_int32_t)c)) {
+    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME: case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_PC: return 1;
+    default: return 0;
+  }
+}
+
+/* What a splitting pre-tokenizer does with a char: drops it (whitespace),
+** makes it a piece of its own, or puts it in a run of its class. */
+enum { SPLIT_DROP, SPLIT_ALONE, SPLIT_RUN_A, SPLIT_RUN_B };
+
+static int split_class(int kind, uint32_t c) {
+  switch (kind) {
+  case BT_SPLIT_WHITESPACE_SPLIT: return bt_is_whitespace(c) ? SPLIT_DROP : SPLIT_RUN_A;
+  case BT_SPLIT_WHITESPACE:
+    return bt_is_whitespace(c) ? SPLIT_DROP : is_regex_word(c) ? SPLIT_RUN_A : SPLIT_RUN_B;
+  case BT_SPLIT_BERT:
+    return bt_is_whitespace(c) ? SPLIT_DROP : bt_is_punctuation(c) ? SPLIT_ALONE : SPLIT_RUN_A;
+  case BT_SPLIT_PUNCTUATION: return bt_is_punctuation(c) ? SPLIT_ALONE : SPLIT_RUN_A;
+  case BT_SPLIT_DIGITS: return bt_is_number(c) ? SPLIT_RUN_B : SPLIT_RUN_A;
+  default: return bt_is_number(c) ? SPLIT_ALONE : SPLIT_RUN_A;   /* BT_SPLIT_DIGITS_EACH */
+  }
+}
+
+/* Splitting pre-tokenizers k.. over normalized chars [a, b) (each splits
+** the pieces of the one before, as HF's Sequence), the model on each
+** final piece. */
+static int split_steps(bt_tokenizer *t, bt_worker *w, int k, int32_t a, int32_t b,
+                       bt_encoding *e, int32_t *word, char *err, size_t errlen) {
+  if (k == t->nsplits) return model_word(t, w, a, b, e, (*word)++, err, errlen);
+  int32_t s = -1;
+  int cls = SPLIT_DROP;
+  for (int32_t i = a; i <= b; i++) {
+    int c = i < b ? split_class(t->splits[k], w->ncp[i]) : SPLIT_DROP;
+    if (s >= 0 && (c != cls || c == SPLIT_ALONE)) {
+      if (split_steps(t, w, k + 1, s, i, e, word, err, errlen)) return -1;
+      s = -1;
+    }
+    if (c != SPLIT_DROP && s < 0) { s = i; cls = c; }
+  }
+  return 0;
+}
+
 /* The pre-tokenizer and the model over normalized chars [a, b) of ncp
 ** (for WordPiece, nb/nbs hold their UTF-8). */
 static int encode_split(bt_tokenizer *t, bt_worker *w, int32_t a, int32_t b,
@@ -435,6 +497,7 @@ static int encode_split(bt_tokenizer *t, bt_worker *w, int32_t a, int32_t b,
     }
     return 0;
   }
+  if (t->nsplits) return split_steps(t, w, 0, a, b, e, word, err, errlen);
   /* BERT pre-tokenizer: split on whitespace, isolate punctuation */
   int32_t s = -1;
   for (int32_t i = a; i <= b; i++) {
@@ -585,10 +648,11 @@ static int normalized_content(bt_tokenizer *t, const bt_added *a, char **out,
   bt_worker *w = t->workers[0];
   if (bt_grow((void **)&w->ocp, &w->ocp_cap, a->len + 1, sizeof *w->ocp)) return -1;
   int32_t n = (int32_t)bt_utf8_decode(a->content, a->len, w->ocp);
-  const uint32_t *cp = w->ncp;
+  const uint32_t *cp;
   size_t m;
   if (t->model == BT_MODEL_UNIGRAM) {
-    if (bt_unigram_normalize(t, w, n, &cp, &m)) return -1;
+    const int32_t *os, *oe;
+    if (bt_norm_chain(t, w, 0, n, &cp, &os, &oe, &m)) return -1;
   } else {
     long ln = normalize(t, w, 0, n);
     if (ln < 0) return -1;

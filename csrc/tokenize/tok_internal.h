@@ -94,10 +94,12 @@ int bt_find_added(const bt_tokenizer *t, const bt_trie *tr, const uint32_t *c,
 /* Appends added token a over original chars [ms, me) as word *word. */
 int bt_push_added(const bt_tokenizer *t, const bt_worker *w, bt_encoding *e,
                   int a, int32_t ms, int32_t me, int32_t *word);
-/* HF's normalizer chain over w->ocp[0, n) (tok_unigram.c): the code points
-** in *cp[0, *ncp), in the worker's buffers. */
-int bt_unigram_normalize(const bt_tokenizer *t, bt_worker *w, int32_t n,
-                         const uint32_t **cp, size_t *ncp);
+/* HF's normalizer chain (t->norms) over w->ocp[from, to) (tok_unigram.c):
+** code points cp[0, *n) with original spans [os, oe), in the worker's
+** buffers. */
+int bt_norm_chain(const bt_tokenizer *t, bt_worker *w, int32_t from, int32_t to,
+                  const uint32_t **cp, const int32_t **os, const int32_t **oe,
+                  size_t *n);
 
 typedef void (*bt_word_cb)(void *ctx, const char *word, size_t len);
 /* Unigram pre-tokens (normalizer chain + Metaspace) of ocp[0, n). */

@@ -407,6 +407,123 @@ static int is_combining_mark(uint32_t c) {
          cat == UTF8PROC_CATEGORY_ME;
 }
 
+/* Two chars' primary composite (Hangul included), or 0. */
+static uint32_t compose_pair(uint32_t a, uint32_t b) {
+  utf8proc_int32_t pair[2] = {(utf8proc_int32_t)a, (utf8proc_int32_t)b};
+  return utf8proc_normalize_utf32(pair, 2, UTF8PROC_COMPOSE) == 1 ? (uint32_t)pair[0] : 0;
+}
+
+/* The (char, change) stream of a normalization form, as HF's
+** NormalizedString builds it (unicode-normalization-alignments). */
+typedef struct { uint32_t *c; int *chg; uint8_t *ccc; size_t n, cap[3]; } ustream;
+
+static int us_push(ustream *s, uint32_t c, int chg, uint8_t ccc) {
+  if (bt_grow((void **)&s->c, &s->cap[0], s->n + 1, sizeof *s->c) ||
+      bt_grow((void **)&s->chg, &s->cap[1], s->n + 1, sizeof *s->chg) ||
+      bt_grow((void **)&s->ccc, &s->cap[2], s->n + 1, 1)) return -1;
+  s->c[s->n] = c; s->chg[s->n] = chg; s->ccc[s->n] = ccc; s->n++;
+  return 0;
+}
+
+static uint8_t ccc_of(uint32_t c) {
+  return c < 0x300 ? 0 : (uint8_t)utf8proc_get_property((utf8proc_int32_t)c)->combining_class;
+}
+
+/* NFD / NFKD / NFC / NFKC.  Each char is decomposed (its first part keeps
+** the char, change 0; the others are inserted, +1), each run of marks is
+** sorted by combining class (stable); NFC / NFKC then recompose as the
+** Unicode algorithm does, a composite carrying its parts' changes - 1 and
+** marks that were blocked following their starter. */
+static int unicode_form(bt_worker *w, const cpbuf *in, cpbuf *out, int32_t base,
+                        int compat, int compose) {
+  ustream d = {0}, o = {0};
+  int rc = -1;
+  for (size_t i = 0; i < in->n; i++) {
+    uint32_t c = in->cp[i];
+    utf8proc_int32_t dec[32]; int bc = 0;
+    utf8proc_ssize_t nd = 1;
+    dec[0] = (utf8proc_int32_t)c;
+    if (c >= 0x80) {
+      nd = utf8proc_decompose_char((utf8proc_int32_t)c, dec, 32,
+                                   UTF8PROC_DECOMPOSE | (compat ? UTF8PROC_COMPAT : 0), &bc);
+      if (nd < 1 || nd > 32) { dec[0] = (utf8proc_int32_t)c; nd = 1; }
+    }
+    for (utf8proc_ssize_t k = 0; k < nd; k++)
+      if (us_push(&d, (uint32_t)dec[k], k > 0, ccc_of((uint32_t)dec[k]))) goto done;
+  }
+  for (size_t i = 1; i < d.n; i++) {          /* canonical order */
+    if (d.ccc[i] == 0) continue;
+    for (size_t j = i; j > 0 && d.ccc[j - 1] > d.ccc[j]; j--) {
+      uint32_t c = d.c[j]; d.c[j] = d.c[j - 1]; d.c[j - 1] = c;
+      int g = d.chg[j]; d.chg[j] = d.chg[j - 1]; d.chg[j - 1] = g;
+      uint8_t k = d.ccc[j]; d.ccc[j] = d.ccc[j - 1]; d.ccc[j - 1] = k;
+    }
+  }
+  const ustream *res = &d;
+  if (compose) {
+    /* blocked marks wait in d itself: [blk, blk + nblk) never overlaps the
+    ** unread part, since they are read before they are kept */
+    int have = 0, starter_chg = 0, last = -1;   /* last: ccc of the last blocked, -1 none */
+    uint32_t starter = 0;
+    size_t nblk = 0;
+    uint32_t *bc = malloc((d.n + 1) * sizeof *bc);
+    int *bg = malloc((d.n + 1) * sizeof *bg);
+    if (!bc || !bg) { free(bc); free(bg); goto done; }
+#define FLUSH() do { if (have && us_push(&o, starter, starter_chg, 0)) goto fail; \
+                     for (size_t q = 0; q < nblk; q++) if (us_push(&o, bc[q], bg[q], 1)) goto fail; \
+                     nblk = 0; } while (0)
+    for (size_t i = 0; i < d.n; i++) {
+      uint32_t c = d.c[i]; int g = d.chg[i], ccc = d.ccc[i];
+      if (!have) {
+        if (ccc != 0) { if (us_push(&o, c, g, 1)) goto fail; continue; }
+        starter = c; starter_chg = g; have = 1;
+        continue;
+      }
+      uint32_t r;
+      if ((last < 0 || last < ccc) && (r = compose_pair(starter, c)) != 0) {
+        starter = r; starter_chg += g - 1;
+        continue;
+      }
+      if (ccc == 0) {
+        FLUSH();
+        starter = c; starter_chg = g; last = -1;
+        continue;
+      }
+      bc[nblk] = c; bg[nblk] = g; nblk++;
+      last = ccc;
+    }
+    FLUSH();
+#undef FLUSH
+    free(bc); free(bg);
+    res = &o;
+    goto composed;
+fail:
+    free(bc); free(bg);
+    goto done;
+  }
+composed:
+  {
+    xform x = {in, out, 0, base};
+    for (size_t i = 0; i < res->n; i++) if (xf(w, &x, res->c[i], res->chg[i])) goto done;
+  }
+  rc = 0;
+done:
+  free(d.c); free(d.chg); free(d.ccc); free(o.c); free(o.chg); free(o.ccc);
+  return rc;
+}
+
+/* Nmt: ASCII and C1 controls removed, other spaces and invisibles to ' '. */
+static int nmt_removes(uint32_t c) {
+  return (c >= 1 && c <= 8) || c == 0x0B || (c >= 0x0E && c <= 0x1F) || c == 0x7F ||
+         c == 0x8F || c == 0x9F;
+}
+
+static int nmt_space(uint32_t c) {
+  return c == 9 || c == 10 || c == 12 || c == 13 || c == 0x1680 ||
+         (c >= 0x200B && c <= 0x200F) || c == 0x2028 || c == 0x2029 || c == 0x2581 ||
+         c == 0xFEFF || c == 0xFFFD;
+}
+
 /* Runs one step from buffer in to buffer out. */
 static int norm_step(const bt_tokenizer *t, bt_worker *w, const bt_norm_step *st,
                      const cpbuf *in, cpbuf *out, int32_t base) {
@@ -446,16 +563,15 @@ static int norm_step(const bt_tokenizer *t, bt_worker *w, const bt_norm_step *st
     return 0;
   case BT_NORM_NFKD:
   case BT_NORM_NFD:
+  case BT_NORM_NFKC:
+  case BT_NORM_NFC:
+    return unicode_form(w, in, out, base, st->kind == BT_NORM_NFKD || st->kind == BT_NORM_NFKC,
+                        st->kind == BT_NORM_NFC || st->kind == BT_NORM_NFKC);
+  case BT_NORM_NMT:
     for (size_t i = 0; i < n; i++) {
       uint32_t c = in->cp[i];
-      if (c < 0x80) { if (cb_push(w, out, c, in->os[i], in->oe[i])) return -1; continue; }
-      utf8proc_int32_t dec[32]; int bc = 0;
-      utf8proc_ssize_t nd = utf8proc_decompose_char(
-        (utf8proc_int32_t)c, dec, 32,
-        UTF8PROC_DECOMPOSE | (st->kind == BT_NORM_NFKD ? UTF8PROC_COMPAT : 0), &bc);
-      if (nd < 1 || nd > 32) { dec[0] = (utf8proc_int32_t)c; nd = 1; }
-      for (utf8proc_ssize_t d = 0; d < nd; d++)
-        if (cb_push(w, out, (uint32_t)dec[d], in->os[i], in->oe[i])) return -1;
+      if (nmt_removes(c)) continue;
+      if (cb_push(w, out, nmt_space(c) ? ' ' : c, in->os[i], in->oe[i])) return -1;
     }
     return 0;
   case BT_NORM_STRIP_ACCENTS:
@@ -845,7 +961,8 @@ static int run_chain(const bt_tokenizer *t, bt_worker *w, int32_t from,
   for (int s = 0; s < t->nnorms; s++) {
     int k = t->norms[s].kind;
     /* on ASCII text these steps change nothing */
-    if (ascii && (k == BT_NORM_NFKD || k == BT_NORM_NFD || k == BT_NORM_STRIP_ACCENTS)) continue;
+    if (ascii && (k == BT_NORM_NFKD || k == BT_NORM_NFD || k == BT_NORM_NFKC ||
+                  k == BT_NORM_NFC || k == BT_NORM_STRIP_ACCENTS)) continue;
     if (t_reserve(w, 1 - cur->buf, cur->n + 16)) return -1;
     cpbuf out = cb_start(w, 1 - cur->buf);
     if (norm_step(t, w, &t->norms[s], cur, &out, from)) return -1;
@@ -946,11 +1063,12 @@ int bt_unigram_segment(bt_tokenizer *t, bt_worker *w, int32_t from,
   return 0;
 }
 
-int bt_unigram_normalize(const bt_tokenizer *t, bt_worker *w, int32_t n,
-                         const uint32_t **cp, size_t *ncp) {
+int bt_norm_chain(const bt_tokenizer *t, bt_worker *w, int32_t from, int32_t to,
+                  const uint32_t **cp, const int32_t **os, const int32_t **oe,
+                  size_t *n) {
   cpbuf cur;
-  if (run_chain(t, w, 0, n, &cur)) return -1;
-  *cp = cur.cp; *ncp = cur.n;
+  if (run_chain(t, w, from, to, &cur)) return -1;
+  *cp = cur.cp; *os = cur.os; *oe = cur.oe; *n = cur.n;
   return 0;
 }
 
