@@ -85,3 +85,133 @@ describe("added tokens in bulk (item 18)", function()
     assert.are.equal("zq1x zq2x", tok:decode(ids, {skip_special_tokens = false}))
   end)
 end)
+
+-- {------------------------------------------------ goldens
+local cjson = require("cjson")
+local CX = "spec/fixtures/tokenizer_contracts/"
+local BASES = {bert = FX .. "bert-small-tokenizer.json", roberta = FX .. "roberta-tiny-tokenizer.json",
+               albert = "spec/fixtures/tokenizer_unigram/albert_like.tokenizer.json"}
+
+-- The end of the JSON value that starts at s[i] (strings skipped whole).
+local function value_end(s, i)
+  local depth, k = 0, i
+  repeat
+    local c = s:sub(k, k)
+    if c == '"' then
+      k = k + 1
+      while s:sub(k, k) ~= '"' do k = k + (s:sub(k, k) == "\\" and 2 or 1) end
+    elseif c == "{" or c == "[" then depth = depth + 1
+    elseif c == "}" or c == "]" then depth = depth - 1 end
+    k = k + 1
+  until depth == 0 and (c == "}" or c == "]" or c == '"' or s:sub(k, k):match("[,}%]]"))
+  return k - 1
+end
+
+-- The tokenizer.json a golden case was made from: its base file with the
+-- recipe's normalizer and pre-tokenizer spliced in and its added tokens
+-- appended (as text: a decode/encode round trip would round the scores).
+local function from_recipe(r)
+  local s = readall(BASES[r.base])
+  for _, key in ipairs({"normalizer", "pre_tokenizer"}) do
+    if r[key] then
+      local a, b = s:find('"' .. key .. '":%s*')
+      assert(a, key)
+      s = s:sub(1, b) .. cjson.encode(r[key]) .. s:sub(value_end(s, b + 1) + 1)
+    end
+  end
+  if r.added then
+    local items = {}
+    for i, x in ipairs(r.added) do items[i] = cjson.encode(x) end
+    s = s:gsub('"added_tokens":%s*%[', function(m) return m .. table.concat(items, ",") .. "," end, 1)
+  end
+  local p = tmpdir.path() .. ".tokenizer.json"
+  writeall(p, s)
+  local tok, err = T.load(p)
+  os.remove(p)
+  return tok, err
+end
+
+local function ints(v)
+  local r = {}
+  for i, x in ipairs(v) do r[i] = string.format("%d", x) end
+  return table.concat(r, " ")
+end
+
+local function offsets_str(o)
+  local r = {}
+  for i, x in ipairs(o) do r[i] = string.format("%d:%d", x[1], x[2]) end
+  return table.concat(r, " ")
+end
+
+-- Every text of a golden case: ids, offsets and, for the ids from
+-- tokens_from on, tokens as HF's (HF's Unigram names an unknown by its
+-- text, we by the unk piece: not compared here).
+local function check_case(name, tokens_from)
+  local c = cjson.decode(readall(CX .. "hf_goldens.json")).cases[name]
+  local tok = assert(from_recipe(c))
+  local bad = {}
+  for _, g in ipairs(c.results) do
+    local e = tok:encode(g.text)
+    local got = ints(e.ids) .. " | " .. offsets_str(e.offsets)
+    local want = ints(g.ids) .. " | " .. offsets_str(g.offsets)
+    if tokens_from then
+      local a, b = {}, {}
+      for i, id in ipairs(g.ids) do
+        if id >= tokens_from then a[#a + 1] = e.tokens[i] or "(none)"; b[#b + 1] = g.tokens[i] end
+      end
+      got = got .. " | " .. table.concat(a, " ")
+      want = want .. " | " .. table.concat(b, " ")
+    end
+    if got ~= want then bad[#bad + 1] = string.format("%q\n  ours %s\n  HF   %s", g.text, got, want) end
+  end
+  assert(#bad == 0, name .. ": " .. #bad .. " of " .. #c.results .. " texts differ:\n" .. table.concat(bad, "\n"))
+end
+-- }------------------------------------------------
+
+describe("added tokens with normalized: true (item 17)", function()
+  it("match on the normalized text, the others on the raw text, as HF (WordPiece)", function()
+    check_case("wp_added_normalized", 0)
+  end)
+  it("as HF in a byte-level BPE with a Lowercase normalizer", function()
+    check_case("bpe_added_normalized", 0)
+  end)
+  it("as HF in a Unigram tokenizer.json", function()
+    check_case("unigram_added_normalized", 2000)
+  end)
+end)
+
+describe("a SentencePiece .model and special tokens' text (item 20)", function()
+  local g = cjson.decode(readall(CX .. "spm_goldens.json")).models
+  for _, m in ipairs({"albert_like", "cased_bf"}) do
+    it(m .. ".model encodes '[MASK]', '<unk>' ... as spm_encode does", function()
+      local tok = assert(T.load("spec/fixtures/tokenizer_unigram/" .. m .. ".model"))
+      for _, c in ipairs(g[m]) do
+        assert.are.equal(ints(c.ids), ints(tok:encode(c.text, nil, {add_special_tokens = false}).ids), c.text)
+      end
+    end)
+  end
+  it("while its tokenizer.json and an explicit family keep HF's added-token matching", function()
+    local json = assert(T.load("spec/fixtures/tokenizer_unigram/albert_like.tokenizer.json"))
+    local ids = json:encode("a [MASK] b", nil, {add_special_tokens = false}).ids
+    assert.are.equal(4, ids[#ids - 1] == 4 and 4 or ids[2])      -- [MASK] is id 4
+    local fam = assert(T.load("spec/fixtures/tokenizer_unigram/albert_like.model", {family = "albert"}))
+    local f = fam:encode("a [MASK] b", nil, {add_special_tokens = false}).ids
+    local found = false
+    for _, id in ipairs(f) do found = found or id == 4 end
+    assert.is_true(found, table.concat(f, " "))
+    -- the ids still decode and count as special
+    local plain = assert(T.load("spec/fixtures/tokenizer_unigram/albert_like.model"))
+    assert.are.equal("[MASK]", plain:id_to_token(4))
+    assert.are.equal(4, plain:token_to_id("[MASK]"))
+  end)
+end)
+
+describe("HF's usual normalizers and pre-tokenizers (item 21)", function()
+  for _, name in ipairs({"wp_nfd_lower_strip_whitespace", "wp_nfkc_lower_seq_punct_digits", "wp_nfc_lower_bert",
+                         "wp_nmt_nfkc_whitespace_digits", "wp_nfkd_lower_whitespace_split",
+                         "wp_nfkc_alone_whitespace", "unigram_nmt_nfkc"}) do
+    it(name .. " as HF (accents, compatibility characters, Hangul, controls)", function()
+      check_case(name)
+    end)
+  end
+end)

@@ -607,9 +607,10 @@ static void push_encoding(lua_State *L, const bt_tokenizer *t,
     size_t len;
     const char *s = bt_id_to_token(t, e->ids[i], &len);
     const bt_added *ad = e->special[i] == 2 ? bt_added_of(t, e->ids[i]) : NULL;
-    if (ad && !(ad->normalized && !t->uni_spm) && e->seqs[i] >= 0 && txt) {
+    if (ad && ad->ncontent) { s = ad->ncontent; len = ad->nlen; }
+    else if (ad && e->seqs[i] >= 0 && txt) {
       /* an added token keeps the text it matched (lstrip/rstrip spaces);
-      ** one matched in normalized text is its content, as HF's */
+      ** one matched in normalized text its normalized content, as HF's */
       int q = e->seqs[i];
       const char *x = q == 0 ? txt->a : txt->b;
       size_t xl = q == 0 ? txt->alen : txt->blen;

@@ -112,6 +112,8 @@ typedef struct bt_added {
   int32_t id;
   int special, lstrip, rstrip, single_word, normalized;
   int in_text;            /* 0: never matched in text (a .model's specials) */
+  char *ncontent; size_t nlen;  /* `normalized`: the content normalized (what
+                                ** is matched, and its token string in text) */
 } bt_added;
 
 /* One template item: a sequence ($A / $B) or a special token. */

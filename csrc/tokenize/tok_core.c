@@ -78,7 +78,9 @@ void bt_tokenizer_free(bt_tokenizer *t) {
   free(t->unk_token); free(t->prefix); free(t->dec_prefix);
   free_pieces(t->single, t->nsingle);
   free_pieces(t->pair, t->npair);
-  for (int i = 0; i < t->nadded; i++) { free(t->added[i].content); free(t->added[i].cps); }
+  for (int i = 0; i < t->nadded; i++) {
+    free(t->added[i].content); free(t->added[i].cps); free(t->added[i].ncontent);
+  }
   free(t->added);
   for (int i = 0; i < t->nworkers; i++) bt_worker_free(t->workers[i]);
   free(t->workers);
@@ -154,7 +156,7 @@ static int index_added(bt_tokenizer *t) {
   bt_map_free(&t->added_by_id); bt_map_free(&t->special_ids);
   bt_trie_free(&t->added_trie); bt_trie_free(&t->norm_trie);
   for (int i = 0; i < t->nadded; i++) {
-    const bt_added *a = &t->added[i];
+    bt_added *a = &t->added[i];
     int fresh;
     if (!bt_map_put(&t->added_by_id, (uint32_t)a->id, i, 10, &fresh)) return -1;
     if (a->special && !bt_map_put(&t->special_ids, (uint32_t)a->id, 1, 10, &fresh)) return -1;
@@ -163,12 +165,10 @@ static int index_added(bt_tokenizer *t) {
       if (bt_trie_insert(&t->added_trie, a->content, a->len, i)) return -1;
       continue;
     }
-    char *nc; size_t nl;
-    if (normalized_content(t, a, &nc, &nl)) return -1;
+    free(a->ncontent); a->ncontent = NULL;
+    if (normalized_content(t, a, &a->ncontent, &a->nlen)) return -1;
     /* a content that normalizes to nothing is never found (HF alike) */
-    int rc = bt_trie_insert(&t->norm_trie, nc, nl, i);
-    free(nc);
-    if (rc) return -1;
+    if (bt_trie_insert(&t->norm_trie, a->ncontent, a->nlen, i)) return -1;
   }
   return 0;
 }
