@@ -215,3 +215,44 @@ describe("HF's usual normalizers and pre-tokenizers (item 21)", function()
     end)
   end
 end)
+
+describe("the normalizers and pre-tokenizers of item 21", function()
+  it("are kept by save(): the written tokenizer.json encodes alike", function()
+    local c = cjson.decode(readall(CX .. "hf_goldens.json")).cases.wp_nmt_nfkc_whitespace_digits
+    local tok = assert(from_recipe(c))
+    local p = tmpdir.path() .. ".json"
+    assert(tok:save(p))
+    local saved = readall(p)
+    assert.truthy(saved:find('"type": "Nmt"', 1, true))
+    assert.truthy(saved:find('"type": "Digits", "individual_digits": false', 1, true))
+    local back = assert(T.load(p))
+    os.remove(p)
+    for _, g in ipairs(c.results) do
+      assert.are.equal(ints(g.ids), ints(back:encode(g.text).ids), g.text)
+    end
+  end)
+
+  -- what is still refused names the component, the key and the file
+  local refused = {
+    {{base = "bert", normalizer = {type = "Precompiled", precompiled_charsmap = ""}},
+     "key 'normalizer.type': unsupported normalizer Precompiled for a WordPiece model"},
+    {{base = "bert", normalizer = {type = "Sequence", normalizers = {{type = "BertNormalizer"}}}},
+     "key 'normalizer.normalizers[1].type': unsupported normalizer BertNormalizer for a WordPiece " ..
+     "model (only as the whole normalizer, not in a Sequence)"},
+    {{base = "bert", pre_tokenizer = {type = "Punctuation", behavior = "Removed"}},
+     "key 'pre_tokenizer.behavior': only Punctuation's 'Isolated' behavior is supported, got 'Removed'"},
+    {{base = "bert", pre_tokenizer = {type = "Sequence", pretokenizers = {{type = "ByteLevel"}}}},
+     "key 'pre_tokenizer.pretokenizers[1].type': unsupported pre-tokenizer ByteLevel inside a Sequence"},
+    {{base = "bert", pre_tokenizer = {type = "Split", pattern = {String = " "}, behavior = "Removed"}},
+     "key 'pre_tokenizer.type': unsupported pre-tokenizer Split"},
+    {{base = "albert", pre_tokenizer = {type = "Whitespace"}},
+     "key 'pre_tokenizer.type': unsupported pre-tokenizer Whitespace for a Unigram model"},
+  }
+  for _, r in ipairs(refused) do
+    it("refuses: " .. r[2]:match(": (.*)$"), function()
+      local tok, err = from_recipe(r[1])
+      assert.is_nil(tok)
+      assert.truthy(err:find(".tokenizer.json: " .. r[2], 1, true), err)
+    end)
+  end
+end)
