@@ -407,8 +407,10 @@ static int is_combining_mark(uint32_t c) {
          cat == UTF8PROC_CATEGORY_ME;
 }
 
-/* Two chars' primary composite (Hangul included), or 0. */
+/* Two chars' primary composite (Hangul included), or 0.  No composite
+** has a second part below U+0300. */
 static uint32_t compose_pair(uint32_t a, uint32_t b) {
+  if (b < 0x300) return 0;
   utf8proc_int32_t pair[2] = {(utf8proc_int32_t)a, (utf8proc_int32_t)b};
   return utf8proc_normalize_utf32(pair, 2, UTF8PROC_COMPOSE) == 1 ? (uint32_t)pair[0] : 0;
 }
