@@ -56,6 +56,20 @@ describe("tokenizer.json files we write, read by Hugging Face", function()
       loaded_spm_albert = assert(T.load(FU .. "albert_like.model", {family = "albert"})),
       loaded_spm_xlmr = assert(T.load(FU .. "cased_bf.model", {family = "xlmr"})),
     }
+    -- HF's usual WordPiece setups beyond BertNormalizer (issue 30, item 21)
+    local function bert_with(name, normalizer, pre)
+      local j = cjson.decode(readall(FX .. "bert-small-tokenizer.json"))
+      j.normalizer, j.pre_tokenizer = normalizer, pre
+      local f = d .. "/src_" .. name .. ".json"
+      writeall(f, cjson.encode(j))
+      toks[name] = assert(T.load(f))
+    end
+    bert_with("loaded_wp_nmt_nfkc", {type = "Sequence", normalizers = {{type = "Nmt"}, {type = "NFKC"},
+      {type = "Lowercase"}}}, {type = "Sequence", pretokenizers = {{type = "Whitespace"},
+      {type = "Digits", individual_digits = true}}})
+    bert_with("loaded_wp_nfd_strip", {type = "Sequence", normalizers = {{type = "NFD"}, {type = "Lowercase"},
+      {type = "StripAccents"}}}, {type = "Sequence", pretokenizers = {{type = "WhitespaceSplit"},
+      {type = "Punctuation", behavior = "Isolated"}}})
     if T.train_supports and T.train_supports("unigram") then
       toks.trained_unigram = assert(T.train{kind = "unigram", vocab_size = 300, files = {corpus}})
     end
@@ -70,7 +84,7 @@ describe("tokenizer.json files we write, read by Hugging Face", function()
       names[#names + 1] = name
       assert.is_nil(readall(f):match('"ids": %[%d+%.%d'), name .. ": float ids")
     end
-    assert.is_true(#files >= 20)
+    assert.is_true(#files >= 24)
     writeall(d .. "/in.json", cjson.encode({files = files, texts = TEXTS, pairs = PAIRS}))
     local cmd = "NODE_PATH=" .. optional.node_modules("tokenizers") .. " node tools/hf_encode.js " .. d .. "/in.json " ..
                 d .. "/out.json 2>" .. d .. "/err.txt"

@@ -51,6 +51,7 @@ end
 print(string.format("corpus: %s, %.2f MB, %d lines", a.corpus, mb, #lines))
 
 local res = {}
+local over_bound = false        -- a figure past its bound: exit 1 at the end
 local function timeit(name, fn)
   local t0 = now(); local r = fn(); local dt = now() - t0
   res[name] = dt
@@ -184,6 +185,45 @@ end
 local _, wp1c = 0, nil
 print(string.format("WordPiece single thread: %.2f MB/s wall (target >= 20; CPU-time rate above)", wp1))
 
+-- 100k added tokens (what transformers' add_tokens makes of a domain
+-- vocabulary): loading and encoding 1 MB that holds them must stay about
+-- linear; they took 63-70 s and 22-59 s CPU while every lookup scanned
+-- the list (HF: under 1 s and 0.6-1.5 s).  The bound is CPU seconds.
+local ADDED, ADDED_BOUND = 100000, 10
+do
+  local parts = {}
+  for i = 1, ADDED do
+    parts[i] = string.format('{"id":%d,"content":"zq%dx","single_word":false,"lstrip":false,' ..
+      '"rstrip":false,"normalized":false,"special":%s}', 7999 + i, i, tostring(i % 2 == 0))
+  end
+  local fh = assert(io.open("spec/fixtures/tokenizer/bert-small-tokenizer.json", "rb"))
+  local j = fh:read("a"):gsub('"added_tokens":%[',
+    function() return '"added_tokens":[' .. table.concat(parts, ",") .. "," end, 1)
+  fh:close()
+  local path = os.tmpname() .. ".json"
+  fh = assert(io.open(path, "wb")); fh:write(j); fh:close()
+  local words, size = {}, 0
+  while size < 1e6 do
+    local w = string.format("zq%dx word", (#words * 7919) % ADDED + 1)
+    words[#words + 1] = w; size = size + #w + 1
+  end
+  local text = table.concat(words, " ")
+  local c0 = os.clock()
+  local tok = assert(T.load(path))
+  local c1 = os.clock()
+  local n = #tok:encode(text).ids
+  local c2 = os.clock()
+  os.remove(path)
+  print(string.format("\n%d added tokens: load %.2f s CPU, encode %.2f MB %.2f s CPU (%d tokens)",
+                      ADDED, c1 - c0, #text / 1e6, c2 - c1, n))
+  for _, x in ipairs({{"load", c1 - c0}, {"encode", c2 - c1}}) do
+    if x[2] > ADDED_BOUND then
+      print(string.format("  OVER BOUND: %s took %.1f s CPU, more than %d s", x[1], x[2], ADDED_BOUND))
+      over_bound = true
+    end
+  end
+end
+
 if a.hf and not a.skip_train then
   local js = os.tmpname() .. ".js"
   local out = os.tmpname()
@@ -232,3 +272,4 @@ const mb = fs.statSync(corpus).size / 1e6;
   end
   os.remove(out)
 end
+if over_bound then os.exit(1) end

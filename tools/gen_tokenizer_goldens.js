@@ -4,9 +4,15 @@
 //   sh tools/fetch_bert_vocab.sh && sh tools/fetch_brown.sh
 //   NODE_PATH=/tmp/hf/node_modules node tools/gen_tokenizer_goldens.js
 // The specs read the JSON files; they do not need node.
+//   NODE_PATH=.deps/tok/node_modules node tools/gen_tokenizer_goldens.js --contracts
+// writes only spec/fixtures/tokenizer_contracts/ (issue 30: normalized added
+// tokens, HF's NFC/NFKC/Nmt/Sequence normalizers and Whitespace/Sequence
+// pre-tokenizers, and spm_encode (Debian package sentencepiece) on special
+// tokens' text in .model files).
 if (process.argv.includes("--help") || process.argv.includes("-h")) {
-  console.log("usage: NODE_PATH=/tmp/hf/node_modules node tools/gen_tokenizer_goldens.js\n" +
-    "Writes the tokenizer goldens in spec/fixtures/tokenizer/ from Hugging Face's tokenizers (see the top of this file).");
+  console.log("usage: NODE_PATH=/tmp/hf/node_modules node tools/gen_tokenizer_goldens.js [--contracts]\n" +
+    "Writes the tokenizer goldens in spec/fixtures/tokenizer/ from Hugging Face's tokenizers (see the top of this file);\n" +
+    "--contracts: only those in spec/fixtures/tokenizer_contracts/ (needs spm_encode too).");
   process.exit(0);
 }
 const fs = require("fs");
@@ -16,7 +22,8 @@ const hf = require("@anush008/tokenizers");
 const root = path.join(__dirname, "..");
 const fx = path.join(root, "spec/fixtures/tokenizer");
 const vocabTxt = path.join(fx, "bert-base-uncased-vocab.txt");
-const brown = fs.readFileSync(path.join(root, "data/brown.txt"), "utf8").split("\n");
+const brown = process.argv.includes("--contracts") ? []
+  : fs.readFileSync(path.join(root, "data/brown.txt"), "utf8").split("\n");
 
 function bertJson(vocabLines) {
   const vocab = {};
@@ -137,7 +144,106 @@ function save(name, obj) {
   console.log("wrote", name);
 }
 
-(async () => {
+// ---- issue 30's contracts: spec/fixtures/tokenizer_contracts/
+const CONTRACT_TEXTS = [
+  "QZFOO", "qzfoo", "xQZFOOy", "a QzFoO b", "QZBAR and qzbar", "[RAW] [raw] x[RAW]y", "Café CAFÉ cafe\u0301",
+  "Hello, world! QZFOO.", "北京 QZFOO 中文", "  QZFOO  ", "qzfooqzfoo", "İstanbul QZFOO",
+  "ﬁne ﬂour ① ② ⑩ Ⅻ ² ½ ｆｕｌｌｗｉｄｔｈ ＡＢＣ １２３", "한국어 텍스트 입니다 한글", "\u1112\u1161\u11ab\u1100\u1173\u11af",
+  "Café naïve résumé Ångström", "cafe\u0301 a\u0323\u0301 e\u0301\u0323 \u1ec7 o\u0308\u0304",
+  "Ünïcödé ÀÉÎÕÜ ñ ç ø å æ œ ß", "ΟΔΟΣ Σοφία Привет", "が ガ ぱ ｶﾞ ﾊﾟ", "ǅ ǆ Ǆ ﬀ ﬃ ㎏ ㍻ ℃ ™",
+  "a\u0001b\u0008c\u000bd\u007fe\u008ff g\u200bh\u200di\ufeffj k\u2028l \u2581m \ufffdn",
+  "tab\there\r\nnew\nline\u00a0nbsp\u3000ideo", "2024 12abc34 3.14 1,000,000 x² ٣٤",
+  "e-mail: john.doe@example.com, http://example.org/path?q=1&r=2", "don't stop   believing!!! ...",
+  "snake_case camelCase $5+3<4=>^`|~ € ©", "\u24b6\u24b7 \u{1f130}x y\u200cz", "The quick brown fox.",
+];
+const SPM_TEXTS = [
+  "a [MASK] b", "<unk> x", "[CLS] hi [SEP]", "<pad> </s> <s>", "[MASK]", "x[MASK]y", "[PAD] [UNK] ok",
+  "The [MASK] sat on the <mask>.", "<unk><unk>", "[SEP][SEP] [CLS]",
+];
+
+function bertVocabLines() {
+  const lines = fs.readFileSync(vocabTxt, "utf8").split("\n");
+  if (lines[lines.length - 1] === "") lines.pop();
+  return lines.slice(0, 8000);
+}
+
+async function contractCases(tok, texts) {
+  const out = [];
+  for (const t of texts) {
+    const e = await tok.encode(t, null, { addSpecialTokens: true });
+    out.push({ text: t, ids: e.getIds(), offsets: e.getOffsets(), tokens: e.getTokens() });
+  }
+  return out;
+}
+
+async function contracts() {
+  const cx = path.join(root, "spec/fixtures/tokenizer_contracts");
+  fs.mkdirSync(cx, { recursive: true });
+  const version = JSON.parse(fs.readFileSync(require.resolve("@anush008/tokenizers/package.json"))).version;
+  const meta = { generator: "tools/gen_tokenizer_goldens.js --contracts",
+    package: "@anush008/tokenizers " + version };
+  const added = (id, content, normalized) => ({ id, content, single_word: false,
+    lstrip: false, rstrip: false, normalized, special: false });
+  const seq = (...types) => ({ type: "Sequence", normalizers: types.map((t) => (typeof t === "string" ? { type: t } : t)) });
+  // each case: a committed tokenizer.json (base), the normalizer and
+  // pre-tokenizer put in its place when given, added tokens appended; the
+  // spec builds the same file from the same recipe
+  const BASES = { bert: path.join(fx, "bert-small-tokenizer.json"), roberta: path.join(fx, "roberta-tiny-tokenizer.json"),
+    albert: path.join(root, "spec/fixtures/tokenizer_unigram/albert_like.tokenizer.json") };
+  const recipes = {
+    // item 17: added tokens with normalized: true, in each model's pipeline
+    wp_added_normalized: { base: "bert", added: [added(8000, "qzfoo", true), added(8001, "QZBAR", true),
+      added(8002, "[RAW]", false), added(8003, "Café", true)] },
+    bpe_added_normalized: { base: "roberta", normalizer: { type: "Lowercase" },
+      added: [added(1536, "qzfoo", true), added(1537, "[RAW]", false)] },
+    unigram_added_normalized: { base: "albert", added: [added(2000, "qzfoo", true), added(2001, "[RAW]", false)] },
+    // item 21: the normalizers and pre-tokenizers of HF's usual setups
+    wp_nfd_lower_strip_whitespace: { base: "bert", normalizer: seq("NFD", "Lowercase", "StripAccents"),
+      pre_tokenizer: { type: "Whitespace" } },
+    wp_nfkc_lower_seq_punct_digits: { base: "bert", normalizer: seq("NFKC", "Lowercase"),
+      pre_tokenizer: { type: "Sequence", pretokenizers: [{ type: "WhitespaceSplit" },
+        { type: "Punctuation", behavior: "Isolated" }, { type: "Digits", individual_digits: true }] } },
+    wp_nfc_lower_bert: { base: "bert", normalizer: seq("NFC", "Lowercase"), pre_tokenizer: { type: "BertPreTokenizer" } },
+    wp_nmt_nfkc_whitespace_digits: { base: "bert", normalizer: seq("Nmt", "NFKC", "Lowercase"),
+      pre_tokenizer: { type: "Sequence", pretokenizers: [{ type: "Whitespace" },
+        { type: "Digits", individual_digits: false }] } },
+    wp_nfkd_lower_whitespace_split: { base: "bert", normalizer: seq("NFKD", "Lowercase"),
+      pre_tokenizer: { type: "WhitespaceSplit" } },
+    wp_nfkc_alone_whitespace: { base: "bert", normalizer: { type: "NFKC" }, pre_tokenizer: { type: "Whitespace" } },
+    // HF's SentencePieceUnigramTokenizer chain over the albert-like pieces
+    unigram_nmt_nfkc: { base: "albert", normalizer: seq("Nmt", "NFKC",
+      { type: "Replace", pattern: { Regex: " {2,}" }, content: " " }, "Lowercase") },
+  };
+  const cases = {};
+  const tmp = path.join(require("os").tmpdir(), "contract.tokenizer.json");
+  for (const [name, r] of Object.entries(recipes)) {
+    const j = JSON.parse(fs.readFileSync(BASES[r.base], "utf8"));
+    if (r.normalizer) j.normalizer = r.normalizer;
+    if (r.pre_tokenizer) j.pre_tokenizer = r.pre_tokenizer;
+    for (const a of r.added || []) j.added_tokens.push(a);
+    fs.writeFileSync(tmp, JSON.stringify(j));
+    cases[name] = Object.assign({}, r, { results: await contractCases(hf.Tokenizer.fromFile(tmp), CONTRACT_TEXTS) });
+  }
+  fs.writeFileSync(path.join(cx, "hf_goldens.json"), JSON.stringify({ meta, cases }) + "\n");
+  console.log("wrote tokenizer_contracts/hf_goldens.json:", Object.keys(recipes).length, "tokenizers");
+  // item 20: spm_encode never treats special tokens' text as special
+  const { execFileSync } = require("child_process");
+  const spm = {};
+  for (const m of ["albert_like", "cased_bf"]) {
+    const model = path.join(root, "spec/fixtures/tokenizer_unigram", m + ".model");
+    const out = execFileSync("spm_encode", ["--model=" + model, "--output_format=id"],
+      { input: SPM_TEXTS.join("\n") + "\n" }).toString().split("\n");
+    spm[m] = SPM_TEXTS.map((t, i) => ({ text: t, ids: out[i] === "" ? [] : out[i].split(" ").map(Number) }));
+  }
+  fs.writeFileSync(path.join(cx, "spm_goldens.json"), JSON.stringify({
+    meta: { generator: "tools/gen_tokenizer_goldens.js --contracts", tool: "spm_encode --output_format=id" },
+    models: spm }) + "\n");
+  console.log("wrote tokenizer_contracts/spm_goldens.json");
+}
+
+if (process.argv.includes("--contracts")) {
+  contracts().catch((e) => { console.error(e); process.exit(1); });
+} else (async () => {
   const version = JSON.parse(fs.readFileSync(require.resolve("@anush008/tokenizers/package.json"))).version;
   const meta = { generator: "tools/gen_tokenizer_goldens.js", package: "@anush008/tokenizers " + version,
     rust_tokenizers: "0.22.2" };

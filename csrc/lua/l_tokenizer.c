@@ -222,6 +222,31 @@ static void unigram_config(lua_State *L, bt_tokenizer *t) {
     }
   }
   lua_pop(L, 1);
+  lua_getfield(L, 1, "replacement");
+  if (lua_type(L, -1) == LUA_TSTRING) {
+    size_t len; const char *r = lua_tolstring(L, -1, &len);
+    uint32_t cps[8];
+    if (len == 0 || len > 4 || bt_utf8_decode(r, len, cps) != 1)
+      new_fail(L, t, "replacement: expected a single character");
+    t->meta_repl = cps[0];
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, 1, "prepend_scheme");
+  const char *ps = lua_tostring(L, -1);
+  if (ps) {
+    if (strcmp(ps, "always") == 0) t->prepend_scheme = BT_PREPEND_ALWAYS;
+    else if (strcmp(ps, "first") == 0) t->prepend_scheme = BT_PREPEND_FIRST;
+    else if (strcmp(ps, "never") == 0) t->prepend_scheme = BT_PREPEND_NEVER;
+    else new_fail(L, t, "prepend_scheme: expected 'always', 'first' or 'never'");
+  }
+  lua_pop(L, 1);
+  t->meta_split = opt_bool(L, 1, "split", 1);
+}
+
+/* The HF normalizer chain: normalizers = {{kind =, pattern =, content =,
+** left =, right =}, ...} (Unigram files; WordPiece / BPE ones whose
+** normalizer is not BertNormalizer). */
+static void config_norm_steps(lua_State *L, bt_tokenizer *t) {
   lua_getfield(L, 1, "normalizers");
   if (lua_istable(L, -1)) {
     int li = lua_gettop(L);
@@ -234,7 +259,8 @@ static void unigram_config(lua_State *L, bt_tokenizer *t) {
       const char *kind = lua_tostring(L, -1);
       static const char *const names[] = {"replace", "spaces", "lowercase", "nfkd",
                                           "nfd", "strip_accents", "precompiled",
-                                          "prepend", "strip", NULL};
+                                          "prepend", "strip", "nfc", "nfkc",
+                                          "nmt", NULL};
       int kd = -1;
       for (int j = 0; kind && names[j]; j++) if (strcmp(kind, names[j]) == 0) kd = j;
       if (kd < 0) {
@@ -255,25 +281,32 @@ static void unigram_config(lua_State *L, bt_tokenizer *t) {
     }
   }
   lua_pop(L, 1);
-  lua_getfield(L, 1, "replacement");
-  if (lua_type(L, -1) == LUA_TSTRING) {
-    size_t len; const char *r = lua_tolstring(L, -1, &len);
-    uint32_t cps[8];
-    if (len == 0 || len > 4 || bt_utf8_decode(r, len, cps) != 1)
-      new_fail(L, t, "replacement: expected a single character");
-    t->meta_repl = cps[0];
+}
+
+/* Splitting pre-tokenizers: pre_tokenizers = {"whitespace", "digits", ...}. */
+static void config_splits(lua_State *L, bt_tokenizer *t) {
+  lua_getfield(L, 1, "pre_tokenizers");
+  if (lua_istable(L, -1)) {
+    static const char *const names[] = {"whitespace_split", "whitespace", "bert",
+                                        "punctuation", "digits", "digits_each", NULL};
+    lua_Integer k = luaL_len(L, -1);
+    if (k > BT_MAX_SPLITS) new_fail(L, t, "pre_tokenizers: more than 8 steps");
+    for (lua_Integer i = 1; i <= k; i++) {
+      lua_rawgeti(L, -1, i);
+      const char *name = lua_tostring(L, -1);
+      int kd = -1;
+      for (int j = 0; name && names[j]; j++) if (strcmp(name, names[j]) == 0) kd = j;
+      if (kd < 0) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "pre_tokenizers[%d]: unknown kind '%s'", (int)i,
+                 name ? name : luaL_typename(L, -1));
+        new_fail(L, t, msg);
+      }
+      t->splits[t->nsplits++] = (uint8_t)kd;
+      lua_pop(L, 1);
+    }
   }
   lua_pop(L, 1);
-  lua_getfield(L, 1, "prepend_scheme");
-  const char *ps = lua_tostring(L, -1);
-  if (ps) {
-    if (strcmp(ps, "always") == 0) t->prepend_scheme = BT_PREPEND_ALWAYS;
-    else if (strcmp(ps, "first") == 0) t->prepend_scheme = BT_PREPEND_FIRST;
-    else if (strcmp(ps, "never") == 0) t->prepend_scheme = BT_PREPEND_NEVER;
-    else new_fail(L, t, "prepend_scheme: expected 'always', 'first' or 'never'");
-  }
-  lua_pop(L, 1);
-  t->meta_split = opt_bool(L, 1, "split", 1);
 }
 
 /* The vocabulary: vocab_list (array, id = index - 1) and/or vocab (map). */
@@ -393,7 +426,7 @@ static void config_added_tokens(lua_State *L, bt_tokenizer *t) {
             bt_add_added(t, s, len, (int32_t)id, opt_bool(L, it, "special", 1),
                          opt_bool(L, it, "lstrip", 0), opt_bool(L, it, "rstrip", 0),
                          opt_bool(L, it, "single_word", 0),
-                         opt_bool(L, it, "normalized", 0)))
+                         opt_bool(L, it, "normalized", 0), opt_bool(L, it, "in_text", 1)))
           new_fail(L, t, "out of memory");
         lua_pop(L, 2);
       }
@@ -454,7 +487,9 @@ static int tok_new(lua_State *L) {
   t->cache_capacity = (int)opt_int(L, 1, "tokenizer.new", "cache_capacity",
                                    10000, 0, 1 << 24);
   config_merges(L, t);
+  config_norm_steps(L, t);
   config_pipeline(L, t);
+  config_splits(L, t);
   t->pad_id = (int32_t)opt_int(L, 1, "tokenizer.new", "pad_id", 0, 0, INT32_MAX);
   t->pad_type_id = (int32_t)opt_int(L, 1, "tokenizer.new", "pad_type_id", 0, 0, INT32_MAX);
   config_added_tokens(L, t);
@@ -558,11 +593,6 @@ static int char_index_of(char_index *ci, const char *x, size_t xl) {
   return 0;
 }
 
-static const bt_added *added_of(const bt_tokenizer *t, int32_t id) {
-  for (int k = t->nadded - 1; k >= 0; k--) if (t->added[k].id == id) return &t->added[k];
-  return NULL;
-}
-
 static void push_encoding(lua_State *L, const bt_tokenizer *t,
                           const bt_encoding *e, const batch_item *txt,
                           int with_overflow) {
@@ -576,18 +606,20 @@ static void push_encoding(lua_State *L, const bt_tokenizer *t,
   for (int32_t i = 0; i < e->n; i++) {
     size_t len;
     const char *s = bt_id_to_token(t, e->ids[i], &len);
-    if (e->special[i] == 2 && e->seqs[i] >= 0 && txt) {
-      /* an added token keeps the text it matched (lstrip/rstrip spaces) */
+    const bt_added *ad = e->special[i] == 2 ? bt_added_of(t, e->ids[i]) : NULL;
+    if (ad && ad->ncontent) { s = ad->ncontent; len = ad->nlen; }
+    else if (ad && e->seqs[i] >= 0 && txt) {
+      /* an added token keeps the text it matched (lstrip/rstrip spaces);
+      ** one matched in normalized text its normalized content, as HF's */
       int q = e->seqs[i];
       const char *x = q == 0 ? txt->a : txt->b;
       size_t xl = q == 0 ? txt->alen : txt->blen;
       if (x && char_index_of(&ci[q], x, xl) == 0) {
         size_t c0 = (size_t)e->offsets[2 * i], c1 = (size_t)e->offsets[2 * i + 1];
-        const bt_added *ad = added_of(t, e->ids[i]);
         const uint32_t *cp = ci[q].cp;
         size_t nc = ci[q].n;
-        if (ad && ad->lstrip) while (c0 > 0 && bt_is_whitespace(cp[c0 - 1])) c0--;
-        if (ad && ad->rstrip) while (c1 < nc && bt_is_whitespace(cp[c1])) c1++;
+        if (ad->lstrip) while (c0 > 0 && bt_is_whitespace(cp[c0 - 1])) c0--;
+        if (ad->rstrip) while (c1 < nc && bt_is_whitespace(cp[c1])) c1++;
         if (c0 > nc) c0 = nc;
         if (c1 > nc) c1 = nc;
         size_t b0 = ci[q].starts[c0], b1 = ci[q].starts[c1];

@@ -69,10 +69,18 @@ enum { BT_DEC_NONE, BT_DEC_WORDPIECE, BT_DEC_BYTELEVEL, BT_DEC_METASPACE };
 enum { BT_PIECE_NORMAL = 1, BT_PIECE_UNKNOWN = 2, BT_PIECE_CONTROL = 3,
        BT_PIECE_USER_DEFINED = 4, BT_PIECE_UNUSED = 5, BT_PIECE_BYTE = 6 };
 
-/* Normalizer steps of a Hugging Face `Sequence` (Unigram tokenizers). */
+/* Normalizer steps of a Hugging Face `Sequence` (Unigram tokenizers, and
+** WordPiece / BPE ones whose normalizer is not BertNormalizer). */
 enum { BT_NORM_REPLACE, BT_NORM_SPACES, BT_NORM_LOWERCASE, BT_NORM_NFKD,
        BT_NORM_NFD, BT_NORM_STRIP_ACCENTS, BT_NORM_PRECOMPILED,
-       BT_NORM_PREPEND, BT_NORM_STRIP };
+       BT_NORM_PREPEND, BT_NORM_STRIP, BT_NORM_NFC, BT_NORM_NFKC,
+       BT_NORM_NMT };
+
+/* Splitting pre-tokenizers of a WordPiece `Sequence` (applied in order,
+** each to the pieces of the one before). */
+enum { BT_SPLIT_WHITESPACE_SPLIT, BT_SPLIT_WHITESPACE, BT_SPLIT_BERT,
+       BT_SPLIT_PUNCTUATION, BT_SPLIT_DIGITS, BT_SPLIT_DIGITS_EACH };
+#define BT_MAX_SPLITS 8
 typedef struct bt_norm_step {
   int kind;
   int strip_left, strip_right;                  /* Strip */
@@ -103,6 +111,9 @@ typedef struct bt_added {
   uint32_t *cps; int ncps;                      /* content as code points */
   int32_t id;
   int special, lstrip, rstrip, single_word, normalized;
+  int in_text;            /* 0: never matched in text (a .model's specials) */
+  char *ncontent; size_t nlen;  /* `normalized`: the content normalized (what
+                                ** is matched, and its token string in text) */
 } bt_added;
 
 /* One template item: a sequence ($A / $B) or a special token. */
@@ -136,6 +147,7 @@ struct bt_tokenizer {
   int has_normalizer, clean_text, handle_chinese, strip_accents, lowercase;
   /* pre-tokenizer */
   int pre, add_prefix_space, use_regex;
+  uint8_t splits[BT_MAX_SPLITS]; int nsplits;   /* BT_SPLIT_*, when set */
   /* post-processor */
   bt_piece *single, *pair; int nsingle, npair;
   int trim_offsets, post_add_prefix_space, has_post;
@@ -158,8 +170,12 @@ struct bt_tokenizer {
   bt_norm_step *norms; int nnorms;              /* HF normalizer chain */
   uint32_t meta_repl; int prepend_scheme, meta_split;  /* Metaspace */
   /* added tokens */
-  bt_added *added; int nadded;
-  bt_trie added_trie;     /* content -> index in added (one-pass matching) */
+  bt_added *added; int nadded; size_t added_cap;
+  bt_vocab added_index;   /* content -> index in added */
+  bt_map added_by_id;     /* id -> index in added of its first token */
+  bt_map special_ids;     /* id -> 1 for the ids of special added tokens */
+  bt_trie added_trie;     /* raw-matched content -> index (one-pass matching) */
+  bt_trie norm_trie;      /* normalized content of `normalized` tokens -> index */
   int max_windows;        /* cap on overflowing windows per encoding */
   /* padding defaults */
   int32_t pad_id, pad_type_id;
@@ -222,7 +238,7 @@ int bt_add_merge(bt_tokenizer *t, const char *a, size_t alen,
                  const char *b, size_t blen);
 int bt_add_added(bt_tokenizer *t, const char *s, size_t len, int32_t id,
                  int special, int lstrip, int rstrip, int single_word,
-                 int normalized);
+                 int normalized, int in_text);
 /* Sets a template (which: 0 single, 1 pair); takes ownership of pieces. */
 void bt_set_template(bt_tokenizer *t, int which, bt_piece *p, int n);
 int bt_tokenizer_finish(bt_tokenizer *t);
@@ -240,6 +256,8 @@ void bt_pad_batch(const bt_tokenizer *t, bt_encoding *e, int n,
 const char *bt_id_to_token(const bt_tokenizer *t, int32_t id, size_t *len);
 int32_t bt_token_to_id(const bt_tokenizer *t, const char *s, size_t len);
 int bt_is_special_id(const bt_tokenizer *t, int32_t id);
+/* The added token of an id (the first one added with it), or NULL. */
+const bt_added *bt_added_of(const bt_tokenizer *t, int32_t id);
 /* Decodes ids into a malloc'd string (*len bytes). NULL on no memory. */
 char *bt_decode(const bt_tokenizer *t, const int32_t *ids, size_t n,
                 int skip_special, size_t *len);

@@ -70,11 +70,17 @@ void bt_tokenizer_free(bt_tokenizer *t) {
   bt_merge_free(&t->merges);
   bt_unigram_free(t);
   bt_trie_free(&t->added_trie);
+  bt_trie_free(&t->norm_trie);
+  bt_vocab_free(&t->added_index);
+  bt_map_free(&t->added_by_id);
+  bt_map_free(&t->special_ids);
   free(t->merge_a); free(t->merge_b);
   free(t->unk_token); free(t->prefix); free(t->dec_prefix);
   free_pieces(t->single, t->nsingle);
   free_pieces(t->pair, t->npair);
-  for (int i = 0; i < t->nadded; i++) { free(t->added[i].content); free(t->added[i].cps); }
+  for (int i = 0; i < t->nadded; i++) {
+    free(t->added[i].content); free(t->added[i].cps); free(t->added[i].ncontent);
+  }
   free(t->added);
   for (int i = 0; i < t->nworkers; i++) bt_worker_free(t->workers[i]);
   free(t->workers);
@@ -115,17 +121,17 @@ int bt_add_merge(bt_tokenizer *t, const char *a, size_t alen,
 
 int bt_add_added(bt_tokenizer *t, const char *s, size_t len, int32_t id,
                  int special, int lstrip, int rstrip, int single_word,
-                 int normalized) {
+                 int normalized, int in_text) {
   if (len == 0) return 0;
-  for (int i = 0; i < t->nadded; i++)    /* same content: update */
-    if (t->added[i].len == len && memcmp(t->added[i].content, s, len) == 0) {
-      t->added[i].id = id; t->added[i].special = special;
-      return 0;
-    }
-  bt_added *a = realloc(t->added, (size_t)(t->nadded + 1) * sizeof *a);
-  if (!a) return -1;
-  t->added = a;
-  bt_added *x = &a[t->nadded];
+  int32_t same = bt_vocab_get(&t->added_index, s, len);
+  if (same >= 0) {                      /* same content: update */
+    t->added[same].id = id; t->added[same].special = special;
+    return 0;
+  }
+  if (t->nadded == INT32_MAX ||
+      bt_grow((void **)&t->added, &t->added_cap, (size_t)t->nadded + 1, sizeof *t->added) ||
+      bt_vocab_set(&t->added_index, s, len, t->nadded)) return -1;
+  bt_added *x = &t->added[t->nadded];
   memset(x, 0, sizeof *x);
   x->content = malloc(len + 1);
   x->cps = malloc((len + 1) * sizeof *x->cps);
@@ -133,8 +139,37 @@ int bt_add_added(bt_tokenizer *t, const char *s, size_t len, int32_t id,
   memcpy(x->content, s, len); x->content[len] = '\0'; x->len = len;
   x->ncps = (int)bt_utf8_decode(s, len, x->cps);
   x->id = id; x->special = special; x->lstrip = lstrip; x->rstrip = rstrip;
-  x->single_word = single_word; x->normalized = normalized;
+  x->single_word = single_word; x->normalized = normalized; x->in_text = in_text;
   t->nadded++;
+  return 0;
+}
+
+/* The normalized form of an added token's content (HF matches `normalized`
+** tokens by it in normalized text), malloc'd, in *out / *outlen. */
+static int normalized_content(bt_tokenizer *t, const bt_added *a, char **out,
+                              size_t *outlen);
+
+/* The lookups of added tokens: by id (the first token of an id answers,
+** as the scan that this replaces did), special ids, and the two tries
+** that text is matched against. */
+static int index_added(bt_tokenizer *t) {
+  bt_map_free(&t->added_by_id); bt_map_free(&t->special_ids);
+  bt_trie_free(&t->added_trie); bt_trie_free(&t->norm_trie);
+  for (int i = 0; i < t->nadded; i++) {
+    bt_added *a = &t->added[i];
+    int fresh;
+    if (!bt_map_put(&t->added_by_id, (uint32_t)a->id, i, 10, &fresh)) return -1;
+    if (a->special && !bt_map_put(&t->special_ids, (uint32_t)a->id, 1, 10, &fresh)) return -1;
+    if (!a->in_text) continue;
+    if (!a->normalized || t->uni_spm) {
+      if (bt_trie_insert(&t->added_trie, a->content, a->len, i)) return -1;
+      continue;
+    }
+    free(a->ncontent); a->ncontent = NULL;
+    if (normalized_content(t, a, &a->ncontent, &a->nlen)) return -1;
+    /* a content that normalizes to nothing is never found (HF alike) */
+    if (bt_trie_insert(&t->norm_trie, a->ncontent, a->nlen, i)) return -1;
+  }
   return 0;
 }
 
@@ -146,9 +181,6 @@ void bt_set_template(bt_tokenizer *t, int which, bt_piece *p, int n) {
 
 int bt_tokenizer_finish(bt_tokenizer *t) {
   if (t->model == BT_MODEL_UNIGRAM) bt_charsmap_plain(t);
-  bt_trie_free(&t->added_trie);
-  for (int i = 0; i < t->nadded; i++)
-    if (bt_trie_insert(&t->added_trie, t->added[i].content, t->added[i].len, i)) return -1;
   if (t->unk_token && t->unk_id < 0)
     t->unk_id = bt_vocab_get(&t->vocab, t->unk_token, strlen(t->unk_token));
   if (t->prefix) t->prefix_len = strlen(t->prefix);
@@ -166,7 +198,7 @@ int bt_tokenizer_finish(bt_tokenizer *t) {
   t->nworkers = nw;
   for (int i = 0; i < nw; i++)
     if (!(t->workers[i] = bt_worker_new())) return -1;
-  return 0;
+  return index_added(t);
 }
 
 int bt_num_added_tokens(const bt_tokenizer *t, int is_pair) {
@@ -176,23 +208,24 @@ int bt_num_added_tokens(const bt_tokenizer *t, int is_pair) {
   return k;
 }
 
+const bt_added *bt_added_of(const bt_tokenizer *t, int32_t id) {
+  int32_t i = id < 0 ? -1 : bt_map_get(&t->added_by_id, (uint32_t)id);
+  return i < 0 ? NULL : &t->added[i];
+}
+
 const char *bt_id_to_token(const bt_tokenizer *t, int32_t id, size_t *len) {
-  for (int i = 0; i < t->nadded; i++)
-    if (t->added[i].id == id) { if (len) *len = t->added[i].len; return t->added[i].content; }
+  const bt_added *a = bt_added_of(t, id);
+  if (a) { if (len) *len = a->len; return a->content; }
   return bt_vocab_token(&t->vocab, id, len);
 }
 
 int32_t bt_token_to_id(const bt_tokenizer *t, const char *s, size_t len) {
-  for (int i = 0; i < t->nadded; i++)
-    if (t->added[i].len == len && memcmp(t->added[i].content, s, len) == 0)
-      return t->added[i].id;
-  return bt_vocab_get(&t->vocab, s, len);
+  int32_t i = bt_vocab_get(&t->added_index, s, len);
+  return i >= 0 ? t->added[i].id : bt_vocab_get(&t->vocab, s, len);
 }
 
 int bt_is_special_id(const bt_tokenizer *t, int32_t id) {
-  for (int i = 0; i < t->nadded; i++)
-    if (t->added[i].id == id && t->added[i].special) return 1;
-  return 0;
+  return id >= 0 && bt_map_get(&t->special_ids, (uint32_t)id) > 0;
 }
 
 int bt_vocab_size(const bt_tokenizer *t) {
@@ -225,6 +258,14 @@ static size_t npush(bt_worker *w, size_t k, uint32_t c, int32_t s, int32_t e) {
 static long normalize(const bt_tokenizer *t, bt_worker *w, int32_t from,
                       int32_t to) {
   size_t n = (size_t)(to - from);
+  if (t->nnorms) {                      /* an HF normalizer chain */
+    const uint32_t *cp; const int32_t *os, *oe; size_t m;
+    if (bt_norm_chain(t, w, from, to, &cp, &os, &oe, &m) || norm_reserve(w, m + 2)) return -1;
+    memcpy(w->ncp, cp, m * sizeof *cp);
+    memcpy(w->nos, os, m * sizeof *os);
+    memcpy(w->noe, oe, m * sizeof *oe);
+    return (long)m;
+  }
   if (!t->has_normalizer) {
     if (norm_reserve(w, n + 2)) return -1;
     for (size_t i = 0; i < n; i++)
@@ -386,44 +427,81 @@ static int model_word(bt_tokenizer *t, bt_worker *w, int32_t ws, int32_t we,
 
 /* ---------- one text segment (between added tokens) ---------- */
 
-static int encode_segment(bt_tokenizer *t, bt_worker *w, int32_t from,
-                          int32_t to, bt_encoding *e, int32_t *word,
-                          char *err, size_t errlen) {
-  if (t->model == BT_MODEL_UNIGRAM)
-    return bt_unigram_segment(t, w, from, to, e, word, err, errlen);
-  long ln = normalize(t, w, from, to);
-  if (ln < 0) return -1;
-  int32_t n = (int32_t)ln;
-  if (n == 0) return 0;
+/* Rust regex's \w (Whitespace's `\w+|[^\w\s]+`): Alphabetic, marks,
+** decimal digits, connector punctuation, the joiners. */
+static int is_regex_word(uint32_t c) {
+  if (c < 0x80) return bt_is_letter(c) || (c >= '0' && c <= '9') || c == '_';
+  if (c == 0x200C || c == 0x200D) return 1;
+  /* the symbols that are Other_Alphabetic (circled and squared letters) */
+  if ((c >= 0x24B6 && c <= 0x24E9) || (c >= 0x1F130 && c <= 0x1F149) ||
+      (c >= 0x1F150 && c <= 0x1F169) || (c >= 0x1F170 && c <= 0x1F189)) return 1;
+  switch (utf8proc_category((utf8proc_int32_t)c)) {
+    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME: case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_PC: return 1;
+    default: return 0;
+  }
+}
+
+/* What a splitting pre-tokenizer does with a char: drops it (whitespace),
+** makes it a piece of its own, or puts it in a run of its class. */
+enum { SPLIT_DROP, SPLIT_ALONE, SPLIT_RUN_A, SPLIT_RUN_B };
+
+static int split_class(int kind, uint32_t c) {
+  switch (kind) {
+  case BT_SPLIT_WHITESPACE_SPLIT: return bt_is_whitespace(c) ? SPLIT_DROP : SPLIT_RUN_A;
+  case BT_SPLIT_WHITESPACE:
+    return bt_is_whitespace(c) ? SPLIT_DROP : is_regex_word(c) ? SPLIT_RUN_A : SPLIT_RUN_B;
+  case BT_SPLIT_BERT:
+    return bt_is_whitespace(c) ? SPLIT_DROP : bt_is_punctuation(c) ? SPLIT_ALONE : SPLIT_RUN_A;
+  case BT_SPLIT_PUNCTUATION: return bt_is_punctuation(c) ? SPLIT_ALONE : SPLIT_RUN_A;
+  case BT_SPLIT_DIGITS: return bt_is_number(c) ? SPLIT_RUN_B : SPLIT_RUN_A;
+  default: return bt_is_number(c) ? SPLIT_ALONE : SPLIT_RUN_A;   /* BT_SPLIT_DIGITS_EACH */
+  }
+}
+
+/* Splitting pre-tokenizers k.. over normalized chars [a, b) (each splits
+** the pieces of the one before, as HF's Sequence), the model on each
+** final piece. */
+static int split_steps(bt_tokenizer *t, bt_worker *w, int k, int32_t a, int32_t b,
+                       bt_encoding *e, int32_t *word, char *err, size_t errlen) {
+  if (k == t->nsplits) return model_word(t, w, a, b, e, (*word)++, err, errlen);
+  int32_t s = -1;
+  int cls = SPLIT_DROP;
+  for (int32_t i = a; i <= b; i++) {
+    int c = i < b ? split_class(t->splits[k], w->ncp[i]) : SPLIT_DROP;
+    if (s >= 0 && (c != cls || c == SPLIT_ALONE)) {
+      if (split_steps(t, w, k + 1, s, i, e, word, err, errlen)) return -1;
+      s = -1;
+    }
+    if (c != SPLIT_DROP && s < 0) { s = i; cls = c; }
+  }
+  return 0;
+}
+
+/* The pre-tokenizer and the model over normalized chars [a, b) of ncp
+** (for WordPiece, nb/nbs hold their UTF-8). */
+static int encode_split(bt_tokenizer *t, bt_worker *w, int32_t a, int32_t b,
+                        bt_encoding *e, int32_t *word, char *err, size_t errlen) {
   if (t->pre == BT_PRE_BYTELEVEL) {
-    if (t->add_prefix_space && w->ncp[0] != ' ') {
-      if (norm_reserve(w, (size_t)n + 2)) return -1;
-      memmove(w->ncp + 1, w->ncp, (size_t)n * sizeof *w->ncp);
-      memmove(w->nos + 1, w->nos, (size_t)n * sizeof *w->nos);
-      memmove(w->noe + 1, w->noe, (size_t)n * sizeof *w->noe);
-      w->ncp[0] = ' '; w->nos[0] = w->nos[1]; w->noe[0] = w->noe[1];
-      n++;
-    }
-    if (!t->use_regex) {
-      if (bytelevel_word(t, w, 0, n, e, (*word)++)) return -1;
-      return 0;
-    }
-    if (bt_grow((void **)&w->ends, &w->ends_cap, (size_t)n + 1, sizeof *w->ends))
+    if (!t->use_regex) return bytelevel_word(t, w, a, b, e, (*word)++);
+    if (bt_grow((void **)&w->ends, &w->ends_cap, (size_t)(b - a) + 1, sizeof *w->ends))
       return -1;
-    int np = bt_gpt2_split(w->ncp, n, w->ends);
-    int32_t s = 0;
+    int np = bt_gpt2_split(w->ncp + a, b - a, w->ends);
+    int32_t s = a;
     for (int p = 0; p < np; p++) {
-      int32_t end = w->ends[p];
+      int32_t end = a + w->ends[p];
       if (end > s && bytelevel_word(t, w, s, end, e, (*word)++)) return -1;
       s = end;
     }
     return 0;
   }
-  if (t->model == BT_MODEL_WORDPIECE && norm_utf8(w, (size_t)n)) return -1;
+  if (t->nsplits) return split_steps(t, w, 0, a, b, e, word, err, errlen);
   /* BERT pre-tokenizer: split on whitespace, isolate punctuation */
   int32_t s = -1;
-  for (int32_t i = 0; i <= n; i++) {
-    uint32_t c = i < n ? w->ncp[i] : ' ';
+  for (int32_t i = a; i <= b; i++) {
+    uint32_t c = i < b ? w->ncp[i] : ' ';
     int sp = c == ' ' || (c >= 0x80 && bt_is_whitespace(c)) || (c >= 9 && c <= 13);
     int pu = !sp && t->pre == BT_PRE_BERT && bt_is_punctuation(c);
     if (sp || pu) {
@@ -433,6 +511,44 @@ static int encode_segment(bt_tokenizer *t, bt_worker *w, int32_t from,
       }
       if (pu && model_word(t, w, i, i + 1, e, (*word)++, err, errlen)) return -1;
     } else if (s < 0) s = i;
+  }
+  return 0;
+}
+
+/* Original chars [from, to): normalized, then split at the `normalized`
+** added tokens found in the normalized text (HF's second pass), the
+** pieces between them pre-tokenized and encoded. */
+static int encode_segment(bt_tokenizer *t, bt_worker *w, int32_t from,
+                          int32_t to, bt_encoding *e, int32_t *word,
+                          char *err, size_t errlen) {
+  if (t->model == BT_MODEL_UNIGRAM)
+    return bt_unigram_segment(t, w, from, to, e, word, err, errlen);
+  long ln = normalize(t, w, from, to);
+  if (ln < 0) return -1;
+  int32_t n = (int32_t)ln;
+  if (t->model == BT_MODEL_WORDPIECE && n > 0 && norm_utf8(w, (size_t)n)) return -1;
+  for (int32_t pos = 0; pos < n;) {
+    int32_t ms = n, me = n;
+    int a = bt_find_added(t, &t->norm_trie, w->ncp, n, pos, &ms, &me);
+    if (a < 0) ms = me = n;
+    if (ms > pos) {
+      if (t->pre == BT_PRE_BYTELEVEL && t->add_prefix_space && w->ncp[pos] != ' ') {
+        /* each split gets its space: in the slot of the added token just
+        ** consumed, or at the start by shifting the text */
+        if (pos == 0) {
+          if (norm_reserve(w, (size_t)n + 2)) return -1;
+          memmove(w->ncp + 1, w->ncp, (size_t)n * sizeof *w->ncp);
+          memmove(w->nos + 1, w->nos, (size_t)n * sizeof *w->nos);
+          memmove(w->noe + 1, w->noe, (size_t)n * sizeof *w->noe);
+          n++; ms++; me++; pos++;
+        }
+        pos--;
+        w->ncp[pos] = ' '; w->nos[pos] = w->nos[pos + 1]; w->noe[pos] = w->noe[pos + 1];
+      }
+      if (encode_split(t, w, pos, ms, e, word, err, errlen)) return -1;
+    }
+    if (a >= 0 && bt_push_added(t, w, e, a, w->nos[ms], w->noe[me - 1], word)) return -1;
+    pos = me;
   }
   return 0;
 }
@@ -475,45 +591,28 @@ int bt_pretok_words(bt_tokenizer *t, bt_worker *w, const char *s, size_t len,
   return 0;
 }
 
-static int is_word_char(uint32_t c) {
-  return bt_is_letter(c) || bt_is_number(c) || c == '_';
-}
-
-/* Finds the leftmost-longest added token at or after pos, walking the
-** added-token trie from each position (one pass over the text: the work
-** per position is bounded by the longest added token).  Returns its
-** index, with its span [*ms, *me) (strip included), or -1. */
-static int find_added(const bt_tokenizer *t, const uint32_t *c, int32_t n,
-                      int32_t pos, int32_t lo, int32_t *ms, int32_t *me) {
-  const bt_trie *tr = &t->added_trie;
-  for (int32_t i = pos; i < n; i++) {
-    if (c[i] < 0x80 && tr->root[c[i]] == 0) continue;   /* starts no token */
-    int best = -1; int32_t blen = 0, node = 0;
-    for (int32_t j = i; j < n && node >= 0; j++) {
-      char u[4];
-      int k = bt_utf8_encode(c[j], u);
-      for (int b = 0; b < k && node >= 0; b++) node = bt_trie_step(tr, node, (unsigned char)u[b]);
-      if (node < 0) break;
-      int a = tr->value[node];
-      if (a < 0) continue;
-      int32_t len = j + 1 - i;
-      const bt_added *x = &t->added[a];
-      if (x->single_word &&
-          ((i > 0 && is_word_char(c[i - 1])) || (i + len < n && is_word_char(c[i + len]))))
-        continue;
-      best = a; blen = len;
-    }
-    if (best >= 0) {
-      int32_t s = i, e = i + blen;
-      if (t->added[best].lstrip)
-        while (s > lo && bt_is_whitespace(c[s - 1])) s--;
-      if (t->added[best].rstrip)
-        while (e < n && bt_is_whitespace(c[e])) e++;
-      *ms = s; *me = e;
-      return best;
-    }
+static int normalized_content(bt_tokenizer *t, const bt_added *a, char **out,
+                              size_t *outlen) {
+  bt_worker *w = t->workers[0];
+  if (bt_grow((void **)&w->ocp, &w->ocp_cap, a->len + 1, sizeof *w->ocp)) return -1;
+  int32_t n = (int32_t)bt_utf8_decode(a->content, a->len, w->ocp);
+  const uint32_t *cp;
+  size_t m;
+  if (t->model == BT_MODEL_UNIGRAM) {
+    const int32_t *os, *oe;
+    if (bt_norm_chain(t, w, 0, n, &cp, &os, &oe, &m)) return -1;
+  } else {
+    long ln = normalize(t, w, 0, n);
+    if (ln < 0) return -1;
+    m = (size_t)ln;
+    cp = w->ncp;
   }
-  return -1;
+  char *s = malloc(m * 4 + 1);
+  if (!s) return -1;
+  size_t k = 0;
+  for (size_t i = 0; i < m; i++) k += (size_t)bt_utf8_encode(cp[i], s + k);
+  *out = s; *outlen = k;
+  return 0;
 }
 
 /* One sequence: added tokens, segments, model. */
@@ -528,22 +627,11 @@ static int encode_sequence(bt_tokenizer *t, bt_worker *w, const char *s,
   int32_t pos = 0, word = 0;
   while (pos < n) {
     int32_t ms = n, me = n;
-    int a = t->nadded ? find_added(t, w->ocp, n, pos, pos, &ms, &me) : -1;
+    int a = bt_find_added(t, &t->added_trie, w->ocp, n, pos, &ms, &me);
     if (a < 0) ms = me = n;
     if (ms > pos && encode_segment(t, w, pos, ms, e, &word, err, errlen))
       return -1;
-    if (a >= 0 && bt_enc_push(e, t->added[a].id, 0, ms, me, word++, 0))
-      return -1;
-    if (a >= 0) {
-      e->special[e->n - 1] = 2;   /* "added token": its text by offsets */
-      if (t->trim_offsets) {      /* HF trims the stripped spaces too */
-        int32_t lead = 0, trail = 0, *o = e->offsets + 2 * (e->n - 1);
-        while (ms + lead < me && bt_is_whitespace(w->ocp[ms + lead])) lead++;
-        while (me - trail > ms + lead && bt_is_whitespace(w->ocp[me - 1 - trail])) trail++;
-        if (lead == 1 && t->post_add_prefix_space && (e->n == 1 || ms == 0)) lead = 0;
-        o[0] = ms + lead; o[1] = me - trail;
-      }
-    }
+    if (a >= 0 && bt_push_added(t, w, e, a, ms, me, &word)) return -1;
     pos = me;
   }
   return 0;

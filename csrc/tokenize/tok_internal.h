@@ -84,6 +84,23 @@ int32_t bt_trie_step(const bt_trie *tr, int32_t node, unsigned char b);
 /* Fills t->cm_plain and t->hf_plain from the charsmap (tok_charsmap.c). */
 void bt_charsmap_plain(bt_tokenizer *t);
 
+/* Finds the leftmost-longest added token of trie tr (added_trie over the
+** original text, norm_trie over normalized text) at or after pos in
+** c[0, n), walking the trie from each position (one pass: the work per
+** position is bounded by the longest token).  Returns its index, with its
+** span [*ms, *me) (lstrip/rstrip whitespace included), or -1. */
+int bt_find_added(const bt_tokenizer *t, const bt_trie *tr, const uint32_t *c,
+                  int32_t n, int32_t pos, int32_t *ms, int32_t *me);
+/* Appends added token a over original chars [ms, me) as word *word. */
+int bt_push_added(const bt_tokenizer *t, const bt_worker *w, bt_encoding *e,
+                  int a, int32_t ms, int32_t me, int32_t *word);
+/* HF's normalizer chain (t->norms) over w->ocp[from, to) (tok_unigram.c):
+** code points cp[0, *n) with original spans [os, oe), in the worker's
+** buffers. */
+int bt_norm_chain(const bt_tokenizer *t, bt_worker *w, int32_t from, int32_t to,
+                  const uint32_t **cp, const int32_t **os, const int32_t **oe,
+                  size_t *n);
+
 typedef void (*bt_word_cb)(void *ctx, const char *word, size_t len);
 /* Unigram pre-tokens (normalizer chain + Metaspace) of ocp[0, n). */
 int bt_unigram_pretok(bt_tokenizer *t, bt_worker *w, int32_t n, bt_word_cb cb,

@@ -407,6 +407,125 @@ static int is_combining_mark(uint32_t c) {
          cat == UTF8PROC_CATEGORY_ME;
 }
 
+/* Two chars' primary composite (Hangul included), or 0.  No composite
+** has a second part below U+0300. */
+static uint32_t compose_pair(uint32_t a, uint32_t b) {
+  if (b < 0x300) return 0;
+  utf8proc_int32_t pair[2] = {(utf8proc_int32_t)a, (utf8proc_int32_t)b};
+  return utf8proc_normalize_utf32(pair, 2, UTF8PROC_COMPOSE) == 1 ? (uint32_t)pair[0] : 0;
+}
+
+/* The (char, change) stream of a normalization form, as HF's
+** NormalizedString builds it (unicode-normalization-alignments). */
+typedef struct { uint32_t *c; int *chg; uint8_t *ccc; size_t n, cap[3]; } ustream;
+
+static int us_push(ustream *s, uint32_t c, int chg, uint8_t ccc) {
+  if (bt_grow((void **)&s->c, &s->cap[0], s->n + 1, sizeof *s->c) ||
+      bt_grow((void **)&s->chg, &s->cap[1], s->n + 1, sizeof *s->chg) ||
+      bt_grow((void **)&s->ccc, &s->cap[2], s->n + 1, 1)) return -1;
+  s->c[s->n] = c; s->chg[s->n] = chg; s->ccc[s->n] = ccc; s->n++;
+  return 0;
+}
+
+static uint8_t ccc_of(uint32_t c) {
+  return c < 0x300 ? 0 : (uint8_t)utf8proc_get_property((utf8proc_int32_t)c)->combining_class;
+}
+
+/* NFD / NFKD / NFC / NFKC.  Each char is decomposed (its first part keeps
+** the char, change 0; the others are inserted, +1), each run of marks is
+** sorted by combining class (stable); NFC / NFKC then recompose as the
+** Unicode algorithm does, a composite carrying its parts' changes - 1 and
+** marks that were blocked following their starter. */
+static int unicode_form(bt_worker *w, const cpbuf *in, cpbuf *out, int32_t base,
+                        int compat, int compose) {
+  ustream d = {0}, o = {0};
+  int rc = -1;
+  for (size_t i = 0; i < in->n; i++) {
+    uint32_t c = in->cp[i];
+    utf8proc_int32_t dec[32]; int bc = 0;
+    utf8proc_ssize_t nd = 1;
+    dec[0] = (utf8proc_int32_t)c;
+    if (c >= 0x80) {
+      nd = utf8proc_decompose_char((utf8proc_int32_t)c, dec, 32,
+                                   UTF8PROC_DECOMPOSE | (compat ? UTF8PROC_COMPAT : 0), &bc);
+      if (nd < 1 || nd > 32) { dec[0] = (utf8proc_int32_t)c; nd = 1; }
+    }
+    for (utf8proc_ssize_t k = 0; k < nd; k++)
+      if (us_push(&d, (uint32_t)dec[k], k > 0, ccc_of((uint32_t)dec[k]))) goto done;
+  }
+  for (size_t i = 1; i < d.n; i++) {          /* canonical order */
+    if (d.ccc[i] == 0) continue;
+    for (size_t j = i; j > 0 && d.ccc[j - 1] > d.ccc[j]; j--) {
+      uint32_t c = d.c[j]; d.c[j] = d.c[j - 1]; d.c[j - 1] = c;
+      int g = d.chg[j]; d.chg[j] = d.chg[j - 1]; d.chg[j - 1] = g;
+      uint8_t k = d.ccc[j]; d.ccc[j] = d.ccc[j - 1]; d.ccc[j - 1] = k;
+    }
+  }
+  const ustream *res = &d;
+  if (compose) {
+    /* blocked marks wait in d itself: [blk, blk + nblk) never overlaps the
+    ** unread part, since they are read before they are kept */
+    int have = 0, starter_chg = 0, last = -1;   /* last: ccc of the last blocked, -1 none */
+    uint32_t starter = 0;
+    size_t nblk = 0;
+    uint32_t *bc = malloc((d.n + 1) * sizeof *bc);
+    int *bg = malloc((d.n + 1) * sizeof *bg);
+    if (!bc || !bg) { free(bc); free(bg); goto done; }
+#define FLUSH() do { if (have && us_push(&o, starter, starter_chg, 0)) goto fail; \
+                     for (size_t q = 0; q < nblk; q++) if (us_push(&o, bc[q], bg[q], 1)) goto fail; \
+                     nblk = 0; } while (0)
+    for (size_t i = 0; i < d.n; i++) {
+      uint32_t c = d.c[i]; int g = d.chg[i], ccc = d.ccc[i];
+      if (!have) {
+        if (ccc != 0) { if (us_push(&o, c, g, 1)) goto fail; continue; }
+        starter = c; starter_chg = g; have = 1;
+        continue;
+      }
+      uint32_t r;
+      if ((last < 0 || last < ccc) && (r = compose_pair(starter, c)) != 0) {
+        starter = r; starter_chg += g - 1;
+        continue;
+      }
+      if (ccc == 0) {
+        FLUSH();
+        starter = c; starter_chg = g; last = -1;
+        continue;
+      }
+      bc[nblk] = c; bg[nblk] = g; nblk++;
+      last = ccc;
+    }
+    FLUSH();
+#undef FLUSH
+    free(bc); free(bg);
+    res = &o;
+    goto composed;
+fail:
+    free(bc); free(bg);
+    goto done;
+  }
+composed:
+  {
+    xform x = {in, out, 0, base};
+    for (size_t i = 0; i < res->n; i++) if (xf(w, &x, res->c[i], res->chg[i])) goto done;
+  }
+  rc = 0;
+done:
+  free(d.c); free(d.chg); free(d.ccc); free(o.c); free(o.chg); free(o.ccc);
+  return rc;
+}
+
+/* Nmt: ASCII and C1 controls removed, other spaces and invisibles to ' '. */
+static int nmt_removes(uint32_t c) {
+  return (c >= 1 && c <= 8) || c == 0x0B || (c >= 0x0E && c <= 0x1F) || c == 0x7F ||
+         c == 0x8F || c == 0x9F;
+}
+
+static int nmt_space(uint32_t c) {
+  return c == 9 || c == 10 || c == 12 || c == 13 || c == 0x1680 ||
+         (c >= 0x200B && c <= 0x200F) || c == 0x2028 || c == 0x2029 || c == 0x2581 ||
+         c == 0xFEFF || c == 0xFFFD;
+}
+
 /* Runs one step from buffer in to buffer out. */
 static int norm_step(const bt_tokenizer *t, bt_worker *w, const bt_norm_step *st,
                      const cpbuf *in, cpbuf *out, int32_t base) {
@@ -446,16 +565,15 @@ static int norm_step(const bt_tokenizer *t, bt_worker *w, const bt_norm_step *st
     return 0;
   case BT_NORM_NFKD:
   case BT_NORM_NFD:
+  case BT_NORM_NFKC:
+  case BT_NORM_NFC:
+    return unicode_form(w, in, out, base, st->kind == BT_NORM_NFKD || st->kind == BT_NORM_NFKC,
+                        st->kind == BT_NORM_NFC || st->kind == BT_NORM_NFKC);
+  case BT_NORM_NMT:
     for (size_t i = 0; i < n; i++) {
       uint32_t c = in->cp[i];
-      if (c < 0x80) { if (cb_push(w, out, c, in->os[i], in->oe[i])) return -1; continue; }
-      utf8proc_int32_t dec[32]; int bc = 0;
-      utf8proc_ssize_t nd = utf8proc_decompose_char(
-        (utf8proc_int32_t)c, dec, 32,
-        UTF8PROC_DECOMPOSE | (st->kind == BT_NORM_NFKD ? UTF8PROC_COMPAT : 0), &bc);
-      if (nd < 1 || nd > 32) { dec[0] = (utf8proc_int32_t)c; nd = 1; }
-      for (utf8proc_ssize_t d = 0; d < nd; d++)
-        if (cb_push(w, out, (uint32_t)dec[d], in->os[i], in->oe[i])) return -1;
+      if (nmt_removes(c)) continue;
+      if (cb_push(w, out, nmt_space(c) ? ' ' : c, in->os[i], in->oe[i])) return -1;
     }
     return 0;
   case BT_NORM_STRIP_ACCENTS:
@@ -812,10 +930,15 @@ static int unigram_piece(bt_tokenizer *t, bt_worker *w, int32_t n,
   return 0;
 }
 
-/* Code points [a, b) of buffer p to UTF-8 in w->ub with spans. */
-static int32_t to_bytes(bt_worker *w, const cpbuf *p, size_t a, size_t b) {
-  if (ub_reserve(w, (b - a) * 4 + 8)) return -1;
+/* Code points [a, b) of buffer p to UTF-8 in w->ub with spans, after
+** lead (when not 0) with the span of p's char a. */
+static int32_t to_bytes(bt_worker *w, const cpbuf *p, size_t a, size_t b, uint32_t lead) {
+  if (ub_reserve(w, (b - a) * 4 + 12)) return -1;
   int32_t k = 0;
+  if (lead) {
+    k = bt_utf8_encode(lead, w->ub);
+    for (int j = 0; j < k; j++) { w->uos[j] = p->os[a]; w->uoe[j] = p->oe[a]; }
+  }
   for (size_t i = a; i < b; i++) {
     int len = bt_utf8_encode(p->cp[i], w->ub + k);
     for (int j = 0; j < len; j++) { w->uos[k + j] = p->os[i]; w->uoe[k + j] = p->oe[i]; }
@@ -840,7 +963,8 @@ static int run_chain(const bt_tokenizer *t, bt_worker *w, int32_t from,
   for (int s = 0; s < t->nnorms; s++) {
     int k = t->norms[s].kind;
     /* on ASCII text these steps change nothing */
-    if (ascii && (k == BT_NORM_NFKD || k == BT_NORM_NFD || k == BT_NORM_STRIP_ACCENTS)) continue;
+    if (ascii && (k == BT_NORM_NFKD || k == BT_NORM_NFD || k == BT_NORM_NFKC ||
+                  k == BT_NORM_NFC || k == BT_NORM_STRIP_ACCENTS)) continue;
     if (t_reserve(w, 1 - cur->buf, cur->n + 16)) return -1;
     cpbuf out = cb_start(w, 1 - cur->buf);
     if (norm_step(t, w, &t->norms[s], cur, &out, from)) return -1;
@@ -850,6 +974,46 @@ static int run_chain(const bt_tokenizer *t, bt_worker *w, int32_t from,
       for (size_t i = 0; i < cur->n && ascii; i++) ascii = cur->cp[i] < 0x80;
   }
   return 0;
+}
+
+/* HF's pre-tokenizer and the model over chars [a, b) of the normalized
+** text p (its spaces become the Metaspace replacement here); first: the
+** split starts the original text (Metaspace's prepend_scheme "first"). */
+static int hf_split(bt_tokenizer *t, bt_worker *w, cpbuf *p, size_t a, size_t b,
+                    int first, bt_encoding *e, int32_t *word, char *err, size_t errlen) {
+  if (t->pre == BT_PRE_METASPACE) {
+    uint32_t r = t->meta_repl ? t->meta_repl : BT_META_CP;
+    for (size_t i = a; i < b; i++) if (p->cp[i] == ' ') p->cp[i] = r;
+    int prepend = (t->prepend_scheme == BT_PREPEND_ALWAYS ||
+                   (t->prepend_scheme == BT_PREPEND_FIRST && first)) && p->cp[a] != r;
+    uint32_t lead = prepend ? r : 0;
+    if (!t->meta_split) {
+      int32_t m = to_bytes(w, p, a, b, lead);
+      return m < 0 ? -1 : unigram_piece(t, w, m, e, word, err, errlen);
+    }
+    size_t s = a;
+    for (size_t i = a + 1; i <= b; i++) {
+      if (i < b && p->cp[i] != r) continue;
+      int32_t m = to_bytes(w, p, s, i, s == a ? lead : 0);
+      if (m < 0 || unigram_piece(t, w, m, e, word, err, errlen)) return -1;
+      s = i;
+    }
+    return 0;
+  }
+  if (t->pre == BT_PRE_WHITESPACE) {
+    size_t s = a; int in = 0;
+    for (size_t i = a; i <= b; i++) {
+      int sp = i == b || bt_is_whitespace(p->cp[i]);
+      if (sp && in) {
+        int32_t m = to_bytes(w, p, s, i, 0);
+        if (m < 0 || unigram_piece(t, w, m, e, word, err, errlen)) return -1;
+        in = 0;
+      } else if (!sp && !in) { s = i; in = 1; }
+    }
+    return 0;
+  }
+  int32_t m = to_bytes(w, p, a, b, 0);
+  return m < 0 ? -1 : unigram_piece(t, w, m, e, word, err, errlen);
 }
 
 int bt_unigram_segment(bt_tokenizer *t, bt_worker *w, int32_t from,
@@ -885,49 +1049,29 @@ int bt_unigram_segment(bt_tokenizer *t, bt_worker *w, int32_t from,
     if (m < 0) return -1;
     return unigram_piece(t, w, (int32_t)m, e, word, err, errlen);
   }
-  /* HF: normalizer chain over code points, then the pre-tokenizer */
+  /* HF: normalizer chain over code points, then the `normalized` added
+  ** tokens found in its output, then the pre-tokenizer between them */
   if (run_chain(t, w, from, to, &cur)) return -1;
-  if (cur.n == 0) return 0;
-  if (t->pre == BT_PRE_METASPACE) {
-    uint32_t r = t->meta_repl ? t->meta_repl : BT_META_CP;
-    for (size_t i = 0; i < cur.n; i++) if (cur.cp[i] == ' ') cur.cp[i] = r;
-    int prepend = t->prepend_scheme == BT_PREPEND_ALWAYS ||
-                  (t->prepend_scheme == BT_PREPEND_FIRST && from == 0);
-    if (prepend && cur.cp[0] != r) {
-      cpbuf out = cb_start(w, 1 - cur.buf);
-      if (cb_push(w, &out, r, cur.os[0], cur.oe[0])) return -1;
-      for (size_t i = 0; i < cur.n; i++)
-        if (cb_push(w, &out, cur.cp[i], cur.os[i], cur.oe[i])) return -1;
-      cur = out;
-      cur.cp = w->tcp[cur.buf]; cur.os = w->tos[cur.buf]; cur.oe = w->toe[cur.buf];
-    }
-    if (!t->meta_split) {
-      int32_t m = to_bytes(w, &cur, 0, cur.n);
-      return m < 0 ? -1 : unigram_piece(t, w, m, e, word, err, errlen);
-    }
-    size_t a = 0;
-    for (size_t i = 1; i <= cur.n; i++) {
-      if (i < cur.n && cur.cp[i] != r) continue;
-      int32_t m = to_bytes(w, &cur, a, i);
-      if (m < 0 || unigram_piece(t, w, m, e, word, err, errlen)) return -1;
-      a = i;
-    }
-    return 0;
+  for (size_t pos = 0; pos < cur.n;) {
+    int32_t ms = (int32_t)cur.n, me = ms;
+    int a = bt_find_added(t, &t->norm_trie, cur.cp, (int32_t)cur.n, (int32_t)pos, &ms, &me);
+    if (a < 0) ms = me = (int32_t)cur.n;
+    if ((size_t)ms > pos &&
+        hf_split(t, w, &cur, pos, (size_t)ms, pos == 0 && from == 0, e, word, err, errlen))
+      return -1;
+    if (a >= 0 && bt_push_added(t, w, e, a, cur.os[ms], cur.oe[me - 1], word)) return -1;
+    pos = (size_t)me;
   }
-  if (t->pre == BT_PRE_WHITESPACE) {
-    size_t a = 0; int in = 0;
-    for (size_t i = 0; i <= cur.n; i++) {
-      int sp = i == cur.n || bt_is_whitespace(cur.cp[i]);
-      if (sp && in) {
-        int32_t m = to_bytes(w, &cur, a, i);
-        if (m < 0 || unigram_piece(t, w, m, e, word, err, errlen)) return -1;
-        in = 0;
-      } else if (!sp && !in) { a = i; in = 1; }
-    }
-    return 0;
-  }
-  int32_t m = to_bytes(w, &cur, 0, cur.n);
-  return m < 0 ? -1 : unigram_piece(t, w, m, e, word, err, errlen);
+  return 0;
+}
+
+int bt_norm_chain(const bt_tokenizer *t, bt_worker *w, int32_t from, int32_t to,
+                  const uint32_t **cp, const int32_t **os, const int32_t **oe,
+                  size_t *n) {
+  cpbuf cur;
+  if (run_chain(t, w, from, to, &cur)) return -1;
+  *cp = cur.cp; *os = cur.os; *oe = cur.oe; *n = cur.n;
+  return 0;
 }
 
 int bt_unigram_pretok(bt_tokenizer *t, bt_worker *w, int32_t n, bt_word_cb cb,

@@ -322,13 +322,16 @@ local function unigram_config(pieces, scores, types, opts, spm, m)
     end
     cfg.normalizers = albert_steps(lc, sa)
   end
-  -- special tokens: control pieces, the unk piece, the family's tokens
+  -- special tokens: control pieces, the unk piece, the family's tokens;
+  -- a .model loaded without a family never finds them in text (spm_encode
+  -- encodes "[MASK]" as its pieces), with one as HF's slow tokenizers do
   local added, seen = {}, {}
+  local in_text = not spm or opts.family ~= nil
   local function add(content, id, special, lstrip)
     if id and not seen[id] then
       seen[id] = true
       added[#added + 1] = {content = content, id = id, special = special ~= false,
-                           lstrip = lstrip or false, normalized = false}
+                           lstrip = lstrip or false, normalized = false, in_text = in_text}
     end
   end
   for i, ty in ipairs(types or {}) do
@@ -405,13 +408,15 @@ local function json_template(t, specials, field)
   return items
 end
 
--- HF normalizers (a Sequence of them) as Unigram steps.
-local function unigram_normalizers(n, field, out, cfg)
+-- HF normalizers (a Sequence of them) as steps of the C chain.  model:
+-- "Unigram", or the model whose file it is (Precompiled is for Unigram).
+local UNICODE_FORMS = {NFC = "nfc", NFD = "nfd", NFKC = "nfkc", NFKD = "nfkd"}
+local function hf_normalizers(n, field, out, cfg, model)
   local t = need(n.type, "string", field .. ".type")
   if t == "Sequence" then
     for i, x in ipairs(need(n.normalizers, "table", field .. ".normalizers")) do
-      unigram_normalizers(need(x, "table", field .. ".normalizers[" .. i .. "]"),
-                          field .. ".normalizers[" .. i .. "]", out, cfg)
+      hf_normalizers(need(x, "table", field .. ".normalizers[" .. i .. "]"),
+                     field .. ".normalizers[" .. i .. "]", out, cfg, model)
     end
   elseif t == "Replace" then
     local pat = need(n.pattern, "table", field .. ".pattern")
@@ -427,15 +432,15 @@ local function unigram_normalizers(n, field, out, cfg)
       out[#out + 1] = {kind = "spaces", content = " "}
     else jerr(field .. ".pattern", "expected {\"String\": ...} or {\"Regex\": ...}") end
   elseif t == "Lowercase" then out[#out + 1] = {kind = "lowercase"}
-  elseif t == "NFKD" then out[#out + 1] = {kind = "nfkd"}
-  elseif t == "NFD" then out[#out + 1] = {kind = "nfd"}
+  elseif UNICODE_FORMS[t] then out[#out + 1] = {kind = UNICODE_FORMS[t]}
+  elseif t == "Nmt" then out[#out + 1] = {kind = "nmt"}
   elseif t == "StripAccents" then out[#out + 1] = {kind = "strip_accents"}
   elseif t == "Strip" then
     out[#out + 1] = {kind = "strip", left = typed(n.strip_left, "boolean", field .. ".strip_left") ~= false,
                      right = typed(n.strip_right, "boolean", field .. ".strip_right") ~= false}
   elseif t == "Prepend" then
     out[#out + 1] = {kind = "prepend", content = need(n.prepend, "string", field .. ".prepend")}
-  elseif t == "Precompiled" then
+  elseif t == "Precompiled" and model == "Unigram" then
     local b = typed(n.precompiled_charsmap, "string", field .. ".precompiled_charsmap")
     if b and b ~= "" then
       if cfg.charsmap then jerr(field, "only one Precompiled normalizer is supported") end
@@ -443,7 +448,8 @@ local function unigram_normalizers(n, field, out, cfg)
       out[#out + 1] = {kind = "precompiled"}
     end
   else
-    jerr(field .. ".type", "unsupported normalizer " .. t .. " for a Unigram model")
+    jerr(field .. ".type", "unsupported normalizer " .. t .. " for a " .. model .. " model" ..
+      (t == "BertNormalizer" and " (only as the whole normalizer, not in a Sequence)" or ""))
   end
 end
 
@@ -552,7 +558,7 @@ local function unigram_model(j, m)
   local n = typed(j.normalizer, "table", "normalizer")
   if n then
     u.normalizers = {}
-    unigram_normalizers(n, "normalizer", u.normalizers, u)
+    hf_normalizers(n, "normalizer", u.normalizers, u, "Unigram")
   end
   unigram_pre_tokenizer(typed(j.pre_tokenizer, "table", "pre_tokenizer"), u)
   u.post = nil
@@ -561,8 +567,28 @@ local function unigram_model(j, m)
   return cfg
 end
 
+-- A WordPiece or BPE model's splitting pre-tokenizer (alone or in a
+-- Sequence) as a step of cfg.pre_tokenizers.
+local function split_step(p, field)
+  local pt = need(p.type, "string", field .. ".type")
+  if pt == "WhitespaceSplit" then return "whitespace_split"
+  elseif pt == "Whitespace" then return "whitespace"
+  elseif pt == "BertPreTokenizer" then return "bert"
+  elseif pt == "Punctuation" then
+    local b = typed(p.behavior, "string", field .. ".behavior") or "Isolated"
+    if b ~= "Isolated" then
+      jerr(field .. ".behavior", "only Punctuation's 'Isolated' behavior is supported, got '" .. b .. "'")
+    end
+    return "punctuation"
+  elseif pt == "Digits" then
+    return typed(p.individual_digits, "boolean", field .. ".individual_digits") and "digits_each" or "digits"
+  end
+  jerr(field .. ".type", "unsupported pre-tokenizer " .. pt ..
+    (pt == "ByteLevel" and " inside a Sequence (only as the whole pre-tokenizer)" or ""))
+end
+
 -- The normalizer and pre-tokenizer of a WordPiece or BPE model.
-local function normalizer_and_pre_tokenizer(j, cfg)
+local function normalizer_and_pre_tokenizer(j, cfg, model)
   local n = typed(j.normalizer, "table", "normalizer")
   if n then
     local nt = need(n.type, "string", "normalizer.type")
@@ -577,7 +603,8 @@ local function normalizer_and_pre_tokenizer(j, cfg)
       cfg.normalizer = {clean_text = false, handle_chinese_chars = false,
                         strip_accents = false, lowercase = true}
     else
-      jerr("normalizer.type", "unsupported normalizer " .. nt)
+      cfg.normalizers = {}
+      hf_normalizers(n, "normalizer", cfg.normalizers, cfg, model)
     end
   end
   local p = typed(j.pre_tokenizer, "table", "pre_tokenizer")
@@ -589,7 +616,15 @@ local function normalizer_and_pre_tokenizer(j, cfg)
       cfg.add_prefix_space = typed(p.add_prefix_space, "boolean", "pre_tokenizer.add_prefix_space") == true
       cfg.use_regex = typed(p.use_regex, "boolean", "pre_tokenizer.use_regex") ~= false
     elseif pt == "WhitespaceSplit" then cfg.pre_tokenizer = "whitespace_split"
-    else jerr("pre_tokenizer.type", "unsupported pre-tokenizer " .. pt) end
+    elseif pt == "Sequence" then
+      local steps = {}
+      for i, x in ipairs(need(p.pretokenizers, "table", "pre_tokenizer.pretokenizers")) do
+        local f = "pre_tokenizer.pretokenizers[" .. i .. "]"
+        steps[i] = split_step(need(x, "table", f), f)
+      end
+      if #steps > 8 then jerr("pre_tokenizer.pretokenizers", "more than 8 pre-tokenizers") end
+      cfg.pre_tokenizers = steps
+    else cfg.pre_tokenizers = {split_step(p, "pre_tokenizer")} end
   end
 end
 
@@ -697,7 +732,7 @@ local function parse_tokenizer_json(path, j)
   elseif mtype == "BPE" then bpe_model(m, cfg)
   elseif unigram then cfg = unigram_model(j, m)
   else jerr("model.type", "unsupported model " .. tostring(mtype)) end
-  if not unigram then normalizer_and_pre_tokenizer(j, cfg) end
+  if not unigram then normalizer_and_pre_tokenizer(j, cfg, mtype) end
   local pp = typed(j.post_processor, "table", "post_processor")
   if pp then post_processor(pp, cfg)
   elseif unigram then cfg.post = nil end
@@ -964,10 +999,20 @@ local NORM_JSON = {
   lowercase = function() return '{"type": "Lowercase"}' end,
   nfkd = function() return '{"type": "NFKD"}' end,
   nfd = function() return '{"type": "NFD"}' end,
+  nfc = function() return '{"type": "NFC"}' end,
+  nfkc = function() return '{"type": "NFKC"}' end,
+  nmt = function() return '{"type": "Nmt"}' end,
   strip_accents = function() return '{"type": "StripAccents"}' end,
   strip = function(st) return string.format('{"type": "Strip", "strip_left": %s, "strip_right": %s}',
     tostring(st.left ~= false), tostring(st.right ~= false)) end,
   prepend = function(st) return string.format('{"type": "Prepend", "prepend": %s}', json_str(st.content or "")) end,
+}
+
+local SPLIT_JSON = {
+  whitespace_split = '{"type": "WhitespaceSplit"}', whitespace = '{"type": "Whitespace"}',
+  bert = '{"type": "BertPreTokenizer"}', punctuation = '{"type": "Punctuation", "behavior": "Isolated"}',
+  digits = '{"type": "Digits", "individual_digits": false}',
+  digits_each = '{"type": "Digits", "individual_digits": true}',
 }
 
 -- A Unigram tokenizer as HF's tokenizer.json; a .model (spm semantics) is
@@ -1049,7 +1094,11 @@ local function tokenizer_json(self)
   end
   b[#b + 1] = table.concat(at, ",\n") .. "],\n"
   local n = c.normalizer
-  if n then
+  if c.normalizers then
+    local norms = {}
+    for _, st in ipairs(c.normalizers) do norms[#norms + 1] = NORM_JSON[st.kind](st) end
+    b[#b + 1] = '"normalizer": {"type": "Sequence", "normalizers": [' .. table.concat(norms, ", ") .. ']},\n'
+  elseif n then
     local sa = n.strip_accents
     b[#b + 1] = string.format('"normalizer": {"type": "BertNormalizer", "clean_text": %s, ' ..
       '"handle_chinese_chars": %s, "strip_accents": %s, "lowercase": %s},\n',
@@ -1062,6 +1111,10 @@ local function tokenizer_json(self)
     b[#b + 1] = string.format('"pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": %s, ' ..
       '"trim_offsets": true, "use_regex": %s},\n', tostring(c.add_prefix_space == true),
       tostring(c.use_regex ~= false))
+  elseif c.pre_tokenizers then
+    local steps = {}
+    for i, st in ipairs(c.pre_tokenizers) do steps[i] = SPLIT_JSON[st] end
+    b[#b + 1] = '"pre_tokenizer": {"type": "Sequence", "pretokenizers": [' .. table.concat(steps, ", ") .. ']},\n'
   elseif c.pre_tokenizer == "whitespace_split" then
     b[#b + 1] = '"pre_tokenizer": {"type": "WhitespaceSplit"},\n'
   else b[#b + 1] = '"pre_tokenizer": null,\n' end
