@@ -4,7 +4,7 @@
 -- bert.onnx: opset 17, dynamic batch and sequence axes, int64 inputs
 -- input_ids, attention_mask and, where the model reads them,
 -- token_type_ids (docs/onnx.md).  --check runs the file in ONNX Runtime
--- (npm onnxruntime-node, installed by `make deps` into .deps/node) on a
+-- (npm onnxruntime-node: `sh tools/deps.sh onnxruntime-node` or `make deps`) on a
 -- padded batch and compares every output with ours.
 --
 --   lua5.4 tools/export_onnx.lua --model runs/demo/checkpoint --output model.onnx --check

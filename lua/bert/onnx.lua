@@ -73,7 +73,8 @@ end
 function M.check(model, path, inputs)
   local modules = M.node_modules()
   if not modules then
-    error("onnx.check: onnxruntime-node is not installed (make deps puts it in .deps/node)", 2)
+    error("onnx.check: onnxruntime-node is not installed (sh tools/deps.sh onnxruntime-node puts it in " ..
+      ".deps/node; make deps installs everything)", 2)
   end
   if not inputs then
     local a = model.arch
