@@ -264,12 +264,14 @@ OPS[#OPS + 1] = {
             input({4 * H, I}), input({4 * H, O or H}), rng() < 0.7 and input({4 * H}) or nil,
             O and input({O, H}) or nil, {base = len, view = function(t) return t end},
             nograd = {false, false, false, false, false, false, false, true},
-            args = {reverse = rng() < 0.5, clip = pick({0, 0, 0.5})}}
+            -- one of the three outputs per case (the Vulkan backend has no cat to join them)
+            args = {reverse = rng() < 0.5, clip = pick({0, 0, 0.5}), proj_clip = O and pick({0, 0, 0.3}) or 0,
+                    output = pick({1, 2, 3})}}
   end,
   f = function(args, x, h0, c0, wih, whh, b, whr, len)
-    local y, h, c = F.lstm(x, h0, c0, wih, whh, b, {w_hr = whr, lengths = len, reverse = args.reverse,
-                                                    clip = args.clip})
-    return bert.cat({y:reshape({y:shape()[1], -1}), h, c}, 2)
+    local outs = {F.lstm(x, h0, c0, wih, whh, b, {w_hr = whr, lengths = len, reverse = args.reverse,
+                                                  clip = args.clip, proj_clip = args.proj_clip})}
+    return outs[args.output]
   end,
 }
 
