@@ -266,7 +266,7 @@ function M.add_finetune(p, kind)
     "time_budget", "batch_size", "accum", "lr", "warmup", "weight_decay", "clip", "max_train", "max_eval",
     "seq_len", {default = d.seq_len}, "device", "seed", "output", {help = "Run directory (default runs/finetune/TASK-MODEL[-scratch])"},
     "threads", "data_dir", "eval_every", {help = "Evaluate on the dev set every N steps (default: each epoch)"},
-    "eval_batch_size", "log_every", "patience", "resume", "keep_checkpoint", "no_plot", "quiet", "compare",
+    "eval_batch_size", "log_every", "patience", "resume", "overwrite", "keep_checkpoint", "no_plot", "quiet", "compare",
     {help = kind == "qa" and "Fine-tune twice, from the --model checkpoint and from scratch, the same number of " ..
       "steps and settings, and print the test metrics side by side (QA has no majority-class baseline; " ..
       "OUTPUT/pretrained, OUTPUT/scratch, OUTPUT/comparison.json)" or nil}, "no_varlen")

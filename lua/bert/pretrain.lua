@@ -85,7 +85,7 @@ function M.parser()
     "device", "threads", "seed", "eval_every",
     "max_eval", {help = "Held-out sequences per evaluation (default: all)"},
     "save_every", "log_every", "output", {default = "runs/pretrain"},
-    "resume", "no_plot", "no_varlen")
+    "resume", "overwrite", "no_plot", "no_varlen")
   parser:option("--snapshots", "Also keep the model at these fractions of --steps (e.g. 0.0625,0.25) as " ..
     "OUTPUT/snapshot-STEP/: the points of a learning curve"):convert(function(v)
     local out = {}
@@ -243,10 +243,11 @@ local function write_json(path, value)
 end
 
 -- args.json: the run's settings, not where they were read from (a run
--- directory is relocatable: --resume always names it).
+-- directory is relocatable: --resume always names it) nor what this
+-- invocation may replace.
 local function args_to_save(args)
   local out = {}
-  for k, v in pairs(args) do if k ~= "resume" then out[k] = v end end
+  for k, v in pairs(args) do if k ~= "resume" and k ~= "overwrite" then out[k] = v end end
   return out
 end
 
@@ -355,9 +356,29 @@ local function read_corpus(run)
 end
 -- }============================================================
 
+-- Takes the run directory on rank 0: its one-writer lock (run.lock) and, for
+-- a fresh run, the refusal of a finished or resumable run there unless
+-- --overwrite (which says what it replaces).  Called before the corpus is
+-- read, when the directory exists, and with create before the first write.
+local function claim_output(run, create)
+  local args = run.args
+  if run.lock or not dist.is_main() or not (create or fs.isdir(args.output)) then return end
+  local ok, err = bert.mkdir(args.output)
+  if not ok then die(err) end
+  local lock, lerr = fs.lock_run_dir(args.output)
+  if not lock then die(lerr) end
+  run.lock = lock
+  if args.resume then return end
+  local refused = fs.refuse_previous_run(args.output, args.overwrite)
+  if refused then die(refused) end
+  local previous = fs.previous_run(args.output)
+  if previous then io.stderr:write(string.format("pretrain: --overwrite: replacing %s in %s\n", previous, args.output)) end
+end
+
 -- Creates the run directory and writes args.json there.
-local function prepare_output(args)
-  assert(bert.mkdir(args.output))
+local function prepare_output(run)
+  local args = run.args
+  claim_output(run, true)
   if not args.resume and dist.is_main() then
     -- a fresh run in an old directory: keep the tokenizer and shards only if
     -- they were made with the same data settings, drop everything else
@@ -731,11 +752,14 @@ end
 function M.run(args)
   if args.resume then resume_settings(args) end
   local run = {args = args}
+  -- the run directory's lock goes when the run ends, as it may (ablate runs many in one process)
+  local _ <close> = setmetatable({}, {__close = function() if run.lock then run.lock:release() end end})
   check_settings(run)
+  claim_output(run)   -- a directory that is refused costs no corpus reading
   find_corpus(run)
   local documents = dist.is_main() and read_corpus(run) or nil
   if args.detect_anomaly then bert.set_detect_anomaly(true) end
-  prepare_output(args)
+  prepare_output(run)
   if args.threads then bert.set_num_threads(args.threads) end
   bert.manual_seed(args.seed)
   run.pre = require("bert.data.pretraining")

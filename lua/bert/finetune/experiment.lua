@@ -370,19 +370,32 @@ local function encode(run)
     #run.train_f, ntok / math.max(#run.train_f, 1), #run.dev_f, #run.test_f)
 end
 
--- run.out: the run directory, with args.json and the tokenizer; a fresh
--- run drops an earlier run's results there
+-- run.out: the run directory, locked (run.lock: one writer), with args.json
+-- and the tokenizer; a fresh run refuses a finished or resumable run there
+-- unless --overwrite, which drops that run's results and says so
 local function prepare_output(run)
   local args = run.args
   local out = args.output or default_output(run.task.name, args)
-  assert(bert.mkdir(out))
+  if dist.is_main() then
+    local ok, err = bert.mkdir(out)
+    if not ok then error(err, 0) end
+    local lock, lerr = fs.lock_run_dir(out)
+    if not lock then error(lerr, 0) end
+    run.lock = lock
+  end
   if not args.resume and dist.is_main() then
+    local refused = fs.refuse_previous_run(out, args.overwrite)
+    if refused then error(refused, 0) end
+    local previous = fs.previous_run(out)
+    if previous then say("--overwrite: replacing %s in %s", previous, out) end
     for _, p in ipairs({"metrics.jsonl", "metrics.csv", "summary.json"}) do os.remove(out .. "/" .. p) end
     fs.remove_tree(out .. "/checkpoint")
     fs.remove_tree(out .. "/best")
   end
-  local saved_args = {}
-  for k, v in pairs(args) do if type(v) ~= "function" and type(v) ~= "userdata" then saved_args[k] = v end end
+  local saved_args = {}   -- the run's settings, not what this invocation may replace
+  for k, v in pairs(args) do
+    if type(v) ~= "function" and type(v) ~= "userdata" and k ~= "overwrite" then saved_args[k] = v end
+  end
   write_output(out .. "/args.json", util.json(saved_args) .. "\n")
   local tok_dir = out .. "/tokenizer"
   assert(bert.mkdir(tok_dir))
@@ -464,7 +477,7 @@ local function fit(run)
   local total = run.total
   say("training: %d steps (%s x %d steps, batch %d), lr %.1e, warmup %d steps, eval on dev each %d steps%s -> %s",
     total, (args.steps or total ~= planned) and string.format("%.2f epochs", total / per_epoch)
-      or (args.epochs .. " epochs"), per_epoch, args.batch_size, run.lr, run.warmup_of(total), args.eval_every or per_epoch,
+      or (args.epochs .. (args.epochs == 1 and " epoch" or " epochs")), per_epoch, args.batch_size, run.lr, run.warmup_of(total), args.eval_every or per_epoch,
     args.time_budget and string.format(" (what fits %g s%s)", args.time_budget,
       total == planned and ", capped by " .. (args.steps and "--steps" or "--epochs") or "") or "", run.out)
   run.result = trainer:run()
@@ -568,7 +581,13 @@ end
 function M.run(kind, args)
   dist.init()
   if args.resume then args = resumed_settings(args) end
+  if not args.resume and args.output and dist.is_main() then   -- refused before the data are read
+    local refused = fs.refuse_previous_run(args.output, args.overwrite)
+    if refused then error(refused, 0) end
+  end
   local run = start(kind, args)
+  -- the run directory's lock goes when the run ends, as it may (--compare and the ablations run several)
+  local _ <close> = setmetatable({}, {__close = function() if run.lock then run.lock:release() end end})
   run.task, run.train_ex, run.dev_ex, run.test_ex = load_data(kind, run.args)
   load_model(run)
   encode(run)
@@ -628,6 +647,10 @@ function M.compare(kind, args)
     for k, v in pairs(args) do a[k] = v end
     a.compare, a.from_scratch, a.output = false, from_scratch, base .. "/" .. dir
     return a
+  end
+  for _, dir in ipairs({"pretrained", "scratch"}) do   -- both refused before either trains
+    local refused = not args.resume and fs.refuse_previous_run(base .. "/" .. dir, args.overwrite)
+    if refused then error(refused, 0) end
   end
   say("== fine-tuning from the pretrained checkpoint %s", args.model)
   local pre = M.run(kind, with(false, "pretrained"))
