@@ -92,6 +92,23 @@ describe("a run directory", function()
     lock:release()
   end)
 
+  for _, case in ipairs({{"1000000", '"step": 1000000 is beyond the 2 steps this run plans'},
+                         {"-3", '"step": -3 is not a step count (a whole number >= 0)'},
+                         {"1.5", '"step": 1.5 is not a step count (a whole number >= 0)'},
+                         {'"2"', '"step": "2" is not a step count (a whole number >= 0)'}}) do
+    it("refuses to resume a tampered trainer.json with step " .. case[1] .. ", naming the file, key and value", function()
+      local copy = tmpdir() .. "/tampered"
+      assert(os.execute(string.format("cp -r '%s' '%s'", out, copy)))
+      os.remove(copy .. "/summary.json")
+      local path = copy .. "/checkpoint/trainer.json"
+      local text = read(path):gsub('"step":%d+', '"step":' .. case[1])
+      assert(fs.write_atomic(path, text))
+      local ok, err = pcall(pretrain.run, pretrain.settings({resume = copy, quiet = true}))
+      assert.is_false(ok)
+      assert.equal("pretrain: resume: " .. copy .. "/checkpoint/trainer.json: " .. case[2], err)
+    end)
+  end
+
   it("of a finished fine-tuning run refuses a fresh one before its data are read", function()
     local ft = tmpdir()
     assert(fs.write_atomic(ft .. "/summary.json", '{"steps": 12, "test": {}}'))

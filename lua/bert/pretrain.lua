@@ -662,6 +662,10 @@ local function make_trainer(run)
   if args.resume then
     local ok, err = pcall(trainer.resume, trainer)
     if not ok then die(tostring(err)) end
+    if schedule.total and trainer.step > schedule.total then   -- a time budget's plan, restored with the step
+      die(string.format('resume: %s/checkpoint/trainer.json: "step": %d is beyond the %d steps this run plans',
+        args.output, trainer.step, schedule.total))
+    end
     if dist.is_main() then io.stderr:write(string.format("pretrain: resumed %s at step %d\n", args.output, trainer.step)) end
   end
   run.trainer = trainer

@@ -181,6 +181,33 @@ local function drop_replayed_metrics(self, step)
   return write_file(path, #kept > 0 and (table.concat(kept, "\n") .. "\n") or "")
 end
 
+-- A JSON number as written ("1e+06", "-3", "2.5"), for messages
+local function as_written(v)
+  if type(v) ~= "number" then return cjson.encode(v == nil and cjson.null or v) end
+  return math.tointeger(v) and tostring(math.tointeger(v)) or string.format("%.17g", v)
+end
+
+--- Why a checkpoint's trainer.json state cannot be resumed (a message with
+-- the key and the value as written), or nil: the step is a whole number from
+-- 0 to the run's planned steps (`total`, when known), the random
+-- generator's seed and offset whole numbers.  A tampered file is refused
+-- rather than finishing "1000000 steps in 0 s".
+function M.check_trainer_state(state, total)
+  local function whole(v) return type(v) == "number" and math.tointeger(v) ~= nil end
+  local step = state.step
+  if not whole(step) or step < 0 then
+    return string.format('"step": %s is not a step count (a whole number >= 0)', as_written(step))
+  end
+  if total and step > total then
+    return string.format('"step": %s is beyond the %d steps this run plans', as_written(step), total)
+  end
+  local rng = state.rng
+  if type(rng) ~= "table" or not whole(rng.seed) or not whole(rng.offset) then
+    return '"rng": expected {"seed": N, "offset": N} with whole numbers, got ' .. cjson.encode(rng == nil and cjson.null or rng)
+  end
+  return nil
+end
+
 --- Restores output/checkpoint when present; returns true if it resumed.
 -- A damaged checkpoint is an error, never a silent fresh start.
 function Trainer:resume(dir)
@@ -195,9 +222,11 @@ function Trainer:resume(dir)
   local text, err = read_file(dir .. "/trainer.json")
   if not text then error("resume: " .. dir .. " has no readable trainer.json (" .. tostring(err) .. ")", 2) end
   local ok, state = pcall(cjson.decode, text)
-  if not ok or type(state) ~= "table" or state.format ~= "bert.train" or math.type(state.step) == nil then
+  if not ok or type(state) ~= "table" or state.format ~= "bert.train" then
     error("resume: " .. dir .. "/trainer.json is corrupt", 2)
   end
+  local bad = M.check_trainer_state(state, self.steps)
+  if bad then error(string.format("resume: %s/trainer.json: %s", dir, bad), 2) end
   local weights, werr = bert.load_safetensors(dir .. "/model.safetensors")
   if not weights then error("resume: " .. tostring(werr), 2) end
   -- checkpoint_dir: a composite model (ELECTRA's generator + discriminator) reads its other files from there
