@@ -55,7 +55,7 @@ end
 function M.write_atomic(path, text)
   local tmp = string.format("%s.tmp%d", path, math.random(1 << 30))
   local f, err = io.open(tmp, "wb")
-  if not f then return nil, err end
+  if not f then return nil, path .. ": " .. err:sub(#tmp + 3) end   -- the file meant, not the temporary name
   local ok, werr = f:write(text)
   local closed, cerr = f:close()
   if not ok or not closed then

@@ -235,11 +235,10 @@ local function read_saved(path, what)
   return value
 end
 
+-- Every write is checked: a full disk stops the run with the file named
 local function write_json(path, value)
-  local f = assert(io.open(path .. ".tmp", "wb"))
-  f:write(cjson.encode(value), "\n")
-  f:close()
-  assert(os.rename(path .. ".tmp", path))
+  local ok, err = fs.write_atomic(path, cjson.encode(value) .. "\n")
+  if not ok then die(err) end
 end
 
 -- args.json: the run's settings, not where they were read from (a run
@@ -411,21 +410,39 @@ local function load_tokenizer(run, train_docs)
       if not tok then die(tostring(terr)) end
     else
       -- the training documents only, never the held-out ones
-      assert(bert.mkdir(tok_dir))
+      local made, merr = bert.mkdir(tok_dir)
+      if not made then die(merr) end
       local text_path = tok_dir .. "/training-text.txt"
-      local f = assert(io.open(text_path, "wb"))
-      for _, doc in ipairs(train_docs) do for _, s in ipairs(doc) do f:write(s, "\n") end end
-      f:close()
+      -- every write checked: a tokenizer trained on a cut text would be kept by every rerun
+      local f, oerr = io.open(text_path, "wb")
+      if not f then die(oerr) end
+      local written, werr = true, nil
+      for _, doc in ipairs(train_docs) do
+        for _, s in ipairs(doc) do
+          if written then written, werr = f:write(s, "\n") end
+        end
+      end
+      local closed, cerr = f:close()
+      if not (written and closed) then
+        os.remove(text_path)
+        die(text_path .. ": " .. tostring(werr or cerr))
+      end
       local t0 = bert.wall_time()
       -- a multilingual Unigram vocabulary as mBERT-era SentencePiece setups train it: the characters
       -- covering 99.95% of the text, the rest as UTF-8 byte pieces rather than unknown
       local multilingual_unigram = args.corpus == "multilingual" and args.tokenizer == "unigram"
-      tok = assert(bert.tokenizer.train{
+      local terr
+      tok, terr = bert.tokenizer.train{
         kind = args.tokenizer, vocab_size = args.vocab_size, lowercase = true, files = {text_path},
         character_coverage = multilingual_unigram and 0.9995 or nil, byte_fallback = multilingual_unigram or nil,
-      })
+      }
       os.remove(text_path)
-      assert(require("bert.model_dir").save_tokenizer(tok_dir, tok))
+      if not tok then die(tostring(terr)) end
+      local saved, serr = require("bert.model_dir").save_tokenizer(tok_dir, tok)
+      if not saved then   -- no tokenizer.json left behind: a rerun trains it again
+        for _, name in ipairs(fs.listdir(tok_dir) or {}) do os.remove(tok_dir .. "/" .. name) end
+        die(tostring(serr))
+      end
       io.stderr:write(string.format("pretrain: trained a %s vocabulary of %d in %.1f s\n",
         args.tokenizer, tok:vocab_size(), bert.wall_time() - t0))
       if args.corpus == "multilingual" then   -- what the shared vocabulary costs each language
@@ -472,7 +489,7 @@ local function shards(run, name, docs, masking, dupe, seed, phrases)
     os.execute(string.format("rm -rf '%s'", dir))
   end
   local t0 = bert.wall_time()
-  local ok, info = pcall(pre.create_shards, {
+  local ok, info, werr = pcall(pre.create_shards, {
     documents = docs, tokenizer = run.tok, output = dir, max_seq_length = args.seq_len,
     objective = objective.data(args), masking = masking, dupe_factor = dupe,
     whole_word_mask = args.whole_word_mask, seed = seed,
@@ -483,6 +500,10 @@ local function shards(run, name, docs, masking, dupe, seed, phrases)
     max_span = args.ngram_mask, phrases = phrases,
   })
   if not ok then die(run.corpus_path .. ": " .. tostring(info)) end
+  if not info then   -- a write failed (a full disk): no partial shard set is left to a rerun
+    fs.remove_tree(dir)
+    die(tostring(werr))
+  end
   io.stderr:write(string.format("pretrain: %s: %d instances in %.1f s\n", name, info.instances, bert.wall_time() - t0))
   return read_saved(dir .. "/meta.json") or info
 end
@@ -736,7 +757,8 @@ local function write_results(run, final)
   run.trainer:log({step = run.trainer.step, eval = final})
   write_json(args.output .. "/summary.json", final)
 
-  assert(require("bert.plot").write_csv(args.output))
+  local csv, cerr = require("bert.plot").write_csv(args.output)
+  if not csv then die(tostring(cerr)) end
   local plotted = not args.no_plot and require("bert.plot").runs({args.output})
 
   if args.quiet then return end
