@@ -304,9 +304,13 @@ local function start(kind, args)
     say("note: --model %s is a size name: random initialisation (as --from-scratch)", args.model)
     args.from_scratch = true
   end
-  if not run.sizes[args.model] and not finetune.model_dir(args.model) and args.model == M.DEFAULT_MODEL then
-    error(string.format("no model at %s (the demo's pretrained checkpoint): pass --model DIR, " ..
-      "or --model mini --from-scratch", M.DEFAULT_MODEL), 0)
+  if not run.sizes[args.model] and not finetune.model_dir(args.model) then   -- said before the data are read
+    if args.model == M.DEFAULT_MODEL then
+      error(string.format("no model at %s (the demo's pretrained checkpoint): pass --model DIR, " ..
+        "or --model mini --from-scratch", M.DEFAULT_MODEL), 0)
+    end
+    local _, why = bert.models.resolve(args.model)   -- FAMILY-SIZE's own reason (an unknown family or size)
+    error("--model: " .. (why or (args.model .. " holds no config.json (nor best/ or checkpoint/)")), 0)
   end
   return run
 end
@@ -532,6 +536,12 @@ local function test_best(run)
   end
 end
 
+--- The epochs `steps` optimizer steps make, to two decimals (an integer when whole).
+function M.epochs_run(steps, per_epoch)
+  local e = math.floor(100 * steps / per_epoch + 0.5) / 100
+  return math.tointeger(e) or e
+end
+
 -- summary.json's table; the kind's report (its printout, the test
 -- predictions) and summary.json written.
 local function write_summary(run)
@@ -542,7 +552,8 @@ local function write_summary(run)
     test = test_r, test_sets = run.test_sets, dev = run.dev_best, dev_per_eval = run.epoch_evals,
     majority_baseline = run.majority,
     stopped_early = result.stopped_early,
-    steps = result.step, epochs = args.epochs, train_seconds = result.train_seconds, tokens_per_s = result.tokens_per_s,
+    -- what ran, not what was asked for (a time budget or --steps may stop mid-epoch)
+    steps = result.step, epochs = M.epochs_run(result.step, run.per_epoch), train_seconds = result.train_seconds, tokens_per_s = result.tokens_per_s,
     wall_seconds = bert.wall_time() - run.t_start,
     n_train = #run.train_ex, n_train_features = #run.train_f, n_dev = #run.dev_ex, n_test = #run.test_ex,
     settings = {lr = run.lr, batch_size = args.batch_size, accum = args.accum, seq_len = run.seq_len,
