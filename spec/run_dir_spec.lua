@@ -109,6 +109,18 @@ describe("a run directory", function()
     end)
   end
 
+  it("summary.json records the epochs that ran and flags NSP at chance, as the run's last lines say", function()
+    local summary = require("cjson").decode(read(out .. "/summary.json"))
+    assert.equal(math.floor(2 * 4 / 133 * 100 + 0.5) / 100, summary.epochs)   -- 2 steps of 4 of 133 sequences
+    assert.is_true(summary.nsp_at_chance)   -- 9 held-out pairs: anything within 50% +- 33%
+    local dir = tmpdir() .. "/printed"
+    local p = io.popen(string.format("OMP_NUM_THREADS=1 lua5.4 experiments/pretrain.lua --model tiny --corpus '%s' " ..
+      "--vocab-size 120 --seq-len 32 --batch-size 4 --steps 2 --threads 1 --no-plot --output '%s' 2>/dev/null", corpus, dir))
+    local text = p:read("a") p:close()
+    assert.matches("\nWARNING: NSP accuracy [%d.]+%% is at chance %(50%% %+%- 33%.3%% over 9 held%-out pairs%): the " ..
+      "model has not learned next%-sentence prediction yet %(train longer%)\n", text)
+  end)
+
   it("of a finished fine-tuning run refuses a fresh one before its data are read", function()
     local ft = tmpdir()
     assert(fs.write_atomic(ft .. "/summary.json", '{"steps": 12, "test": {}}'))

@@ -747,6 +747,17 @@ local function final_summary(run)
   final.snapshots = #run.snapshots > 0 and run.snapshots or nil   -- {fraction, step, name}: a learning curve's points
   final.ranks = dist.size()
   final.distributed = summary.distributed   -- gradient all-reduce: wait after backward, overlap
+  -- the passes over the training sequences that ran (summary.json records what ran)
+  local epochs = final.steps * args.batch_size * args.accum / math.max(run.train_meta.instances, 1)
+  final.epochs = math.floor(epochs * 100 + 0.5) / 100
+  -- a sentence-pair task (NSP, SOP: two balanced classes) within two standard errors of 50% has
+  -- learned nothing yet: flagged as fine-tuning flags a model that predicts one class
+  local pair = final[args.objective .. "_accuracy"]
+  if pair then
+    local pairs = math.min(run.eval_meta.instances, args.max_eval or math.huge)
+    final[args.objective .. "_at_chance"] = math.abs(pair - 0.5) <= 2 * math.sqrt(0.25 / pairs)
+    run.chance_band, run.pairs = 2 * math.sqrt(0.25 / pairs), pairs
+  end
   return final
 end
 
@@ -763,6 +774,12 @@ local function write_results(run, final)
 
   if args.quiet then return end
   print("\n" .. run.objective.describe(run.ctx, final))
+  if final[args.objective .. "_at_chance"] then
+    print(string.format("WARNING: %s accuracy %.2f%% is at chance (50%% +- %.1f%% over %d held-out pairs): the " ..
+      "model has not learned %s yet (train longer)", objective_shown(args.objective):gsub("^mlm%-", ""):upper(),
+      100 * final[args.objective .. "_accuracy"], 100 * run.chance_band, run.pairs,
+      args.objective == "sop" and "the sentence order" or "next-sentence prediction"))
+  end
   print(string.format("%d steps in %.0f s (%.0f s with evaluations and saves%s), %.0f tokens/s", final.steps,
     final.train_seconds, run.training_wall, args.time_budget and string.format(", %.1f%% of the budget",
     100 * run.training_wall / args.time_budget) or "", final.tokens_per_s))
