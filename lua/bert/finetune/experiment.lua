@@ -74,6 +74,12 @@ local function write_output(path, text)
 end
 
 
+-- A write that failed (a full disk) stops the run with one line naming the file.
+local function written(ok, err)
+  if not ok then error(tostring(err), 0) end
+  return ok
+end
+
 -- A fixed random subset of at most n items (the same for every run).
 local function subset(list, n, salt)
   if not n or n >= #list then return list end
@@ -180,7 +186,7 @@ KINDS.qa = {
     ctx.opts.null_threshold, ctx.settings.null_threshold = dev_best.best_threshold, dev_best.best_threshold
     say("  v2.0 null threshold tuned on dev: %.3f (dev F1 %.2f%%)", dev_best.best_threshold, 100 * dev_best.best_threshold_f1)
     ctx.model.config.finetune = ctx.settings
-    if dist.is_main() then assert(ctx.model:save_pretrained(ctx.out .. "/best")) end
+    if dist.is_main() then written(ctx.model:save_pretrained(ctx.out .. "/best")) end
   end,
 }
 -- }============================================================
@@ -402,8 +408,10 @@ local function prepare_output(run)
   end
   write_output(out .. "/args.json", util.json(saved_args) .. "\n")
   local tok_dir = out .. "/tokenizer"
-  assert(bert.mkdir(tok_dir))
-  if dist.is_main() then assert(require("bert.model_dir").save_tokenizer(tok_dir, run.tok, {model_max_length = run.maxpos})) end
+  if dist.is_main() then
+    written(bert.mkdir(tok_dir))
+    written(require("bert.model_dir").save_tokenizer(tok_dir, run.tok, {model_max_length = run.maxpos}))
+  end
   run.out = out
 end
 
@@ -491,7 +499,7 @@ local function fit(run)
     say("  dev at step %d: %s", trainer.step, fmt_metrics(r))
     trainer.best = r[run.task.metric]
     trainer:log({step = trainer.step, eval = r})
-    assert(trainer:save("best"))
+    written(trainer:save("best"))
   end
 end
 
@@ -578,7 +586,7 @@ local function tidy_up(run)
   local best_dir = out .. "/best"
   os.remove(best_dir .. "/optimizer.safetensors")
   if not args.keep_checkpoint then fs.remove_tree(out .. "/checkpoint") end
-  assert(require("bert.plot").write_csv(out))
+  written(require("bert.plot").write_csv(out))
   if not args.no_plot then
     local ok, perr = require("bert.plot").runs({out})
     if not ok then say("note: no plots: %s", perr) end
