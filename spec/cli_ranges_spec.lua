@@ -4,13 +4,7 @@
 local cli = require("bert.cli")
 local tmpdir = require("spec.support.tmpdir")
 
--- stdout and stderr together and the exit status of a script run from the root
-local function run(cmd)
-  local p = io.popen("OMP_NUM_THREADS=1 " .. cmd .. " 2>&1")
-  local out = p:read("a")
-  local _, _, rc = p:close()
-  return out, rc
-end
+local run = require("spec.support.shell").run
 
 describe("command-line numbers", function()
   it("reads a negative number after an option as its value", function()

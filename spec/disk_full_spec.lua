@@ -8,12 +8,7 @@ local fs = require("bert.fs")
 local cjson = require("cjson")
 local tmpdir = require("spec.support.tmpdir")
 
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1")
-  local out = p:read("a")
-  local _, _, rc = p:close()
-  return out, rc
-end
+local sh = require("spec.support.shell").run
 
 -- Mounts a tmpfs of `size` at a fresh directory; nil when it cannot (not root).
 local function mount(size)
@@ -26,12 +21,7 @@ end
 local function resize(dir, size) assert(sh(string.format("mount -o remount,size=%s '%s'", size, dir)) == "") end
 local function used_kib(dir) return tonumber((sh(string.format("df -k --output=used '%s' | tail -1", dir)))) end
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a") f:close()
-  return s
-end
+local read = fs.read_file   -- nil when missing
 
 describe("a full disk", function()
   local corpus, mounts = nil, {}

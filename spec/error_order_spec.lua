@@ -3,12 +3,7 @@
 -- made for; an ONNX export that fails.
 local tmpdir = require("spec.support.tmpdir")
 
-local function run(cmd)
-  local p = io.popen("OMP_NUM_THREADS=1 " .. cmd .. " 2>&1")
-  local out = p:read("a")
-  local _, _, rc = p:close()
-  return out, rc
-end
+local run = require("spec.support.shell").run
 
 describe("errors a user meets", function()
   it("a bad --model comes first, before the task's data are looked at", function()

@@ -14,12 +14,7 @@ local function settings(corpus, out, more)
   return pretrain.settings(s)
 end
 
-local function read(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a") f:close()
-  return s
-end
+local read = fs.read_file   -- nil when missing
 
 local function my_pid() return read("/proc/self/stat"):match("^(%d+)") end
 
