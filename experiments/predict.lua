@@ -45,15 +45,19 @@ cli.main("predict.lua", function()
 
   local dir = finetune.model_dir(args.model)
   if not dir then error("--model: " .. args.model .. " holds no config.json (nor best/ or checkpoint/)", 0) end
-  local task = args.task
-  if not task then
-    local config = assert(require("bert.models.config").read_json(dir .. "/config.json"))
-    local kinds = {classification = "text-classification", tagging = "token-classification", qa = "question-answering"}
-    for _, a in ipairs(config.architectures or {}) do
-      if finetune.kinds[a] then task = kinds[finetune.kinds[a]] end
-      if a:find("ForPreTraining$") or a:find("ForMaskedLM$") then task = "fill-mask" end
-    end
-    task = task or "feature-extraction"
+  -- the task the model was trained for (its head); every model gives embeddings
+  local config, cerr = require("bert.models.config").read_json(dir .. "/config.json")
+  if not config then error(tostring(cerr), 0) end
+  local kinds = {classification = "text-classification", tagging = "token-classification", qa = "question-answering"}
+  local own
+  for _, a in ipairs(config.architectures or {}) do
+    if finetune.kinds[a] then own = kinds[finetune.kinds[a]] end
+    if a:find("ForPreTraining$") or a:find("ForMaskedLM$") then own = "fill-mask" end
+  end
+  local task = args.task or own or "feature-extraction"
+  if task ~= own and task ~= "feature-extraction" then
+    error(string.format("--task %s: %s is a %s model, for %sfeature-extraction", task, dir,
+      table.concat(config.architectures or {"bare encoder"}, ", "), own and (own .. " and ") or ""), 0)
   end
   if args.int8 and args.device == "vulkan" then error("--int8 runs on the CPU: drop --device vulkan", 0) end
   local pipe = bert.pipeline(task, dir, {tokenizer = args.tokenizer, max_length = args.seq_len,

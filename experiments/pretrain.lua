@@ -16,6 +16,8 @@ dist.init()   -- under mpirun: data-parallel, rank 0 prints and writes (docs/dis
 local args = pretrain.parse(arg)   -- with --recipe applied
 local ok, err = xpcall(pretrain.run, function(e)
   if type(e) == "string" and e:find("^pretrain: ") then return e end   -- a reported problem: no traceback
+  -- one without a file:line position (a failed write: "FILE: No space left on device")
+  if type(e) == "string" and not e:find("^[%w_/%.%-]+%.lua:%d+:") then return "pretrain: " .. e end
   return debug.traceback(tostring(e), 2)
 end, args)
 if not ok then

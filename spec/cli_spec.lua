@@ -25,7 +25,7 @@ describe("bert.cli", function()
     assert.equal("option --steps: expected an integer, got '2.5'", err3)
     local ok4, err4 = parse(function(p) cli.add(p, "batch_size") end, {"--batch-size", "0"})
     assert.is_false(ok4)
-    assert.equal("option --batch-size: expected an integer >= 1, got '0'", err4)
+    assert.equal("option --batch-size: expected an integer from 1 to 65536, got '0'", err4)
   end)
 
   it("lists the valid choices for a wrong one", function()

@@ -26,7 +26,12 @@ cli.main("export_onnx.lua", function()
   if not dir then error("--model: " .. args.model .. " holds no config.json (nor best/ or checkpoint/)", 0) end
   local model = bert.from_pretrained(dir, {verbose = false})
   model:evaluate()
-  local names = onnx.export(model, args.output)
+  -- a model onnx.export cannot write (its refusal names the architecture): one line, no traceback
+  local exported, names = pcall(onnx.export, model, args.output)
+  if not exported then
+    local refusal = type(names) == "string" and names:match("^[%w_/%.%-]+%.lua:%d+: (onnx%.export: .*)$")
+    error(refusal or names, 0)
+  end
   print(string.format("wrote %s: %s, outputs %s", args.output, model.architecture, table.concat(names, ", ")))
   if args.check then
     local r = onnx.check(model, args.output)

@@ -1,9 +1,15 @@
 /*
 ** Lua binding of safetensors I/O: bert.core.load_safetensors,
-** save_safetensors and safetensors_header.  File problems return
+** save_safetensors and safetensors_header; and lock_file, the one-writer
+** lock of a run directory.  File problems return
 ** nil, message; misuse raises an error naming the function and argument.
 */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "lbert.h"
 #include "core/backend.h"
@@ -251,10 +257,72 @@ static int l_save_safetensors(lua_State *L) {
 }
 /* }====================================================== */
 
+/* {====================================================== file locks */
+
+/* bert.core.lock_file(path): an exclusive flock on path (created if
+** missing), held until lock:release(), the lock's collection or the
+** process's end (a process killed with -9 frees it: the kernel drops it
+** with the descriptor).  The holder writes "pid N\nhost H\n" into the
+** file.  Returns the lock; or nil, "locked", the holder's text when
+** another process holds it; or nil, message when the file cannot be opened.
+** The descriptor is close-on-exec, so a shell the holder starts never
+** keeps the lock after the holder is gone. */
+#define LOCK_MT "bert.lock"
+
+static int lock_release(lua_State *L) {
+  int *fd = luaL_checkudata(L, 1, LOCK_MT);
+  if (*fd >= 0) {
+    close(*fd);   /* closing drops the flock */
+    *fd = -1;
+  }
+  return 0;
+}
+
+static int l_lock_file(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  int *ud = lua_newuserdatauv(L, sizeof(int), 0);
+  *ud = -1;
+  luaL_setmetatable(L, LOCK_MT);
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    lua_pushnil(L);
+    lua_pushfstring(L, "%s: %s", path, strerror(errno));
+    return 2;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    char holder[256];
+    ssize_t n = err == EWOULDBLOCK ? pread(fd, holder, sizeof holder - 1, 0) : -1;
+    close(fd);
+    lua_pushnil(L);
+    if (err != EWOULDBLOCK) {
+      lua_pushfstring(L, "%s: %s", path, strerror(err));
+      return 2;
+    }
+    lua_pushliteral(L, "locked");
+    lua_pushlstring(L, holder, n > 0 ? (size_t)n : 0);
+    return 3;
+  }
+  *ud = fd;
+  /* who holds it, for the message another process prints (a full disk
+  ** leaves the file empty: the lock holds all the same) */
+  char host[256] = "?", text[320];
+  gethostname(host, sizeof host - 1);
+  host[sizeof host - 1] = '\0';
+  int len = snprintf(text, sizeof text, "pid %ld\nhost %s\n", (long)getpid(), host);
+  if (ftruncate(fd, 0) == 0) {
+    ssize_t written = pwrite(fd, text, (size_t)len, 0);
+    (void)written;
+  }
+  return 1;
+}
+/* }====================================================== */
+
 static const luaL_Reg io_funcs[] = {
   {"load_safetensors", l_load_safetensors},
   {"save_safetensors", l_save_safetensors},
   {"safetensors_header", l_safetensors_header},
+  {"lock_file", l_lock_file},
   {NULL, NULL}
 };
 
@@ -262,6 +330,17 @@ void lbert_open_io(lua_State *L) {
   if (luaL_newmetatable(L, LOADED_MT)) {
     lua_pushcfunction(L, loaded_gc);
     lua_setfield(L, -2, "__gc");
+  }
+  lua_pop(L, 1);
+  if (luaL_newmetatable(L, LOCK_MT)) {
+    lua_pushcfunction(L, lock_release);
+    lua_setfield(L, -2, "__gc");
+    lua_pushcfunction(L, lock_release);
+    lua_setfield(L, -2, "__close");
+    lua_newtable(L);
+    lua_pushcfunction(L, lock_release);
+    lua_setfield(L, -2, "release");
+    lua_setfield(L, -2, "__index");
   }
   lua_pop(L, 1);
   luaL_setfuncs(L, io_funcs, 0);

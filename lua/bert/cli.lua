@@ -24,23 +24,35 @@ local function file_exists(path)
   return false
 end
 
---- A converter for an integer option (`min` inclusive, default 0).
-function M.integer(name, min)
+-- "an integer >= 1" or "an integer from 1 to 65536": the range a converter says
+local function range(kind, min, max)
+  if max then return string.format("%s from %s to %s", kind, min, max) end
+  return string.format("%s >= %s", kind, min)
+end
+
+--- A converter for an integer option (`min` inclusive, default 0; `max`
+-- inclusive when given: a value beyond it names the limit).
+function M.integer(name, min, max)
   min = min or 0
   return function(v)
     local n = math.tointeger(tonumber(v))
     if n == nil then return nil, string.format("option %s: expected an integer, got %s", name, quote(v)) end
-    if n < min then return nil, string.format("option %s: expected an integer >= %d, got %s", name, min, quote(v)) end
+    if n < min or (max and n > max) then
+      return nil, string.format("option %s: expected %s, got %s", name, range("an integer", min, max), quote(v))
+    end
     return n
   end
 end
 
---- A converter for a number option (`min` inclusive when given).
-function M.number(name, min)
+--- A converter for a number option (`min` and `max` inclusive when given).
+function M.number(name, min, max)
   return function(v)
     local n = tonumber(v)
     if n == nil or n ~= n then return nil, string.format("option %s: expected a number, got %s", name, quote(v)) end
-    if min and n < min then return nil, string.format("option %s: expected a number >= %g, got %s", name, min, quote(v)) end
+    if (min and n < min) or (max and n > max) then
+      return nil, string.format("option %s: expected %s, got %s", name, range("a number", string.format("%g", min or -math.huge),
+        max and string.format("%g", max)), quote(v))
+    end
     return n + 0.0
   end
 end
@@ -116,17 +128,21 @@ local function model_help(more)
     table.concat(M.size_names(), ", "), table.concat(M.family_names(), ", "), more)
 end
 
--- The shared options: {flag, help, default, converter-maker | "flag" | choices}.
+-- The shared options: {flag, help, default, converter-maker | "flag" | choices, min, max}.
+-- The limits are checked when the command line is read, before anything is
+-- written: a value past one is a typo or a run that would never end or fit
+-- (BERT-large pretrained 1M steps with batches of 256; the thread limit is
+-- the library's, bert.set_num_threads).
 M.OPTIONS = {
   model = {"--model", function() return model_help("or a checkpoint directory") end, "tiny"},   -- (loads the families)
   tokenizer = {"--tokenizer", "Tokenizer file or directory"},
   steps = {"--steps", "Optimizer steps (with --time-budget: at most; the steps that fit are fixed after a short " ..
-    "calibration)", nil, M.integer, 1},
-  epochs = {"--epochs", "Training epochs", "3", M.integer, 1},
+    "calibration)", nil, M.integer, 1, 100000000},
+  epochs = {"--epochs", "Training epochs", "3", M.integer, 1, 100000},
   time_budget = {"--time-budget", "Seconds of training (evaluations and saves included)", nil, M.number, 0},
-  batch_size = {"--batch-size", "Sequences per micro-batch (all ranks together under mpirun)", "32", M.integer, 1},
-  accum = {"--accum", "Micro-batches per optimizer step (gradient accumulation)", "1", M.integer, 1},
-  seq_len = {"--seq-len", "Maximum sequence length in tokens", "128", M.integer, 8},
+  batch_size = {"--batch-size", "Sequences per micro-batch (all ranks together under mpirun)", "32", M.integer, 1, 65536},
+  accum = {"--accum", "Micro-batches per optimizer step (gradient accumulation)", "1", M.integer, 1, 4096},
+  seq_len = {"--seq-len", "Maximum sequence length in tokens", "128", M.integer, 8, 8192},
   lr = {"--lr", "Peak learning rate (default: by model size, printed at the start: hidden <= 256: 1e-3 " ..
     "fine-tuning and pretraining; <= 512: 2e-4 / 5e-4; larger: 5e-5 / 1e-4)", nil, M.number, 0},
   warmup = {"--warmup", "Linear warmup: a fraction of the steps (< 1, e.g. 0.1) or a number of steps (>= 1)",
@@ -135,9 +151,11 @@ M.OPTIONS = {
   clip = {"--clip", "Clip the gradients' global norm to this (0: no clipping)", "1.0", M.number, 0},
   seed = {"--seed", "Random seed (initialisation, dropout, data order)", "42", M.integer, 0},
   device = {"--device", "Where to compute", "cpu", {"cpu", "vulkan"}},
-  threads = {"--threads", "CPU threads (default: all cores)", nil, M.integer, 1},
+  threads = {"--threads", "CPU threads (default: all cores)", nil, M.integer, 1, 1024},
   output = {"--output", "Run directory"},
   resume = {"--resume", "Continue the run in DIR from its checkpoint"},
+  overwrite = {"--overwrite", "Replace a finished or resumable run in the run directory (without it such a " ..
+    "directory is refused)", nil, "flag"},
   eval_every = {"--eval-every", "Evaluate on held-out data every N steps", nil, M.integer, 1},
   max_eval = {"--max-eval", "Evaluate on at most N held-out examples (a fixed subset)", nil, M.integer, 1},
   save_every = {"--save-every", "Checkpoint every N steps", "200", M.integer, 1},
@@ -148,7 +166,7 @@ M.OPTIONS = {
   task = {"--task", "Task name or data path"},
   from_scratch = {"--from-scratch", "Random initialisation (with a directory: its config, fresh weights)", nil, "flag"},
   max_train = {"--max-train", "Use at most N training examples (a fixed random subset)", nil, M.integer, 1},
-  eval_batch_size = {"--eval-batch-size", "Batch size for evaluation", "64", M.integer, 1},
+  eval_batch_size = {"--eval-batch-size", "Batch size for evaluation", "64", M.integer, 1, 65536},
   data_dir = {"--data-dir", "Where the built-in tasks' data live (default: $BERT_DATA or data)"},
   keep_checkpoint = {"--keep-checkpoint", "Keep DIR/checkpoint/ (optimizer state, for --resume) after a finished run",
     nil, "flag"},
@@ -161,11 +179,44 @@ M.OPTIONS = {
     nil, "flag"},
 }
 
+-- argv with each negative number after an option that takes a value
+-- joined to it (--lr -3 -> --lr=-3): argparse would read "-3" as a flag.
+local function join_negative_values(parser, argv)
+  local takes_value = {}
+  for _, o in ipairs(parser._options) do
+    if o._maxargs > 0 then for _, alias in ipairs(o._aliases) do takes_value[alias] = true end end
+  end
+  local out, i = {}, 1
+  while i <= #argv do
+    local a, v = argv[i], argv[i + 1]
+    if a == "--" then   -- the rest are values
+      table.move(argv, i, #argv, #out + 1, out)
+      break
+    end
+    if takes_value[a] and type(v) == "string" and v:find("^%-[%d.]") and tonumber(v) then
+      out[#out + 1], i = a .. "=" .. v, i + 2
+    else
+      out[#out + 1], i = a, i + 1
+    end
+  end
+  return out
+end
+
 --- An argparse parser with the shared conventions (usage and help in one
--- place).  `epilog` is optional text printed after the options.
+-- place).  `epilog` is optional text printed after the options.  A
+-- negative number is an option's value, not a flag; a command-line error
+-- prints one line (with argparse's "Did you mean" hint) and where the
+-- usage is, not the whole usage.
 function M.parser(name, description, epilog)
   local p = argparse(name, description)
   if epilog then p:epilog(epilog) end
+  local parse, pparse = p.parse, p.pparse
+  function p.parse(self, argv) return parse(self, join_negative_values(self, argv or rawget(_G, "arg") or {})) end
+  function p.pparse(self, argv) return pparse(self, join_negative_values(self, argv or rawget(_G, "arg") or {})) end
+  function p.error(_, msg)
+    io.stderr:write(name, ": ", msg, "\n", name, " --help lists the options\n")
+    os.exit(1)
+  end
   return p
 end
 
@@ -179,7 +230,7 @@ function M.add(p, ...)
     local spec = M.OPTIONS[key] or error("cli.add: unknown shared option " .. tostring(key), 2)
     local over = type(list[i + 1]) == "table" and list[i + 1] or {}
     i = i + (type(list[i + 1]) == "table" and 2 or 1)
-    local flag, help, default, kind, min = spec[1], over.help or spec[2], spec[3], spec[4], spec[5]
+    local flag, help, default, kind, min, max = spec[1], over.help or spec[2], spec[3], spec[4], spec[5], spec[6]
     if type(help) == "function" then help = help() end
     if over.default ~= nil then default = over.default end
     if over.nodefault then default = nil end
@@ -187,7 +238,7 @@ function M.add(p, ...)
       p:flag(flag, help)
     else
       local o = p:option(flag, help, default ~= nil and tostring(default) or nil)
-      if type(kind) == "function" then o:convert(kind(flag, min)) end
+      if type(kind) == "function" then o:convert(kind(flag, min, max)) end
       if type(kind) == "table" then o:choices(over.choices or kind) end
       if over.convert then o:convert(over.convert) end
     end
@@ -215,7 +266,7 @@ function M.add_finetune(p, kind)
     "time_budget", "batch_size", "accum", "lr", "warmup", "weight_decay", "clip", "max_train", "max_eval",
     "seq_len", {default = d.seq_len}, "device", "seed", "output", {help = "Run directory (default runs/finetune/TASK-MODEL[-scratch])"},
     "threads", "data_dir", "eval_every", {help = "Evaluate on the dev set every N steps (default: each epoch)"},
-    "eval_batch_size", "log_every", "patience", "resume", "keep_checkpoint", "no_plot", "quiet", "compare",
+    "eval_batch_size", "log_every", "patience", "resume", "overwrite", "keep_checkpoint", "no_plot", "quiet", "compare",
     {help = kind == "qa" and "Fine-tune twice, from the --model checkpoint and from scratch, the same number of " ..
       "steps and settings, and print the test metrics side by side (QA has no majority-class baseline; " ..
       "OUTPUT/pretrained, OUTPUT/scratch, OUTPUT/comparison.json)" or nil}, "no_varlen")

@@ -55,7 +55,7 @@ end
 function M.write_atomic(path, text)
   local tmp = string.format("%s.tmp%d", path, math.random(1 << 30))
   local f, err = io.open(tmp, "wb")
-  if not f then return nil, err end
+  if not f then return nil, path .. ": " .. err:sub(#tmp + 3) end   -- the file meant, not the temporary name
   local ok, werr = f:write(text)
   local closed, cerr = f:close()
   if not ok or not closed then
@@ -65,6 +65,46 @@ function M.write_atomic(path, text)
   local renamed, rerr = os.rename(tmp, path)
   if not renamed then os.remove(tmp) return nil, rerr end
   return true
+end
+
+--- Takes DIR/.lock, the one-writer lock of a run directory (a flock: held
+-- until lock:release() or the process ends, a killed one's included).
+-- Returns the lock, or nil and a message naming the holder's pid and host.
+function M.lock_run_dir(dir)
+  local lock, why, holder = core.lock_file(dir .. "/.lock")
+  if lock then return lock end
+  if why ~= "locked" then return nil, "cannot lock the run directory: " .. why end
+  return nil, string.format("%s is in use by another run (pid %s on host %s): wait for it to end, or give another " ..
+    "--output", dir, holder:match("pid (%d+)") or "?", holder:match("host ([^\n]+)") or "?")
+end
+
+--- What a run directory holds that a fresh run would replace: "a finished
+-- run (N steps)" or "a resumable run (checkpoint at step N)"; nil when
+-- neither (an empty directory, or only the data a fresh run may reuse).
+function M.previous_run(dir)
+  local summary = M.read_json(dir .. "/summary.json")
+  if summary then
+    local steps = math.tointeger(summary.steps)
+    return steps and string.format("a finished run (%d steps)", steps) or "a finished run (summary.json)"
+  end
+  for _, name in ipairs({"checkpoint", "checkpoint.old"}) do
+    if M.exists(dir .. "/" .. name) then
+      local state = M.read_json(dir .. "/" .. name .. "/trainer.json")
+      local step = state and math.tointeger(state.step)
+      return step and string.format("a resumable run (checkpoint at step %d)", step) or "a resumable run (" .. name .. "/)"
+    end
+  end
+  return nil
+end
+
+--- Why a fresh run may not go into dir (a message naming what is there and
+-- the ways on), or nil: a finished or resumable run is replaced only with
+-- overwrite.
+function M.refuse_previous_run(dir, overwrite)
+  local previous = M.previous_run(dir)
+  if not previous or overwrite then return nil end
+  return string.format("%s holds %s: --resume %s continues it, --overwrite replaces it, or give another --output",
+    dir, previous, dir)
 end
 
 --- Runs tools/fetch_data.sh WHAT (evaluation sets, corpora) into

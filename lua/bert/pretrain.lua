@@ -86,7 +86,7 @@ function M.parser()
     "device", "threads", "seed", "eval_every",
     "max_eval", {help = "Held-out sequences per evaluation (default: all)"},
     "save_every", "log_every", "output", {default = "runs/pretrain"},
-    "resume", "no_plot", "no_varlen")
+    "resume", "overwrite", "no_plot", "no_varlen")
   parser:option("--snapshots", "Also keep the model at these fractions of --steps (e.g. 0.0625,0.25) as " ..
     "OUTPUT/snapshot-STEP/: the points of a learning curve"):convert(function(v)
     local out = {}
@@ -236,18 +236,18 @@ local function read_saved(path, what)
   return value
 end
 
+-- Every write is checked: a full disk stops the run with the file named
 local function write_json(path, value)
-  local f = assert(io.open(path .. ".tmp", "wb"))
-  f:write(cjson.encode(value), "\n")
-  f:close()
-  assert(os.rename(path .. ".tmp", path))
+  local ok, err = fs.write_atomic(path, cjson.encode(value) .. "\n")
+  if not ok then die(err) end
 end
 
 -- args.json: the run's settings, not where they were read from (a run
--- directory is relocatable: --resume always names it).
+-- directory is relocatable: --resume always names it) nor what this
+-- invocation may replace.
 local function args_to_save(args)
   local out = {}
-  for k, v in pairs(args) do if k ~= "resume" then out[k] = v end end
+  for k, v in pairs(args) do if k ~= "resume" and k ~= "overwrite" then out[k] = v end end
   return out
 end
 
@@ -356,9 +356,29 @@ local function read_corpus(run)
 end
 -- }============================================================
 
+-- Takes the run directory on rank 0: its one-writer lock (run.lock) and, for
+-- a fresh run, the refusal of a finished or resumable run there unless
+-- --overwrite (which says what it replaces).  Called before the corpus is
+-- read, when the directory exists, and with create before the first write.
+local function claim_output(run, create)
+  local args = run.args
+  if run.lock or not dist.is_main() or not (create or fs.isdir(args.output)) then return end
+  local ok, err = bert.mkdir(args.output)
+  if not ok then die(err) end
+  local lock, lerr = fs.lock_run_dir(args.output)
+  if not lock then die(lerr) end
+  run.lock = lock
+  if args.resume then return end
+  local refused = fs.refuse_previous_run(args.output, args.overwrite)
+  if refused then die(refused) end
+  local previous = fs.previous_run(args.output)
+  if previous then io.stderr:write(string.format("pretrain: --overwrite: replacing %s in %s\n", previous, args.output)) end
+end
+
 -- Creates the run directory and writes args.json there.
-local function prepare_output(args)
-  assert(bert.mkdir(args.output))
+local function prepare_output(run)
+  local args = run.args
+  claim_output(run, true)
   if not args.resume and dist.is_main() then
     -- a fresh run in an old directory: keep the tokenizer and shards only if
     -- they were made with the same data settings, drop everything else
@@ -391,21 +411,39 @@ local function load_tokenizer(run, train_docs)
       if not tok then die(tostring(terr)) end
     else
       -- the training documents only, never the held-out ones
-      assert(bert.mkdir(tok_dir))
+      local made, merr = bert.mkdir(tok_dir)
+      if not made then die(merr) end
       local text_path = tok_dir .. "/training-text.txt"
-      local f = assert(io.open(text_path, "wb"))
-      for _, doc in ipairs(train_docs) do for _, s in ipairs(doc) do f:write(s, "\n") end end
-      f:close()
+      -- every write checked: a tokenizer trained on a cut text would be kept by every rerun
+      local f, oerr = io.open(text_path, "wb")
+      if not f then die(oerr) end
+      local written, werr = true, nil
+      for _, doc in ipairs(train_docs) do
+        for _, s in ipairs(doc) do
+          if written then written, werr = f:write(s, "\n") end
+        end
+      end
+      local closed, cerr = f:close()
+      if not (written and closed) then
+        os.remove(text_path)
+        die(text_path .. ": " .. tostring(werr or cerr))
+      end
       local t0 = bert.wall_time()
       -- a multilingual Unigram vocabulary as mBERT-era SentencePiece setups train it: the characters
       -- covering 99.95% of the text, the rest as UTF-8 byte pieces rather than unknown
       local multilingual_unigram = args.corpus == "multilingual" and args.tokenizer == "unigram"
-      tok = assert(bert.tokenizer.train{
+      local terr
+      tok, terr = bert.tokenizer.train{
         kind = args.tokenizer, vocab_size = args.vocab_size, lowercase = true, files = {text_path},
         character_coverage = multilingual_unigram and 0.9995 or nil, byte_fallback = multilingual_unigram or nil,
-      })
+      }
       os.remove(text_path)
-      assert(require("bert.model_dir").save_tokenizer(tok_dir, tok))
+      if not tok then die(tostring(terr)) end
+      local saved, serr = require("bert.model_dir").save_tokenizer(tok_dir, tok)
+      if not saved then   -- no tokenizer.json left behind: a rerun trains it again
+        for _, name in ipairs(fs.listdir(tok_dir) or {}) do os.remove(tok_dir .. "/" .. name) end
+        die(tostring(serr))
+      end
       io.stderr:write(string.format("pretrain: trained a %s vocabulary of %d in %.1f s\n",
         args.tokenizer, tok:vocab_size(), bert.wall_time() - t0))
       if args.corpus == "multilingual" then   -- what the shared vocabulary costs each language
@@ -452,7 +490,7 @@ local function shards(run, name, docs, masking, dupe, seed, phrases)
     os.execute(string.format("rm -rf '%s'", dir))
   end
   local t0 = bert.wall_time()
-  local ok, info = pcall(pre.create_shards, {
+  local ok, info, werr = pcall(pre.create_shards, {
     documents = docs, tokenizer = run.tok, output = dir, max_seq_length = args.seq_len,
     objective = objective.data(args), masking = masking, dupe_factor = dupe,
     whole_word_mask = args.whole_word_mask, seed = seed,
@@ -463,6 +501,10 @@ local function shards(run, name, docs, masking, dupe, seed, phrases)
     max_span = args.ngram_mask, phrases = phrases,
   })
   if not ok then die(run.corpus_path .. ": " .. tostring(info)) end
+  if not info then   -- a write failed (a full disk): no partial shard set is left to a rerun
+    fs.remove_tree(dir)
+    die(tostring(werr))
+  end
   io.stderr:write(string.format("pretrain: %s: %d instances in %.1f s\n", name, info.instances, bert.wall_time() - t0))
   return read_saved(dir .. "/meta.json") or info
 end
@@ -642,6 +684,10 @@ local function make_trainer(run)
   if args.resume then
     local ok, err = pcall(trainer.resume, trainer)
     if not ok then die(tostring(err)) end
+    if schedule.total and trainer.step > schedule.total then   -- a time budget's plan, restored with the step
+      die(string.format('resume: %s/checkpoint/trainer.json: "step": %d is beyond the %d steps this run plans',
+        args.output, trainer.step, schedule.total))
+    end
     if dist.is_main() then io.stderr:write(string.format("pretrain: resumed %s at step %d\n", args.output, trainer.step)) end
   end
   run.trainer = trainer
@@ -703,6 +749,17 @@ local function final_summary(run)
   final.snapshots = #run.snapshots > 0 and run.snapshots or nil   -- {fraction, step, name}: a learning curve's points
   final.ranks = dist.size()
   final.distributed = summary.distributed   -- gradient all-reduce: wait after backward, overlap
+  -- the passes over the training sequences that ran (summary.json records what ran)
+  local epochs = final.steps * args.batch_size * args.accum / math.max(run.train_meta.instances, 1)
+  final.epochs = math.floor(epochs * 100 + 0.5) / 100
+  -- a sentence-pair task (NSP, SOP: two balanced classes) within two standard errors of 50% has
+  -- learned nothing yet: flagged as fine-tuning flags a model that predicts one class
+  local pair = final[args.objective .. "_accuracy"]
+  if pair then
+    local pairs = math.min(run.eval_meta.instances, args.max_eval or math.huge)
+    final[args.objective .. "_at_chance"] = math.abs(pair - 0.5) <= 2 * math.sqrt(0.25 / pairs)
+    run.chance_band, run.pairs = 2 * math.sqrt(0.25 / pairs), pairs
+  end
   return final
 end
 
@@ -713,11 +770,18 @@ local function write_results(run, final)
   run.trainer:log({step = run.trainer.step, eval = final})
   write_json(args.output .. "/summary.json", final)
 
-  assert(require("bert.plot").write_csv(args.output))
+  local csv, cerr = require("bert.plot").write_csv(args.output)
+  if not csv then die(tostring(cerr)) end
   local plotted = not args.no_plot and require("bert.plot").runs({args.output})
 
   if args.quiet then return end
   print("\n" .. run.objective.describe(run.ctx, final))
+  if final[args.objective .. "_at_chance"] then
+    print(string.format("WARNING: %s accuracy %.2f%% is at chance (50%% +- %.1f%% over %d held-out pairs): the " ..
+      "model has not learned %s yet (train longer)", objective_shown(args.objective):gsub("^mlm%-", ""):upper(),
+      100 * final[args.objective .. "_accuracy"], 100 * run.chance_band, run.pairs,
+      args.objective == "sop" and "the sentence order" or "next-sentence prediction"))
+  end
   print(string.format("%d steps in %.0f s (%.0f s with evaluations and saves%s), %.0f tokens/s", final.steps,
     final.train_seconds, run.training_wall, args.time_budget and string.format(", %.1f%% of the budget",
     100 * run.training_wall / args.time_budget) or "", final.tokens_per_s))
@@ -733,11 +797,14 @@ end
 function M.run(args)
   if args.resume then resume_settings(args) end
   local run = {args = args}
+  -- the run directory's lock goes when the run ends, as it may (ablate runs many in one process)
+  local _ <close> = setmetatable({}, {__close = function() if run.lock then run.lock:release() end end})
   check_settings(run)
+  claim_output(run)   -- a directory that is refused costs no corpus reading
   find_corpus(run)
   local documents = dist.is_main() and read_corpus(run) or nil
   if args.detect_anomaly then bert.set_detect_anomaly(true) end
-  prepare_output(args)
+  prepare_output(run)
   if args.threads then bert.set_num_threads(args.threads) end
   bert.manual_seed(args.seed)
   run.pre = require("bert.data.pretraining")

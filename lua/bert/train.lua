@@ -101,14 +101,23 @@ function M.Trainer(opts)
   return self
 end
 
---- Appends one JSON line to output/metrics.jsonl.
+-- Raises a write that failed (a full disk: "PATH: No space left on device")
+-- as a reported error, one line without a traceback.
+local function checked(ok, err)
+  if not ok then error(tostring(err), 0) end
+  return ok
+end
+
+--- Appends one JSON line to output/metrics.jsonl; a failed write stops
+-- training (a record lost or cut short is never passed over: a resumed
+-- run drops a cut last line and the lines after its checkpoint).
 function Trainer:log(record)
   if not self.output or not self.writes then return end
-  local f = io.open(self.output .. "/metrics.jsonl", "ab")
-  if f then
-    f:write(cjson.encode(record), "\n")
-    f:close()
-  end
+  local path = self.output .. "/metrics.jsonl"
+  local f = checked(io.open(path, "ab"))
+  local ok, err = f:write(cjson.encode(record), "\n")
+  local closed, cerr = f:close()
+  if not (ok and closed) then error(path .. ": " .. tostring(err or cerr), 0) end
 end
 
 -- {============================================================ checkpoints
@@ -125,10 +134,11 @@ function Trainer:save(name)
   local tmp, old = final .. ".tmp", final .. ".old"
   remove_tree(tmp)
   -- a self-contained model directory: the tokenizer files beside the weights
+  -- (a write that fails leaves the last checkpoint as it was, and no partial one)
   local ok, err = require("bert.model_dir").save(tmp, self.model, self.tokenizer)
-  if not ok then return nil, err end
+  if not ok then remove_tree(tmp) return nil, err end
   ok, err = bert.optim.save_state(tmp .. "/optimizer.safetensors", self.optimizer)
-  if not ok then return nil, err end
+  if not ok then remove_tree(tmp) return nil, err end
   local seed, offset = bert.rng_state()
   local state = {
     format = "bert.train", version = 1, step = self.step, tokens = self.tokens,
@@ -136,7 +146,7 @@ function Trainer:save(name)
     best = self.best, user = self.get_state and self.get_state() or cjson.null,
   }
   ok, err = write_file(tmp .. "/trainer.json", cjson.encode(state))
-  if not ok then return nil, err end
+  if not ok then remove_tree(tmp) return nil, err end
   remove_tree(old)
   if exists(final) then os.rename(final, old) end
   ok, err = os.rename(tmp, final)
@@ -154,7 +164,7 @@ function Trainer:snapshot()
   local tmp = final .. ".tmp"
   remove_tree(tmp)
   local ok, err = require("bert.model_dir").save(tmp, self.model, self.tokenizer)
-  if not ok then return nil, err end
+  if not ok then remove_tree(tmp) return nil, err end
   remove_tree(final)
   return os.rename(tmp, final)
 end
@@ -181,6 +191,33 @@ local function drop_replayed_metrics(self, step)
   return write_file(path, #kept > 0 and (table.concat(kept, "\n") .. "\n") or "")
 end
 
+-- A JSON number as written ("1e+06", "-3", "2.5"), for messages
+local function as_written(v)
+  if type(v) ~= "number" then return cjson.encode(v == nil and cjson.null or v) end
+  return math.tointeger(v) and tostring(math.tointeger(v)) or string.format("%.17g", v)
+end
+
+--- Why a checkpoint's trainer.json state cannot be resumed (a message with
+-- the key and the value as written), or nil: the step is a whole number from
+-- 0 to the run's planned steps (`total`, when known), the random
+-- generator's seed and offset whole numbers.  A tampered file is refused
+-- rather than finishing "1000000 steps in 0 s".
+function M.check_trainer_state(state, total)
+  local function whole(v) return type(v) == "number" and math.tointeger(v) ~= nil end
+  local step = state.step
+  if not whole(step) or step < 0 then
+    return string.format('"step": %s is not a step count (a whole number >= 0)', as_written(step))
+  end
+  if total and step > total then
+    return string.format('"step": %s is beyond the %d steps this run plans', as_written(step), total)
+  end
+  local rng = state.rng
+  if type(rng) ~= "table" or not whole(rng.seed) or not whole(rng.offset) then
+    return '"rng": expected {"seed": N, "offset": N} with whole numbers, got ' .. cjson.encode(rng == nil and cjson.null or rng)
+  end
+  return nil
+end
+
 --- Restores output/checkpoint when present; returns true if it resumed.
 -- A damaged checkpoint is an error, never a silent fresh start.
 function Trainer:resume(dir)
@@ -195,9 +232,11 @@ function Trainer:resume(dir)
   local text, err = read_file(dir .. "/trainer.json")
   if not text then error("resume: " .. dir .. " has no readable trainer.json (" .. tostring(err) .. ")", 2) end
   local ok, state = pcall(cjson.decode, text)
-  if not ok or type(state) ~= "table" or state.format ~= "bert.train" or math.type(state.step) == nil then
+  if not ok or type(state) ~= "table" or state.format ~= "bert.train" then
     error("resume: " .. dir .. "/trainer.json is corrupt", 2)
   end
+  local bad = M.check_trainer_state(state, self.steps)
+  if bad then error(string.format("resume: %s/trainer.json: %s", dir, bad), 2) end
   local weights, werr = bert.load_safetensors(dir .. "/model.safetensors")
   if not weights then error("resume: " .. tostring(werr), 2) end
   -- checkpoint_dir: a composite model (ELECTRA's generator + discriminator) reads its other files from there
@@ -293,7 +332,7 @@ function Trainer:run_eval()
   if self.keep_best and result[self.keep_best] and (self.best == nil or result[self.keep_best] > self.best) then
     self.best, self.best_step = result[self.keep_best], self.step
     self.evals_since_best = 0
-    if self.output then assert(self:save("best")) end
+    if self.output then checked(self:save("best")) end
   elseif self.keep_best then
     self.evals_since_best = (self.evals_since_best or 0) + 1
     if self.patience and self.evals_since_best >= self.patience then
@@ -385,10 +424,10 @@ function Trainer:run()
       last_eval = self:run_eval()
     end
     if self.save_every and self.output and self.step % self.save_every == 0 then
-      assert(self:save())
+      checked(self:save())
     end
     if self.snapshot_steps and self.output then
-      for _, at in ipairs(self.snapshot_steps) do if at == self.step then assert(self:snapshot()) end end
+      for _, at in ipairs(self.snapshot_steps) do if at == self.step then checked(self:snapshot()) end end
     end
     if self.stopped_early then break end
     if self.after_step then self.after_step(self) end
@@ -398,7 +437,7 @@ function Trainer:run()
     io.stderr:write(profile.format(profile.report(), self.step - first_step, nil,
                                    self.train_seconds - seconds_before))
   end
-  if self.output and self.save_every ~= false then assert(self:save()) end
+  if self.output and self.save_every ~= false then checked(self:save()) end
   if self.dp then distributed.barrier() end   -- the others go on once rank 0's files are written
   return {
     step = self.step, train_seconds = self.train_seconds, stopped_early = self.stopped_early,
@@ -481,7 +520,7 @@ function Trainer:fit_to_budget(opts)
   end
   if save_every and self.output and fit >= save_every then
     local s0 = now()
-    assert(self:save())
+    checked(self:save())
     save_seconds = now() - s0
     left = left - save_seconds
   end

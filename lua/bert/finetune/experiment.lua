@@ -74,6 +74,12 @@ local function write_output(path, text)
 end
 
 
+-- A write that failed (a full disk) stops the run with one line naming the file.
+local function written(ok, err)
+  if not ok then error(tostring(err), 0) end
+  return ok
+end
+
 -- A fixed random subset of at most n items (the same for every run).
 local function subset(list, n, salt)
   if not n or n >= #list then return list end
@@ -180,7 +186,7 @@ KINDS.qa = {
     ctx.opts.null_threshold, ctx.settings.null_threshold = dev_best.best_threshold, dev_best.best_threshold
     say("  v2.0 null threshold tuned on dev: %.3f (dev F1 %.2f%%)", dev_best.best_threshold, 100 * dev_best.best_threshold_f1)
     ctx.model.config.finetune = ctx.settings
-    if dist.is_main() then assert(ctx.model:save_pretrained(ctx.out .. "/best")) end
+    if dist.is_main() then written(ctx.model:save_pretrained(ctx.out .. "/best")) end
   end,
 }
 -- }============================================================
@@ -304,9 +310,13 @@ local function start(kind, args)
     say("note: --model %s is a size name: random initialisation (as --from-scratch)", args.model)
     args.from_scratch = true
   end
-  if not run.sizes[args.model] and not finetune.model_dir(args.model) and args.model == M.DEFAULT_MODEL then
-    error(string.format("no model at %s (the demo's pretrained checkpoint): pass --model DIR, " ..
-      "or --model mini --from-scratch", M.DEFAULT_MODEL), 0)
+  if not run.sizes[args.model] and not finetune.model_dir(args.model) then   -- said before the data are read
+    if args.model == M.DEFAULT_MODEL then
+      error(string.format("no model at %s (the demo's pretrained checkpoint): pass --model DIR, " ..
+        "or --model mini --from-scratch", M.DEFAULT_MODEL), 0)
+    end
+    local _, why = bert.models.resolve(args.model)   -- FAMILY-SIZE's own reason (an unknown family or size)
+    error("--model: " .. (why or (args.model .. " holds no config.json (nor best/ or checkpoint/)")), 0)
   end
   return run
 end
@@ -370,23 +380,38 @@ local function encode(run)
     #run.train_f, ntok / math.max(#run.train_f, 1), #run.dev_f, #run.test_f)
 end
 
--- run.out: the run directory, with args.json and the tokenizer; a fresh
--- run drops an earlier run's results there
+-- run.out: the run directory, locked (run.lock: one writer), with args.json
+-- and the tokenizer; a fresh run refuses a finished or resumable run there
+-- unless --overwrite, which drops that run's results and says so
 local function prepare_output(run)
   local args = run.args
   local out = args.output or default_output(run.task.name, args)
-  assert(bert.mkdir(out))
+  if dist.is_main() then
+    local ok, err = bert.mkdir(out)
+    if not ok then error(err, 0) end
+    local lock, lerr = fs.lock_run_dir(out)
+    if not lock then error(lerr, 0) end
+    run.lock = lock
+  end
   if not args.resume and dist.is_main() then
+    local refused = fs.refuse_previous_run(out, args.overwrite)
+    if refused then error(refused, 0) end
+    local previous = fs.previous_run(out)
+    if previous then say("--overwrite: replacing %s in %s", previous, out) end
     for _, p in ipairs({"metrics.jsonl", "metrics.csv", "summary.json"}) do os.remove(out .. "/" .. p) end
     fs.remove_tree(out .. "/checkpoint")
     fs.remove_tree(out .. "/best")
   end
-  local saved_args = {}
-  for k, v in pairs(args) do if type(v) ~= "function" and type(v) ~= "userdata" then saved_args[k] = v end end
+  local saved_args = {}   -- the run's settings, not what this invocation may replace
+  for k, v in pairs(args) do
+    if type(v) ~= "function" and type(v) ~= "userdata" and k ~= "overwrite" then saved_args[k] = v end
+  end
   write_output(out .. "/args.json", util.json(saved_args) .. "\n")
   local tok_dir = out .. "/tokenizer"
-  assert(bert.mkdir(tok_dir))
-  if dist.is_main() then assert(require("bert.model_dir").save_tokenizer(tok_dir, run.tok, {model_max_length = run.maxpos})) end
+  if dist.is_main() then
+    written(bert.mkdir(tok_dir))
+    written(require("bert.model_dir").save_tokenizer(tok_dir, run.tok, {model_max_length = run.maxpos}))
+  end
   run.out = out
 end
 
@@ -466,7 +491,7 @@ local function fit(run)
   local total = run.total
   say("training: %d steps (%s x %d steps, batch %d), lr %.1e, warmup %d steps, eval on dev each %d steps%s -> %s",
     total, (args.steps or total ~= planned) and string.format("%.2f epochs", total / per_epoch)
-      or (args.epochs .. " epochs"), per_epoch, args.batch_size, run.lr, run.warmup_of(total), args.eval_every or per_epoch,
+      or (args.epochs .. (args.epochs == 1 and " epoch" or " epochs")), per_epoch, args.batch_size, run.lr, run.warmup_of(total), args.eval_every or per_epoch,
     args.time_budget and string.format(" (what fits %g s%s)", args.time_budget,
       total == planned and ", capped by " .. (args.steps and "--steps" or "--epochs") or "") or "", run.out)
   run.result = trainer:run()
@@ -478,7 +503,7 @@ local function fit(run)
     run.epoch_evals[#run.epoch_evals + 1] = r   -- test_best reads it: dev is not scored twice
     trainer.best, trainer.best_step = r[run.task.metric], trainer.step
     trainer:log({step = trainer.step, eval = r})
-    assert(trainer:save("best"))
+    written(trainer:save("best"))
   end
 end
 
@@ -523,6 +548,12 @@ local function test_best(run)
   end
 end
 
+--- The epochs `steps` optimizer steps make, to two decimals (an integer when whole).
+function M.epochs_run(steps, per_epoch)
+  local e = math.floor(100 * steps / per_epoch + 0.5) / 100
+  return math.tointeger(e) or e
+end
+
 -- summary.json's table; the kind's report (its printout, the test
 -- predictions) and summary.json written.
 local function write_summary(run)
@@ -533,7 +564,8 @@ local function write_summary(run)
     test = test_r, test_sets = run.test_sets, dev = run.dev_best, dev_per_eval = run.epoch_evals,
     majority_baseline = run.majority,
     stopped_early = result.stopped_early,
-    steps = result.step, epochs = args.epochs, train_seconds = result.train_seconds, tokens_per_s = result.tokens_per_s,
+    -- what ran, not what was asked for (a time budget or --steps may stop mid-epoch)
+    steps = result.step, epochs = M.epochs_run(result.step, run.per_epoch), train_seconds = result.train_seconds, tokens_per_s = result.tokens_per_s,
     wall_seconds = bert.wall_time() - run.t_start,
     n_train = #run.train_ex, n_train_features = #run.train_f, n_dev = #run.dev_ex, n_test = #run.test_ex,
     settings = {lr = run.lr, batch_size = args.batch_size, accum = args.accum, seq_len = run.seq_len,
@@ -558,7 +590,7 @@ local function tidy_up(run)
   local best_dir = out .. "/best"
   os.remove(best_dir .. "/optimizer.safetensors")
   if not args.keep_checkpoint then fs.remove_tree(out .. "/checkpoint") end
-  assert(require("bert.plot").write_csv(out))
+  written(require("bert.plot").write_csv(out))
   if not args.no_plot then
     local ok, perr = require("bert.plot").runs({out})
     if not ok then say("note: no plots: %s", perr) end
@@ -572,7 +604,13 @@ end
 function M.run(kind, args)
   dist.init()
   if args.resume then args = resumed_settings(args) end
+  if not args.resume and args.output and dist.is_main() then   -- refused before the data are read
+    local refused = fs.refuse_previous_run(args.output, args.overwrite)
+    if refused then error(refused, 0) end
+  end
   local run = start(kind, args)
+  -- the run directory's lock goes when the run ends, as it may (--compare and the ablations run several)
+  local _ <close> = setmetatable({}, {__close = function() if run.lock then run.lock:release() end end})
   run.task, run.train_ex, run.dev_ex, run.test_ex = load_data(kind, run.args)
   load_model(run)
   encode(run)
@@ -632,6 +670,10 @@ function M.compare(kind, args)
     for k, v in pairs(args) do a[k] = v end
     a.compare, a.from_scratch, a.output = false, from_scratch, base .. "/" .. dir
     return a
+  end
+  for _, dir in ipairs({"pretrained", "scratch"}) do   -- both refused before either trains
+    local refused = not args.resume and fs.refuse_previous_run(base .. "/" .. dir, args.overwrite)
+    if refused then error(refused, 0) end
   end
   say("== fine-tuning from the pretrained checkpoint %s", args.model)
   local pre = M.run(kind, with(false, "pretrained"))
