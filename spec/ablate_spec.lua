@@ -110,8 +110,16 @@ describe("experiments/ablate.lua", function()
     -- a kill during the last cell's pretraining: no done-marker, no summary, the checkpoint kept
     os.remove(out .. "/cells/" .. last.id .. "/done.json")
     os.remove(out .. "/pretrain/" .. last.pretrain_id .. "/summary.json")
+    -- killed mid-replace of its checkpoint: only checkpoint.old is left
+    os.rename(out .. "/pretrain/" .. last.pretrain_id .. "/checkpoint", out .. "/pretrain/" .. last.pretrain_id .. "/checkpoint.old")
+    -- and a kill during the third cell's fine-tuning: its run directory holds a checkpoint, no summary
+    local third = out .. "/cells/" .. results.cells[3].id
+    os.remove(third .. "/done.json")
+    os.remove(third .. "/task/summary.json")
+    os.execute("mkdir -p '" .. third .. "/task/checkpoint'")
+    write(third .. "/task/checkpoint/trainer.json", '{"step": 1}')
     local before = {}
-    for i = 1, 3 do
+    for i = 1, 2 do
       before[i] = read(out .. "/cells/" .. results.cells[i].id .. "/done.json")
     end
     local metrics_before = read(out .. "/pretrain/" .. results.cells[1].pretrain_id .. "/metrics.jsonl")
@@ -121,9 +129,10 @@ describe("experiments/ablate.lua", function()
       read(root .. "/log2.err"))
     local log = read(root .. "/log2")
     local skipped = select(2, log:gsub("finished, skipped", ""))
-    assert.equal(3, skipped)
+    assert.equal(2, skipped)
     assert.matches("resuming the pretraining run " .. last.pretrain_id, log, 1, true)
-    for i = 1, 3 do
+    assert.truthy(read(third .. "/task/summary.json"))   -- the killed fine-tuning ran again
+    for i = 1, 2 do
       assert.equal(before[i], read(out .. "/cells/" .. results.cells[i].id .. "/done.json"))
     end
     assert.equal(metrics_before, read(out .. "/pretrain/" .. results.cells[1].pretrain_id .. "/metrics.jsonl"))

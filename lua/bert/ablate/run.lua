@@ -124,7 +124,8 @@ local function run_pretraining(out, run)
   if done then return done, "done" end
   local settings = copy(run.settings)
   settings.quiet = true
-  if fs.exists(out .. "/args.json") and fs.exists(out .. "/checkpoint") then
+  -- checkpoint.old alone: killed mid-replace (the Trainer resumes from it)
+  if fs.exists(out .. "/args.json") and (fs.exists(out .. "/checkpoint") or fs.exists(out .. "/checkpoint.old")) then
     say("  resuming the pretraining run %s from its checkpoint", run.id)
     return pretrain.run(pretrain.settings({resume = out, quiet = true})), "resumed"
   end
@@ -152,6 +153,7 @@ local function run_finetuning(cell_dir, ckpt, seed, task, overrides, found)
   for k, v in pairs(task) do if k ~= "kind" and k ~= "name" then opts[k] = v end end
   for k, v in pairs(overrides) do opts[k] = v end
   opts.model, opts.output, opts.seed, opts.quiet, opts.no_plot = ckpt, out, seed, true, true
+  opts.overwrite = true   -- a killed run's checkpoint/ is replaced: it starts again
   opts.fetch = fs.fetch_data
   return experiment.run(task.kind, opts)
 end
