@@ -13,13 +13,9 @@ local tmpdir = require("spec.support.tmpdir")
 
 local FX = "spec/fixtures/tokenizer/"
 
-local function readall(p)
-  local f = assert(io.open(p, "rb")); local s = f:read("a"); f:close(); return s
-end
-
-local function writeall(p, s)
-  local f = assert(io.open(p, "wb")); f:write(s); f:close()
-end
+local fs = require("bert.fs")
+local function readall(p) local s = assert(fs.read_file(p)) return s end
+local function writeall(p, s) assert(fs.write_atomic(p, s)) end
 
 -- The small BERT tokenizer.json with n more added tokens "zq<i>x" (ids
 -- from 8000, every other one special), in a fresh file.
