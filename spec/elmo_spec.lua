@@ -286,7 +286,6 @@ end)
 
 describe("experiments/pretrain.lua --objective elmo", function()
   it("runs, evaluates held-out, resumes after kill -9 with the same losses, scores and fine-tunes frozen", function()
-    local losses = require("spec.support.losses")
     local corpus = require("spec.support.tiny_corpus").write(tmpdir() .. ".txt", 40, 7)
     local config = tmpdir() .. ".json"
     local f = assert(io.open(config, "w"))
@@ -302,23 +301,7 @@ describe("experiments/pretrain.lua --objective elmo", function()
     end
     local steps = 24
     local straight, killed = tmpdir(), tmpdir()
-    assert.is_true(os.execute(cmd(straight, steps) .. " >/dev/null 2>" .. straight .. ".err"))
-    os.execute(string.format([[
-      %s >/dev/null 2>&1 & pid=$!
-      for i in $(seq 1 3000); do
-        if grep -q '"step":8[,}]' %s/metrics.jsonl 2>/dev/null; then break; fi
-        sleep 0.02
-      done
-      kill -9 $pid; wait $pid 2>/dev/null]], cmd(killed, steps), killed))
-    local partial = losses(killed)
-    assert.truthy(partial[8], "the run was not killed after step 8")
-    assert.is_nil(partial[steps], "the run finished before it was killed")
-    assert.is_true(os.execute(string.format("lua5.4 experiments/pretrain.lua --resume %s >/dev/null 2>&1", killed)))
-    local a, b = losses(straight), losses(killed)
-    for s = 1, steps do
-      assert.truthy(a[s] and b[s], "missing step " .. s)
-      assert.equal(a[s], b[s], "loss differs at step " .. s)
-    end
+    require("spec.support.kill_resume")(function(out) return cmd(out, steps) end, straight, killed, steps, 8)
     local summary = cjson.decode(io.open(straight .. "/summary.json"):read("a"))
     assert.is_true(summary.elmo_accuracy >= 0 and summary.elmo_accuracy <= 1)
     assert.is_true(summary.elmo_perplexity > 1)

@@ -7,7 +7,6 @@ local cjson = require("cjson")
 local electra = require("bert.objectives.electra")
 
 local tmpdir = require("spec.support.tmpdir").path
-local losses = require("spec.support.losses")
 
 local function write(path, text)
   local f = assert(io.open(path, "w"))
@@ -358,23 +357,8 @@ describe("experiments/pretrain.lua --objective electra", function()
       local steps = 60
       local straight, killed = tmpdir(), tmpdir()
       local flags = "--steps " .. steps .. " --save-every 3 --eval-every 5 --max-eval 8"
-      assert.is_true(os.execute(command(model, straight, flags) .. " >/dev/null 2>&1"))
-      os.execute(string.format([[
-        %s >/dev/null 2>&1 & pid=$!
-        for i in $(seq 1 1200); do
-          if grep -q '"step":8[,}]' %s/metrics.jsonl 2>/dev/null; then break; fi
-          sleep 0.02
-        done
-        kill -9 $pid; wait $pid 2>/dev/null]], command(model, killed, flags), killed))
-      local partial = losses(killed)
-      assert.truthy(partial[8], "the run was not killed after step 8")
-      assert.is_nil(partial[steps], "the run finished before it was killed")
-      assert.is_true(os.execute(string.format("lua5.4 experiments/pretrain.lua --resume %s >/dev/null 2>&1", killed)))
-      local a, b = losses(straight), losses(killed)
-      for s = 1, steps do
-        assert.truthy(a[s] and b[s], "missing step " .. s)
-        assert.equal(a[s], b[s], "loss differs at step " .. s)
-      end
+      require("spec.support.kill_resume")(function(out) return command(model, out, flags) end, straight, killed,
+        steps, 8)
       os.execute("rm -rf '" .. straight .. "' '" .. killed .. "'")
     end)
   end
