@@ -212,7 +212,14 @@ function M.write_card(dir, config, parameters, opts)
   local hidden = config.hidden_size or config.dim
   local heads = config.num_attention_heads or config.n_heads
   local ffn = config.intermediate_size or config.hidden_dim
-  local out = {"---", "library_name: transformers", "pipeline_tag: " .. tag,
+  -- a family that is no Hugging Face model type (bilm, elmo) loads with this library only,
+  -- and one that is no Transformer says its own shape
+  local ok_family, family = pcall(require("bert.models.registry").family, config.model_type or "bert")
+  local hf = not (ok_family and family.not_huggingface)
+  local size = ok_family and family.describe_size and family.describe_size(config)
+    or string.format("%s layers, hidden %s, %s heads, feed-forward %s", number(layers), number(hidden),
+      number(heads), number(ffn))
+  local out = {"---", "library_name: " .. (hf and "transformers" or "bert-lua"), "pipeline_tag: " .. tag,
     "tags: [" .. table.concat({config.model_type or "bert", "bert-lua"}, ", ") .. "]"}
   if data then out[#out + 1] = "datasets: [" .. data .. "]" end
   out[#out + 1] = "---"
@@ -220,15 +227,15 @@ function M.write_card(dir, config, parameters, opts)
   out[#out + 1] = "# " .. ((run and run.dir or dir):match("([^/]+)/*$") or dir):gsub("%.tmp$", "")
   out[#out + 1] = ""
   out[#out + 1] = string.format("A %s model (model_type `%s`) saved by bert, BERT-family encoders for Lua 5.4: " ..
-    "it loads with `bert.pipeline(\"%s\", DIR)`, and its config.json and model.safetensors in Hugging Face " ..
-    "transformers.", arch, config.model_type or "bert", tag)
+    "it loads with `bert.pipeline(\"%s\", DIR)`%s.", arch, config.model_type or "bert", tag,
+    hf and ", and its config.json and model.safetensors in Hugging Face transformers"
+      or " (not a Hugging Face model type: transformers cannot load it)")
   out[#out + 1] = ""
   out[#out + 1] = "## Model"
   out[#out + 1] = ""
   out[#out + 1] = "| | |\n|---|---|"
   out[#out + 1] = string.format("| architecture | %s |", arch)
-  out[#out + 1] = string.format("| size | %s layers, hidden %s, %s heads, feed-forward %s; %.2fM parameters |",
-    number(layers), number(hidden), number(heads), number(ffn), parameters / 1e6)
+  out[#out + 1] = string.format("| size | %s; %.2fM parameters |", size, parameters / 1e6)
   out[#out + 1] = string.format("| vocabulary | %s tokens, %s positions |", number(config.vocab_size),
     number(config.max_position_embeddings))
   if type(config.id2label) == "table" and finetune then

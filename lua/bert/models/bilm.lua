@@ -28,6 +28,7 @@ local bert_family = require("bert.models.bert")
 local F = {
   model_type = "bilm", short_name = "bilm", class_prefix = "BiLM", prefix = "bilm",
   default_vocab = 30522, base_pooler = false,
+  not_huggingface = true,   -- our two-stack model: no Hugging Face class reads it
 }
 
 F.sizes = {}

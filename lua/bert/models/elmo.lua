@@ -50,6 +50,7 @@ local Linear = nn.Linear
 local F = {
   model_type = "elmo", short_name = "elmo", class_prefix = "Elmo", prefix = "elmo",
   default_vocab = 30522, base_pooler = false,
+  not_huggingface = true,   -- AllenNLP's model: Hugging Face transformers has no ELMo class
 }
 
 -- AllenNLP's character ids, shifted by one so that 0 is a padded token's
@@ -113,6 +114,18 @@ function F.flops(model, B, T)
   local lstm = 2 * L * (2 * 4 * C * P + 2 * 4 * C * P + 2 * C * P)
   local softmax = 2 * 2 * P * a.vocab_size
   return B * T * (encoder + lstm + softmax)
+end
+
+--- The model card's size line: the character CNN, the LSTMs and the projection.
+function F.describe_size(c)
+  local function n(v) return tostring(math.tointeger(v) or v) end
+  local filters = 0
+  for _, f in ipairs(type(c.filters) == "table" and c.filters or {}) do filters = filters + (tonumber(f[2]) or 0) end
+  local encoder = c.token_encoder == "words" and "word embeddings" or
+    string.format("character CNN of %s filters, %s highway layer%s", n(filters), n(c.n_highway),
+      c.n_highway == 1 and "" or "s")
+  return string.format("%s; 2 directions x %s LSTM layers of %s cells projected to %s", encoder,
+    n(c.num_hidden_layers), n(c.cell_size), n(c.projection_dim))
 end
 
 function F.validate(c, a, where)
