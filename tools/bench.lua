@@ -44,8 +44,10 @@ end
 -- the profile's wrappers go in before any module keeps a C function
 if opts.share ~= 0 then
   local profile = require("bert.profile")
-  profile.install(require("bert.core"))
+  local core = require("bert.core")
+  profile.install(core)
   profile.enabled = true
+  core.set_backward_profiling(true)   -- the backward's nodes too, as BERT_PROFILE would
 end
 local bert = require("bert")
 if opts.threads then bert.set_num_threads(opts.threads) end

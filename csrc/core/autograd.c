@@ -350,11 +350,14 @@ int bert_backward_profile(bert_prof_entry *out, int max, int reset) {
   return n;
 }
 
+static int profiling = -1;   /* -1: not decided yet (BERT_PROFILE read on first use) */
+
 int bert_profiling(void) {
-  static int profile = -1;
-  if (profile < 0) profile = getenv("BERT_PROFILE") != NULL;
-  return profile;
+  if (profiling < 0) profiling = getenv("BERT_PROFILE") != NULL;
+  return profiling;
 }
+
+void bert_set_profiling(int on) { profiling = on != 0; }
 
 static bert_backward_hook backward_hook;
 static void *backward_hook_ud;

@@ -109,6 +109,7 @@ int bert_backward(bert_tensor *root, const bert_tensor *grad);
 ** when reset, starts the sums again. */
 typedef struct bert_prof_entry { const char *name; double seconds; int calls; } bert_prof_entry;
 int bert_profiling(void);
+void bert_set_profiling(int on);   /* a tool that profiles without the environment variable */
 int bert_backward_profile(bert_prof_entry *out, int max, int reset);
 /* Called during backward after the node of order[k] ran (k goes down from
 ** n - 1 to 0; nodes that received no gradient are skipped), the graph

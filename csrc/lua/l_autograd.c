@@ -266,6 +266,14 @@ static int l_backward_profile(lua_State *L) {
   return 1;
 }
 
+/* bert.set_backward_profiling(on): sum backward time per node kind as
+** BERT_PROFILE does (tools that install bert.profile themselves). */
+static int l_set_backward_profiling(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TBOOLEAN);
+  bert_set_profiling(lua_toboolean(L, 1));
+  return 0;
+}
+
 static const luaL_Reg methods[] = {
   {"nonfinite_origin", m_nonfinite_origin},
   {"requires_grad", m_requires_grad}, {"grad", m_grad}, {"set_grad", m_set_grad},
@@ -282,6 +290,7 @@ static const luaL_Reg funcs[] = {
   {"set_detect_anomaly", l_set_detect_anomaly},
   {"is_anomaly_enabled", l_is_anomaly_enabled}, {"anomaly_report", l_anomaly_report},
   {"backward_profile", l_backward_profile},
+  {"set_backward_profiling", l_set_backward_profiling},
   {NULL, NULL}
 };
 

@@ -28,8 +28,8 @@ local ops = {}            -- ops[phase][name] = {seconds =, calls =}
 
 -- C functions that call back into Lua (their inner ops are what counts),
 -- and the profiler's own clock and readers
-local SKIP = {no_grad = true, wall_time = true, backward_profile = true, recompute_attach = true,
-              recompute_dispatcher = true, recompute_dead = true, __gc = true, __close = true,
+local SKIP = {no_grad = true, wall_time = true, backward_profile = true, set_backward_profiling = true,
+              recompute_attach = true, recompute_dispatcher = true, recompute_dead = true, __gc = true, __close = true,
               __index = true, __newindex = true, __tostring = true, __len = true, __name = true}
 
 local function finish(name, t0, ...)
