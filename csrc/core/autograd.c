@@ -159,6 +159,16 @@ float *bert_grad_buffer(bert_tensor *t, int *accumulate) {
   return bert_f32(g);
 }
 
+int bert_accumulate_grads_steal(bert_tensor *const *in, bert_tensor **grad, int n) {
+  int rc = 0;
+  for (int k = 0; k < n; k++) {
+    if (grad[k] && rc == 0) rc = bert_accumulate_grad_steal(in[k], grad[k]);
+    else bert_tensor_release(grad[k]);
+    grad[k] = NULL;
+  }
+  return rc;
+}
+
 int bert_accumulate_grad_steal(bert_tensor *t, bert_tensor *g) {
   int rc = 0;
   /* a leaf's gradient is contiguous (optimizers and users read it); an

@@ -88,6 +88,10 @@ int bert_accumulate_grad(bert_tensor *t, const bert_tensor *g);
 /* The same, taking ownership of g (released, or kept as the gradient
 ** itself when it is the first contribution): saves a copy per node. */
 int bert_accumulate_grad_steal(bert_tensor *t, bert_tensor *g);
+/* A backward's n gradients handed over to their inputs (in[k] <- grad[k],
+** NULL entries skipped): each stolen or released exactly once, even after
+** a failure, and every grad[k] left NULL; 0, or the first failure. */
+int bert_accumulate_grads_steal(bert_tensor *const *in, bert_tensor **grad, int n);
 /* Direct accumulation for kernels that can write (or add) their result in
 ** place: returns t's gradient buffer, creating it when absent.  *accumulate
 ** is set to 1 when the buffer already holds a gradient (add into it, e.g.

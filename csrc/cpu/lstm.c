@@ -318,12 +318,7 @@ int cpu_lstm_backward(bert_tensor *const in[7], const bert_tensor *const t[8], c
     if (grad[LH0]) memcpy(bert_f32(grad[LH0]) + order[i] * O, dhs + i * O, (size_t)O * sizeof(float));
     if (grad[LC0]) memcpy(bert_f32(grad[LC0]) + order[i] * H, dcs + i * H, (size_t)H * sizeof(float));
   }
-  rc = 0;
-  for (int k = 0; k < 7; k++) {   /* each handed over (or released) once */
-    if (grad[k] && rc == 0) rc = bert_accumulate_grad_steal(in[k], grad[k]);
-    else bert_tensor_release(grad[k]);
-    grad[k] = NULL;
-  }
+  rc = bert_accumulate_grads_steal(in, grad, 7);
 done:
   for (int k = 0; k < 7; k++) bert_tensor_release(grad[k]);
   free(dA); free(dHall); free(prev); free(dhs); free(dcs); free(dh); free(dr); free(dstep); free(zero);

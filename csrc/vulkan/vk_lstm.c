@@ -237,12 +237,7 @@ int vk_lstm_backward(bert_tensor *const in[7], const bert_tensor *const t[8], co
     pl.p = keep;
     if (bad) goto done;
   }
-  rc = 0;
-  for (int k = 0; k < 7; k++) {   /* each handed over (or released) once */
-    if (grad[k] && rc == 0) rc = bert_accumulate_grad_steal(in[k], grad[k]);
-    else bert_tensor_release(grad[k]);
-    grad[k] = NULL;
-  }
+  rc = bert_accumulate_grads_steal(in, grad, 7);
 done:
   for (int k = 0; k < 7; k++) bert_tensor_release(grad[k]);
   bert_tensor_release(g);
