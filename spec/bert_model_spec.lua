@@ -64,6 +64,33 @@ describe("BERT parity with the PyTorch peer", function()
     end
     assert.equal(11, checked)
   end)
+
+  it("pair_loss_weight scales the pair loss in the total (0: MLM alone on the pair data)", function()
+    local model = bert.from_pretrained(FIXTURE, {verbose = false})
+    model:evaluate()
+    local inputs = {input_ids = io_t.input_ids, token_type_ids = io_t.token_type_ids,
+                    attention_mask = io_t.attention_mask, labels = io_t.labels,
+                    next_sentence_label = io_t.next_sentence_label}
+    local full = bert.no_grad(function() return model:forward(inputs) end)
+    assert.near(io_t.loss:item(), full.mlm_loss:item() + full.nsp_loss:item(), 1e-4)
+    assert.truthy(full.nsp_loss:item() > 1e-3)
+    for _, w in ipairs({0, 0.5}) do
+      model.pair_loss_weight = w
+      local out = bert.no_grad(function() return model:forward(inputs) end)
+      assert.near(full.mlm_loss:item() + w * full.nsp_loss:item(), out.loss:item(), 1e-5)
+      assert.near(full.nsp_loss:item(), out.nsp_loss:item(), 1e-6)
+    end
+    -- weight 0: the pair head gets a zero gradient, the encoder only MLM's
+    model.pair_loss_weight = 0
+    model:zero_grad()
+    model:forward(inputs).loss:backward()
+    for _, np in ipairs(model:named_parameters()) do
+      if np.name:match("seq_relationship") then
+        local g = np.param:grad()
+        assert.truthy(g == nil or g:abs():max():item() == 0, np.name)
+      end
+    end
+  end)
 end)
 
 describe("checkpoints", function()

@@ -92,6 +92,26 @@ describe("experiments/pretrain.lua", function()
     os.execute("rm -rf '" .. a .. "' '" .. b .. "'")
   end)
 
+  it("--pair-loss-weight: 0 logs the pair loss apart and refuses an objective without one", function()
+    local lib = require("bert.pretrain")
+    local ok, err = pcall(lib.settings, {objective = "mlm", pair_loss_weight = 0})
+    assert.is_false(ok)
+    assert.matches("--pair-loss-weight 0: --objective mlm has no sentence-pair loss", err, 1, true)
+    local out = tmpdir()
+    assert.is_true(pretrain(out, "--steps 2 --eval-every 2 --objective mlm-nsp --pair-loss-weight 0"))
+    local n = 0
+    for line in io.lines(out .. "/metrics.jsonl") do
+      local rec = cjson.decode(line)
+      if rec.loss then   -- the loss is the MLM part alone
+        assert.near(rec.mlm_loss, rec.loss, 1e-4)
+        n = n + 1
+      end
+    end
+    assert.is_true(n >= 2)
+    assert.equal(0, cjson.decode(io.open(out .. "/args.json"):read("a")).pair_loss_weight)
+    os.execute("rm -rf '" .. out .. "'")
+  end)
+
   it("passes --span-mask, --ngram-mask N, --phrase-mask and --mask-prob to the data", function()
     local out = tmpdir()
     assert.is_true(pretrain(out, "--steps 2 --objective mlm --span-mask --mask-prob 0.2"))

@@ -280,7 +280,8 @@ end
 -- Without labels: prediction_logits [B, T, V] for every position.  With
 -- labels ([B, T], -100 where not masked): the MLM head runs on the masked
 -- positions only, prediction_logits is [M, V] with masked_positions [M]
--- (flat indices into B*T), and loss = MLM cross-entropy + pair cross-entropy.
+-- (flat indices into B*T), and loss = MLM cross-entropy + pair cross-entropy
+-- (times self.pair_loss_weight when set).
 -- Packed (set_varlen): prediction_logits without labels are [N, V].
 function PreTraining:forward(inputs)
   local base, ids, mask = self.base:forward(inputs)
@@ -298,7 +299,10 @@ function PreTraining:forward(inputs)
   local pair_label = inputs.next_sentence_label or inputs.sentence_order_label
   if labels and pair_label then
     out.nsp_loss = F.cross_entropy(out[self.pair_output], as_tensor(pair_label))
-    out.loss = out.mlm_loss + out.nsp_loss
+    -- pair_loss_weight (default 1, as BERT): 0 trains MLM alone on the
+    -- pair-format data, the control that separates NSP's loss from its data
+    local w = self.pair_loss_weight or 1
+    out.loss = out.mlm_loss + (w == 1 and out.nsp_loss or out.nsp_loss * w)
   end
   return out
 end

@@ -2,6 +2,7 @@
 -- sentence-pair task: next-sentence prediction (BERT) or sentence-order
 -- prediction (ALBERT).  Internal names nsp, sop, none (see init.lua).
 local bert = require("bert")
+local cli = require("bert.cli")
 
 local M = {}
 
@@ -11,6 +12,12 @@ M.metrics = {"mlm_accuracy", "perplexity", "nsp_accuracy", "sop_accuracy"}
 M.varlen = true
 
 function M.data(args) return args.objective end
+
+function M.add_options(parser)
+  parser:option("--pair-loss-weight", "mlm-nsp, mlm-sop: weight of the sentence-pair loss (BERT, ALBERT: 1; 0 " ..
+    "trains MLM alone on the same pair data, the control that tells NSP's loss from its data format)", "1")
+    :convert(cli.number("--pair-loss-weight", 0))
+end
 
 -- the family's head for this objective: MLM alone or MLM + the pair head
 local function head_for(args, family)
@@ -22,6 +29,10 @@ end
 --- A family without the pair head (RoBERTa, DeBERTa, ELECTRA, DistilBERT)
 -- cannot run mlm-nsp or mlm-sop.
 function M.check(args)
+  if args.objective == "none" and args.pair_loss_weight and args.pair_loss_weight ~= 1 then
+    return string.format("--pair-loss-weight %g: --objective mlm has no sentence-pair loss (use mlm-nsp or mlm-sop)",
+      args.pair_loss_weight)
+  end
   local resolved = args.model and bert.models.resolve(args.model)
   if resolved and resolved.family and args.objective ~= "none" then
     local ok, why = pcall(bert.models.architecture_for, resolved.family, "pretraining")
@@ -38,6 +49,7 @@ function M.build(ctx)
   if not ok_arch then error(tostring(arch) .. " (use --objective mlm)", 0) end
   local ok, model = pcall(bert.model, arch, ctx.size, ctx.config_overrides)
   if not ok then error(tostring(model), 0) end
+  if ctx.args.objective ~= "none" then model.pair_loss_weight = ctx.args.pair_loss_weight end
   return model, arch
 end
 
@@ -48,6 +60,8 @@ function M.step_metrics(ctx, out, batch)
   local m = {}
   local logits = mlm_logits(ctx.args, out)
   if logits and out.masked_labels then m.mlm_accuracy = bert.train.accuracy(logits, out.masked_labels) end
+  -- with a pair loss, its two parts apart (the loss logged is their sum)
+  if out.nsp_loss and out.mlm_loss then m.mlm_loss = out.mlm_loss:item() end
   if out.seq_relationship_logits and batch.next_sentence_label then
     m[ctx.args.objective .. "_accuracy"] = bert.train.accuracy(out.seq_relationship_logits, batch.next_sentence_label)
   end
