@@ -46,7 +46,7 @@ end
 write(root .. "/config.json", cjson.encode({vocab_size = 100, hidden_size = 32, num_hidden_layers = 1,
   num_attention_heads = 2, intermediate_size = 64, max_position_embeddings = 64}))
 
-local function grid_file(name, objectives)
+local function grid_file(name, objectives, seeds)
   local path = root .. "/" .. name .. ".lua"
   write(path, string.format([[
 return {
@@ -54,12 +54,12 @@ return {
   axes = {{name = "objective", values = {%s}}},
   fixed = {model = %q, corpus = %q, tokenizer = "wordpiece", vocab_size = 120, batch_size = 4, seq_len = 32,
            log_every = 1, max_eval = 16, threads = 1},
-  seeds = {1, 2},
+  seeds = {%s},
   budget = {steps = 8},
   downstream = {{task = %q, kind = "classification", epochs = 1, batch_size = 8, seq_len = 32}},
 }
 ]], name, '"' .. table.concat(objectives, '", "') .. '"', root .. "/config.json", root .. "/corpus.txt",
-    root .. "/task/"))
+    seeds or "1, 2", root .. "/task/"))
   return path
 end
 
@@ -210,6 +210,24 @@ describe("experiments/ablate.lua", function()
   it("refuses a rerun into the directory with other settings", function()
     assert.is_falsy(ablate_cmd(grid .. " --budget-scale 0.25 --output " .. out, root .. "/log3"))
     assert.matches("holds a grid with other settings", read(root .. "/log3.err"), 1, true)
+  end)
+
+  it("a grid file that adds cells after the saved ones (another seed) runs only those; a reordered one is refused", function()
+    local dir = root .. "/extended"
+    os.execute(string.format("cp -r '%s' '%s'", out, dir))
+    local more = grid_file("tiny", {"mlm-nsp", "mlm"}, "1, 2, 3")
+    assert.is_true(ablate_cmd(more .. " --budget-scale 0.5 --output " .. dir, root .. "/log-more"),
+      read(root .. "/log-more.err"))
+    local log = read(root .. "/log-more")
+    assert.matches("the grid file adds 2 cells after the 4 saved ones", log, 1, true)
+    assert.equal(4, select(2, log:gsub("finished, skipped", "")))
+    assert.equal(6, #cjson.decode(read(dir .. "/grid.json")).cells)
+    assert.equal(6, #cjson.decode(read(dir .. "/results.json")).cells)
+    local swapped = grid_file("tiny", {"mlm", "mlm-nsp"}, "1, 2, 3")
+    assert.is_falsy(ablate_cmd(swapped .. " --budget-scale 0.5 --output " .. dir, root .. "/log-swapped"))
+    assert.matches("may only add cells after the saved ones", read(root .. "/log-swapped.err"), 1, true)
+    os.execute("rm -rf '" .. dir .. "'")
+    grid_file("tiny", {"mlm-nsp", "mlm"})   -- the file the later cases run
   end)
 
   it("--summarize rebuilds the table and plots from the finished cells", function()

@@ -296,6 +296,27 @@ local function same_settings(saved_text, grid)
   return same
 end
 
+-- Whether grid only adds cells after a saved grid's (another seed, or an
+-- axis value when there is one seed): every other setting equal and the
+-- saved cells and pretraining runs its first ones, so that finished cells
+-- and every shard's share of them stay where they are.  The count added.
+local function extends(saved_text, grid)
+  local ok, saved = pcall(cjson.decode, saved_text)
+  if not ok or type(saved) ~= "table" then return nil end
+  local function prefix(old, new)
+    if type(old) ~= "table" or type(new) ~= "table" or #old > #new then return false end
+    for i = 1, #old do if canonical(old[i]) ~= canonical(new[i]) then return false end end
+    return true
+  end
+  if not (prefix(saved.cells, grid.cells) and prefix(saved.pretrain_runs, grid.pretrain_runs)) then return nil end
+  local rest_saved, rest_new = copy(saved), copy(grid)
+  for _, k in ipairs({"cells", "pretrain_runs", "seeds", "description", "file"}) do
+    rest_saved[k], rest_new[k] = nil, nil
+  end
+  if canonical(rest_saved) ~= canonical(rest_new) then return nil end
+  return #grid.cells - #saved.cells
+end
+
 --- Runs every cell of a grid under dir, skipping finished cells (those
 -- with cells/ID/done.json), resuming a killed pretraining run from its
 -- checkpoint; then writes the summary (bert.ablate.report).
@@ -306,8 +327,15 @@ function M.run(grid, dir, opts)
   local saved = fs.read_file(dir .. "/grid.json")
   local text = canonical(grid)
   if saved and saved:gsub("%s+$", "") ~= text and not same_settings(saved, grid) then
-    error("ablate: " .. dir .. " holds a grid with other settings (grid.json differs): " ..
-      "use another --output, or remove " .. dir, 0)
+    local added = extends(saved, grid)
+    if not added then
+      error("ablate: " .. dir .. " holds a grid with other settings (grid.json differs; a grid file may only add " ..
+        "cells after the saved ones: another seed, or an axis value last with one seed): use another --output, " ..
+        "or remove " .. dir, 0)
+    end
+    say("ablate: %s: the grid file adds %d cell%s after the %d saved ones", dir, added, added == 1 and "" or "s",
+      #grid.cells - added)
+    saved = nil
   end
   if not saved then write_json(dir .. "/grid.json", grid) end
   local runs = {}
