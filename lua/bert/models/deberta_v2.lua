@@ -220,13 +220,9 @@ local Encoder = class("DebertaV2Encoder", blocks.Encoder)
 F.Encoder = Encoder
 
 function Encoder:__init(a)
-  blocks.Encoder.__init(self, a, function()
-    local layer = blocks.Layer(a, {attention = Attention(a)})
-    -- its inputs include the relative table, a tensor on the tape: recomputation
-    -- replays only the hidden states, so DeBERTa's layers keep their activations
-    layer.recompute_unit = false
-    return layer
-  end)
+  -- a layer recomputes as BERT's (model:set_recompute): the relative table in
+  -- extra is one of its recomputation's inputs (bert.recompute)
+  blocks.Encoder.__init(self, a, function() return blocks.Layer(a, {attention = Attention(a)}) end)
   self.arch = a
   if a.relative then
     self:add_module("rel_embeddings", nn.Embedding(2 * a.span, a.hidden_size, {std = a.initializer_range}))
