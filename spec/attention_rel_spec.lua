@@ -114,6 +114,53 @@ describe("F.attention_rel", function()
     assert.truthy(maxdiff(gt1, gt2) < 1e-4)
   end)
 
+  -- The kernel multiplies each chunk of 32 queries (keys) by only the table
+  -- rows it reads: odd lengths cut the chunks, log buckets and the clamp
+  -- merge distances, scattered rows make every window whole.
+  it("matches the reference, outputs and gradients, over chunks of any shape of rows", function()
+    local deberta = require("bert.models.deberta_v2")
+    local scattered = {}
+    for i = 1, 45 do
+      scattered[i] = {}
+      for j = 1, 45 do scattered[i][j] = (i * 7 + j * j * 3) % 40 end
+    end
+    for _, case in ipairs({
+      {T = 77, R = 160, rows = deberta.relative_rows(77, {buckets = 80, max_relative = 512, span = 80})},
+      -- T past the buckets: log-bucketed far distances, clamped beyond max_relative
+      {T = 200, R = 32, rows = deberta.relative_rows(200, {buckets = 16, max_relative = 64, span = 16})},
+      {T = 45, R = 40, rows = bert.tensor(scattered, "int32")},
+      {T = 33, R = 5, rows = bert.full({33, 33}, 3, "int32")},
+    }) do
+      local B, A, d, T, R = 2, 2, 5, case.T, case.R
+      local m = {}
+      for b = 1, B do
+        m[b] = {}
+        for t = 1, T do m[b][t] = (b == 2 and t > T - 9) and 0 or 1 end
+      end
+      local mask = bert.tensor(m, "int32")
+      local gout = randn({B, A, T, d}, 60)
+      local function run(fused)
+        local ins = {randn({B, A, T, d}, 61), randn({B, A, T, d}, 62), randn({B, A, T, d}, 63),
+                     randn({A, R, d}, 64), randn({A, R, d}, 65)}
+        for _, t in ipairs(ins) do t:requires_grad(true) end
+        local q, k, v, kr, qr = table.unpack(ins)
+        local out = fused and F.attention_rel(q, k, v, {kr = kr, qr = qr, rows = case.rows, mask = mask, scale = 0.3})
+                    or reference(q, k, v, kr, qr, case.rows, mask, 0.3)
+        out:backward(gout)
+        local grads = {}
+        for n, t in ipairs(ins) do grads[n] = t:grad() end
+        return out, grads
+      end
+      local got, ggot = run(true)
+      local want, gwant = run(false)
+      assert.truthy(maxdiff(got, want) < 1e-5, "T " .. T .. ": max diff " .. maxdiff(got, want))
+      for n = 1, 5 do
+        local tol = 1e-4 * math.max(1, gwant[n]:abs():max():item())
+        assert.truthy(maxdiff(ggot[n], gwant[n]) < tol, "T " .. T .. ", gradient " .. n .. ": " .. maxdiff(ggot[n], gwant[n]))
+      end
+    end
+  end)
+
   it("takes the causal flag: against the masked reference, with padding, across blocks and tiles", function()
     for _, shape in ipairs({{2, 2, 9, 4, 10}, {1, 1, 150, 4, 24}}) do
       local B, A, T, d, R = table.unpack(shape)
