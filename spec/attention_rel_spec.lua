@@ -126,8 +126,9 @@ describe("F.attention_rel", function()
     end
     for _, case in ipairs({
       {T = 77, R = 160, rows = deberta.relative_rows(77, {buckets = 80, max_relative = 512, span = 80})},
-      -- T past the buckets: log-bucketed far distances, clamped beyond max_relative
-      {T = 200, R = 32, rows = deberta.relative_rows(200, {buckets = 16, max_relative = 64, span = 16})},
+      -- T past the buckets: log-bucketed far distances, clamped beyond max_relative; the
+      -- second batch row's keys past 100 padded (its second tile of 128 keys wholly)
+      {T = 200, R = 32, rows = deberta.relative_rows(200, {buckets = 16, max_relative = 64, span = 16}), pad = 100},
       {T = 45, R = 40, rows = bert.tensor(scattered, "int32")},
       {T = 33, R = 5, rows = bert.full({33, 33}, 3, "int32")},
     }) do
@@ -135,7 +136,7 @@ describe("F.attention_rel", function()
       local m = {}
       for b = 1, B do
         m[b] = {}
-        for t = 1, T do m[b][t] = (b == 2 and t > T - 9) and 0 or 1 end
+        for t = 1, T do m[b][t] = (b == 2 and t > T - (case.pad or 9)) and 0 or 1 end
       end
       local mask = bert.tensor(m, "int32")
       local gout = randn({B, A, T, d}, 60)

@@ -51,9 +51,10 @@
 #define RCH 32          /* queries (keys) per chunk of C2P (P2C); divides RBR */
 
 /* A chunk of queries (of C2P) or keys (of P2C): those from start, n of them,
-** read table rows lo .. lo + w - 1, and their terms are an [n x w] matrix
-** at off (in the block's C2P, from the block's first chunk on; in the
-** head's P2C). */
+** read table rows lo .. lo + w - 1, and their terms are at off: in the
+** block's C2P an [n x w] matrix (from the block's first chunk on), in the
+** head's P2C a [w x n] one (its GEMM then transposes the n keys, not the
+** w table rows). */
 typedef struct { int64_t start, n, lo, w, off; } rel_chunk;
 
 typedef struct {
@@ -140,11 +141,11 @@ static void rel_block_c2p(const rel_ctx *c, const rel_head *h, int64_t i0, int64
                     0.0f, C2P + ch->off, ch->w);
 }
 
-/* P2C of the head: each key chunk times its window of Qr, scaled */
+/* P2C of the head: each key chunk's window of Qr times the keys, scaled */
 static void rel_head_p2c(const rel_ctx *c, const rel_head *h, float *P2C) {
   for (const rel_chunk *ch = c->kch; ch < c->kch + c->nkch; ch++)
-    bert_sgemm_tile(0, 1, ch->n, ch->w, c->d, c->scale, h->k + ch->start * c->ks[2], c->ks[2], h->qr + ch->lo * c->d,
-                    c->d, 0.0f, P2C + ch->off, ch->w);
+    bert_sgemm_tile(0, 1, ch->w, ch->n, c->d, c->scale, h->qr + ch->lo * c->d, c->d, h->k + ch->start * c->ks[2],
+                    c->ks[2], 0.0f, P2C + ch->off, ch->n);
 }
 
 /* The score tile of key tile t for query block [i0, i0 + br) (rows Q):
@@ -184,7 +185,8 @@ static void rel_forward_head(const rel_ctx *c, int64_t bh, float *O, float *lse,
   }
 }
 
-/* One (batch, head) backward.  dQ, dK, dV rows of the head (zeroed);
+/* One (batch, head) backward.  dQ, dK, dV rows of the head (written by
+** the first tiles, as attention.c's; zeroed where no tile reaches);
 ** dKr, dQr this thread's [A, R, d] sums from row r0 on (or NULL). */
 static void rel_backward_head(const rel_ctx *c, int64_t bh, const float *O, const float *dO,
                               const float *lse, float *dQ, float *dK, float *dV, float *dKr,
@@ -195,9 +197,21 @@ static void rel_backward_head(const rel_ctx *c, int64_t bh, const float *O, cons
   const float *Oh = O + bh * c->Tq * d, *dOh = dO + bh * c->Tq * d, *L = lse + bh * c->Tq;
   float *dQh = dQ + bh * c->Tq * d, *dKh = dK + bh * c->Tk * d, *dVh = dV + bh * c->Tk * d;
   float *dKra = dKr ? dKr + (a * c->R - c->r0) * d : NULL, *dQra = dQr ? dQr + (a * c->R - c->r0) * d : NULL;
-  memset(dQh, 0, (size_t)(c->Tq * d) * sizeof(float));
-  memset(dKh, 0, (size_t)(c->Tk * d) * sizeof(float));
-  memset(dVh, 0, (size_t)(c->Tk * d) * sizeof(float));
+  if (c->causal) {
+    memset(dQh, 0, (size_t)(c->Tq * d) * sizeof(float));
+    memset(dKh, 0, (size_t)(c->Tk * d) * sizeof(float));
+    memset(dVh, 0, (size_t)(c->Tk * d) * sizeof(float));
+  } else {
+    for (int64_t t = 0; t < c->ntiles; t++) {   /* the dead keys around each tile's live range */
+      int64_t b = bh / c->A, start = t * RBC, end = start + RBC < c->Tk ? start + RBC : c->Tk;
+      int64_t lo = c->tile_lo[b * c->ntiles + t], hi = c->tile_hi[b * c->ntiles + t];
+      if (hi <= lo) lo = hi = end;
+      memset(dKh + start * d, 0, (size_t)((lo - start) * d) * sizeof(float));
+      memset(dVh + start * d, 0, (size_t)((lo - start) * d) * sizeof(float));
+      memset(dKh + hi * d, 0, (size_t)((end - hi) * d) * sizeof(float));
+      memset(dVh + hi * d, 0, (size_t)((end - hi) * d) * sizeof(float));
+    }
+  }
   attn_rows_dot(Oh, d, dOh, d, c->Tq, d, Dv);
   if (h.qr) {
     rel_head_p2c(c, &h, P2C);
@@ -211,11 +225,14 @@ static void rel_backward_head(const rel_ctx *c, int64_t bh, const float *O, cons
       memset(dC2P, 0, (size_t)c->c2p_size * sizeof(float));
     }
     attn_bwd_rows rws = {Q, dOh + i0 * d, L + i0, Dv + i0, dQh + i0 * d, c->qs[2], d, d};
+    int q_started = c->causal;
     for (int64_t t = 0; t < c->ntiles; t++) {
       int64_t lo, n = rel_score_tile(c, &h, bh, t, i0, br, Q, C2P, P2C, S, M, &lo);
       if (n <= 0) continue;
       attn_bwd_keys keys = {h.k + lo * c->ks[2], h.v + lo * c->vs[2], dKh + lo * d, dVh + lo * d, c->ks[2], c->vs[2], d};
-      attn_tile_backward(S, c->drop.on ? M : NULL, dP, RBC, br, n, &rws, &keys, c->scale, d, 0, 0);
+      attn_tile_backward(S, c->drop.on ? M : NULL, dP, RBC, br, n, &rws, &keys, c->scale, d, !q_started,
+                         !c->causal && i0 == 0);
+      q_started = 1;
       /* S holds dS: the relative terms scattered to where they were gathered from */
       for (int64_t i = 0; i < br; i++) {
         const float *g = S + i * RBC;
@@ -224,6 +241,7 @@ static void rel_backward_head(const rel_ctx *c, int64_t bh, const float *O, cons
         if (h.qr) for (int64_t j = 0; j < n; j++) dP2C[pat[j]] += g[j];
       }
     }
+    if (!q_started) memset(dQh + i0 * d, 0, (size_t)(br * d) * sizeof(float));   /* no keys at all */
     if (h.kr) {
       int64_t first, nch = rel_block_chunks(i0, br, &first);
       for (const rel_chunk *ch = c->qch + first; ch < c->qch + first + nch; ch++) {
@@ -236,8 +254,8 @@ static void rel_backward_head(const rel_ctx *c, int64_t bh, const float *O, cons
   if (h.qr) {
     for (const rel_chunk *ch = c->kch; ch < c->kch + c->nkch; ch++) {
       const float *g = dP2C + ch->off, *Kc = h.k + ch->start * c->ks[2];
-      bert_sgemm_tile(0, 0, ch->n, d, ch->w, c->scale, g, ch->w, h.qr + ch->lo * d, d, 1.0f, dKh + ch->start * d, d);
-      bert_sgemm_tile(1, 0, ch->w, d, ch->n, c->scale, g, ch->w, Kc, c->ks[2], 1.0f, dQra + ch->lo * d, d);
+      bert_sgemm_tile(1, 0, ch->n, d, ch->w, c->scale, g, ch->n, h.qr + ch->lo * d, d, 1.0f, dKh + ch->start * d, d);
+      bert_sgemm_tile(0, 0, ch->w, d, ch->n, c->scale, g, ch->n, Kc, c->ks[2], 1.0f, dQra + ch->lo * d, d);
     }
   }
 }
@@ -349,7 +367,7 @@ static int rel_chunks_init(rel_setup *a, const int32_t *rows) {
       const rel_chunk *kc = kch + j / RCH;
       int32_t r = rows[i * Tk + j];
       c2p_at[i * Tk + j] = (int32_t)(qbase + r);
-      p2c_at[i * Tk + j] = (int32_t)(kc->off + (j - kc->start) * kc->w - kc->lo + r);
+      p2c_at[i * Tk + j] = (int32_t)(kc->off + (r - kc->lo) * kc->n + j - kc->start);
     }
   }
   c->c2p_at = c2p_at;
