@@ -7,10 +7,11 @@
 ** projected by the key and query projections (c2p and p2c; either may be
 ** absent); row [Tq, Tk] int32: the table row query i and key j read
 ** (DeBERTa's clamp(span + bucket(i - j))).  Per (batch, head) the kernel
-** forms C2P = Q Kr^T [block x R] and P2C = K Qr^T [Tk x R] with two GEMMs
-** and gathers from them inside each score tile, so no [B, A, T, T] score,
-** bias or probability tensor exists, forward or backward: memory stays
-** O(T * R) per thread.  Softmax is online over key tiles; only the output
+** forms C2P = Q Kr^T and P2C = K Qr^T, chunk by chunk of 32 queries (keys)
+** over only the table rows each chunk reads (rel_chunks_init), and gathers
+** from them inside each score tile, so no [B, A, T, T] score, bias or
+** probability tensor exists, forward or backward: memory stays O(T * R)
+** per thread.  Softmax is online over key tiles; only the output
 ** and the per-row log-sum-exp are kept.  Backward recomputes P tile by
 ** tile (as attention.c), and scatters dS into dC2P / dP2C by row, giving
 **   dQ += scale dC2P Kr,  dKr += scale dC2P^T Q,
@@ -51,10 +52,10 @@
 #define RCH 32          /* queries (keys) per chunk of C2P (P2C); divides RBR */
 
 /* A chunk of queries (of C2P) or keys (of P2C): those from start, n of them,
-** read table rows lo .. lo + w - 1, and their terms are at off: in the
-** block's C2P an [n x w] matrix (from the block's first chunk on), in the
-** head's P2C a [w x n] one (its GEMM then transposes the n keys, not the
-** w table rows). */
+** read table rows lo .. lo + w - 1, and their terms are a [w x n] matrix
+** at off (in the block's C2P, from the block's first chunk on; in the
+** head's P2C): the GEMM that forms it reads the window of the table in
+** place and transposes only the n queries or keys. */
 typedef struct { int64_t start, n, lo, w, off; } rel_chunk;
 
 typedef struct {
@@ -133,12 +134,12 @@ static inline int64_t rel_block_chunks(int64_t i0, int64_t br, int64_t *first) {
   return (br + RCH - 1) / RCH;
 }
 
-/* C2P of block [i0, i0 + br): each query chunk times its window of Kr, scaled */
+/* C2P of block [i0, i0 + br): each query chunk's window of Kr times the queries, scaled */
 static void rel_block_c2p(const rel_ctx *c, const rel_head *h, int64_t i0, int64_t br, float *C2P) {
   int64_t first, nch = rel_block_chunks(i0, br, &first), d = c->d;
   for (const rel_chunk *ch = c->qch + first; ch < c->qch + first + nch; ch++)
-    bert_sgemm_tile(0, 1, ch->n, ch->w, d, c->scale, h->q + ch->start * c->qs[2], c->qs[2], h->kr + ch->lo * d, d,
-                    0.0f, C2P + ch->off, ch->w);
+    bert_sgemm_tile(0, 1, ch->w, ch->n, d, c->scale, h->kr + ch->lo * d, d, h->q + ch->start * c->qs[2], c->qs[2],
+                    0.0f, C2P + ch->off, ch->n);
 }
 
 /* P2C of the head: each key chunk's window of Qr times the keys, scaled */
@@ -246,8 +247,8 @@ static void rel_backward_head(const rel_ctx *c, int64_t bh, const float *O, cons
       int64_t first, nch = rel_block_chunks(i0, br, &first);
       for (const rel_chunk *ch = c->qch + first; ch < c->qch + first + nch; ch++) {
         const float *g = dC2P + ch->off, *Qc = h.q + ch->start * c->qs[2];
-        bert_sgemm_tile(0, 0, ch->n, d, ch->w, c->scale, g, ch->w, h.kr + ch->lo * d, d, 1.0f, dQh + ch->start * d, d);
-        bert_sgemm_tile(1, 0, ch->w, d, ch->n, c->scale, g, ch->w, Qc, c->qs[2], 1.0f, dKra + ch->lo * d, d);
+        bert_sgemm_tile(1, 0, ch->n, d, ch->w, c->scale, g, ch->n, h.kr + ch->lo * d, d, 1.0f, dQh + ch->start * d, d);
+        bert_sgemm_tile(0, 0, ch->w, d, ch->n, c->scale, g, ch->n, Qc, c->qs[2], 1.0f, dKra + ch->lo * d, d);
       }
     }
   }
@@ -362,11 +363,11 @@ static int rel_chunks_init(rel_setup *a, const int32_t *rows) {
   int32_t *c2p_at = a->at, *p2c_at = a->at + Tq * Tk;
   for (int64_t i = 0; i < Tq; i++) {
     const rel_chunk *qc = qch + i / RCH;
-    int64_t qbase = qc->off + (i - qc->start) * qc->w - qc->lo;
+    int64_t qbase = qc->off + i - qc->start - qc->lo * qc->n;
     for (int64_t j = 0; j < Tk; j++) {
       const rel_chunk *kc = kch + j / RCH;
       int32_t r = rows[i * Tk + j];
-      c2p_at[i * Tk + j] = (int32_t)(qbase + r);
+      c2p_at[i * Tk + j] = (int32_t)(qbase + r * qc->n);
       p2c_at[i * Tk + j] = (int32_t)(kc->off + (r - kc->lo) * kc->n + j - kc->start);
     }
   }
