@@ -261,6 +261,33 @@ describe("DeBERTa's relative rows", function()
     assert.same(rows9:narrow(1, 1, 5):narrow(2, 1, 5):contiguous():totable(), deberta.relative_rows(5, warm.arch):totable())
   end)
 
+  it("narrow the table to the rows a length reads (2T - 1 under the buckets), to the full table's outputs", function()
+    local deberta = require("bert.models.deberta_v2")
+    bert.manual_seed(4)
+    local m = bert.model("DebertaV2Model", "tiny", {vocab_size = 12, max_position_embeddings = 64, position_buckets = 8})
+    m:evaluate()
+    local enc = m.roles.encoder
+    for _, T in ipairs({3, 30}) do
+      local extra = enc:extra(T)
+      local full = deberta.relative_rows(T, enc.arch)
+      local first, last = full:min():item(), full:max():item()
+      assert.equal(last - first + 1, extra.rel:size(1))
+      if T == 3 then assert.equal(5, extra.rel:size(1)) end
+      assert.equal(0, extra.rows:min():item())
+      assert.equal(0, maxdiff(extra.rows + first, full))
+      local ids = bert.randint(1, 12, {2, T}, {seed = T})
+      local got = bert.no_grad(function() return m:forward{input_ids = ids} end).last_hidden_state
+      -- the encoder with the whole table and absolute rows
+      local R = enc.m.LayerNorm(enc.m.rel_embeddings.p.weight)
+      local want = bert.no_grad(function()
+        local x = m.roles.embeddings(ids)
+        for _, layer in ipairs(enc:layers()) do x = layer(x, nil, {rel = R, rows = full}) end
+        return x
+      end)
+      assert.truthy(maxdiff(got, want) < 1e-5, "T " .. T .. ": " .. maxdiff(got, want))
+    end
+  end)
+
   it("follow HF's log buckets (|r| 511 -> 255, 512 -> 256 with 256 buckets over 512 positions)", function()
     local deberta = require("bert.models.deberta_v2")
     assert.equal(128, deberta.log_bucket(128, 256, 512))
