@@ -162,6 +162,25 @@ describe("F.attention_rel", function()
     end
   end)
 
+  it("lays its output and the gradients of q, k, v out time-major, as F.attention: [B, T, H] with no copy", function()
+    local B, A, T, d, R = 2, 3, 5, 4, 10
+    local x = randn({B, T, 3 * A * d}, 70)
+    x:requires_grad(true)
+    local function heads(n) return x:narrow(3, n * A * d + 1, A * d):view(B, T, A, d):transpose(2, 3) end
+    local kr, qr = randn({A, R, d}, 71), randn({A, R, d}, 72)
+    local out = F.attention_rel(heads(0), heads(1), heads(2), {kr = kr, qr = qr, rows = rows_for(T, T, R), scale = 0.3})
+    assert.is_true(out:transpose(2, 3):is_contiguous())
+    local want = reference(heads(0):contiguous(), heads(1):contiguous(), heads(2):contiguous(), kr, qr,
+                           rows_for(T, T, R), nil, 0.3)
+    assert.truthy(maxdiff(out, want) < 1e-5)
+    local g = randn({B, T, A * d}, 73)
+    out:transpose(2, 3):reshape(B, T, A * d):backward(g)
+    local gx = x:grad():clone()
+    x:zero_grad()
+    want:transpose(2, 3):reshape(B, T, A * d):backward(g)
+    assert.truthy(maxdiff(gx, x:grad()) < 1e-5)
+  end)
+
   it("takes the causal flag: against the masked reference, with padding, across blocks and tiles", function()
     for _, shape in ipairs({{2, 2, 9, 4, 10}, {1, 1, 150, 4, 24}}) do
       local B, A, T, d, R = table.unpack(shape)

@@ -63,6 +63,7 @@ typedef struct {
   int64_t R, Rfull, r0;               /* rows r0 .. r0 + R - 1 of the Rfull-row tables are used */
   const float *q, *k, *v, *kr, *qr;   /* kr, qr [A, Rfull, d] contiguous, or NULL */
   int64_t qs[3], ks[3], vs[3];        /* strides of batch, head, time */
+  int64_t os[3], gs[3];               /* backward: those of the output and of its gradient */
   const int32_t *c2p_at, *p2c_at;     /* [Tq, Tk]: where S(i, j)'s term is in C2P / P2C */
   const rel_chunk *qch, *kch;         /* chunks of the queries (of C2P) and of the keys (of P2C) */
   int64_t nkch, c2p_size, p2c_size;   /* key chunks; floats of a block's C2P, of a head's P2C */
@@ -75,6 +76,26 @@ typedef struct {
   float scale;
   attn_dropout drop;
 } rel_ctx;
+
+/* The output and the gradients of q, k, v are time-major, [B, T, A, d] in
+** memory (as attention.c's): a [B, A, T, d] result is a transposed view of
+** it, so the layer's context [B, T, H] and the gradients reaching the
+** projections need no transposing copy.  Head a of batch row b starts at
+** its rel_at; consecutive time rows are A * d floats apart. */
+static inline int64_t rel_at(const rel_ctx *c, int64_t b, int64_t a, int64_t T) { return (b * T * c->A + a) * c->d; }
+
+static bert_tensor *rel_result(const rel_ctx *c, int64_t T) {
+  int64_t shape[4] = {c->B, T, c->A, c->d};
+  bert_tensor *t = bert_tensor_empty(BERT_F32, 4, shape);
+  if (t == NULL) return NULL;
+  bert_tensor *view = bert_transpose(t, 1, 2);
+  bert_tensor_release(t);
+  return view;
+}
+
+static void rel_zero_rows(float *X, int64_t ld, int64_t from, int64_t to, int64_t d) {
+  for (int64_t i = from; i < to; i++) memset(X + i * ld, 0, (size_t)d * sizeof(float));
+}
 
 /* S[br x n] = scale * Q K^T + C2P + P2C gathered (both already scaled) + bias, keys lo .. lo + n - 1 */
 static void rel_scores(const rel_ctx *c, const float *Q, const float *K, const float *bias,
@@ -168,21 +189,21 @@ static inline int64_t rel_score_tile(const rel_ctx *c, const rel_head *h, int64_
 ** [RBR], C2P [c2p_size], P2C [p2c_size]. */
 static void rel_forward_head(const rel_ctx *c, int64_t bh, float *O, float *lse, float *S, float *M,
                              float *mrow, float *lrow, float *C2P, float *P2C) {
-  int64_t d = c->d;
+  int64_t d = c->d, ld = c->A * d;
   rel_head h = rel_head_at(c, bh / c->A, bh % c->A);
   if (h.qr) rel_head_p2c(c, &h, P2C);
   for (int64_t i0 = 0; i0 < c->Tq; i0 += RBR) {
     int64_t br = i0 + RBR <= c->Tq ? RBR : c->Tq - i0;
     const float *Q = h.q + i0 * c->qs[2];
     if (h.kr) rel_block_c2p(c, &h, i0, br, C2P);
-    float *Ob = O + (bh * c->Tq + i0) * d;
-    attn_rows_start(Ob, d, br, d, mrow, lrow);
+    float *Ob = O + rel_at(c, bh / c->A, bh % c->A, c->Tq) + i0 * ld;
+    attn_rows_start(Ob, ld, br, d, mrow, lrow);
     for (int64_t t = 0; t < c->ntiles; t++) {
       int64_t lo, n = rel_score_tile(c, &h, bh, t, i0, br, Q, C2P, P2C, S, M, &lo);
       if (n <= 0) continue;
-      attn_tile_forward(S, RBC, br, n, c->drop.on ? M : NULL, h.v + lo * c->vs[2], c->vs[2], d, Ob, d, mrow, lrow, 0);
+      attn_tile_forward(S, RBC, br, n, c->drop.on ? M : NULL, h.v + lo * c->vs[2], c->vs[2], d, Ob, ld, mrow, lrow, 0);
     }
-    attn_rows_finish(Ob, d, br, d, mrow, lrow, lse + bh * c->Tq + i0, 1);
+    attn_rows_finish(Ob, ld, br, d, mrow, lrow, lse + bh * c->Tq + i0, 1);
   }
 }
 
@@ -193,27 +214,27 @@ static void rel_backward_head(const rel_ctx *c, int64_t bh, const float *O, cons
                               const float *lse, float *dQ, float *dK, float *dV, float *dKr,
                               float *dQr, float *S, float *M, float *dP, float *Dv, float *C2P,
                               float *dC2P, float *P2C, float *dP2C) {
-  int64_t a = bh % c->A, d = c->d;
-  rel_head h = rel_head_at(c, bh / c->A, a);
-  const float *Oh = O + bh * c->Tq * d, *dOh = dO + bh * c->Tq * d, *L = lse + bh * c->Tq;
-  float *dQh = dQ + bh * c->Tq * d, *dKh = dK + bh * c->Tk * d, *dVh = dV + bh * c->Tk * d;
+  int64_t b = bh / c->A, a = bh % c->A, d = c->d, ld = c->A * d;
+  rel_head h = rel_head_at(c, b, a);
+  const float *Oh = O + b * c->os[0] + a * c->os[1], *dOh = dO + b * c->gs[0] + a * c->gs[1], *L = lse + bh * c->Tq;
+  float *dQh = dQ + rel_at(c, b, a, c->Tq), *dKh = dK + rel_at(c, b, a, c->Tk), *dVh = dV + rel_at(c, b, a, c->Tk);
   float *dKra = dKr ? dKr + (a * c->R - c->r0) * d : NULL, *dQra = dQr ? dQr + (a * c->R - c->r0) * d : NULL;
   if (c->causal) {
-    memset(dQh, 0, (size_t)(c->Tq * d) * sizeof(float));
-    memset(dKh, 0, (size_t)(c->Tk * d) * sizeof(float));
-    memset(dVh, 0, (size_t)(c->Tk * d) * sizeof(float));
+    rel_zero_rows(dQh, ld, 0, c->Tq, d);
+    rel_zero_rows(dKh, ld, 0, c->Tk, d);
+    rel_zero_rows(dVh, ld, 0, c->Tk, d);
   } else {
     for (int64_t t = 0; t < c->ntiles; t++) {   /* the dead keys around each tile's live range */
-      int64_t b = bh / c->A, start = t * RBC, end = start + RBC < c->Tk ? start + RBC : c->Tk;
+      int64_t start = t * RBC, end = start + RBC < c->Tk ? start + RBC : c->Tk;
       int64_t lo = c->tile_lo[b * c->ntiles + t], hi = c->tile_hi[b * c->ntiles + t];
       if (hi <= lo) lo = hi = end;
-      memset(dKh + start * d, 0, (size_t)((lo - start) * d) * sizeof(float));
-      memset(dVh + start * d, 0, (size_t)((lo - start) * d) * sizeof(float));
-      memset(dKh + hi * d, 0, (size_t)((end - hi) * d) * sizeof(float));
-      memset(dVh + hi * d, 0, (size_t)((end - hi) * d) * sizeof(float));
+      rel_zero_rows(dKh, ld, start, lo, d);
+      rel_zero_rows(dVh, ld, start, lo, d);
+      rel_zero_rows(dKh, ld, hi, end, d);
+      rel_zero_rows(dVh, ld, hi, end, d);
     }
   }
-  attn_rows_dot(Oh, d, dOh, d, c->Tq, d, Dv);
+  attn_rows_dot(Oh, c->os[2], dOh, c->gs[2], c->Tq, d, Dv);
   if (h.qr) {
     rel_head_p2c(c, &h, P2C);
     memset(dP2C, 0, (size_t)c->p2c_size * sizeof(float));
@@ -225,12 +246,12 @@ static void rel_backward_head(const rel_ctx *c, int64_t bh, const float *O, cons
       rel_block_c2p(c, &h, i0, br, C2P);
       memset(dC2P, 0, (size_t)c->c2p_size * sizeof(float));
     }
-    attn_bwd_rows rws = {Q, dOh + i0 * d, L + i0, Dv + i0, dQh + i0 * d, c->qs[2], d, d};
+    attn_bwd_rows rws = {Q, dOh + i0 * c->gs[2], L + i0, Dv + i0, dQh + i0 * ld, c->qs[2], c->gs[2], ld};
     int q_started = c->causal;
     for (int64_t t = 0; t < c->ntiles; t++) {
       int64_t lo, n = rel_score_tile(c, &h, bh, t, i0, br, Q, C2P, P2C, S, M, &lo);
       if (n <= 0) continue;
-      attn_bwd_keys keys = {h.k + lo * c->ks[2], h.v + lo * c->vs[2], dKh + lo * d, dVh + lo * d, c->ks[2], c->vs[2], d};
+      attn_bwd_keys keys = {h.k + lo * c->ks[2], h.v + lo * c->vs[2], dKh + lo * ld, dVh + lo * ld, c->ks[2], c->vs[2], ld};
       attn_tile_backward(S, c->drop.on ? M : NULL, dP, RBC, br, n, &rws, &keys, c->scale, d, !q_started,
                          !c->causal && i0 == 0);
       q_started = 1;
@@ -242,12 +263,12 @@ static void rel_backward_head(const rel_ctx *c, int64_t bh, const float *O, cons
         if (h.qr) for (int64_t j = 0; j < n; j++) dP2C[pat[j]] += g[j];
       }
     }
-    if (!q_started) memset(dQh + i0 * d, 0, (size_t)(br * d) * sizeof(float));   /* no keys at all */
+    if (!q_started) rel_zero_rows(dQh, ld, i0, i0 + br, d);   /* no keys at all */
     if (h.kr) {
       int64_t first, nch = rel_block_chunks(i0, br, &first);
       for (const rel_chunk *ch = c->qch + first; ch < c->qch + first + nch; ch++) {
         const float *g = dC2P + ch->off, *Qc = h.q + ch->start * c->qs[2];
-        bert_sgemm_tile(1, 0, ch->n, d, ch->w, c->scale, g, ch->n, h.kr + ch->lo * d, d, 1.0f, dQh + ch->start * d, d);
+        bert_sgemm_tile(1, 0, ch->n, d, ch->w, c->scale, g, ch->n, h.kr + ch->lo * d, d, 1.0f, dQh + ch->start * ld, ld);
         bert_sgemm_tile(0, 0, ch->w, d, ch->n, c->scale, g, ch->n, Qc, c->qs[2], 1.0f, dKra + ch->lo * d, d);
       }
     }
@@ -255,7 +276,7 @@ static void rel_backward_head(const rel_ctx *c, int64_t bh, const float *O, cons
   if (h.qr) {
     for (const rel_chunk *ch = c->kch; ch < c->kch + c->nkch; ch++) {
       const float *g = dP2C + ch->off, *Kc = h.k + ch->start * c->ks[2];
-      bert_sgemm_tile(1, 0, ch->n, d, ch->w, c->scale, g, ch->n, h.qr + ch->lo * d, d, 1.0f, dKh + ch->start * d, d);
+      bert_sgemm_tile(1, 0, ch->n, d, ch->w, c->scale, g, ch->n, h.qr + ch->lo * d, d, 1.0f, dKh + ch->start * ld, ld);
       bert_sgemm_tile(0, 0, ch->w, d, ch->n, c->scale, g, ch->n, Kc, c->ks[2], 1.0f, dQra + ch->lo * d, d);
     }
   }
@@ -445,18 +466,20 @@ int cpu_attention_rel_backward(const bert_tensor *q_in, const bert_tensor *k_in,
   if (rel_setup_init(&a, q_in, k_in, v_in, kr_in, qr_in, rows, o, s) != 0) return -1;
   rel_ctx c = a.c;
   int has_kr = c.kr != NULL, has_qr = c.qr != NULL;
-  int64_t qshape[4] = {c.B, c.A, c.Tq, c.d}, kshape[4] = {c.B, c.A, c.Tk, c.d}, rshape[3] = {c.A, c.Rfull, c.d};
-  /* not zeroed here: each head zeroes its own rows (rel_backward_head), the
+  int64_t rshape[3] = {c.A, c.Rfull, c.d};
+  /* not zeroed here: each head writes its own rows (rel_backward_head), the
   ** tables are summed from the threads' parts below; zeroed tensors of this
   ** size would be fresh pages from the kernel every step */
-  bert_tensor *dq = bert_tensor_empty(BERT_F32, 4, qshape), *dk = bert_tensor_empty(BERT_F32, 4, kshape);
-  bert_tensor *dv = bert_tensor_empty(BERT_F32, 4, kshape);
+  bert_tensor *dq = rel_result(&c, c.Tq), *dk = rel_result(&c, c.Tk), *dv = rel_result(&c, c.Tk);
   bert_tensor *dkr = has_kr ? bert_tensor_empty(BERT_F32, 3, rshape) : NULL;
   bert_tensor *dqr = has_qr ? bert_tensor_empty(BERT_F32, 3, rshape) : NULL;
-  bert_tensor *oc = bert_contiguous((bert_tensor *)out);
+  /* the output (time-major, ours) and its gradient read in place where rows are */
+  bert_tensor *oc = attn_blas_ready(out), *gc = attn_blas_ready(gout);
   float *scratch = NULL;
   int rc = -1;
-  if (!dq || !dk || !dv || !oc || (has_kr && !dkr) || (has_qr && !dqr)) goto done;
+  if (!dq || !dk || !dv || !oc || !gc || (has_kr && !dkr) || (has_qr && !dqr)) goto done;
+  attn_strides(oc, c.os);
+  attn_strides(gc, c.gs);
   /* each thread sums the tables' gradients over the used rows only */
   int64_t BH = c.B * c.A, ARd = c.A * c.R * c.d, Rd = c.R * c.d;
   int nt = bert_parallel_width();
@@ -465,7 +488,7 @@ int cpu_attention_rel_backward(const bert_tensor *q_in, const bert_tensor *k_in,
   scratch = malloc((size_t)nt * per * sizeof(float));
   if (scratch == NULL) { bert_set_error("attention_rel backward: out of memory"); goto done; }
   for (int t = 0; t < nt; t++) memset(scratch + (size_t)t * per + sums, 0, (size_t)2 * ARd * sizeof(float));
-  rel_job job = {&c, bert_f32(oc), bert_f32(gout), bert_f32(lse), NULL, NULL, bert_f32(dq), bert_f32(dk),
+  rel_job job = {&c, bert_f32(oc), bert_f32(gc), bert_f32(lse), NULL, NULL, bert_f32(dq), bert_f32(dk),
                  bert_f32(dv), scratch, per, (size_t)ARd};
   bert_parallel_for(BH, 1, rel_backward_heads, &job);
   /* the shared tables' gradients: the threads' sums added up, zero outside the used rows */
@@ -494,6 +517,7 @@ done:
   bert_tensor_release(dkr);
   bert_tensor_release(dqr);
   bert_tensor_release(oc);
+  bert_tensor_release(gc);
   rel_setup_free(&a);
   return rc;
 }
@@ -504,9 +528,8 @@ bert_tensor *cpu_attention_rel(const bert_tensor *q_in, const bert_tensor *k_in,
   rel_setup a;
   if (rel_setup_init(&a, q_in, k_in, v_in, kr_in, qr_in, rows, o, s) != 0) return NULL;
   rel_ctx *c = &a.c;
-  int64_t B = c->B, A = c->A, Tq = c->Tq, d = c->d, nl = B * A * Tq;
-  int64_t shape[4] = {B, A, Tq, d};
-  bert_tensor *out = bert_tensor_empty(BERT_F32, 4, shape), *lse = bert_tensor_empty(BERT_F32, 1, &nl);
+  int64_t B = c->B, A = c->A, Tq = c->Tq, nl = B * A * Tq;
+  bert_tensor *out = rel_result(c, Tq), *lse = bert_tensor_empty(BERT_F32, 1, &nl);
   float *scratch = NULL;
   if (out == NULL || lse == NULL) goto fail;
   int64_t BH = B * A;
