@@ -114,6 +114,73 @@ describe("F.attention_rel", function()
     assert.truthy(maxdiff(gt1, gt2) < 1e-4)
   end)
 
+  -- The kernel multiplies each chunk of 32 queries (keys) by only the table
+  -- rows it reads: odd lengths cut the chunks, log buckets and the clamp
+  -- merge distances, scattered rows make every window whole.
+  it("matches the reference, outputs and gradients, over chunks of any shape of rows", function()
+    local deberta = require("bert.models.deberta_v2")
+    local scattered = {}
+    for i = 1, 45 do
+      scattered[i] = {}
+      for j = 1, 45 do scattered[i][j] = (i * 7 + j * j * 3) % 40 end
+    end
+    for _, case in ipairs({
+      {T = 77, R = 160, rows = deberta.relative_rows(77, {buckets = 80, max_relative = 512, span = 80})},
+      -- T past the buckets: log-bucketed far distances, clamped beyond max_relative; the
+      -- second batch row's keys past 100 padded (its second tile of 128 keys wholly)
+      {T = 200, R = 32, rows = deberta.relative_rows(200, {buckets = 16, max_relative = 64, span = 16}), pad = 100},
+      {T = 45, R = 40, rows = bert.tensor(scattered, "int32")},
+      {T = 33, R = 5, rows = bert.full({33, 33}, 3, "int32")},
+    }) do
+      local B, A, d, T, R = 2, 2, 5, case.T, case.R
+      local m = {}
+      for b = 1, B do
+        m[b] = {}
+        for t = 1, T do m[b][t] = (b == 2 and t > T - (case.pad or 9)) and 0 or 1 end
+      end
+      local mask = bert.tensor(m, "int32")
+      local gout = randn({B, A, T, d}, 60)
+      local function run(fused)
+        local ins = {randn({B, A, T, d}, 61), randn({B, A, T, d}, 62), randn({B, A, T, d}, 63),
+                     randn({A, R, d}, 64), randn({A, R, d}, 65)}
+        for _, t in ipairs(ins) do t:requires_grad(true) end
+        local q, k, v, kr, qr = table.unpack(ins)
+        local out = fused and F.attention_rel(q, k, v, {kr = kr, qr = qr, rows = case.rows, mask = mask, scale = 0.3})
+                    or reference(q, k, v, kr, qr, case.rows, mask, 0.3)
+        out:backward(gout)
+        local grads = {}
+        for n, t in ipairs(ins) do grads[n] = t:grad() end
+        return out, grads
+      end
+      local got, ggot = run(true)
+      local want, gwant = run(false)
+      assert.truthy(maxdiff(got, want) < 1e-5, "T " .. T .. ": max diff " .. maxdiff(got, want))
+      for n = 1, 5 do
+        local tol = 1e-4 * math.max(1, gwant[n]:abs():max():item())
+        assert.truthy(maxdiff(ggot[n], gwant[n]) < tol, "T " .. T .. ", gradient " .. n .. ": " .. maxdiff(ggot[n], gwant[n]))
+      end
+    end
+  end)
+
+  it("lays its output and the gradients of q, k, v out time-major, as F.attention: [B, T, H] with no copy", function()
+    local B, A, T, d, R = 2, 3, 5, 4, 10
+    local x = randn({B, T, 3 * A * d}, 70)
+    x:requires_grad(true)
+    local function heads(n) return x:narrow(3, n * A * d + 1, A * d):view(B, T, A, d):transpose(2, 3) end
+    local kr, qr = randn({A, R, d}, 71), randn({A, R, d}, 72)
+    local out = F.attention_rel(heads(0), heads(1), heads(2), {kr = kr, qr = qr, rows = rows_for(T, T, R), scale = 0.3})
+    assert.is_true(out:transpose(2, 3):is_contiguous())
+    local want = reference(heads(0):contiguous(), heads(1):contiguous(), heads(2):contiguous(), kr, qr,
+                           rows_for(T, T, R), nil, 0.3)
+    assert.truthy(maxdiff(out, want) < 1e-5)
+    local g = randn({B, T, A * d}, 73)
+    out:transpose(2, 3):reshape(B, T, A * d):backward(g)
+    local gx = x:grad():clone()
+    x:zero_grad()
+    want:transpose(2, 3):reshape(B, T, A * d):backward(g)
+    assert.truthy(maxdiff(gx, x:grad()) < 1e-5)
+  end)
+
   it("takes the causal flag: against the masked reference, with padding, across blocks and tiles", function()
     for _, shape in ipairs({{2, 2, 9, 4, 10}, {1, 1, 150, 4, 24}}) do
       local B, A, T, d, R = table.unpack(shape)
@@ -211,6 +278,33 @@ describe("DeBERTa's relative rows", function()
     local deberta = require("bert.models.deberta_v2")
     local rows9 = deberta.relative_rows(9, warm.arch)
     assert.same(rows9:narrow(1, 1, 5):narrow(2, 1, 5):contiguous():totable(), deberta.relative_rows(5, warm.arch):totable())
+  end)
+
+  it("narrow the table to the rows a length reads (2T - 1 under the buckets), to the full table's outputs", function()
+    local deberta = require("bert.models.deberta_v2")
+    bert.manual_seed(4)
+    local m = bert.model("DebertaV2Model", "tiny", {vocab_size = 12, max_position_embeddings = 64, position_buckets = 8})
+    m:evaluate()
+    local enc = m.roles.encoder
+    for _, T in ipairs({3, 30}) do
+      local extra = enc:extra(T)
+      local full = deberta.relative_rows(T, enc.arch)
+      local first, last = full:min():item(), full:max():item()
+      assert.equal(last - first + 1, extra.rel:size(1))
+      if T == 3 then assert.equal(5, extra.rel:size(1)) end
+      assert.equal(0, extra.rows:min():item())
+      assert.equal(0, maxdiff(extra.rows + first, full))
+      local ids = bert.randint(1, 12, {2, T}, {seed = T})
+      local got = bert.no_grad(function() return m:forward{input_ids = ids} end).last_hidden_state
+      -- the encoder with the whole table and absolute rows
+      local R = enc.m.LayerNorm(enc.m.rel_embeddings.p.weight)
+      local want = bert.no_grad(function()
+        local x = m.roles.embeddings(ids)
+        for _, layer in ipairs(enc:layers()) do x = layer(x, nil, {rel = R, rows = full}) end
+        return x
+      end)
+      assert.truthy(maxdiff(got, want) < 1e-5, "T " .. T .. ": " .. maxdiff(got, want))
+    end
   end)
 
   it("follow HF's log buckets (|r| 511 -> 255, 512 -> 256 with 256 buckets over 512 positions)", function()

@@ -139,6 +139,51 @@ describe("model:set_recompute", function()
     assert.is_true(maxdiff(g0, g1) < 1e-5, "gradients differ by " .. maxdiff(g0, g1))
   end)
 
+  -- DeBERTa's layers take the relative table (layer-normed, dropped out,
+  -- shared by every layer) in extra: it is an input of each layer's
+  -- recomputation, so its gradient sums over the layers as without it
+  for _, case in ipairs({
+    {arch = "DebertaV2ForMaskedLM", what = "a padded batch"},
+    {arch = "DebertaV2ForPreTraining", what = "the enhanced mask decoder (the last layer run on query states)"},
+    {arch = "DebertaV2ForMaskedLM", what = "separate position projections, c2p only",
+     config = {share_att_key = false, pos_att_type = {"c2p"}}},
+  }) do
+    it("recomputes DeBERTa's layers to the same loss and gradients, dropout included: " .. case.what, function()
+      local function grads(recompute)
+        bert.manual_seed(0)
+        local config = {vocab_size = 50}
+        for key, v in pairs(case.config or {}) do config[key] = v end
+        local model = bert.model(case.arch, "tiny", config)
+        model:training()
+        if recompute then assert.are.equal(model, model:set_recompute(true)) end
+        local ids = bert.randint(1, 50, {2, 9}, {seed = 1})
+        local mask = bert.tensor({{1, 1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1, 0, 0, 0}}, "int32")
+        bert.manual_seed(9)
+        local out = model:forward{input_ids = ids, attention_mask = mask, labels = ids}
+        out.loss:backward()
+        return model.flat_grad:clone(), out.loss:item()
+      end
+      local g0, l0 = grads(false)
+      local g1, l1 = grads(true)
+      assert.is_true(math.abs(l0 - l1) < 1e-6, string.format("loss %.9g vs %.9g", l0, l1))
+      assert.is_true(maxdiff(g0, g1) < 1e-5, "gradients differ by " .. maxdiff(g0, g1))
+      assert.is_true(g0:abs():max():item() > 0)
+      assert.are.equal(0, recompute.pending_count())
+    end)
+  end
+
+  it("differentiates through tensors in a table argument and passes its other fields as they are", function()
+    local x, r = leaf({3, 4}, 80), leaf({4}, 81)
+    local function fn(h, extra) return (h * extra.scale + extra.rel):gelu() end
+    local gy = randn({3, 4}, 82)
+    fn(x, {rel = r, scale = 0.5}):backward(gy)
+    local want = grads_of({x, r})
+    bert.recompute(fn, x, {rel = r, scale = 0.5}):backward(gy)
+    local got = grads_of({x, r})
+    assert.is_true(maxdiff(got[1], want[1]) < 1e-6)
+    assert.is_true(maxdiff(got[2], want[2]) < 1e-6)
+  end)
+
   it("refuses a model without encoder layers by name", function()
     assert.error_matches(function() bert.nn.Linear(2, 2):set_recompute(true) end,
                          "Linear:set_recompute: the model has no encoder layer")

@@ -1,7 +1,8 @@
 -- The cost of DeBERTa's relative attention over BERT's: F.attention_rel
 -- (c2p + p2c over a relative table of R rows, fused) against F.attention
 -- at the same shape, forward and forward + backward, best of --repeat
--- runs, one JSON line per mode.  The relative tables' projections (two
+-- runs (wall time, and the process's CPU time, steadier on a loaded
+-- machine: compare builds by the ratio), one JSON line per mode.  The relative tables' projections (two
 -- [R x H] GEMMs per layer) are outside both kernels and not timed here.
 --   lua5.4 tools/bench_attention_rel.lua [--batch 8] [--heads 12] [--seq 128]
 --     [--dim 64] [--rows 512] [--repeat 3] [--threads N]
@@ -48,24 +49,25 @@ local runs = {
 }
 
 local function best(fn, backward)
-  local t = math.huge
+  local wall, cpu = math.huge, math.huge
   for _ = 1, o["repeat"] + 1 do   -- the first is a warm-up
-    local t0 = bert.wall_time()
+    local t0, c0 = bert.wall_time(), os.clock()
     if backward then
       local out = fn()
       out:backward(dout)
     else
       bert.no_grad(fn)
     end
-    local dt = bert.wall_time() - t0
-    if _ > 1 then t = math.min(t, dt) end
+    local dt, dc = bert.wall_time() - t0, os.clock() - c0
+    if _ > 1 then wall, cpu = math.min(wall, dt), math.min(cpu, dc) end
   end
-  return t
+  return wall, cpu
 end
 
 for _, mode in ipairs({"forward", "train"}) do
-  local tb = best(runs.bert, mode == "train")
-  local td = best(runs.deberta, mode == "train")
+  local tb, cb = best(runs.bert, mode == "train")
+  local td, cd = best(runs.deberta, mode == "train")
   print(cjson.encode({batch = B, heads = A, seq = T, dim = d, rows = R, mode = mode, threads = bert.get_num_threads(),
-    bert_attention_s = tb, deberta_attention_s = td, ratio = td / tb}))
+    bert_attention_s = tb, deberta_attention_s = td, ratio = td / tb,
+    bert_attention_cpu_s = cb, deberta_attention_cpu_s = cd, cpu_ratio = cd / cb}))
 end

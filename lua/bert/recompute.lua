@@ -5,29 +5,60 @@
 -- the random stream rewound to where the forward found it (so dropout draws
 -- the same masks), and backpropagates through that. The parameters fn uses
 -- get their gradients from this inner pass. The tensor arguments are kept
--- until then.
+-- until then. A plain table argument (no metatable: a layer's extra, such
+-- as DeBERTa's relative embeddings) is looked into one level deep: the
+-- tensors in it are inputs too, and get their gradients through the node.
 local core = require("bert.core")
 
 local M = {}
 
-local pending = {}   -- node id -> {fn, args, n, seed, offset}
+local pending = {}   -- node id -> {fn, args, n, inputs, seed, offset}
 local next_id = 0
 
 local function is_tensor(x) return type(x) == "userdata" and getmetatable(x) == getmetatable(core.zeros({1})) end
+local function is_plain_table(x) return type(x) == "table" and getmetatable(x) == nil end
+
+-- the tensors among args[1..n] (and in their plain tables) that require grad, each once
+local function grad_inputs(args, n)
+  local inputs, seen = {}, {}
+  local function add(t)
+    if is_tensor(t) and t:requires_grad() and not seen[t] then
+      seen[t] = true
+      inputs[#inputs + 1] = t
+    end
+  end
+  for k = 1, n do
+    local a = args[k]
+    if is_plain_table(a) then
+      for _, v in pairs(a) do add(v) end
+    else
+      add(a)
+    end
+  end
+  return inputs
+end
 
 -- the backward of a recompute node (called from C with the node's id)
 core.recompute_dispatcher(function(id, grad)
   local e = pending[id]
   pending[id] = nil
   if e == nil then error("recompute: the inputs of this recomputation are gone (backward ran twice?)") end
-  local args, inputs = {}, {}
+  local detached, leaves = {}, {}   -- input -> a fresh leaf over its data
+  for k, t in ipairs(e.inputs) do
+    local d = t:detach()
+    d:requires_grad(true)
+    detached[t], leaves[k] = d, d
+  end
+  local function swap(a) return detached[a] or a end
+  local args = {}
   for k = 1, e.n do
     local a = e.args[k]
-    if is_tensor(a) and a:requires_grad() then
-      local d = a:detach()
-      d:requires_grad(true)
-      inputs[#inputs + 1] = d
-      a = d
+    if is_plain_table(a) then
+      local copy = {}
+      for key, v in pairs(a) do copy[key] = swap(v) end
+      a = copy
+    elseif a ~= nil then
+      a = swap(a)
     end
     args[k] = a
   end
@@ -42,7 +73,7 @@ core.recompute_dispatcher(function(id, grad)
   if not is_tensor(y) then error("recompute: the function returned " .. type(y) .. " on the second run, not a tensor") end
   if y:requires_grad() then y:backward(grad) end
   local grads = {}
-  for k, d in ipairs(inputs) do grads[k] = d:grad() or false end
+  for k, d in ipairs(leaves) do grads[k] = d:grad() or false end
   return grads
 end)
 
@@ -54,10 +85,7 @@ function M.recompute(fn, ...)
   for _, id in ipairs(core.recompute_dead()) do pending[id] = nil end
   local n = select("#", ...)
   local args = {...}
-  local inputs = {}
-  for k = 1, n do
-    if is_tensor(args[k]) and args[k]:requires_grad() then inputs[#inputs + 1] = args[k] end
-  end
+  local inputs = grad_inputs(args, n)
   -- nothing to differentiate through the arguments (or no graph wanted): a
   -- plain call (the parameters inside still record as usual)
   if #inputs == 0 or not core.grad_enabled() then return fn(...) end
@@ -67,14 +95,15 @@ function M.recompute(fn, ...)
     error("bert.recompute: the function must return one tensor, got " .. type(y), 2)
   end
   next_id = next_id + 1
-  pending[next_id] = {fn = fn, args = args, n = n, seed = seed, offset = offset}
+  pending[next_id] = {fn = fn, args = args, n = n, inputs = inputs, seed = seed, offset = offset}
   core.recompute_attach(y, inputs, next_id)
   return y
 end
 
---- recompute.wrap(module) -> module: its forward(x, ...) runs through
--- bert.recompute from now on (the first argument is the recomputed input;
--- the others, e.g. an attention mask, are passed as they are);
+--- recompute.wrap(module) -> module: its forward(...) runs through
+-- bert.recompute from now on (every argument as bert.recompute takes it:
+-- the hidden states, DeBERTa's relative embeddings in extra and its
+-- decoder's query states are inputs; a mask is passed as it is);
 -- recompute.unwrap(module) restores it.
 function M.wrap(module)
   if type(module) ~= "table" or type(module.forward) ~= "function" then
@@ -82,9 +111,8 @@ function M.wrap(module)
   end
   if rawget(module, "forward") then return module end   -- already wrapped
   local forward = module.forward
-  module.forward = function(self, x, ...)
-    local rest, nrest = {...}, select("#", ...)
-    return M.recompute(function(h) return forward(self, h, table.unpack(rest, 1, nrest)) end, x)
+  module.forward = function(self, ...)
+    return M.recompute(function(...) return forward(self, ...) end, ...)
   end
   return module
 end

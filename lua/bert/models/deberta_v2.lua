@@ -109,21 +109,30 @@ function F.log_bucket(r, buckets, max_position)
   return r < 0 and -pos or pos
 end
 
+-- clamp(span + delta(r), 0, 2 span - 1): the table row distance r = i - j reads
+local function row_of(r, a)
+  local delta = (a.buckets > 0 and a.max_relative > 0) and F.log_bucket(r, a.buckets, a.max_relative) or r
+  local k = a.span + delta
+  return k < 0 and 0 or (k > 2 * a.span - 1 and 2 * a.span - 1 or k)
+end
+
 --- rows[i][j] = clamp(span + delta(i - j), 0, 2 span - 1) as an int32 [T, T]
 -- tensor: the row of the relative table that query i and key j read.
 function F.relative_rows(T, a)
   local rows = {}
   for i = 0, T - 1 do
     local row = {}
-    for j = 0, T - 1 do
-      local r = i - j
-      local delta = (a.buckets > 0 and a.max_relative > 0) and F.log_bucket(r, a.buckets, a.max_relative) or r
-      local k = a.span + delta
-      row[j + 1] = k < 0 and 0 or (k > 2 * a.span - 1 and 2 * a.span - 1 or k)
-    end
+    for j = 0, T - 1 do row[j + 1] = row_of(i - j, a) end
     rows[i + 1] = row
   end
   return bert.tensor(rows, "int32")
+end
+
+--- The table rows T positions read, first .. last (0-based): the rows of
+-- distances 1 - T .. T - 1 (delta is monotone), 2T - 1 of them where T is
+-- under the buckets.
+function F.relative_span(T, a)
+  return row_of(1 - T, a), row_of(T - 1, a)
 end
 -- }============================================================
 
@@ -220,13 +229,9 @@ local Encoder = class("DebertaV2Encoder", blocks.Encoder)
 F.Encoder = Encoder
 
 function Encoder:__init(a)
-  blocks.Encoder.__init(self, a, function()
-    local layer = blocks.Layer(a, {attention = Attention(a)})
-    -- its inputs include the relative table, a tensor on the tape: recomputation
-    -- replays only the hidden states, so DeBERTa's layers keep their activations
-    layer.recompute_unit = false
-    return layer
-  end)
+  -- a layer recomputes as BERT's (model:set_recompute): the relative table in
+  -- extra is one of its recomputation's inputs (bert.recompute)
+  blocks.Encoder.__init(self, a, function() return blocks.Layer(a, {attention = Attention(a)}) end)
   self.arch = a
   if a.relative then
     self:add_module("rel_embeddings", nn.Embedding(2 * a.span, a.hidden_size, {std = a.initializer_range}))
@@ -239,19 +244,30 @@ function Encoder:__init(a)
   self:add_module_unnamed(self.dropout)
 end
 
+--- {rel = the relative table (normed, dropped out) narrowed to the rows
+-- length T reads, rows = which of them query i and key j read}: each layer
+-- projects only those rows (2T - 1 of the table's 2 span at T under the
+-- buckets: half of them at T 128 with 256 buckets).
 function Encoder:extra(T)
   if not self.m.rel_embeddings then return {} end
   local R = self.m.rel_embeddings.p.weight
   if self.m.LayerNorm then R = self.m.LayerNorm(R) end
-  -- row(i, j) depends on i - j only: the table of the longest length seen
-  -- serves every shorter one as its top-left corner
-  local rows = self.rows_cache
-  if not rows or rows:size(1) < T then
-    rows = F.relative_rows(T, self.arch)
-    self.rows_cache = rows
+  R = self.dropout(R)   -- over the whole table: the same draws whatever T
+  local used = self.rows_used
+  if not used or used.T ~= T then
+    -- row(i, j) depends on i - j only: the table of the longest length seen
+    -- serves every shorter one as its top-left corner
+    local rows = self.rows_cache
+    if not rows or rows:size(1) < T then
+      rows = F.relative_rows(T, self.arch)
+      self.rows_cache = rows
+    end
+    if rows:size(1) > T then rows = rows:narrow(1, 1, T):narrow(2, 1, T):contiguous() end
+    local first, last = F.relative_span(T, self.arch)
+    used = {T = T, first = first, n = last - first + 1, rows = rows - first}
+    self.rows_used = used
   end
-  if rows:size(1) > T then rows = rows:narrow(1, 1, T):narrow(2, 1, T):contiguous() end
-  return {rel = self.dropout(R), rows = rows}
+  return {rel = R:narrow(1, used.first + 1, used.n), rows = used.rows}
 end
 
 --- Runs every layer; keeps what the enhanced mask decoder needs
