@@ -101,6 +101,12 @@ function M.parser()
     table.sort(out)
     return table.concat(out, ",")
   end)
+  parser:option("--config-overrides", "Model config keys over --model's, KEY=VALUE,... (as Hugging Face's run_mlm.py), " ..
+    "e.g. pre_layer_norm=true,hidden_dropout_prob=0,attention_probs_dropout_prob=0"):convert(function(v)
+    local keys, why = M.config_overrides(v)
+    if not keys then return nil, "option --config-overrides: " .. why end
+    return v
+  end)
   parser:option("--schedule", "The learning rate's shape: linear (warmup, then linear decay to 0), one_cycle " ..
     "(a triangle from 0 up to the peak at --warmup, down to 0 at the end: Cramming's), cosine or constant (after " ..
     "the warmup)", "linear"):choices({"linear", "one_cycle", "cosine", "constant"})
@@ -138,6 +144,24 @@ function M.parser()
   parser:option("--on-nonfinite", "At a NaN/Inf loss or gradient: stop, or skip the update", "stop")
     :choices({"stop", "skip"})
   return parser
+end
+
+--- The keys of a --config-overrides value ("pre_layer_norm=true,hidden_dropout_prob=0"):
+-- true/false as booleans, numbers as numbers, anything else as a string.
+-- nil, why when malformed or naming a key the run sets itself.
+function M.config_overrides(text)
+  local keys = {}
+  for item in tostring(text):gmatch("[^,]+") do
+    local k, v = item:match("^%s*([%a_][%w_]*)%s*=%s*(.-)%s*$")
+    if not k or v == "" then
+      return nil, string.format("expected KEY=VALUE items separated by commas, got '%s'", tostring(text))
+    end
+    if k == "vocab_size" then return nil, "vocab_size is the tokenizer's (--vocab-size)" end
+    if v == "true" or v == "false" then keys[k] = v == "true"
+    else keys[k] = math.tointeger(tonumber(v)) or tonumber(v) or v end
+  end
+  if next(keys) == nil then return nil, "expected at least one KEY=VALUE, got '" .. tostring(text) .. "'" end
+  return keys
 end
 
 --- The stages of a --seq-len-schedule value ("64:0.5,128"): a list of
@@ -185,6 +209,37 @@ local function objective_shown(internal)
   return internal
 end
 
+-- Why the schedules over the run (--schedule-clock, --batch-ramp,
+-- --seq-len-schedule) cannot be followed with these settings, or nil.
+local function schedules_problem(args)
+  local clock = args.schedule_clock or "steps"
+  if clock == "time" then
+    if not args.time_budget then return "--schedule-clock time needs --time-budget: the schedules follow its share elapsed" end
+    if args.warmup and args.warmup >= 1 then
+      return string.format("--warmup %g is a number of steps; with --schedule-clock time give a fraction of the " ..
+        "budget (< 1)", args.warmup)
+    end
+  elseif args.time_budget and (args.batch_ramp or args.seq_len_schedule) then
+    -- the steps a calibration fits are those of its first, cheapest steps: the plan would overrun the budget
+    return string.format("--%s with --time-budget needs --schedule-clock time (its steps grow slower as the run goes)",
+      args.batch_ramp and "batch-ramp" or "seq-len-schedule")
+  end
+  if args.batch_ramp and (args.accum or 1) < 2 then
+    return "--batch-ramp grows the micro-batches per step from 1 to --accum: give --accum 2 or more"
+  end
+  if args.seq_len_schedule then
+    local _, why = M.seq_len_stages(args.seq_len_schedule, args.seq_len)
+    if why then return "--seq-len-schedule: " .. why end
+    local objective = objectives.get(args.objective)
+    if objective and objective.data(args) ~= "none" then
+      return string.format("--seq-len-schedule cuts sequences into pieces: --objective %s's sentence pairs would " ..
+        "not survive it (use an objective without a pair task: mlm, clm, electra...)", objective_shown(args.objective))
+    end
+    if dist.size() > 1 then return "--seq-len-schedule under mpirun is not supported yet (the pieces of a rank's rows vary)" end
+  end
+  return nil
+end
+
 --- Why these settings cannot run (a message), or nil: options that exist
 -- on the command line but are not implemented yet, and ones that exclude
 -- each other.
@@ -213,8 +268,11 @@ function M.unsupported(args)
       end
     end
   end
-  if objective and objective.check then return objective.check(args) end
-  return nil
+  if objective and objective.check then
+    local why = objective.check(args)
+    if why then return why end
+  end
+  return schedules_problem(args)
 end
 
 --- Parses argv (a list of strings) with --recipe applied: the recipe's
@@ -321,37 +379,6 @@ local function resume_settings(args)
   args.resume, args.output = dir, dir   -- never a path recorded inside (older args.json kept "resume"/"output")
 end
 
--- The schedules over the run (--schedule-clock, --batch-ramp,
--- --seq-len-schedule), checked: run.seq_len_stages (nil: --seq-len throughout).
-local function check_schedules(run)
-  local args = run.args
-  local clock = args.schedule_clock or "steps"
-  if clock == "time" then
-    if not args.time_budget then die("--schedule-clock time needs --time-budget: the schedules follow its share elapsed") end
-    if args.warmup and args.warmup >= 1 then
-      die(string.format("--warmup %g is a number of steps; with --schedule-clock time give a fraction of the budget (< 1)",
-        args.warmup))
-    end
-  elseif args.time_budget and (args.batch_ramp or args.seq_len_schedule) then
-    -- the steps a calibration fits are those of its first, cheapest steps: the plan would overrun the budget
-    die(string.format("--%s with --time-budget needs --schedule-clock time (its steps grow slower as the run goes)",
-      args.batch_ramp and "batch-ramp" or "seq-len-schedule"))
-  end
-  if args.batch_ramp and args.accum < 2 then
-    die("--batch-ramp grows the micro-batches per step from 1 to --accum: give --accum 2 or more")
-  end
-  if args.seq_len_schedule then
-    local stages, why = M.seq_len_stages(args.seq_len_schedule, args.seq_len)
-    if not stages then die("--seq-len-schedule: " .. why) end
-    if run.objective_data ~= "none" then
-      die(string.format("--seq-len-schedule cuts sequences into pieces: --objective %s's sentence pairs would not " ..
-        "survive it (use an objective without a pair task: mlm, clm, electra...)", objective_shown(args.objective)))
-    end
-    if dist.size() > 1 then die("--seq-len-schedule under mpirun is not supported yet (the pieces of a rank's rows vary)") end
-    run.seq_len_stages = stages
-  end
-end
-
 -- Refuses settings that cannot run; run.objective, run.snapshots.
 local function check_settings(run)
   local args = run.args
@@ -363,9 +390,8 @@ local function check_settings(run)
     local why = objective.prepare(args)
     if why then die(why) end
   end
-  run.objective_data = objective.data(args)
   if not args.steps and not args.time_budget then args.steps = 1000 end
-  check_schedules(run)
+  run.seq_len_stages = args.seq_len_schedule and assert(M.seq_len_stages(args.seq_len_schedule, args.seq_len))
   -- learning-curve snapshots at fractions of a step budget (a time budget's total is not known ahead)
   local snapshots = {}
   if args.snapshots then
@@ -661,6 +687,14 @@ local function model_sizes(args, resolved, tok_size)
   return sizes
 end
 
+-- sizes with --config-overrides' keys over them (max_position_embeddings included)
+local function with_overrides(sizes, text)
+  if text then
+    for k, v in pairs(assert(M.config_overrides(text))) do sizes[k] = v end
+  end
+  return sizes
+end
+
 local function build_model(run)
   local args, objective = run.args, run.objective
   local resolved = bert.models.resolve(args.model)
@@ -669,7 +703,7 @@ local function build_model(run)
   local unigram_id = nil
   local ctx = {
     args = args, tokenizer = run.tok, family = family, size = resolved and resolved.size or args.model,
-    config_overrides = model_sizes(args, resolved, run.tok:vocab_size()),
+    config_overrides = with_overrides(model_sizes(args, resolved, run.tok:vocab_size()), args.config_overrides),
     unigram_id = function()
       if unigram_id == nil then unigram_id = run.pre.unigram_counts(args.output .. "/data/train"):argmax():item() end
       return unigram_id
@@ -915,6 +949,7 @@ local function final_summary(run)
     mask_prob = args.mask_prob, span_mask = args.span_mask == true, ngram_mask = args.ngram_mask,
     phrase_mask = args.phrase_mask == true, schedule = args.schedule or "linear",
     schedule_clock = args.schedule_clock or "steps", batch_ramp = args.batch_ramp, seq_len_schedule = args.seq_len_schedule,
+    config_overrides = args.config_overrides,
     optimizer = args.optimizer or "adamw", beta2 = args.beta2 or 0.999, eps = args.eps or 1e-6, recipe = args.recipe}
   final.snapshots = #run.snapshots > 0 and run.snapshots or nil   -- {fraction, step, name}: a learning curve's points
   final.ranks = dist.size()
