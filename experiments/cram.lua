@@ -30,14 +30,6 @@ local cli = require("bert.cli")
 local dist = require("bert.distributed")
 local fs = require("bert.fs")
 
-local function fraction(name)
-  return function(v)
-    local f = tonumber(v)
-    if not f or not (f > 0 and f <= 1) then return nil, "option " .. name .. ": expected a fraction in (0, 1], got '" .. v .. "'" end
-    return f + 0.0
-  end
-end
-
 local p = cli.parser("cram.lua", "Pretrain a BERT for a wall-clock budget with the choices Cramming (Geiping & " ..
   "Goldstein 2022) and BabyLM found to matter at small compute, then score it with the evaluation suite.",
   "Writes the pretraining run directory (OUTPUT: checkpoint/, metrics, summary.json; see experiments/pretrain.lua), " ..
@@ -54,9 +46,9 @@ p:option("--accum", "Micro-batches per step at the end of the batch ramp (the fi
   "8"):convert(cli.integer("--accum", 1, 4096))
 p:option("--seq-len", "Sequence length at the end of the run", "128"):convert(cli.integer("--seq-len", 8, 8192))
 p:option("--lr", "Peak learning rate", "1e-3"):convert(cli.number("--lr", 0))
-p:option("--warmup", "Where the learning rate peaks, as a fraction of the budget", "0.5"):convert(fraction("--warmup"))
+p:option("--warmup", "Where the learning rate peaks, as a fraction of the budget", "0.5"):convert(cli.fraction("--warmup"))
 p:option("--batch-ramp", "Fraction of the budget over which the micro-batches per step grow from 1 to --accum", "0.5")
-  :convert(fraction("--batch-ramp"))
+  :convert(cli.fraction("--batch-ramp"))
 p:option("--seq-len-schedule", "Shorter sequences first (experiments/pretrain.lua --seq-len-schedule)", "64:0.5")
 p:option("--dropout", "Hidden and attention dropout in pretraining (BERT's 0.1 switches the choice off)", "0")
   :convert(cli.number("--dropout", 0, 0.99))

@@ -115,13 +115,7 @@ function M.parser()
     "of --time-budget elapsed, counted across resumes: for runs whose steps grow slower as they go)", "steps")
     :choices({"steps", "time"})
   parser:option("--batch-ramp", "Grow the micro-batches per step linearly from 1 to --accum over this fraction " ..
-    "of the run (Cramming's batch growth; a step is still one optimizer update)"):convert(function(v)
-    local f = tonumber(v)
-    if not f or not (f > 0 and f <= 1) then
-      return nil, "option --batch-ramp: expected a fraction in (0, 1], got '" .. v .. "'"
-    end
-    return f + 0.0
-  end)
+    "of the run (Cramming's batch growth; a step is still one optimizer update)"):convert(cli.fraction("--batch-ramp"))
   parser:option("--seq-len-schedule", "Shorter sequences first: LEN:FRACTION,...[,SEQ_LEN], e.g. 64:0.5 trains " ..
     "the first half of the run on 64-token pieces of the --seq-len sequences (every token kept), the rest at " ..
     "--seq-len; each length must divide --seq-len (objectives without sentence pairs)"):convert(function(v)
