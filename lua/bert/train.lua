@@ -389,7 +389,9 @@ local function progress_line(self, m, tps)
     if k ~= "loss" and k ~= "lr" and k ~= "grad_norm" then keys[#keys + 1] = k end
   end
   table.sort(keys)
-  for _, k in ipairs(keys) do parts[#parts + 1] = string.format("%s %.3f", k, m[k]) end
+  for _, k in ipairs(keys) do
+    parts[#parts + 1] = string.format(math.type(m[k]) == "integer" and "%s %d" or "%s %.3f", k, m[k])   -- (accum)
+  end
   parts[#parts + 1] = string.format("lr %.2e", m.lr)
   parts[#parts + 1] = string.format("%.0f tok/s, %.2f s/step", tps, self.train_seconds / math.max(self.step, 1))
   local left = math.huge
