@@ -39,13 +39,11 @@ local p = cli.parser("cram.lua", "Pretrain a BERT for a wall-clock budget with t
 p:option("--model", "A BERT size (tiny, mini, small, medium, base, large) or a BERT config.json", "small")
 p:option("--corpus", "brown, kjv, english or a corpus file (as experiments/pretrain.lua)", "english")
 p:option("--vocab-size", "WordPiece vocabulary trained on the corpus", "8000"):convert(cli.integer("--vocab-size", 10))
-p:option("--time-budget", "Seconds of pretraining (evaluations and saves included; a resume goes on with what is " ..
-  "left)", "86400"):convert(cli.number("--time-budget", 1))
-p:option("--batch-size", "Sequences per micro-batch", "32"):convert(cli.integer("--batch-size", 1, 65536))
-p:option("--accum", "Micro-batches per step at the end of the batch ramp (the final batch is --batch-size x --accum)",
-  "8"):convert(cli.integer("--accum", 1, 4096))
-p:option("--seq-len", "Sequence length at the end of the run", "128"):convert(cli.integer("--seq-len", 8, 8192))
-p:option("--lr", "Peak learning rate", "1e-3"):convert(cli.number("--lr", 0))
+cli.add(p, "time_budget", {default = "86400", help = "Seconds of pretraining (evaluations and saves included; a " ..
+    "resume goes on with what is left)"},
+  "batch_size", "accum", {default = "8", help = "Micro-batches per step at the end of the batch ramp (the final " ..
+    "batch is --batch-size x --accum)"},
+  "seq_len", {help = "Sequence length at the end of the run"}, "lr", {default = "1e-3", help = "Peak learning rate"})
 p:option("--warmup", "Where the learning rate peaks, as a fraction of the budget", "0.5"):convert(cli.fraction("--warmup"))
 p:option("--batch-ramp", "Fraction of the budget over which the micro-batches per step grow from 1 to --accum", "0.5")
   :convert(cli.fraction("--batch-ramp"))
@@ -60,11 +58,9 @@ p:option("--finetune-dropout", "Dropout written into OUTPUT/final/config.json fo
   :convert(cli.number("--finetune-dropout", 0, 0.99))
 p:flag("--no-evaluate", "Print the evaluation command instead of running it")
 p:flag("--dry-run", "Print the pretraining settings and the evaluation command, run nothing")
-p:option("--threads", "CPU threads (default: all cores)"):convert(cli.integer("--threads", 1, 1024))
-p:option("--seed", "Random seed", "42"):convert(cli.integer("--seed", 0))
-p:option("--output", "Run directory", "runs/cram")
-p:option("--resume", "Continue the run in DIR (its saved settings; the evaluation flags are this invocation's)")
-p:flag("--overwrite", "Replace a finished or resumable run in --output")
+cli.add(p, "threads", "seed", "output", {default = "runs/cram"},
+  "resume", {help = "Continue the run in DIR (its saved settings; the evaluation flags are this invocation's)"},
+  "overwrite")
 
 local args = p:parse()
 
