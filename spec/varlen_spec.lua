@@ -191,6 +191,16 @@ describe("the packed (varlen) path", function()
     end
   end
 
+  it("a pre-LayerNorm BERT (config pre_layer_norm): outputs, loss and gradients equal the padded path, with dropout too", function()
+    for _, kind in ipairs({"masked_lm", "pretraining", "sequence_classification"}) do
+      local model = build("bert", kind, {pre_layer_norm = true, num_labels = 3})
+      check_same(model, inputs_for(model, kind), "pre-LN bert " .. kind)
+      model = build("bert", kind, {pre_layer_norm = true, num_labels = 3, hidden_dropout_prob = 0.2,
+        attention_probs_dropout_prob = 0.2})
+      check_same(model, inputs_for(model, kind), "pre-LN bert " .. kind .. " (training)", true)
+    end
+  end)
+
   it("a causal (is_decoder) BERT: the LM head and a classifier reading the last real token equal the padded path", function()
     local lm = build("bert", "causal_lm", {is_decoder = true})
     local inputs = batch(0)

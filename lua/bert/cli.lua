@@ -57,6 +57,17 @@ function M.number(name, min, max)
   end
 end
 
+--- A converter for a fraction of a run, in (0, 1].
+function M.fraction(name)
+  return function(v)
+    local f = tonumber(v)
+    if not f or not (f > 0 and f <= 1) then
+      return nil, string.format("option %s: expected a fraction in (0, 1], got %s", name, quote(v))
+    end
+    return f + 0.0
+  end
+end
+
 --- A converter for a value that is one of `choices` or an existing path
 -- (`what` says what the path should be, for the error).
 function M.choice_or_path(name, choices, what)

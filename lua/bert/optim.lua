@@ -646,20 +646,23 @@ end
 
 local SCHEDULE_OPTS = {kind = true, warmup = true, total = true, lr = true, min_lr = true}
 
---- optim.schedule{kind = "linear" | "cosine" | "constant" | "linear_tf", warmup = 0,
+--- optim.schedule{kind = "linear" | "cosine" | "constant" | "linear_tf" | "one_cycle", warmup = 0,
 --   total = N, lr = X, min_lr = 0} -> function(step) -> lr, for 0-based steps.
 -- warmup: lr*s/warmup for s < warmup (so step 0 has lr 0, as HF/TF BERT).
 -- linear:   then min_lr + (lr-min_lr)*max(0, (total-s)/(total-warmup))   (HF get_linear_schedule_with_warmup)
 -- cosine:   then min_lr + (lr-min_lr)*0.5*(1+cos(pi*min(1, (s-warmup)/(total-warmup))))
 -- constant: then lr
 -- linear_tf: then min_lr + (lr-min_lr)*max(0, 1 - s/total)   (TF BERT: decay counted from step 0)
+-- one_cycle: a triangle, min_lr + (lr-min_lr)*s/warmup up to the peak at warmup, then as linear
+--           back to min_lr at total (Smith's one-cycle policy, linear: Cramming's schedule)
 function M.schedule(opts)
   local who = "optim.schedule"
   if type(opts) ~= "table" then error(who .. ": expected an options table, got " .. describe(opts), 2) end
   check_options(who, opts, SCHEDULE_OPTS, 3)
   local kind = opts.kind or "linear"
-  if kind ~= "linear" and kind ~= "cosine" and kind ~= "constant" and kind ~= "linear_tf" then
-    error(string.format("%s: option 'kind' must be \"linear\", \"cosine\", \"constant\" or \"linear_tf\", got %s",
+  if kind ~= "linear" and kind ~= "cosine" and kind ~= "constant" and kind ~= "linear_tf" and kind ~= "one_cycle" then
+    error(string.format("%s: option 'kind' must be \"linear\", \"cosine\", \"constant\", \"linear_tf\" or " ..
+      "\"one_cycle\", got %s",
       who, describe(kind)), 2)
   end
   local function int_opt(key, default)
@@ -690,10 +693,13 @@ function M.schedule(opts)
     if type(s) ~= "number" or s < 0 then
       error("schedule: step must be a number >= 0, got " .. describe(s), 2)
     end
-    if s < warmup then return lr * (s / warmup) end
+    if s < warmup then
+      if kind == "one_cycle" then return min_lr + (lr - min_lr) * (s / warmup) end
+      return lr * (s / warmup)
+    end
     if kind == "constant" then return lr end
     local f
-    if kind == "linear" then
+    if kind == "linear" or kind == "one_cycle" then
       f = math.max(0.0, (total - s) / span)
     elseif kind == "linear_tf" then
       f = math.max(0.0, 1.0 - s / math.max(1, total))

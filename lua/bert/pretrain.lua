@@ -101,6 +101,28 @@ function M.parser()
     table.sort(out)
     return table.concat(out, ",")
   end)
+  parser:option("--config-overrides", "Model config keys over --model's, KEY=VALUE,... (as Hugging Face's run_mlm.py), " ..
+    "e.g. pre_layer_norm=true,hidden_dropout_prob=0,attention_probs_dropout_prob=0"):convert(function(v)
+    local keys, why = M.config_overrides(v)
+    if not keys then return nil, "option --config-overrides: " .. why end
+    return v
+  end)
+  parser:option("--schedule", "The learning rate's shape: linear (warmup, then linear decay to 0), one_cycle " ..
+    "(a triangle from 0 up to the peak at --warmup, down to 0 at the end: Cramming's), cosine or constant (after " ..
+    "the warmup)", "linear"):choices({"linear", "one_cycle", "cosine", "constant"})
+  parser:option("--schedule-clock", "What the schedules (--schedule, --batch-ramp, --seq-len-schedule) follow: " ..
+    "steps (the share of --steps done, or of the steps a calibration fits into --time-budget) or time (the share " ..
+    "of --time-budget elapsed, counted across resumes: for runs whose steps grow slower as they go)", "steps")
+    :choices({"steps", "time"})
+  parser:option("--batch-ramp", "Grow the micro-batches per step linearly from 1 to --accum over this fraction " ..
+    "of the run (Cramming's batch growth; a step is still one optimizer update)"):convert(cli.fraction("--batch-ramp"))
+  parser:option("--seq-len-schedule", "Shorter sequences first: LEN:FRACTION,...[,SEQ_LEN], e.g. 64:0.5 trains " ..
+    "the first half of the run on 64-token pieces of the --seq-len sequences (every token kept), the rest at " ..
+    "--seq-len; each length must divide --seq-len (objectives without sentence pairs)"):convert(function(v)
+    local stages, why = M.seq_len_stages(v)
+    if not stages then return nil, "option --seq-len-schedule: " .. why end
+    return v
+  end)
   parser:option("--optimizer", "adamw or lamb (ALBERT's)", "adamw"):choices({"adamw", "lamb"})
   parser:option("--beta2", "The optimizer's beta2 (RoBERTa: 0.98)", "0.999"):convert(function(v)
     local b = tonumber(v)
@@ -118,6 +140,60 @@ function M.parser()
   return parser
 end
 
+--- The keys of a --config-overrides value ("pre_layer_norm=true,hidden_dropout_prob=0"):
+-- true/false as booleans, numbers as numbers, anything else as a string.
+-- nil, why when malformed or naming a key the run sets itself.
+function M.config_overrides(text)
+  local keys = {}
+  for item in tostring(text):gmatch("[^,]+") do
+    local k, v = item:match("^%s*([%a_][%w_]*)%s*=%s*(.-)%s*$")
+    if not k or v == "" then
+      return nil, string.format("expected KEY=VALUE items separated by commas, got '%s'", tostring(text))
+    end
+    if k == "vocab_size" then return nil, "vocab_size is the tokenizer's (--vocab-size)" end
+    if v == "true" or v == "false" then keys[k] = v == "true"
+    else keys[k] = math.tointeger(tonumber(v)) or tonumber(v) or v end
+  end
+  if next(keys) == nil then return nil, "expected at least one KEY=VALUE, got '" .. tostring(text) .. "'" end
+  return keys
+end
+
+--- The stages of a --seq-len-schedule value ("64:0.5,128"): a list of
+-- {len, until} with increasing lengths and fractions, the last (the length
+-- the run ends at) with until = 1; a final length without a fraction may
+-- be left out (seq_len then: the shards' length).  nil, why when malformed.
+function M.seq_len_stages(text, seq_len)
+  local stages, last_until = {}, 0
+  for item in tostring(text):gmatch("[^,]+") do
+    local len, frac = item:match("^%s*(%d+)%s*:%s*([%d%.eE%-]+)%s*$")
+    if not len then len = item:match("^%s*(%d+)%s*$") end
+    len, frac = math.tointeger(tonumber(len)), frac and tonumber(frac)
+    if not len or len < 1 or (frac and not (frac > last_until and frac < 1)) then
+      return nil, string.format("expected LEN:FRACTION items with fractions rising in (0, 1), then at most " ..
+        "one final LEN, got '%s'", tostring(text))
+    end
+    if #stages > 0 and (stages[#stages].until_fraction == 1 or len <= stages[#stages].len) then
+      return nil, string.format("expected rising lengths, each but the last with a fraction, got '%s'", tostring(text))
+    end
+    stages[#stages + 1] = {len = len, until_fraction = frac or 1}
+    last_until = frac or 1
+  end
+  if #stages == 0 then return nil, "expected at least one LEN:FRACTION item, got '" .. tostring(text) .. "'" end
+  if seq_len then
+    if stages[#stages].until_fraction < 1 then stages[#stages + 1] = {len = seq_len, until_fraction = 1} end
+    if stages[#stages].len ~= seq_len then
+      return nil, string.format("the last length %d is not --seq-len %d (the shards' length)", stages[#stages].len, seq_len)
+    end
+    for _, st in ipairs(stages) do
+      if seq_len % st.len ~= 0 then
+        return nil, string.format("%d does not divide --seq-len %d (the pieces of a sequence must not be cut short)",
+          st.len, seq_len)
+      end
+    end
+  end
+  return stages
+end
+
 -- The command-line name of an internal objective name (mlm-nsp for nsp,
 -- mlm for none): what the docs and --help call it.
 local function objective_shown(internal)
@@ -125,6 +201,37 @@ local function objective_shown(internal)
     if objectives.names[name] == internal then return name end
   end
   return internal
+end
+
+-- Why the schedules over the run (--schedule-clock, --batch-ramp,
+-- --seq-len-schedule) cannot be followed with these settings, or nil.
+local function schedules_problem(args)
+  local clock = args.schedule_clock or "steps"
+  if clock == "time" then
+    if not args.time_budget then return "--schedule-clock time needs --time-budget: the schedules follow its share elapsed" end
+    if args.warmup and args.warmup >= 1 then
+      return string.format("--warmup %g is a number of steps; with --schedule-clock time give a fraction of the " ..
+        "budget (< 1)", args.warmup)
+    end
+  elseif args.time_budget and (args.batch_ramp or args.seq_len_schedule) then
+    -- the steps a calibration fits are those of its first, cheapest steps: the plan would overrun the budget
+    return string.format("--%s with --time-budget needs --schedule-clock time (its steps grow slower as the run goes)",
+      args.batch_ramp and "batch-ramp" or "seq-len-schedule")
+  end
+  if args.batch_ramp and (args.accum or 1) < 2 then
+    return "--batch-ramp grows the micro-batches per step from 1 to --accum: give --accum 2 or more"
+  end
+  if args.seq_len_schedule then
+    local _, why = M.seq_len_stages(args.seq_len_schedule, args.seq_len)
+    if why then return "--seq-len-schedule: " .. why end
+    local objective = objectives.get(args.objective)
+    if objective and objective.data(args) ~= "none" then
+      return string.format("--seq-len-schedule cuts sequences into pieces: --objective %s's sentence pairs would " ..
+        "not survive it (use an objective without a pair task: mlm, clm, electra...)", objective_shown(args.objective))
+    end
+    if dist.size() > 1 then return "--seq-len-schedule under mpirun is not supported yet (the pieces of a rank's rows vary)" end
+  end
+  return nil
 end
 
 --- Why these settings cannot run (a message), or nil: options that exist
@@ -155,8 +262,11 @@ function M.unsupported(args)
       end
     end
   end
-  if objective and objective.check then return objective.check(args) end
-  return nil
+  if objective and objective.check then
+    local why = objective.check(args)
+    if why then return why end
+  end
+  return schedules_problem(args)
 end
 
 --- Parses argv (a list of strings) with --recipe applied: the recipe's
@@ -275,6 +385,7 @@ local function check_settings(run)
     if why then die(why) end
   end
   if not args.steps and not args.time_budget then args.steps = 1000 end
+  run.seq_len_stages = args.seq_len_schedule and assert(M.seq_len_stages(args.seq_len_schedule, args.seq_len))
   -- learning-curve snapshots at fractions of a step budget (a time budget's total is not known ahead)
   local snapshots = {}
   if args.snapshots then
@@ -570,6 +681,14 @@ local function model_sizes(args, resolved, tok_size)
   return sizes
 end
 
+-- sizes with --config-overrides' keys over them (max_position_embeddings included)
+local function with_overrides(sizes, text)
+  if text then
+    for k, v in pairs(assert(M.config_overrides(text))) do sizes[k] = v end
+  end
+  return sizes
+end
+
 local function build_model(run)
   local args, objective = run.args, run.objective
   local resolved = bert.models.resolve(args.model)
@@ -578,7 +697,7 @@ local function build_model(run)
   local unigram_id = nil
   local ctx = {
     args = args, tokenizer = run.tok, family = family, size = resolved and resolved.size or args.model,
-    config_overrides = model_sizes(args, resolved, run.tok:vocab_size()),
+    config_overrides = with_overrides(model_sizes(args, resolved, run.tok:vocab_size()), args.config_overrides),
     unigram_id = function()
       if unigram_id == nil then unigram_id = run.pre.unigram_counts(args.output .. "/data/train"):argmax():item() end
       return unigram_id
@@ -606,6 +725,12 @@ end
 -- Trainer:fit_to_budget: step, evaluation and save times), so that the
 -- learning rate reaches zero as the budget runs out; --steps caps it.  The
 -- total and the warmup are saved with the checkpoints (resume replays them).
+-- With --schedule-clock time the schedules follow run.clock instead: the
+-- share of the budget elapsed, evaluations and saves included, carried
+-- over resumes in the checkpoints (so a resumed run goes on from where
+-- the clock stood, though not at the very same steps: wall time varies).
+local TICKS = 1000000   -- the time clock's resolution: a schedule of TICKS "steps" over the budget
+
 local function make_optimizer(run)
   local args, model = run.args, run.model
   local lr = args.lr or cli.default_lr("pretrain", model.config.hidden_size)
@@ -618,12 +743,56 @@ local function make_optimizer(run)
     {lr = lr, weight_decay = args.weight_decay, eps = args.eps or 1e-6, betas = {0.9, args.beta2 or 0.999}})
   local schedule = {total = not args.time_budget and args.steps or nil}
   schedule.warmup = schedule.total and math.max(1, cli.warmup_steps(args.warmup, schedule.total)) or nil
+  local kind, by_time = args.schedule or "linear", args.schedule_clock == "time"
+  if by_time then
+    local clock = {before = 0}   -- seconds of the budget spent before this invocation (a resume's)
+    function clock.elapsed() return clock.before + (clock.started and bert.wall_time() - clock.started or 0) end
+    run.clock = clock
+  end
+  -- the share of the run done at the start of `step`, once per step (rank 0's clock on every rank)
+  local progress_step, progress_value
+  function schedule.progress(step)
+    if step ~= progress_step then
+      local p
+      if by_time then
+        p = run.clock.elapsed() / args.time_budget
+        if dist.size() > 1 then p = dist.broadcast_number(p) end
+      else
+        p = step / math.max(1, schedule.total or math.huge)
+      end
+      progress_step, progress_value = step, math.min(1, math.max(0, p))
+    end
+    return progress_value
+  end
+  local shape, shape_total
   function schedule.lr_at(step)
-    local total = schedule.total or math.huge
-    local warmup = schedule.warmup or math.max(1, cli.warmup_steps(args.warmup, 10000))
-    if step < warmup then return lr * (step + 1) / warmup end
-    if total == math.huge then return lr end
-    return lr * math.max(0, (total - step) / math.max(1, total - warmup))
+    if not by_time and (kind == "linear" or not schedule.total) then
+      -- BERT's: warmup from lr / warmup at step 0 (the calibration's steps warm up as over 10000 steps)
+      local total = schedule.total or math.huge
+      local warmup = schedule.warmup or math.max(1, cli.warmup_steps(args.warmup, 10000))
+      if step < warmup then return lr * (step + 1) / warmup end
+      if total == math.huge then return lr end
+      return lr * math.max(0, (total - step) / math.max(1, total - warmup))
+    end
+    local total = by_time and TICKS or schedule.total
+    if shape_total ~= total then
+      local warmup = by_time and math.floor((args.warmup or 0.1) * TICKS + 0.5) or schedule.warmup
+      shape, shape_total = bert.optim.schedule{kind = kind, warmup = math.min(warmup, total), total = total, lr = lr}, total
+    end
+    return shape(by_time and math.floor(schedule.progress(step) * TICKS) or math.min(step, total))
+  end
+  -- the micro-batches of `step`: 1 growing to --accum over --batch-ramp of the run
+  function schedule.accum_at(step)
+    local f, accum = schedule.progress(step) / args.batch_ramp, math.tointeger(args.accum)   -- (a float from args.json)
+    return math.min(accum, 1 + math.floor((accum - 1) * f))
+  end
+  -- the sequence length of `step` (--seq-len-schedule)
+  function schedule.seq_len_at(step)
+    local p = schedule.progress(step)
+    for _, st in ipairs(run.seq_len_stages) do
+      if p < st.until_fraction then return st.len end
+    end
+    return args.seq_len
   end
   run.lr, run.schedule = lr, schedule
 end
@@ -662,12 +831,28 @@ end
 local function make_trainer(run)
   local args, objective, ctx, loader, schedule = run.args, run.objective, run.ctx, run.loader, run.schedule
   run.evaluate = evaluator(run)
-  local trainer = bert.train.Trainer{
-    model = run.model, optimizer = run.opt, schedule = schedule.lr_at, next_batch = function() return loader:next() end,
+  local trainer
+  -- --seq-len-schedule: the step's batch in pieces of its length (a pure
+  -- function of the step and the loader's batch, so a resume replays it)
+  local function next_batch()
+    local batch = loader:next()
+    if run.seq_len_stages then
+      local len = schedule.seq_len_at(trainer.step)
+      if len < args.seq_len then batch = run.pre.rechunk(batch, len) end
+    end
+    return batch
+  end
+  trainer = bert.train.Trainer{
+    model = run.model, optimizer = run.opt, schedule = schedule.lr_at, next_batch = next_batch,
     steps = args.steps, time_budget = args.time_budget, accum = args.accum, clip = args.clip > 0 and args.clip or nil,
+    accum_at = args.batch_ramp and schedule.accum_at or nil,
     output = args.output, save_every = args.save_every, eval_every = args.eval_every, tokenizer = run.tok,
     log_every = args.log_every, evaluate = run.evaluate,
-    step_metrics = function(out, batch) return objective.step_metrics(ctx, out, batch) end,
+    step_metrics = function(out, batch)
+      local m = objective.step_metrics(ctx, out, batch)
+      if run.seq_len_stages then m.seq_len = batch.input_ids:size(2) end
+      return m
+    end,
     sharded_batches = true, fingerprint = args,
     snapshot_steps = #run.snapshots > 0 and (function()
       local steps = {}
@@ -675,10 +860,14 @@ local function make_trainer(run)
       return steps
     end)() or nil,
     on_nonfinite = args.on_nonfinite, repair = args.repair,
-    get_state = function() return {loader = loader:state(), schedule_total = schedule.total, warmup_steps = schedule.warmup} end,
+    get_state = function()
+      return {loader = loader:state(), schedule_total = schedule.total, warmup_steps = schedule.warmup,
+              elapsed_seconds = run.clock and run.clock.elapsed() or nil}
+    end,
     set_state = function(s)
       loader:set_state(s.loader)
       schedule.total, schedule.warmup = s.schedule_total, s.warmup_steps
+      if run.clock then run.clock.before = s.elapsed_seconds or 0 end
     end,
   }
   if args.resume then
@@ -700,7 +889,14 @@ end
 local function train(run)
   local args, trainer, schedule = run.args, run.trainer, run.schedule
   local started = bert.wall_time()
-  if schedule.total == nil and args.time_budget then
+  if run.clock then   -- the budget's share left: the clock goes on from the checkpoint's
+    run.clock.started = started
+    trainer.time_budget = math.max(0, args.time_budget - run.clock.before)
+    if run.clock.before > 0 and dist.is_main() then
+      io.stderr:write(string.format("pretrain: %.0f s of the %g s budget spent before this resume\n",
+        run.clock.before, args.time_budget))
+    end
+  elseif schedule.total == nil and args.time_budget then
     local total, per_step, timed, calibrated = trainer:fit_to_budget{max_steps = args.steps, time_evaluation = true,
       on_total = function(steps)
         schedule.total, schedule.warmup = steps, math.max(1, cli.warmup_steps(args.warmup, steps))
@@ -720,7 +916,8 @@ local function train(run)
       dist.size() > 1 and string.format(", %d ranks x %d sequences", dist.size(), run.shard_rows) or ""))
   end
   run.summary = trainer:run()
-  run.training_wall = bert.wall_time() - started
+  -- (the time clock's: the budget spent over every invocation of the run)
+  run.training_wall = run.clock and run.clock.elapsed() or bert.wall_time() - started
   run.loader:close()
 end
 
@@ -744,13 +941,16 @@ local function final_summary(run)
     warmup_steps = run.schedule.warmup, weight_decay = args.weight_decay, seed = args.seed, masking = args.masking,
     whole_word_mask = args.whole_word_mask == true, corpus = args.corpus, time_budget = args.time_budget,
     mask_prob = args.mask_prob, span_mask = args.span_mask == true, ngram_mask = args.ngram_mask,
-    phrase_mask = args.phrase_mask == true,
+    phrase_mask = args.phrase_mask == true, schedule = args.schedule or "linear",
+    schedule_clock = args.schedule_clock or "steps", batch_ramp = args.batch_ramp, seq_len_schedule = args.seq_len_schedule,
+    config_overrides = args.config_overrides,
     optimizer = args.optimizer or "adamw", beta2 = args.beta2 or 0.999, eps = args.eps or 1e-6, recipe = args.recipe}
   final.snapshots = #run.snapshots > 0 and run.snapshots or nil   -- {fraction, step, name}: a learning curve's points
   final.ranks = dist.size()
   final.distributed = summary.distributed   -- gradient all-reduce: wait after backward, overlap
   -- the passes over the training sequences that ran (summary.json records what ran)
-  local epochs = final.steps * args.batch_size * args.accum / math.max(run.train_meta.instances, 1)
+  final.micro_batches = run.trainer.micro_batches   -- with --batch-ramp fewer than steps x --accum
+  local epochs = final.micro_batches * args.batch_size / math.max(run.train_meta.instances, 1)
   final.epochs = math.floor(epochs * 100 + 0.5) / 100
   -- a sentence-pair task (NSP, SOP: two balanced classes) within two standard errors of 50% has
   -- learned nothing yet: flagged as fine-tuning flags a model that predicts one class

@@ -4,6 +4,7 @@
 --     model = model, optimizer = opt, schedule = fn,   -- fn(step) -> lr (0-based steps)
 --     next_batch = function() return batch end,        -- model inputs (a loader's :next())
 --     steps = 1000, time_budget = 600, accum = 1, clip = 1.0,
+--     accum_at = function(step) return n end,          -- micro-batches of a step, when they vary (a batch ramp)
 --     output = "runs/x", save_every = 200, eval_every = 200, log_every = 10,
 --     evaluate = function(model) return {accuracy = ...} end,
 --     keep_best = "accuracy",                           -- also keep output/best/ (higher is better)
@@ -29,7 +30,10 @@
 --
 -- A step: zero the gradients, `accum` forward/backward passes (losses
 -- scaled by 1/accum), global-norm clipping, the scheduled learning rate,
--- one optimizer update.  Checkpoints (output/checkpoint/) hold the model,
+-- one optimizer update.  Steps count updates, whatever their size:
+-- trainer.micro_batches counts the micro-batches of the updates made (steps
+-- x accum, unless accum_at(step) varies it: a function of the step, so a
+-- resume replays it).  Checkpoints (output/checkpoint/) hold the model,
 -- the optimizer, the step, the random generator and the caller's state, and
 -- are replaced atomically, so a run killed at any point resumes to produce
 -- the same losses, step for step, as one never interrupted.
@@ -86,6 +90,7 @@ function M.Trainer(opts)
   self.accum = self.accum or 1
   self.log_every = self.log_every or 10
   self.step = 0
+  self.micro_batches = 0
   self.tokens = 0
   self.train_seconds = 0
   self.best = nil
@@ -141,7 +146,7 @@ function Trainer:save(name)
   if not ok then remove_tree(tmp) return nil, err end
   local seed, offset = bert.rng_state()
   local state = {
-    format = "bert.train", version = 1, step = self.step, tokens = self.tokens,
+    format = "bert.train", version = 1, step = self.step, micro_batches = self.micro_batches, tokens = self.tokens,
     train_seconds = self.train_seconds, rng = {seed = seed, offset = offset},
     best = self.best, user = self.get_state and self.get_state() or cjson.null,
   }
@@ -246,6 +251,8 @@ function Trainer:resume(dir)
   if not sd then error("resume: " .. tostring(serr), 2) end
   self.optimizer:load_state_dict(sd)
   self.step = math.tointeger(state.step)
+  -- (checkpoints from before the count: every step had accum micro-batches)
+  self.micro_batches = math.tointeger(state.micro_batches) or self.step * self.accum
   self.tokens = state.tokens or 0
   self.train_seconds = state.train_seconds or 0
   self.best = state.best
@@ -272,10 +279,17 @@ function Trainer:train_step()
   local model, opt, dp = self.model, self.optimizer, self.dp
   model:training()
   if self.schedule then opt:set_lr(self.schedule(self.step)) end
+  local accum = self.accum
+  if self.accum_at then
+    accum = self.accum_at(self.step)
+    if math.type(accum) ~= "integer" or accum < 1 then
+      error(string.format("Trainer: accum_at(%d) must return an integer >= 1, got %s", self.step, tostring(accum)), 2)
+    end
+  end
   ::retry::
   profile.phase("optimizer", opt.zero_grad, opt)
   local loss_sum, metrics, tokens = 0, {}, 0
-  for i = 1, self.accum do
+  for i = 1, accum do
     local batch = profile.phase("data", self.next_batch)
     if dp then batch = dp:enter(batch) end
     local out = profile.phase("forward", function()
@@ -284,15 +298,15 @@ function Trainer:train_step()
     local loss = out.loss
     local value = loss:item()
     if not dp and not anomaly.finite(value) and anomaly.bad_loss(self, value, loss) then goto retry end
-    if self.accum > 1 then loss = loss / self.accum end
+    if accum > 1 then loss = loss / accum end
     profile.phase("backward", function()
-      if dp then dp:backward(loss, i == self.accum) else loss:backward() end
+      if dp then dp:backward(loss, i == accum) else loss:backward() end
     end)
     if not dp and bert.is_anomaly_enabled() and bert.anomaly_report() then anomaly.bad_gradient(self, "not finite") end
     loss_sum = loss_sum + value
     tokens = tokens + count_tokens(batch)
     if self.step_metrics then
-      for k, v in pairs(self.step_metrics(out, batch)) do metrics[k] = (metrics[k] or 0) + v / self.accum end
+      for k, v in pairs(self.step_metrics(out, batch)) do metrics[k] = (metrics[k] or 0) + v / accum end
     end
   end
   if dp then loss_sum, tokens = dp:finish_step(metrics, loss_sum, tokens) end
@@ -305,11 +319,13 @@ function Trainer:train_step()
   if not anomaly.finite(norm) and anomaly.bad_gradient(self, norm) then goto retry end
   self.skipped = 0
   self.tokens = self.tokens + tokens
+  self.micro_batches = self.micro_batches + accum
   -- clipping is applied inside the update (the gradients are read scaled)
   profile.phase("optimizer", opt.step, opt,
                 self.clip and {grad_scale = bert.optim.clip_scale(norm, self.clip)} or nil)
   self.step = self.step + 1
-  metrics.loss = loss_sum / self.accum
+  metrics.loss = loss_sum / accum
+  if self.accum_at then metrics.accum = accum end
   metrics.grad_norm = norm
   metrics.lr = opt:get_lr()
   return metrics
@@ -373,7 +389,9 @@ local function progress_line(self, m, tps)
     if k ~= "loss" and k ~= "lr" and k ~= "grad_norm" then keys[#keys + 1] = k end
   end
   table.sort(keys)
-  for _, k in ipairs(keys) do parts[#parts + 1] = string.format("%s %.3f", k, m[k]) end
+  for _, k in ipairs(keys) do
+    parts[#parts + 1] = string.format(math.type(m[k]) == "integer" and "%s %d" or "%s %.3f", k, m[k])   -- (accum)
+  end
   parts[#parts + 1] = string.format("lr %.2e", m.lr)
   parts[#parts + 1] = string.format("%.0f tok/s, %.2f s/step", tps, self.train_seconds / math.max(self.step, 1))
   local left = math.huge

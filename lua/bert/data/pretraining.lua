@@ -18,6 +18,7 @@
 --   -- data parallelism: shard_first = 0-based first row, shard_rows = rows of
 --   -- each global batch of batch_size that this loader returns
 --   -- (bert.distributed.shard(batch_size) gives both)
+--   pretraining.rechunk(batch, len) -> the batch's rows cut into pieces of len tokens
 --   pretraining.unigram_counts(dir) -> int32 tensor [vocab]
 --   pretraining.split_documents(docs, {heldout = 0.05, seed = 1}) -> train, eval
 --   pretraining.read(dir) -> instances (s:stats(), s:get(i)) for inspection
@@ -335,6 +336,39 @@ function M.split_documents(documents, opts)
     if held[i] then eval[#eval + 1] = documents[i] else train[#train + 1] = documents[i] end
   end
   return train, eval
+end
+
+--- The batch's [B, T] rows cut into [B * T / len, len] pieces, in order,
+-- the pieces that hold only padding left out: every token and its label
+-- kept, each piece with positions from 0 (shorter sequences first:
+-- --seq-len-schedule).  Only for batches without a per-sequence label
+-- (objective "none"); len must divide T.
+function M.rechunk(batch, len)
+  local F = "rechunk"
+  if type(batch) ~= "table" or type(batch.input_ids) ~= "userdata" then
+    argerr(F, "argument #1 expected a batch table with input_ids, got " .. type(batch))
+  end
+  local B, T = batch.input_ids:size(1), batch.input_ids:size(2)
+  if math.type(len) ~= "integer" or len < 1 or T % len ~= 0 then
+    argerr(F, string.format("argument #2 must be an integer that divides the batch's %d tokens, got %s", T, tostring(len)))
+  end
+  if len == T then return batch end
+  local rows = B * (T // len)
+  local keep
+  if batch.attention_mask then
+    local real = batch.attention_mask:reshape(rows, len):sum(2):gt(0)
+    if real:sum():item() < rows then keep = real:nonzero() end
+  end
+  local out = {}
+  for k, t in pairs(batch) do
+    if t:dim() ~= 2 or t:size(1) ~= B or t:size(2) ~= T then
+      argerr(F, string.format("'%s' [%s] is not per token: a sequence's label cannot be cut into pieces", k,
+        table.concat(t:shape(), " x ")))
+    end
+    out[k] = t:reshape(rows, len)
+    if keep then out[k] = out[k]:index_select(1, keep) end
+  end
+  return out
 end
 
 --------------------------------------------------------------- loader

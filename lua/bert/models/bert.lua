@@ -2,12 +2,15 @@
 -- defaults are BERT's, so this file is only its names, sizes and heads.
 -- Math per shared/reference/bert_family_spec.md §1: post-LN layers,
 -- exact-erf GELU, LayerNorm eps 1e-12, absolute positions, two token types.
+-- config pre_layer_norm = true: pre-LN layers and a final LayerNorm
+-- (bert.LayerNorm), the layout of Cramming (Geiping & Goldstein, 2022).
 local nn = require("bert.nn")
 local blocks = require("bert.models.blocks")
 
 local F = {
   model_type = "bert", short_name = "bert", class_prefix = "Bert", prefix = "bert",
   default_vocab = 30522,   -- bert-base-uncased's WordPiece vocabulary
+  pre_layer_norm = true,   -- takes config pre_layer_norm (bert.models.config)
 }
 
 -- Google's released sizes (intermediate = 4H, heads = H/64).
@@ -34,13 +37,16 @@ function F.arch(c)
 end
 
 --- The BERT-shaped backbone (also RoBERTa's and ELECTRA's with options):
--- embeddings, encoder.layer.i, a pooler.dense with tanh.
+-- embeddings, encoder.layer.i, a pooler.dense with tanh.  Pre-LN layers
+-- (a.pre_layer_norm) end in a LayerNorm named LayerNorm, after the encoder
+-- (Hugging Face's roberta-prelayernorm names it so).
 function F.bert_backbone(a, opts)
   local H = a.hidden_size
   return blocks.Backbone(a, {
     {"embeddings", blocks.Embeddings(a, opts.embeddings), "embeddings"},
     {"embeddings_project", opts.project and nn.Linear(opts.project, H, {std = a.initializer_range}), "project"},
     {"encoder", blocks.Encoder(a, function() return blocks.Layer(a) end), "encoder"},
+    {"LayerNorm", a.pre_layer_norm and nn.LayerNorm(H, a.layer_norm_eps), "final_norm"},
     {"pooler", opts.pooler and blocks.Container({{"dense", nn.Linear(H, H, {std = a.initializer_range})}}), "pooler"},
   }, {token_types = true, max_length = opts.max_length})
 end

@@ -307,52 +307,69 @@ end
 
 -- {============================================================ layers
 
--- dense -> dropout -> LayerNorm(. + residual): HF's BertSelfOutput and BertOutput
+-- dense -> dropout -> LayerNorm(. + residual): HF's BertSelfOutput and BertOutput;
+-- with opts.norm = false dense -> dropout -> . + residual, a pre-LN layer's
+-- residual branch (its LayerNorm comes before the sublayer)
 local AddNorm = class("AddNorm", Module)
 M.AddNorm = AddNorm
 
-function AddNorm:__init(in_size, a)
+function AddNorm:__init(in_size, a, opts)
   Module.__init(self)
   self:add_module("dense", Linear(in_size, a.hidden_size, {std = a.initializer_range}))
-  self:add_module("LayerNorm", LayerNorm(a.hidden_size, a.layer_norm_eps))
+  if not (opts and opts.norm == false) then self:add_module("LayerNorm", LayerNorm(a.hidden_size, a.layer_norm_eps)) end
   self.dropout = Dropout(a.hidden_dropout_prob)
   self:add_module_unnamed(self.dropout)
 end
 
 --- mask: the layer's (a packing when packed: dropout keyed as padded)
 function AddNorm:forward(h, residual, mask)
-  return self.m.LayerNorm(varlen.dropout(self.dropout, self.m.dense(h), mask), residual)
+  local out = varlen.dropout(self.dropout, self.m.dense(h), mask)
+  if self.m.LayerNorm then return self.m.LayerNorm(out, residual) end
+  return out + residual
 end
 
 local Layer = class("Layer", Module)
 M.Layer = Layer
 Layer.recompute_unit = true   -- model:set_recompute(true) recomputes it in backward (bert.recompute)
 
---- The post-LN encoder layer with BERT's names (attention.self,
--- attention.output, intermediate.dense, output); opts.attention: the
--- self-attention module (default SelfAttention(a)).
+--- The encoder layer with BERT's names (attention.self, attention.output,
+-- intermediate.dense, output); opts.attention: the self-attention module
+-- (default SelfAttention(a)).  Post-LN, unless a.pre_layer_norm: then the
+-- LayerNorms move in front of the sublayers, under the names of Hugging
+-- Face's roberta-prelayernorm (attention.LayerNorm, intermediate.LayerNorm),
+-- and the outputs add the residual without a norm.
 function Layer:__init(a, opts)
   Module.__init(self)
   opts = opts or {}
+  local H, std, eps = a.hidden_size, a.initializer_range, a.layer_norm_eps
+  self.pre_layer_norm = a.pre_layer_norm == true
+  local pre = self.pre_layer_norm
   self:add_module("attention", Container({
     {"self", opts.attention or SelfAttention(a)},
-    {"output", AddNorm(a.hidden_size, a)},
+    {"output", AddNorm(H, a, {norm = not pre})},
   }))
-  self:add_module("intermediate", Container({
-    {"dense", Linear(a.hidden_size, a.intermediate_size, {std = a.initializer_range})},
-  }))
-  self:add_module("output", AddNorm(a.intermediate_size, a))
+  if pre then self.m.attention:add_module("LayerNorm", LayerNorm(H, eps)) end
+  self:add_module("intermediate", Container())
+  if pre then self.m.intermediate:add_module("LayerNorm", LayerNorm(H, eps)) end
+  self.m.intermediate:add_module("dense", Linear(H, a.intermediate_size, {std = std}))
+  self:add_module("output", AddNorm(a.intermediate_size, a, {norm = not pre}))
   M.activation(a.hidden_act)
   self.act = a.hidden_act
 end
 
 --- Post-LN: x1 = LN(x + drop(attn(x))), out = LN(x1 + drop(ffn(x1))).
--- query_states (DeBERTa's decoder) replaces x as the queries and the residual.
+-- Pre-LN: x1 = x + drop(attn(LN(x))), out = x1 + drop(ffn(LN(x1))).
+-- query_states (DeBERTa's decoder, post-LN only) replaces x as the queries and the residual.
 function Layer:forward(x, mask, extra, query_states)
-  local attention = self.m.attention
+  local attention, intermediate = self.m.attention, self.m.intermediate
+  if self.pre_layer_norm then
+    local x1 = attention.m.output(attention.m.self(attention.m.LayerNorm(x), mask, extra), x, mask)
+    local inner = M.linear_act(intermediate.m.dense, self.act, intermediate.m.LayerNorm(x1))
+    return self.m.output(inner, x1, mask)
+  end
   local ctx = attention.m.self(x, mask, extra, query_states)
   local x1 = attention.m.output(ctx, query_states or x, mask)
-  local inner = M.linear_act(self.m.intermediate.m.dense, self.act, x1)
+  local inner = M.linear_act(intermediate.m.dense, self.act, x1)
   return self.m.output(inner, x1, mask)
 end
 
@@ -495,7 +512,8 @@ M.Backbone = Backbone
 --- Backbone(a, parts): the base model of a family.  parts is a list of
 -- {name, module, role} in checkpoint order, role one of "embeddings",
 -- "project" (a Linear between embeddings and encoder: ELECTRA),
--- "encoder", "pooler" (a Linear or a container with dense; tanh applied).
+-- "encoder", "final_norm" (a LayerNorm after the encoder: pre-LN layers),
+-- "pooler" (a Linear or a container with dense; tanh applied).
 -- opts.token_types: whether token_type_ids are read; opts.varlen = false:
 -- the family cannot run packed (DeBERTa's relative attention needs the
 -- padded [B, T] grid), so set_varlen leaves it padded; opts.max_length:
@@ -564,6 +582,7 @@ function Backbone:forward(inputs)
   if r.project then x = r.project(x) end
   local states = inputs.output_hidden_states and {x} or nil
   x = r.encoder(x, packing or mask, nil, states)
+  if r.final_norm then x = r.final_norm(x) end   -- hidden_states keep the encoder's outputs, as HF
   local out = {last_hidden_state = x, packing = packing, hidden_states = states}
   -- the token a sequence-level head reads: the first ([CLS]), or the last
   -- real one in a causal model (config is_decoder, see M.last_token)

@@ -176,6 +176,12 @@ function M.make(family, spec, overrides)
   a.num_labels = c.num_labels
   if a.classifier_dropout == nil then a.classifier_dropout = a.hidden_dropout_prob end
   M.validate(a, where)
+  if c.pre_layer_norm ~= nil and type(c.pre_layer_norm) ~= "boolean" then
+    fail(where, "'pre_layer_norm' must be true or false, got %s", tostring(c.pre_layer_norm))
+  end
+  if c.pre_layer_norm and not family.pre_layer_norm then   -- never built silently as post-LN
+    fail(where, "'pre_layer_norm' is supported by the bert family only, not %s", tostring(family.model_type))
+  end
   if family.validate then family.validate(c, a, where) end
   if a.key_names then
     -- like HF's attribute_map: c.hidden_size reads DistilBERT's dim (JSON keeps only the family's keys)

@@ -73,6 +73,9 @@ end
 -- {============================================================ layers and encoders
 
 modules[blocks.Layer] = function(ex, layer, x, extra, query_states)
+  if layer.pre_layer_norm then   -- never exported as the post-LN graph it is not
+    ex:unsupported("pre-LayerNorm layers (config pre_layer_norm): only post-LN layers are lowered")
+  end
   local attention = layer.m.attention
   local ctx = ex:lower(attention.m.self, x, extra, query_states)
   local out = attention.m.output.m
