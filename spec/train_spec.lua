@@ -31,6 +31,31 @@ describe("training loop", function()
     end
   end)
 
+  it("prints the rate and ETA of this sitting, not the run's lifetime average, after a resume", function()
+    local model = bert.model("BertForPreTraining", {vocab_size = 60, hidden_size = 32, num_hidden_layers = 1,
+      num_attention_heads = 2, intermediate_size = 64, max_position_embeddings = 16})
+    local function batch()
+      local ids = bert.randint(1, 60, {2, 8}, {seed = 5})
+      return {input_ids = ids, attention_mask = bert.ones({2, 8}, "int32"), labels = ids,
+              next_sentence_label = bert.tensor({0, 1}, "int32")}
+    end
+    local trainer = bert.train.Trainer{model = model, optimizer = bert.optim.AdamW(model), next_batch = batch,
+      steps = 4, log_every = 2, output = tmpdir()}
+    trainer.tty = false
+    -- as a resume from a slow machine leaves it: 2 steps that took 1000 s
+    trainer.step, trainer.train_seconds, trainer.tokens = 2, 1000, 32
+    local lines, stderr = {}, io.stderr
+    io.stderr = {write = function(_, ...) lines[#lines + 1] = table.concat({...}) end, flush = function() end}
+    local ok, err = pcall(trainer.run, trainer)
+    io.stderr = stderr
+    assert(ok, err)
+    local text = table.concat(lines)
+    local tps, sps = text:match("step 4/4.-(%d+) tok/s, ([%d.]+) s/step")
+    assert.truthy(sps, text)
+    assert.is_true(tonumber(sps) < 100, text)   -- the lifetime average would be (1000 + x) / 4
+    assert.is_true(tonumber(tps) > 1, text)     -- 32 tokens in ~0 s of this sitting, not 64 in 1000 s
+  end)
+
   it("refuses a damaged checkpoint instead of starting over", function()
     local dir = tmpdir()
     assert.is_true(run(dir, 4))

@@ -393,9 +393,13 @@ local function progress_line(self, m, tps)
     parts[#parts + 1] = string.format(math.type(m[k]) == "integer" and "%s %d" or "%s %.3f", k, m[k])   -- (accum)
   end
   parts[#parts + 1] = string.format("lr %.2e", m.lr)
-  parts[#parts + 1] = string.format("%.0f tok/s, %.2f s/step", tps, self.train_seconds / math.max(self.step, 1))
+  -- rates over this sitting: a resumed run's earlier sittings ran on another
+  -- machine or under another load, and the ETA is for this one
+  local sitting = self.sitting or {step = 0, seconds = 0}
+  local step_seconds = (self.train_seconds - sitting.seconds) / math.max(self.step - sitting.step, 1)
+  parts[#parts + 1] = string.format("%.0f tok/s, %.2f s/step", tps, step_seconds)
   local left = math.huge
-  if self.steps then left = (self.steps - self.step) * self.train_seconds / math.max(self.step, 1) end
+  if self.steps then left = (self.steps - self.step) * step_seconds end
   if self.time_budget then left = math.min(left, self.time_budget - (now() - self.started)) end
   parts[#parts + 1] = "ETA " .. fmt_time(math.max(left, 0))
   return table.concat(parts, " | ")
@@ -408,6 +412,7 @@ function Trainer:run()
   local last, last_eval = nil, nil
   local window = {loss = 0, n = 0}
   local first_step, seconds_before = self.step, self.train_seconds
+  self.sitting = {step = first_step, seconds = seconds_before, tokens = self.tokens}
   if profile.enabled then profile.report() end   -- BERT_PROFILE: this run's steps only
   while true do
     local out_of_time = self.time_budget ~= nil and now() - self.started >= self.time_budget
@@ -432,7 +437,8 @@ function Trainer:run()
       for k, v in pairs(m) do record[k] = v end
       self:log(record)
       if self.progress then
-        local line = progress_line(self, m, self.tokens / math.max(self.train_seconds, 1e-9))
+        local line = progress_line(self, m, (self.tokens - self.sitting.tokens) /
+          math.max(self.train_seconds - self.sitting.seconds, 1e-9))
         if self.tty then io.stderr:write("\r", line, "\27[K") else io.stderr:write(line, "\n") end
         io.stderr:flush()
       end
