@@ -28,7 +28,7 @@ describe("bert command", function()
   it("--help lists the subcommands", function()
     local out, code = sh(tmp, bert_cmd .. " --help")
     assert.equals(0, code, out)
-    for _, name in ipairs({"pretrain", "finetune", "evaluate", "predict", "ablate", "export", "fetch"}) do
+    for _, name in ipairs({"pretrain", "finetune", "cram", "evaluate", "predict", "ablate", "export", "fetch"}) do
       assert.matches("\n  " .. name .. " ", out, 1, true)
     end
     out, code = sh(tmp, bert_cmd)
@@ -53,7 +53,7 @@ describe("bert command", function()
 
   it("each subcommand answers --help from another directory, writing nothing", function()
     for _, cmd in ipairs({"pretrain", "finetune", "finetune classify", "finetune tag", "finetune qa", "evaluate",
-                          "predict", "ablate", "export", "fetch", "finetune --task brown-pos"}) do
+                          "predict", "cram", "ablate", "export", "fetch", "finetune --task brown-pos"}) do
       local out, code = sh(tmp, bert_cmd .. " " .. cmd .. " --help")
       assert.equals(0, code, cmd .. ":\n" .. out)
       assert.matches("[Uu]sage", out)
