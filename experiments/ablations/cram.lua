@@ -32,10 +32,9 @@
 -- in ~3.5 h, the grid in ~21 h plus its evaluation.  Target: held-out MLM
 -- accuracy >= 0.30 in every cell (BERT-mini on this corpus reached 0.145
 -- after 5.3k steps of batch 32; these cells see ~3.4x those sequences).
--- bert.models.flops.pretraining counts steps x --accum micro-batches at
--- --seq-len: it overstates the ramped cells' compute (by 4/3) and the
--- short-first cells' attention until it reads summary.json's micro_batches
--- and the length schedule.  Nothing has been measured yet: no result of
+-- The compute column (bert.models.flops.pretraining) counts the
+-- micro-batches each run took (summary.json), at --seq-len: it overstates
+-- only the short-first cells' attention.  Nothing has been measured yet: no result of
 -- this grid is reported anywhere until it has run.
 local dropout_off = "hidden_dropout_prob=0,attention_probs_dropout_prob=0"
 local cram_model = "pre_layer_norm=true," .. dropout_off

@@ -8,7 +8,7 @@
 -- pretraining compute with it.
 --
 --   flops.forward(model, B, T, {mlm_rows = n, pair_head = bool})
---   flops.pretraining(run_dir)   -> {token_slots, flops, steps}: a pretraining run's compute
+--   flops.pretraining(run_dir)   -> {token_slots, flops, steps, micro_batches}: a pretraining run's compute
 --                                   (its model only: an ELECTRA generator or a distillation
 --                                   teacher is not counted), or nil, message
 local M = {}
@@ -46,14 +46,18 @@ function M.pretraining(run_dir)
   local arch = raw.architectures and raw.architectures[1]
   local ok, model = pcall(registry.build, arch, config_path)
   if not ok then return nil, tostring(model) end
-  local B = (args.batch_size or 32) * (args.accum or 1)
-  local T = args.seq_len or 128
+  -- micro-batches, not steps x --accum: a batch ramp (--batch-ramp) takes
+  -- fewer; the run counts them (summary.json).  A short-first length
+  -- schedule keeps every token but shortens attention: counted at the full
+  -- length, an overstatement of the attention term only.
+  local micro = summary.micro_batches or steps * (args.accum or 1)
+  local B, T = args.batch_size or 32, args.seq_len or 128
   local objective = args.objective or "mlm-nsp"
   local causal = objective == "clm" or objective == "bilm"
-  local per_step = 3 * M.forward(model, B, T, {
+  local per_micro = 3 * M.forward(model, B, T, {
     mlm_rows = causal and B * T or math.floor(B * T * (args.mask_prob or 0.15) + 0.5),
     pair_head = objective == "nsp" or objective == "sop" or objective == "mlm-nsp" or objective == "mlm-sop"})
-  return {token_slots = steps * B * T, flops = steps * per_step, steps = steps}
+  return {token_slots = micro * B * T, flops = micro * per_micro, steps = steps, micro_batches = micro}
 end
 
 return M
