@@ -371,7 +371,8 @@ local function encode(run)
   local opts, tok, mod = run.opts, run.tok, run.mod
   local t0 = bert.wall_time()
   opts.max_length, opts.labels, opts.pad_id, opts.batch_size = run.seq_len, run.task.labels, run.pad_id, run.args.eval_batch_size
-  run.train_f = mod.encode(tok, run.train_ex, opts)
+  -- training features carry what the loss reads (QA's windows leave their character offsets out)
+  run.train_f = mod.encode(tok, run.train_ex, setmetatable({training = true}, {__index = opts}))
   run.dev_f = mod.encode(tok, run.dev_ex, opts)
   run.test_f = mod.encode(tok, run.test_ex, opts)
   local ntok = 0
