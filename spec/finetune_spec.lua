@@ -550,6 +550,35 @@ describe("finetune: end to end through the Trainer (tiny BERT, small vocabulary)
     cleanup(out)
   end)
 
+  it("question answering: dev and test windows are encoded when evaluated, not alive while training", function()
+    local task = FIX .. "squad_v2.json," .. FIX .. "squad_v2.json"
+    local qa, batch = finetune.qa, require("bert.finetune.batch")
+    local encode, Loader = qa.encode, batch.Loader
+    local calls, at_first_step = {}, nil
+    qa.encode = function(tok, examples, opts)
+      calls[#calls + 1] = opts.training and "train" or "eval"
+      return encode(tok, examples, opts)
+    end
+    batch.Loader = function(...)
+      local loader = Loader(...)
+      local next_batch = loader.next
+      loader.next = function(self)
+        at_first_step = at_first_step or table.concat(calls, ",")
+        return next_batch(self)
+      end
+      return loader
+    end
+    local ok, s = pcall(run, "qa", task, {"--steps", "2", "--doc-stride", "2", "--seq-len", "24"})
+    qa.encode, batch.Loader = encode, Loader
+    assert(ok, s)
+    assert.equals("train", at_first_step)
+    assert.equals("train,eval,eval", table.concat(calls, ","))
+    -- SQuAD v2.0 tunes its null threshold on dev: asked for no dev evaluation, it still makes one
+    local v2 = run("qa", task, {"--steps", "2", "--doc-stride", "2", "--seq-len", "24", "--no-dev-eval", "true"})
+    assert.is_table(v2.dev)
+    assert.equals(1, v2.evaluated.dev.evaluations)
+  end)
+
   it("question answering: learns, scores EM/F1, answers with a span of the context", function()
     local task = FIX .. "squad_v2.json," .. FIX .. "squad_v2.json"
     local _, out, rows = run("qa", task, {"--epochs", "8", "--lr", "3e-3", "--doc-stride", "2", "--seq-len", "24"})
