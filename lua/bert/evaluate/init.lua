@@ -280,6 +280,10 @@ function M.finetune_task(name, opts, state)
     end
     -- the leader: the run with the best dev score so far, its test deferred until the grid is done
     local best_lr, best_dev, leader, leader_pending
+    local function drop(rate, handle)   -- a grid run that will not be tested
+      if handle then handle.release() end
+      M.drop_model(run_dir(rate, opts.seeds[1]), opts)
+    end
     for _, lr in ipairs(grid) do
       progress(opts, state, string.format("%s%s lr %s seed %d (choosing the rate on dev)", tag, name, fmt_lr(lr),
         opts.seeds[1]))
@@ -291,10 +295,6 @@ function M.finetune_task(name, opts, state)
       out.dev_by_lr[fmt_lr(lr)] = d
       local run = {lr = lr, seed = opts.seeds[1], dev = r.dev, test = r.test, test_sets = r.test_sets, summary = r}
       out.runs[#out.runs + 1] = run
-      local function drop(rate, handle)   -- a run that will not be tested
-        if handle then handle.release() end
-        M.drop_model(run_dir(rate, opts.seeds[1]), opts)
-      end
       if leader == nil or (d == d and (best_dev == nil or d > best_dev)) then
         if leader then drop(best_lr, leader_pending) end
         best_lr, best_dev, leader, leader_pending = lr, d == d and d or nil, run, pending
