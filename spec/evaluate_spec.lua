@@ -205,7 +205,8 @@ describe("bert.evaluate", function()
       :find("1 predictions for 2 examples of task cola", 1, true))
   end)
 
-  it("runs a fine-tuning task with the protocol, writes the table, and skips it when rerun", function()
+  -- a tiny SST-2 and a tiny checkpoint in a fresh directory: the suite's options for them
+  local function tiny_sst2()
     local d = tmpdir()
     local rows = {"sentence\tlabel"}
     for i = 1, 30 do rows[#rows + 1] = (i % 2 == 0 and "the food was good" or "the service was bad") .. "\t" .. i % 2 end
@@ -216,8 +217,43 @@ describe("bert.evaluate", function()
     local model = bert.model("BertForMaskedLM", "tiny", {vocab_size = tok:vocab_size()})
     assert(model:save_pretrained(ckpt))
     assert(require("bert.model_dir").save_tokenizer(ckpt, tok))
-    local opts = {model = ckpt, tasks = {"sst2"}, data_dir = d, output = d .. "/eval", steps = 2, batch_size = 8,
+    return d, {model = ckpt, tasks = {"sst2"}, data_dir = d, output = d .. "/eval", steps = 2, batch_size = 8,
       seeds = {1, 2}, lr_grid = {1e-3, 3e-3}, quiet = true, threads = 1}
+  end
+
+  it("evaluates dev only where the rate is chosen and test only at the chosen rate", function()
+    local d, opts = tiny_sst2()
+    local t = evaluate.run(opts).tasks.sst2
+    local function summary_path(lr, seed) return string.format("%s/eval/tasks/sst2/lr%g-seed%d/summary.json", d, lr, seed) end
+    local function summary(lr, seed) return util.decode_json(util.read_file(summary_path(lr, seed))) end
+    local other = t.lr == 1e-3 and 3e-3 or 1e-3
+    local chosen, unchosen, seed2 = summary(t.lr, 1), summary(other, 1), summary(t.lr, 2)
+    -- the rate nobody chose is never tested; the second seed's dev score is read by nothing
+    assert.is_table(unchosen.dev) assert.is_nil(unchosen.test)
+    assert.is_nil(seed2.dev) assert.is_table(seed2.test)
+    assert.is_table(chosen.dev) assert.is_table(chosen.test)
+    assert.same({1, 1}, {chosen.evaluated.dev.evaluations, chosen.evaluated.test.evaluations})
+    assert.same({1, 0}, {unchosen.evaluated.dev.evaluations, unchosen.evaluated.test and 1 or 0})
+    assert.same({0, 1}, {seed2.evaluated.dev and 1 or 0, seed2.evaluated.test.evaluations})
+    -- the task's costs: two dev and two test evaluations, CPU seconds by phase
+    assert.same({2, 2}, {t.evaluated.dev.evaluations, t.evaluated.test.evaluations})
+    for _, phase in ipairs({"encode", "train", "dev", "test", "total"}) do assert.is_number(t.cpu_seconds[phase], phase) end
+    for _, lr in ipairs({1e-3, 3e-3}) do
+      assert.is_falsy(util.exists(string.format("%s/eval/tasks/sst2/lr%g-seed1/best", d, lr)), "weights dropped")
+    end
+    -- a process that stopped between the grid and the chosen run's test: that run is trained and tested again
+    chosen.test = nil
+    assert(util.write_file(summary_path(t.lr, 1), util.json(chosen)))
+    os.remove(d .. "/eval/tasks/sst2/result.json")
+    local again = evaluate.run(opts).tasks.sst2
+    assert.equals(t.lr, again.lr)
+    assert.equals(2, #again.test.accuracy.values)
+    assert.is_table(summary(t.lr, 1).test)
+  end)
+
+  it("runs a fine-tuning task with the protocol, writes the table, and skips it when rerun", function()
+    local d, opts = tiny_sst2()
+    local ckpt = opts.model
     local r = evaluate.run(opts)
     local t = r.tasks.sst2
     assert.equals(3, #t.runs, "two rates with seed 1, then seed 2 at the chosen rate")

@@ -238,7 +238,7 @@ describe("finetune.qa: windows, offsets and post-processing", function()
     assert.equals(4, #w)
     local function context_tokens(f)
       local t = {}
-      for i, id in ipairs(f.ids) do if f.context_mask[i] then t[#t + 1] = tok:id_to_token(id) end end
+      for i = f.context_first, f.context_last do t[#t + 1] = tok:id_to_token(f.ids[i]) end
       return t
     end
     -- 24 - 5 (question) - 3 = 16 context tokens per window, 2 shared with the next
@@ -262,7 +262,26 @@ describe("finetune.qa: windows, offsets and post-processing", function()
     local e = windows_of("eiffel-where")[1]
     assert.same({13, 13}, {e.start_position, e.end_position})
     -- offsets map the tokens back to characters of the context
-    assert.same({23, 28}, e.offsets[14])
+    assert.same({23, 28}, {e.char_offsets[27], e.char_offsets[28]})
+  end)
+
+  it("keeps windows compact: flat character offsets, none in training windows", function()
+    -- every garbage collection walks the features: no table per token
+    for _, f in ipairs(feats) do
+      for k, v in pairs(f) do
+        if type(v) == "table" then
+          for _, x in pairs(v) do assert.are_not.equal("table", type(x), k) end
+        end
+      end
+      assert.equals(2 * #f.ids, #f.char_offsets)
+    end
+    local train = qa.encode(tok, examples, {max_length = 24, doc_stride = 2, training = true})
+    assert.equals(#feats, #train)
+    for k, f in ipairs(train) do
+      assert.is_nil(f.char_offsets)
+      assert.same({feats[k].ids, feats[k].start_position, feats[k].end_position, feats[k].context_first},
+        {f.ids, f.start_position, f.end_position, f.context_first})
+    end
   end)
 
   -- hand-made logits: zeros, with chosen start/end positions raised
@@ -529,6 +548,35 @@ describe("finetune: end to end through the Trainer (tiny BERT, small vocabulary)
     assert.same(r.tags, tagged[1].tags)
     assert.same(p:predict{text = "Curie died ."}.tags, tagged[3].tags)
     cleanup(out)
+  end)
+
+  it("question answering: dev and test windows are encoded when evaluated, not alive while training", function()
+    local task = FIX .. "squad_v2.json," .. FIX .. "squad_v2.json"
+    local qa, batch = finetune.qa, require("bert.finetune.batch")
+    local encode, Loader = qa.encode, batch.Loader
+    local calls, at_first_step = {}, nil
+    qa.encode = function(tok, examples, opts)
+      calls[#calls + 1] = opts.training and "train" or "eval"
+      return encode(tok, examples, opts)
+    end
+    batch.Loader = function(...)
+      local loader = Loader(...)
+      local next_batch = loader.next
+      loader.next = function(self)
+        at_first_step = at_first_step or table.concat(calls, ",")
+        return next_batch(self)
+      end
+      return loader
+    end
+    local ok, s = pcall(run, "qa", task, {"--steps", "2", "--doc-stride", "2", "--seq-len", "24"})
+    qa.encode, batch.Loader = encode, Loader
+    assert(ok, s)
+    assert.equals("train", at_first_step)
+    assert.equals("train,eval,eval", table.concat(calls, ","))
+    -- SQuAD v2.0 tunes its null threshold on dev: asked for no dev evaluation, it still makes one
+    local v2 = run("qa", task, {"--steps", "2", "--doc-stride", "2", "--seq-len", "24", "--no-dev-eval", "true"})
+    assert.is_table(v2.dev)
+    assert.equals(1, v2.evaluated.dev.evaluations)
   end)
 
   it("question answering: learns, scores EM/F1, answers with a span of the context", function()

@@ -18,7 +18,8 @@
 -- optimizer steps per task (not epochs: small training sets get the same
 -- number of updates as large ones), the learning rate chosen on the task's
 -- dev split from a small grid with the first seed, then every seed at that
--- rate; the test figure is mean ± sample sd over the seeds.  Runs that
+-- rate; the test figure is mean ± sample sd over the seeds.  Dev is
+-- evaluated once per rate, test at the chosen rate alone.  Runs that
 -- predict one class for every test example are counted.  With
 -- from_scratch_control the same protocol runs from random weights of the
 -- same architecture.
@@ -203,23 +204,54 @@ local function progress(opts, state, what)
     eta and (" | ETA " .. cli.format_duration(eta)) or "")
 end
 
--- One fine-tuning run (reused when its summary.json exists).
-local function finetune_run(name, kind, dir, settings, opts)
+-- One fine-tuning run (reused when its summary.json exists and has what
+-- is asked for).  how.defer_test: trained and its checkpoint chosen on dev,
+-- the test left to the handle returned third (bert.finetune.experiment's
+-- defer_test; a reused run has dev figures, and test ones only if it was
+-- chosen); how.no_dev_eval: no dev evaluation, for runs whose dev figure
+-- nothing reads.
+local function finetune_run(name, kind, dir, settings, opts, how)
+  how = how or {}
   local done = read_json(dir .. "/summary.json")
-  if done and done.test then return done, true end
+  if done and (done.test or (how.defer_test and done.dev)) then return done, true end
   fs.remove_tree(dir)
   local experiment = require("bert.finetune.experiment")
   local args = {}
   for k, v in pairs(settings) do args[k] = v end
   args.task, args.output, args.quiet, args.no_plot = name, dir, not opts.verbose, true
-  local summary = experiment.run(kind, args)
+  args.defer_test, args.no_dev_eval = how.defer_test, how.no_dev_eval
+  local summary, pending = experiment.run(kind, args)
+  if not pending then M.drop_model(dir, opts) end
+  return summary, false, pending
+end
+
+-- A tested or released run's weights go unless keep_models.
+function M.drop_model(dir, opts)
   if not opts.keep_models then fs.remove_tree(dir .. "/best") fs.remove_tree(dir .. "/tokenizer") end
-  return summary, false
+end
+
+-- The CPU seconds by phase and the evaluated features and tokens by set,
+-- summed over runs' summaries (bert.finetune.experiment's cpu_seconds and
+-- evaluated): where a task's time went.
+local function add_costs(into, summary)
+  into.cpu_seconds = into.cpu_seconds or {}
+  for phase, v in pairs(summary.cpu_seconds or {}) do into.cpu_seconds[phase] = (into.cpu_seconds[phase] or 0) + v end
+  into.evaluated = into.evaluated or {}
+  for set, e in pairs(summary.evaluated or {}) do
+    local t = into.evaluated[set] or {evaluations = 0, features = 0, tokens = 0}
+    into.evaluated[set] = t
+    for k in pairs(t) do t[k] = t[k] + (e[k] or 0) end
+  end
 end
 
 --- Fine-tunes one task with the protocol; returns its result table
 -- {task, kind, metric, lr_grid, dev_by_lr, lr, seeds, runs, test = {metric = {mean, sd, values}},
---  headline = {mean, sd}, one_class_runs, from_scratch = {...} (with the control), baselines}.
+--  headline = {mean, sd}, one_class_runs, from_scratch = {...} (with the control), baselines,
+--  cpu_seconds, evaluated}.
+-- Each split is evaluated where the protocol reads it: dev once per rate
+-- (with the first seed), test at the chosen rate alone (its first-seed run
+-- is tested after the choice, the other rates' never), the other seeds
+-- without dev evaluations (their last step is tested, as every run's is).
 function M.finetune_task(name, opts, state)
   local kind = tasks.kinds[name]
   local task = tasks.load(name, {data_dir = opts.data_dir, fetch = opts.fetch})
@@ -240,33 +272,59 @@ function M.finetune_task(name, opts, state)
     local tag = from_scratch and "scratch-" or ""
     local out = {dev_by_lr = {}, runs = {}}
     local metric = task.metric
-    local best_lr, best_dev
+    local function run_dir(lr, seed) return string.format("%s/%slr%s-seed%d", dir, tag, fmt_lr(lr), seed) end
+    local function settings(lr, seed)
+      local s = {} for k, v in pairs(base) do s[k] = v end
+      s.lr, s.seed, s.from_scratch = lr, seed, from_scratch or nil
+      return s
+    end
+    -- the leader: the run with the best dev score so far, its test deferred until the grid is done
+    local best_lr, best_dev, leader, leader_pending
+    local function drop(rate, handle)   -- a grid run that will not be tested
+      if handle then handle.release() end
+      M.drop_model(run_dir(rate, opts.seeds[1]), opts)
+    end
     for _, lr in ipairs(grid) do
       progress(opts, state, string.format("%s%s lr %s seed %d (choosing the rate on dev)", tag, name, fmt_lr(lr),
         opts.seeds[1]))
-      local s = {} for k, v in pairs(base) do s[k] = v end
-      s.lr, s.seed, s.from_scratch = lr, opts.seeds[1], from_scratch or nil
-      local r, reused = finetune_run(name, kind, string.format("%s/%slr%s-seed%d", dir, tag, fmt_lr(lr), opts.seeds[1]),
-        s, opts)
+      local r, reused, pending = finetune_run(name, kind, run_dir(lr, opts.seeds[1]), settings(lr, opts.seeds[1]), opts,
+        {defer_test = true})
       state.done, state.skipped = state.done + 1, (state.skipped or 0) + (reused and 1 or 0)
+      add_costs(out, r)
       local d = r.dev and r.dev[metric] or 0 / 0
       out.dev_by_lr[fmt_lr(lr)] = d
-      out.runs[#out.runs + 1] = {lr = lr, seed = opts.seeds[1], dev = r.dev, test = r.test, test_sets = r.test_sets,
-        summary = r}
-      if d == d and (best_dev == nil or d > best_dev) then best_lr, best_dev = lr, d end
+      local run = {lr = lr, seed = opts.seeds[1], dev = r.dev, test = r.test, test_sets = r.test_sets, summary = r}
+      out.runs[#out.runs + 1] = run
+      if leader == nil or (d == d and (best_dev == nil or d > best_dev)) then
+        if leader then drop(best_lr, leader_pending) end
+        best_lr, best_dev, leader, leader_pending = lr, d == d and d or nil, run, pending
+      else
+        drop(lr, pending)
+      end
     end
-    best_lr = best_lr or grid[1]
     out.lr = best_lr
-    local chosen = {}
-    for _, run in ipairs(out.runs) do if run.lr == best_lr then chosen[#chosen + 1] = run end end
+    if not leader.test then   -- tested now; trained again when an earlier process stopped before its test
+      local r
+      if leader_pending then
+        local trained = leader.summary.cpu_seconds.total
+        r = leader_pending.test()
+        add_costs(out, {cpu_seconds = {test = r.cpu_seconds.test, total = r.cpu_seconds.total - trained},
+          evaluated = {test = r.evaluated.test}})
+      else
+        r = finetune_run(name, kind, run_dir(best_lr, opts.seeds[1]), settings(best_lr, opts.seeds[1]), opts)
+        add_costs(out, r)
+      end
+      M.drop_model(run_dir(best_lr, opts.seeds[1]), opts)
+      leader.dev, leader.test, leader.test_sets, leader.summary = r.dev, r.test, r.test_sets, r
+    end
+    local chosen = {leader}
     for i = 2, #opts.seeds do
       local seed = opts.seeds[i]
       progress(opts, state, string.format("%s%s lr %s seed %d", tag, name, fmt_lr(best_lr), seed))
-      local s = {} for k, v in pairs(base) do s[k] = v end
-      s.lr, s.seed, s.from_scratch = best_lr, seed, from_scratch or nil
-      local r, reused = finetune_run(name, kind, string.format("%s/%slr%s-seed%d", dir, tag, fmt_lr(best_lr), seed), s,
-        opts)
+      local r, reused = finetune_run(name, kind, run_dir(best_lr, seed), settings(best_lr, seed), opts,
+        {no_dev_eval = true})
       state.done, state.skipped = state.done + 1, (state.skipped or 0) + (reused and 1 or 0)
+      add_costs(out, r)
       local run = {lr = best_lr, seed = seed, dev = r.dev, test = r.test, test_sets = r.test_sets, summary = r}
       out.runs[#out.runs + 1] = run
       chosen[#chosen + 1] = run

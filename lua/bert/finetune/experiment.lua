@@ -180,7 +180,9 @@ KINDS.qa = {
   report = function(details, ctx)
     write_output(ctx.out .. "/test_predictions.json", util.json(details.predictions) .. "\n")
   end,
+  late_eval_features = true,
   -- SQuAD v2.0: the null threshold is tuned on dev and applied to test
+  reads_dev = function(run) return run.opts.version_2 and run.args.null_threshold == nil end,
   after_dev = function(dev_best, ctx)
     if not (ctx.opts.version_2 and ctx.args.null_threshold == nil and dev_best.best_threshold) then return end
     ctx.opts.null_threshold, ctx.settings.null_threshold = dev_best.best_threshold, dev_best.best_threshold
@@ -298,7 +300,8 @@ end
 -- The run's settings (defaults filled in), threads and seed: a new `run`.
 local function start(kind, args)
   args = M.settings(kind, args)
-  local run = {kind = kind, args = args, K = KINDS[kind], mod = finetune.kind_module(kind), t_start = bert.wall_time()}
+  local run = {kind = kind, args = args, K = KINDS[kind], mod = finetune.kind_module(kind), t_start = bert.wall_time(),
+    cpu_start = os.clock(), cpu = {encode = 0, train = 0, dev = 0, test = 0}, evaluated = {}}
   quiet = args.quiet == true
   run.sizes = setmetatable({}, {__index = function(_, name)   -- FAMILY-SIZE or a bare size name
     local r = bert.models.resolve(name)
@@ -366,18 +369,39 @@ local function load_model(run)
   run.model, run.info, run.seq_len, run.maxpos, run.packs = model, info, seq_len, maxpos, packs
 end
 
--- run.train_f, run.dev_f, run.test_f: the examples as model inputs
+-- run.train_f: the training examples as model inputs
 local function encode(run)
   local opts, tok, mod = run.opts, run.tok, run.mod
-  local t0 = bert.wall_time()
+  local t0, c0 = bert.wall_time(), os.clock()
   opts.max_length, opts.labels, opts.pad_id, opts.batch_size = run.seq_len, run.task.labels, run.pad_id, run.args.eval_batch_size
-  run.train_f = mod.encode(tok, run.train_ex, opts)
-  run.dev_f = mod.encode(tok, run.dev_ex, opts)
-  run.test_f = mod.encode(tok, run.test_ex, opts)
+  -- training features carry what the loss reads (QA's windows leave their character offsets out)
+  run.train_f = mod.encode(tok, run.train_ex, setmetatable({training = true}, {__index = opts}))
+  run.cpu.encode = os.clock() - c0
+  run.n_train_features = #run.train_f
+  if not run.K.late_eval_features then   -- their errors (an unknown label) come before the training
+    run.dev_f, run.test_f = mod.encode(tok, run.dev_ex, opts), mod.encode(tok, run.test_ex, opts)
+    run.cpu.encode = os.clock() - c0
+  end
   local ntok = 0
   for _, f in ipairs(run.train_f) do ntok = ntok + #f.ids end
-  say("encoded in %.1fs: %d training features (mean %.0f tokens), %d dev, %d test", bert.wall_time() - t0,
-    #run.train_f, ntok / math.max(#run.train_f, 1), #run.dev_f, #run.test_f)
+  say("encoded in %.1fs: %d training features (mean %.0f tokens), %s", bert.wall_time() - t0, #run.train_f,
+    ntok / math.max(#run.train_f, 1), run.dev_f and string.format("%d dev, %d test", #run.dev_f, #run.test_f)
+      or "dev and test when they are evaluated")
+end
+
+-- The dev or test set's features (run.dev_f, run.test_f); a kind with
+-- late_eval_features encodes them on first use: every garbage collection
+-- walks the live features (a full one after each backward), and SQuAD's
+-- dev and test windows alive while training made a BERT-mini's steps 20%
+-- slower.
+local function features(run, set)
+  local key = set .. "_f"
+  if not run[key] then
+    local c0 = os.clock()
+    run[key] = run.mod.encode(run.tok, run[set .. "_ex"], run.opts)
+    run.cpu.encode = run.cpu.encode + os.clock() - c0
+  end
+  return run[key]
 end
 
 -- run.out: the run directory, locked (run.lock: one writer), with args.json
@@ -423,9 +447,18 @@ local function make_trainer(run)
   local args, K, task, model, opts = run.args, run.K, run.task, run.model, run.opts
   local eval_name = "dev"
   if not quiet and dist.is_main() then opts.progress = eval_progress(function() return eval_name end) end
+  -- each evaluation's CPU time and work, by set (dev; test and the other test sets)
   function run.evaluate(m, feats, examples, name)
     eval_name = name
-    return K.evaluate(run.mod, m, feats, examples, opts)
+    local c0 = os.clock()
+    local r, details = K.evaluate(run.mod, m, feats, examples, opts)
+    local set = name == "dev" and "dev" or "test"
+    run.cpu[set] = run.cpu[set] + os.clock() - c0
+    local e = run.evaluated[set] or {evaluations = 0, features = 0, tokens = 0}
+    run.evaluated[set] = e
+    e.evaluations, e.features = e.evaluations + 1, e.features + #feats
+    for _, f in ipairs(feats) do e.tokens = e.tokens + #f.ids end
+    return r, details
   end
   -- packed, a training batch is as wide as its longest sequence: the varlen
   -- attention then draws the padded path's dropout masks (packing.attention)
@@ -460,12 +493,12 @@ local function make_trainer(run)
     patience = args.patience, tokenizer = run.tok, accum = args.accum, fingerprint = args,   -- same on every rank
     output = run.out, save_every = per_epoch, eval_every = args.eval_every or per_epoch, log_every = args.log_every,
     keep_best = task.metric,
-    evaluate = function(m)   -- on the dev set; the Trainer prints and logs the result
-      local r = run.evaluate(m, run.dev_f, run.dev_ex, "dev")
+    evaluate = not args.no_dev_eval and function(m)   -- on the dev set; the Trainer prints and logs the result
+      local r = run.evaluate(m, features(run, "dev"), run.dev_ex, "dev")
       r.epoch = trainer.step / per_epoch
       run.epoch_evals[#run.epoch_evals + 1] = r
       return r
-    end,
+    end or nil,
     step_metrics = K.step_metrics and not task.regression and function(o, b)
       -- packed per-token logits [N, C]: the labels of the same rows
       local labels = (o.packing and b.labels:dim() == 2) and o.packing:pack(b.labels) or b.labels
@@ -486,18 +519,26 @@ local function fit(run)
   local planned = run.total
   if args.time_budget then   -- the steps that fit, fixed once after a short calibration
     trainer:fit_to_budget{max_steps = run.total, on_total = function(t) run.total = t end,
-      time_evaluation = function(m) return run.evaluate(m, run.dev_f, run.dev_ex, "dev") end}
+      time_evaluation = not args.no_dev_eval and function(m) return run.evaluate(m, features(run, "dev"), run.dev_ex, "dev") end
+        or nil}
   end
   local total = run.total
-  say("training: %d steps (%s x %d steps, batch %d), lr %.1e, warmup %d steps, eval on dev each %d steps%s -> %s",
+  say("training: %d steps (%s x %d steps, batch %d), lr %.1e, warmup %d steps, %s%s -> %s",
     total, (args.steps or total ~= planned) and string.format("%.2f epochs", total / per_epoch)
-      or (args.epochs .. (args.epochs == 1 and " epoch" or " epochs")), per_epoch, args.batch_size, run.lr, run.warmup_of(total), args.eval_every or per_epoch,
+      or (args.epochs .. (args.epochs == 1 and " epoch" or " epochs")), per_epoch, args.batch_size, run.lr, run.warmup_of(total),
+    args.no_dev_eval and "no dev evaluation (the last step's model is tested)"
+      or string.format("eval on dev each %d steps", args.eval_every or per_epoch),
     args.time_budget and string.format(" (what fits %g s%s)", args.time_budget,
       total == planned and ", capped by " .. (args.steps and "--steps" or "--epochs") or "") or "", run.out)
+  local c0, dev0 = os.clock(), run.cpu.dev
   run.result = trainer:run()
-  if trainer.best == nil then
+  run.cpu.train = os.clock() - c0 - (run.cpu.dev - dev0)
+  if args.no_dev_eval then
+    trainer.best_step = trainer.step
+    written(trainer:save("best"))
+  elseif trainer.best == nil then
     -- no evaluation happened (a time budget ran out first): evaluate and keep this model
-    local r = bert.no_grad(function() return run.evaluate(run.model, run.dev_f, run.dev_ex, "dev") end)
+    local r = bert.no_grad(function() return run.evaluate(run.model, features(run, "dev"), run.dev_ex, "dev") end)
     say("  dev at step %d: %s", trainer.step, fmt_metrics(r))
     r.epoch = trainer.step / per_epoch
     run.epoch_evals[#run.epoch_evals + 1] = r   -- test_best reads it: dev is not scored twice
@@ -507,26 +548,35 @@ local function fit(run)
   end
 end
 
--- The best checkpoint on dev (run.dev_best) and on test (run.test_r,
--- run.details), and the majority-class baseline (run.majority): a model
--- must beat it; one that predicts a single class is flagged.
-local function test_best(run)
-  local K, task, model, trainer, ctx = run.K, run.task, run.model, run.trainer, run.ctx
+-- The checkpoint chosen on dev, in run.model, and its dev result
+-- (run.dev_best; nil for a run without dev evaluations).
+local function choose_checkpoint(run)
+  local K, model, trainer, ctx = run.K, run.model, run.trainer, run.ctx
   local best_dir = run.out .. "/best"
-  if trainer.best_step == trainer.step and #run.epoch_evals > 0 then
+  if run.args.no_dev_eval then
+    run.dev_best = nil
+  elseif trainer.best_step == trainer.step and #run.epoch_evals > 0 then
     -- the last evaluation was the best: the model in memory is best/ and its dev result is known
     run.dev_best = run.epoch_evals[#run.epoch_evals]
   else
     local weights = assert(bert.load_safetensors(best_dir .. "/model.safetensors"))
     model:load_state_dict(weights)
     model:evaluate()
-    run.dev_best = bert.no_grad(function() return (run.evaluate(model, run.dev_f, run.dev_ex, "dev")) end)
+    run.dev_best = bert.no_grad(function() return (run.evaluate(model, features(run, "dev"), run.dev_ex, "dev")) end)
   end
   model:evaluate()
   ctx.opts, ctx.settings, ctx.model, ctx.out = run.opts, run.settings, model, run.out
-  if K.after_dev then K.after_dev(run.dev_best, ctx) end
+  if K.after_dev and run.dev_best then K.after_dev(run.dev_best, ctx) end
+end
+
+-- The chosen checkpoint on test (run.test_r, run.details), and the
+-- majority-class baseline (run.majority): a model must beat it; one that
+-- predicts a single class is flagged.
+local function test_checkpoint(run)
+  local K, task, model = run.K, run.task, run.model
+  model:evaluate()
   local tt = bert.wall_time()
-  run.test_r, run.details = bert.no_grad(function() return run.evaluate(model, run.test_f, run.test_ex, "test") end)
+  run.test_r, run.details = bert.no_grad(function() return run.evaluate(model, features(run, "test"), run.test_ex, "test") end)
   say("test (%d examples, %.1fs): %s", #run.test_ex, bert.wall_time() - tt, fmt_metrics(run.test_r))
   -- a cross-lingual task: the same model on every language's test set
   for _, set in ipairs(task.test_sets or {}) do
@@ -566,8 +616,10 @@ local function write_summary(run)
     stopped_early = result.stopped_early,
     -- what ran, not what was asked for (a time budget or --steps may stop mid-epoch)
     steps = result.step, epochs = M.epochs_run(result.step, run.per_epoch), train_seconds = result.train_seconds, tokens_per_s = result.tokens_per_s,
-    wall_seconds = bert.wall_time() - run.t_start,
-    n_train = #run.train_ex, n_train_features = #run.train_f, n_dev = #run.dev_ex, n_test = #run.test_ex,
+    wall_seconds = run.wall_seconds,
+    -- CPU seconds (every thread; meaningful on a loaded machine) by phase, and what each evaluation set cost
+    cpu_seconds = run.cpu, evaluated = run.evaluated,
+    n_train = #run.train_ex, n_train_features = run.n_train_features, n_dev = #run.dev_ex, n_test = #run.test_ex,
     settings = {lr = run.lr, batch_size = args.batch_size, accum = args.accum, seq_len = run.seq_len,
       warmup = run.warmup_of(run.total), weight_decay = args.weight_decay, seed = args.seed, tokenizer = run.tok_path,
       labels = task.labels},
@@ -575,10 +627,10 @@ local function write_summary(run)
   for k, v in pairs(run.kept or {}) do summary.settings[k] = run.settings[k] or v end
   for _, k in ipairs({"accuracy", "macro_f1", "mcc", "pearson", "spearman", "entity_f1", "entity_precision",
                       "entity_recall", "exact_match", "f1"}) do
-    if test_r[k] ~= nil then summary[k] = test_r[k] end
+    if test_r and test_r[k] ~= nil then summary[k] = test_r[k] end
   end
   run.ctx.summary = summary
-  run.K.report(run.details, run.ctx)
+  if run.details then run.K.report(run.details, run.ctx) end
   write_output(run.out .. "/summary.json", util.json(summary) .. "\n")
   return summary
 end
@@ -599,8 +651,39 @@ local function tidy_up(run)
     out, best_dir, out)
 end
 
+-- A run trained with defer_test: its dev-only summary.json written and
+-- its directory tidied, the model and test data kept for handle.test();
+-- handle.release() drops them.
+local function deferred_test(run)
+  local summary = write_summary(run)
+  if dist.is_main() then tidy_up(run) end
+  run.trainer, run.train_f, run.dev_f = nil, nil, nil   -- the optimizer's state and the features the test does not read
+  local handle = {}
+  function handle.test()
+    local _ <close> = setmetatable({}, {__close = function() handle.release() end})
+    local w0, c0 = bert.wall_time(), os.clock()
+    test_checkpoint(run)
+    run.wall_seconds, run.cpu.total = run.wall_seconds + bert.wall_time() - w0, run.cpu.total + os.clock() - c0
+    return write_summary(run)
+  end
+  function handle.release()
+    if run and run.lock then run.lock:release() end
+    run = nil
+  end
+  return summary, handle
+end
+
 --- Runs a fine-tuning experiment from settings (the flags' names with _);
 -- returns the summary (also written to OUTPUT/summary.json).
+--
+-- Two settings for protocols that read only part of a run (the evaluation
+-- suite's): no_dev_eval trains without evaluating on dev (the model after
+-- the last step is tested; summary.dev is nil), unless the kind reads dev
+-- before testing (SQuAD v2.0's null threshold); defer_test stops after
+-- the checkpoint is chosen on dev and returns the summary without test
+-- figures (written to summary.json) and a handle: handle.test() evaluates
+-- the test sets and returns the full summary (written over it),
+-- handle.release() drops the model untested.
 function M.run(kind, args)
   dist.init()
   if args.resume then args = resumed_settings(args) end
@@ -609,15 +692,25 @@ function M.run(kind, args)
     if refused then error(refused, 0) end
   end
   local run = start(kind, args)
-  -- the run directory's lock goes when the run ends, as it may (--compare and the ablations run several)
-  local _ <close> = setmetatable({}, {__close = function() if run.lock then run.lock:release() end end})
+  -- the run directory's lock goes when the run ends, as it may (--compare and the ablations run several);
+  -- a deferred test holds it until the test or the release
+  local deferred = false
+  local _ <close> = setmetatable({}, {__close = function() if run.lock and not deferred then run.lock:release() end end})
   run.task, run.train_ex, run.dev_ex, run.test_ex = load_data(kind, run.args)
   load_model(run)
+  if run.args.no_dev_eval and run.K.reads_dev and run.K.reads_dev(run) then run.args.no_dev_eval = nil end
   encode(run)
   prepare_output(run)
   make_trainer(run)
   fit(run)
-  test_best(run)
+  choose_checkpoint(run)
+  if run.args.defer_test then
+    run.wall_seconds, run.cpu.total = bert.wall_time() - run.t_start, os.clock() - run.cpu_start
+    deferred = true
+    return deferred_test(run)
+  end
+  test_checkpoint(run)
+  run.wall_seconds, run.cpu.total = bert.wall_time() - run.t_start, os.clock() - run.cpu_start
   local summary = write_summary(run)
   if dist.is_main() then tidy_up(run) end   -- rank 0 tidies up and plots
   return summary

@@ -63,9 +63,17 @@ function M.token_span(enc, cs, ce)
 end
 
 --- Encodes examples {id, question, context, answers} into window
--- features: {ids, type_ids, offsets, context_mask, example (index),
--- start_position, end_position (0-based; 0 = [CLS])}.  opts: max_length,
--- doc_stride, max_query_length.
+-- features: {ids, type_ids, context_first, context_last (the window's
+-- first and last context token, 1-based; nil without one), char_offsets
+-- (flat: token i covers characters [char_offsets[2i-1], char_offsets[2i])
+-- of its text), example (index), window, start_position, end_position
+-- (0-based; 0 = [CLS])}.  opts: max_length, doc_stride, max_query_length;
+-- training: windows without char_offsets, which only post-processing
+-- reads.  The offsets are kept flat and left out of training windows
+-- because every garbage collection walks the features: SQuAD's 27k
+-- windows with an {a, b} table per token were a 490 MB Lua heap, and
+-- collecting it made a BERT-mini's training steps and evaluations 2-3x
+-- slower.
 function M.encode(tok, examples, opts)
   opts = opts or {}
   local L = opts.max_length or M.defaults.max_length
@@ -90,10 +98,18 @@ function M.encode(tok, examples, opts)
       ce = cs + util.char_len(ans.text)
     end
     for w, e in ipairs(windows) do
-      local mask = {}
-      for k = 1, #e.ids do mask[k] = e.sequence_ids[k] == 1 end
-      local f = {ids = e.ids, type_ids = e.type_ids, offsets = e.offsets, context_mask = mask,
-        example = i, window = w}
+      local f = {ids = e.ids, type_ids = e.type_ids, example = i, window = w}
+      for k = 1, #e.ids do
+        if e.sequence_ids[k] == 1 then
+          f.context_first = f.context_first or k
+          f.context_last = k
+        end
+      end
+      if not opts.training then
+        local flat = {}
+        for k, o in ipairs(e.offsets) do flat[2 * k - 1], flat[2 * k] = o[1], o[2] end
+        f.char_offsets = flat
+      end
       if ex.answers then
         local s, t
         if cs then s, t = M.token_span(e, cs, ce) end
@@ -106,10 +122,11 @@ function M.encode(tok, examples, opts)
   return out
 end
 
--- Indices (1-based) of the n largest values among positions where mask is true.
-local function top_n(values, mask, n)
+-- Indices (1-based) of the n largest values among positions first..last
+-- (none when first is nil: a window without context tokens).
+local function top_n(values, first, last, n)
   local idx = {}
-  for i = 1, #values do if mask[i] then idx[#idx + 1] = i end end
+  for i = first or 1, first and last or 0 do idx[#idx + 1] = i end
   table.sort(idx, function(a, b)
     if values[a] ~= values[b] then return values[a] > values[b] end
     return a < b
@@ -119,7 +136,7 @@ local function top_n(values, mask, n)
 end
 
 --- Turns per-window logits into answers.  features: as from encode (with
--- `example` and `offsets`); start_logits / end_logits: one Lua list per
+-- `example` and `char_offsets`); start_logits / end_logits: one Lua list per
 -- feature.  opts: n_best, max_answer_length, version_2, null_threshold.
 -- Returns predictions {[id] = text} and details {[id] = {nbest = {{text,
 -- start, stop, score, probability}}, null_score, best_score, diff}}.
@@ -143,12 +160,12 @@ function M.postprocess(examples, features, start_logits, end_logits, opts)
       local f, sl, el = features[k], start_logits[k], end_logits[k]
       local n0 = sl[1] + el[1]
       if null == nil or n0 < null then null = n0 end
-      local mask = f.context_mask
-      local starts, ends = top_n(sl, mask, n_best), top_n(el, mask, n_best)
+      local first, last, offsets = f.context_first, f.context_last, f.char_offsets
+      local starts, ends = top_n(sl, first, last, n_best), top_n(el, first, last, n_best)
       for _, s in ipairs(starts) do
         for _, e in ipairs(ends) do
           if e >= s and e - s + 1 <= max_len then
-            local a, b = f.offsets[s][1], f.offsets[e][2]
+            local a, b = offsets[2 * s - 1], offsets[2 * e]
             local score = sl[s] + el[e]
             local key = a .. ":" .. b
             if seen[key] == nil or cands[seen[key]].score < score then
