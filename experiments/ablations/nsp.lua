@@ -24,7 +24,7 @@
 -- (held-out, steps 4k/8k): MLM alone 0.253/0.335; MLM + NSP 0.145/0.148,
 -- on a plateau from step ~3k on while MLM alone leaves it; MLM alone on
 -- the pair data (the fourth cell) 0.266 at 4k on the same held-out pairs:
--- NSP's loss, not the format, holds it there at this rate (one run each).  One
+-- dropping NSP's loss on the same data lifts it off (one run each).  One
 -- pretraining seed per objective: the spread in the table is that of
 -- fine-tuning (5 seeds), not of pretraining, and a difference between cells
 -- is a finding only for these pretraining runs.
