@@ -123,16 +123,7 @@ if args.dry_run then
 end
 
 dist.init()   -- under mpirun: data-parallel, rank 0 prints and writes (docs/distributed.md)
-local ok, err = xpcall(pretrain.run, function(e)
-  if type(e) == "string" and e:find("^pretrain: ") then return e end
-  if type(e) == "string" and not e:find("^[%w_/%.%-]+%.lua:%d+:") then return "pretrain: " .. e end
-  return debug.traceback(tostring(e), 2)
-end, checked)
-if not ok then
-  io.stderr:write(tostring(err), "\n")
-  os.exit(1)
-end
-dist.finalize()
+pretrain.main(checked)
 if not dist.is_main() then return end
 
 -- OUTPUT/final/: the checkpoint's model and tokenizer (not its optimizer

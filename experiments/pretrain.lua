@@ -14,14 +14,4 @@ local dist = require("bert.distributed")
 dist.init()   -- under mpirun: data-parallel, rank 0 prints and writes (docs/distributed.md)
 
 local args = pretrain.parse(arg)   -- with --recipe applied
-local ok, err = xpcall(pretrain.run, function(e)
-  if type(e) == "string" and e:find("^pretrain: ") then return e end   -- a reported problem: no traceback
-  -- one without a file:line position (a failed write: "FILE: No space left on device")
-  if type(e) == "string" and not e:find("^[%w_/%.%-]+%.lua:%d+:") then return "pretrain: " .. e end
-  return debug.traceback(tostring(e), 2)
-end, args)
-if not ok then
-  io.stderr:write(tostring(err), "\n")
-  os.exit(1)
-end
-dist.finalize()
+pretrain.main(args)

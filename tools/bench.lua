@@ -1,7 +1,7 @@
 -- One training or inference step of any family, timed: prints one JSON line.
 --   lua5.4 tools/bench.lua [--model base | FAMILY-SIZE (roberta-base, albert-base, deberta-base...)] [--batch 8] [--seq 128] [--mode train|infer]
 --                          [--steps 3] [--threads N] [--gemm openblas|onednn] [--device cpu|vulkan] [--recompute 1]
---                          [--int8] [--share 0]
+--                          [--int8] [--share 0] [--vocab-size N]
 -- train: the family's pretraining class (BertForPreTraining: MLM + NSP;
 -- ALBERT: MLM + SOP; the others their masked LM) with 15% of positions
 -- masked (MLM head on the masked positions only), backward, global-norm clipping at 1.0,
@@ -13,14 +13,19 @@
 -- bert loads); it is printed on stderr against the target of issue 33 (at
 -- most 15% for base and large, 25% for mini and small) and in the JSON line.
 -- --share 0 times without the profile's wrappers (and prints no share).
+-- --vocab-size N: the model with an N-token vocabulary, so that two families
+-- compare at one vocabulary (DeBERTa-v3 has 128,100 tokens
+-- against BERT's 30,522; in inference the decoder is half DeBERTa's FLOPs).
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
 require("bert.cli").help(arg, [[
 usage: lua5.4 tools/bench.lua [--model NAME] [--batch N] [--seq N] [--mode train|infer] [--steps N]
                            [--threads N] [--gemm openblas|onednn] [--device cpu|vulkan] [--int8] [--share 0]
+                           [--vocab-size N]
 Times BERT training or inference steps; prints one JSON line (seconds per step, tokens/s, GFLOP/s and its
 fraction of the FMA peak, peak RSS, the share of the step outside GEMMs) and that share against its target
-on stderr.  --int8: int8 linear layers (inference); --share 0: no profile (and no share).]])
+on stderr.  --int8: int8 linear layers (inference); --share 0: no profile (and no share); --vocab-size N: the
+family's model with an N-token vocabulary (to compare families at one vocabulary).]])
 local cjson = require("cjson")
 
 local opts = {model = "base", batch = 8, seq = 128, mode = "train", steps = 3, device = "cpu", share = 1}
@@ -30,7 +35,7 @@ while i <= #arg do
   if key == "int8" and (arg[i + 1] == nil or arg[i + 1]:match("^%-%-")) then   -- a bare flag
     opts.int8, i = 1, i + 1
   elseif not key or arg[i + 1] == nil then
-    io.stderr:write("usage: lua5.4 tools/bench.lua [--model NAME] [--batch N] [--seq N] [--mode train|infer] [--steps N] [--threads N] [--gemm P] [--int8] [--share 0]\n")
+    io.stderr:write("usage: lua5.4 tools/bench.lua [--model NAME] [--batch N] [--seq N] [--mode train|infer] [--steps N] [--threads N] [--gemm P] [--int8] [--share 0] [--vocab-size N]\n")
     os.exit(2)
   else
     opts[key] = tonumber(arg[i + 1]) or arg[i + 1]
@@ -76,7 +81,12 @@ local causal = false
 local ok_arch, arch = pcall(bert.models.architecture_for, family, "pretraining")
 if not ok_arch then ok_arch, arch = pcall(bert.models.architecture_for, family, "masked_lm") end
 if not ok_arch then arch, causal = bert.models.architecture_for(family, "causal_lm"), true end
-local model = bert.model(arch, resolved.size)
+local vocab_size = opts["vocab-size"]
+if vocab_size ~= nil and (math.type(vocab_size) ~= "integer" or vocab_size < 2) then
+  io.stderr:write("bench: --vocab-size must be an integer >= 2, got " .. tostring(vocab_size) .. "\n")
+  os.exit(2)
+end
+local model = bert.model(arch, resolved.size, vocab_size and {vocab_size = vocab_size} or nil)
 local c = model.arch or model.config   -- the config in BERT's key names
 local B, T, V = opts.batch, opts.seq, c.vocab_size
 local pair_head = model.config.model_type == "bert" or model.config.model_type == "albert"
@@ -186,7 +196,7 @@ end
 local peak_gf
 if opts.device ~= "vulkan" then peak_gf = dofile("tools/peak.lua").measure(bert.get_num_threads()) end
 print(cjson.encode({
-  impl = "bert-lua", model = opts.model, architecture = arch, mode = opts.mode, batch = B, seq = T,
+  impl = "bert-lua", model = opts.model, architecture = arch, mode = opts.mode, batch = B, seq = T, vocab_size = V,
   threads = bert.get_num_threads(), gemm = bert.backend_info().gemm, device = opts.device,
   sec_per_step = dt, tokens_per_s = tokens / dt, gflops = flops / dt / 1e9,
   peak_rss_mb = peak_rss_mb(), recompute = model.recompute or false,

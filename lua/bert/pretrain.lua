@@ -1021,4 +1021,22 @@ function M.run(args)
   return final
 end
 
+--- The command line's run: M.run(args), a failure printed on stderr (a
+-- reported problem as it is, a bug with its traceback) and exit status 1;
+-- finalizes MPI when it succeeds.
+function M.main(args)
+  local ok, err = xpcall(M.run, function(e)
+    if type(e) == "string" and e:find("^pretrain: ") then return e end   -- a reported problem: no traceback
+    -- one without a file:line position (a failed write: "FILE: No space left on device")
+    if type(e) == "string" and not e:find("^[%w_/%.%-]+%.lua:%d+:") then return "pretrain: " .. e end
+    return debug.traceback(tostring(e), 2)
+  end, args)
+  if not ok then
+    io.stderr:write(tostring(err), "\n")
+    os.exit(1)
+  end
+  dist.finalize()
+  return err
+end
+
 return M
