@@ -85,4 +85,31 @@ describe("F.lstm on vulkan", function()
     assert.equal(0, (c:select(1, 3) - c0:select(1, 3)):abs():max():item())
     assert.is_true(relerr(h:select(1, 2), y:select(1, 2):select(1, 1)) == 0)
   end)
+
+  -- the module joins a layer's two directions with bert.cat and its states
+  -- with bert.stack: both run on the device (the cat entry shared by every
+  -- backend), so a stacked bidirectional LSTM trains there as on the cpu
+  it("runs bert.nn.LSTM stacked and bidirectional, with a projection and a padded batch, as on the cpu", function()
+    local function run(dev)
+      bert.manual_seed(7)
+      local m = bert.nn.LSTM{input_size = 5, hidden_size = 7, num_layers = 2, bidirectional = true, proj_size = 3}
+      m:to(dev)
+      local x = randn({3, 6, 5}, 910):to(dev):requires_grad(true)
+      local y, h, c = m:forward(x, {6, 2, 4})
+      assert.equal(dev, y:device())
+      local loss = (y * randn({3, 6, 6}, 911):to(dev)):sum() + (h * randn({4, 3, 3}, 912):to(dev)):sum()
+        + (c * randn({4, 3, 7}, 913):to(dev)):sum()
+      loss:backward()
+      local out = {y = y, h = h, c = c, dx = x:grad()}
+      for _, np in ipairs(m:named_parameters()) do out[np.name] = np.param:grad() end
+      return out
+    end
+    local want, got = run("cpu"), run("vulkan")
+    local n = 0
+    for k, v in pairs(want) do
+      assert.is_true(relerr(got[k], v) < 1e-3, k .. ": relative error " .. relerr(got[k], v))
+      n = n + 1
+    end
+    assert.equal(4 + 2 * 2 * 5, n)   -- y, h, c, dx and 5 parameters per layer and direction
+  end)
 end)

@@ -199,6 +199,37 @@ describe("vulkan nn kernels", function()
       check(function(xx, bb) return F.bias_gelu(xx, bb, mode) end, {x, b})
     end
   end)
+  it("cat and stack on the device: every dimension, strided inputs, int32, and the gradient's slices", function()
+    local a, b = bert.randn({2, 3, 4}, {seed = 30}), bert.randn({2, 5, 4}, {seed = 31})
+    local bt = bert.randn({2, 4, 5}, {seed = 32}):transpose(2, 3)   -- [2, 5, 4], not contiguous
+    for _, case in ipairs({{{a, a}, 1}, {{a, b, bt}, 2}, {{a, a:clone()}, 3}}) do
+      local want = bert.cat(case[1], case[2])
+      local on = {}
+      for k, t in ipairs(case[1]) do on[k] = t:to("vulkan") end
+      local got = bert.cat(on, case[2])
+      assert.equal("vulkan", got:device())
+      assert.are.same(want:shape(), got:shape())
+      assert.equal(0, (got:to("cpu") - want):abs():max():item())
+    end
+    local i1, i2 = bert.tensor({{1, 2}}, "int32"), bert.tensor({{3, 4}, {5, 6}}, "int32")
+    local ints = bert.cat({i1:to("vulkan"), i2:to("vulkan")}, 1):to("cpu")
+    assert.are.same({{1, 2}, {3, 4}, {5, 6}}, ints:totable())
+    local s = bert.stack({a:to("vulkan"), a:to("vulkan")}, 2)
+    assert.are.same({2, 2, 3, 4}, s:shape())
+    assert.equal(0, (s:to("cpu") - bert.stack({a, a}, 2)):abs():max():item())
+    -- backward: each input's gradient is its slice of the output's
+    local x, y = a:to("vulkan"):requires_grad(true), b:to("vulkan"):requires_grad(true)
+    local w = bert.randn({2, 8, 4}, {seed = 33})
+    local loss = (bert.cat({x, y}, 2) * w:to("vulkan")):sum()
+    loss:backward()
+    assert.equal(0, (x:grad():to("cpu") - w:narrow(2, 1, 3)):abs():max():item())
+    assert.equal(0, (y:grad():to("cpu") - w:narrow(2, 4, 5)):abs():max():item())
+    -- mixed devices are refused, naming the op
+    local ok, err = pcall(bert.cat, {a, a:to("vulkan")}, 1)
+    assert.is_false(ok)
+    assert.matches("cat", tostring(err))
+  end)
+
   it("embedding gather and gradient scatter", function()
     local w = randn({11, 6}, 80)
     local ids = bert.tensor({{1, 0, 10}, {3, 3, 1}}, "int32")

@@ -224,6 +224,9 @@ static inline int bert_is_host(const bert_tensor *t) {
   return t == NULL || t->storage == NULL || t->storage->backend == NULL;
 }
 
+/* The cat entry for any backend with empty and copy_ (core/ops.c). */
+bert_tensor *bert_cat_by_copies(bert_tensor *const *ts, int n, int dim);
+
 /* The backend an op on these tensors runs on (NULL entries skipped): the
 ** device one if any is on a device, else the host's.  Tensors on two
 ** different devices: NULL with an error naming op. */

@@ -214,6 +214,28 @@ int bert_scatter_add_(bert_tensor *dst, int dim, const bert_tensor *index, const
   return 0;
 }
 
+/* The cat entry of every backend: the output allocated on the inputs'
+** device, each input copied into its slot by that device's copy_ (a
+** strided copy), so a device needs no kernel of its own for it. */
+bert_tensor *bert_cat_by_copies(bert_tensor *const *ts, int n, int dim) {
+  const bert_tensor *f = ts[0];
+  int64_t shape[BERT_MAX_DIMS];
+  memcpy(shape, f->shape, sizeof shape);
+  shape[dim] = 0;
+  for (int i = 0; i < n; i++) shape[dim] += ts[i]->shape[dim];
+  bert_tensor *out = bert_backend_of(f)->empty(f->dtype, f->ndim, shape);
+  if (out == NULL) return NULL;
+  int64_t at = 0;
+  for (int i = 0; i < n; i++) {
+    bert_tensor *slot = bert_narrow(out, dim, at, ts[i]->shape[dim]);
+    int rc = slot ? bert_copy_(slot, ts[i]) : -1;
+    bert_tensor_release(slot);
+    if (rc != 0) { bert_tensor_release(out); return NULL; }
+    at += ts[i]->shape[dim];
+  }
+  return out;
+}
+
 bert_tensor *bert_cat(bert_tensor *const *ts, int n, int dim) {
   char b1[160], b2[160];
   if (n <= 0) { bert_set_error("cat: expects a non-empty list of tensors"); return NULL; }

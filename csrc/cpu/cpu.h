@@ -29,7 +29,6 @@ bert_tensor *cpu_index_select(const bert_tensor *t, int dim, const bert_tensor *
 int cpu_index_add_(bert_tensor *z, int dim, const bert_tensor *index, const bert_tensor *src);
 bert_tensor *cpu_gather(const bert_tensor *t, int dim, const bert_tensor *index);
 int cpu_scatter_add_(bert_tensor *dst, int dim, const bert_tensor *index, const bert_tensor *src);
-bert_tensor *cpu_cat(bert_tensor *const *ts, int n, int dim);
 bert_tensor *cpu_nonzero(const bert_tensor *t);
 /* sorting (ops_sort.c) */
 bert_tensor *cpu_sort_indices(const bert_tensor *t, int dim, int64_t k, int descending);

@@ -85,25 +85,6 @@ int cpu_scatter_add_(bert_tensor *dst, int dim, const bert_tensor *index, const 
   return 0;
 }
 
-bert_tensor *cpu_cat(bert_tensor *const *ts, int n, int dim) {
-  const bert_tensor *f = ts[0];
-  int64_t shape[BERT_MAX_DIMS];
-  memcpy(shape, f->shape, sizeof shape);
-  shape[dim] = 0;
-  for (int i = 0; i < n; i++) shape[dim] += ts[i]->shape[dim];
-  bert_tensor *out = bert_tensor_empty(f->dtype, f->ndim, shape);
-  if (out == NULL) return NULL;
-  int64_t at = 0;
-  for (int i = 0; i < n; i++) {
-    bert_tensor *slot = bert_narrow(out, dim, at, ts[i]->shape[dim]);
-    int rc = slot ? bert_copy_(slot, ts[i]) : -1;
-    bert_tensor_release(slot);
-    if (rc != 0) { bert_tensor_release(out); return NULL; }
-    at += ts[i]->shape[dim];
-  }
-  return out;
-}
-
 bert_tensor *cpu_nonzero(const bert_tensor *t) {
   int64_t n = bert_numel(t), count = 0;
   for (int64_t i = 0; i < n; i++) count += bert_get_flat(t, i) != 0;

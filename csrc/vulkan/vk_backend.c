@@ -73,6 +73,7 @@ const bert_backend bert_vulkan_backend = {
   .matmul = vk_matmul,
   .index_select = vk_index_select,
   .index_add_ = vk_index_add,
+  .cat = bert_cat_by_copies,
   .linear = vk_linear,
   .linear_backward = vk_linear_backward,
   .layer_norm = vk_layer_norm,
