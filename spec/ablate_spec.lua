@@ -552,6 +552,26 @@ return {
     assert.equal(12, cjson.decode(read(cell3 .. "/evaluate/protocol.json")).max_train)
     assert.is_nil(read(cell3 .. "/evaluate-at-0.5/results.json"))
     assert.is_number(cjson.decode(read(dir3 .. "/results.json")).rows[1].metrics.eval_sst2.mean)
+    -- cells that differ only in pretraining (here its rate) share one from-scratch control:
+    -- the second cell reads the first's instead of fine-tuning the same control again
+    local path4 = root .. "/ev4.lua"
+    write(path4, (read(path):gsub('name = "ev"', 'name = "ev4"')
+      :gsub('axes = {{name = "objective", values = {"mlm"}}}', 'axes = {{name = "lr", values = {1e-3, 2e-3}}}')
+      :gsub('fixed = {', 'fixed = {objective = "mlm", ')
+      :gsub('from_scratch_control = true}', 'from_scratch_control = true, learning_curve = false}')))
+    local dir4 = root .. "/ev4-out"
+    assert.is_true(ablate_cmd(path4 .. " --output " .. dir4, root .. "/log9d"), read(root .. "/log9d.err"))
+    local first_cell, second_cell = dir4 .. "/cells/lr=0.001_seed=1", dir4 .. "/cells/lr=0.002_seed=1"
+    local own = cjson.decode(read(first_cell .. "/evaluate/tasks/sst2/result.json")).from_scratch
+    local read_in = cjson.decode(read(second_cell .. "/evaluate/tasks/sst2/result.json")).from_scratch
+    assert.is_nil(own.read_from)
+    assert.equal(first_cell .. "/evaluate", read_in.read_from)
+    assert.same(own.test, read_in.test)
+    for _, name in ipairs(require("bert.fs").listdir(second_cell .. "/evaluate/tasks/sst2")) do
+      assert.is_nil(name:find("^scratch%-"), name)
+    end
+    local rows4 = cjson.decode(read(dir4 .. "/results.json")).rows
+    assert.equal(rows4[1].metrics.eval_sst2_scratch.mean, rows4[2].metrics.eval_sst2_scratch.mean)
   end)
 
   it("draws a learning curve for a numeric axis, from the finished cells (some missing)", function()

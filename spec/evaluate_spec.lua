@@ -251,6 +251,39 @@ describe("bert.evaluate", function()
     assert.is_table(summary(t.lr, 1).test)
   end)
 
+  it("reads another output's finished control when the checkpoint gives the same one, else runs its own", function()
+    local d, opts = tiny_sst2()
+    opts.from_scratch_control = true
+    local first = evaluate.run(opts).tasks.sst2.from_scratch
+    assert.is_nil(first.read_from)
+    -- another checkpoint of the same architecture and tokenizer (another pretraining head)
+    local ckpt2 = d .. "/ckpt2"
+    assert(os.execute("cp -r '" .. opts.model .. "' '" .. ckpt2 .. "'"))
+    local config = util.decode_json(util.read_file(ckpt2 .. "/config.json"))
+    config.architectures = {"BertForPreTraining"}
+    assert(util.write_file(ckpt2 .. "/config.json", util.json(config)))
+    assert.is_true(evaluate.same_control(opts.model, ckpt2))
+    local o2 = {}
+    for k, v in pairs(opts) do o2[k] = v end
+    o2.model, o2.output, o2.control_from = ckpt2, d .. "/eval2", {d .. "/nothing-here", d .. "/eval"}
+    local second = evaluate.run(o2).tasks.sst2
+    assert.equals(d .. "/eval", second.from_scratch.read_from)
+    local saved = util.decode_json(util.read_file(d .. "/eval/tasks/sst2/result.json"))
+    assert.same(saved.from_scratch.test, second.from_scratch.test)
+    assert.is_falsy(util.exists(d .. "/eval2/tasks/sst2/scratch-lr0.001-seed1"), "no control run of its own")
+    assert.truthy(util.read_file(d .. "/eval2/results.md"):find("| sst2 |", 1, true))
+    -- another dropout (or vocabulary, or protocol) is another control: run, not read
+    config.hidden_dropout_prob = 0.2
+    assert(util.write_file(ckpt2 .. "/config.json", util.json(config)))
+    assert.is_false(evaluate.same_control(opts.model, ckpt2))
+    o2.output = d .. "/eval3"
+    local third = evaluate.run(o2).tasks.sst2
+    assert.is_nil(third.from_scratch.read_from)
+    assert.truthy(util.exists(d .. "/eval3/tasks/sst2/scratch-lr0.001-seed1/summary.json"))
+    o2.model, o2.output, o2.steps = opts.model, d .. "/eval4", 3
+    assert.is_nil(evaluate.run(o2).tasks.sst2.from_scratch.read_from, "another step count")
+  end)
+
   it("runs a fine-tuning task with the protocol, writes the table, and skips it when rerun", function()
     local d, opts = tiny_sst2()
     local ckpt = opts.model

@@ -194,7 +194,17 @@ local function evaluate_cell(settings, result, ckpt, cell_dir, snapshots, run_di
       if scratch[key] then result.metrics[key .. "_gain" .. suffix] = v - scratch[key] end
     end
   end
+  -- the other cells' finished controls are read where they are this cell's too (the same
+  -- architecture and tokenizer: a grid that varies only the objective runs its control once)
+  local others = {}
+  local cells_dir, own = split_dir(cell_dir)
+  for _, name in ipairs(fs.listdir(cells_dir) or {}) do
+    if name ~= own then others[#others + 1] = cells_dir .. "/" .. name .. "/evaluate" end
+  end
+  table.sort(others)
+  settings.control_from = others
   point(ckpt, cell_dir .. "/evaluate", "", settings.from_scratch_control)
+  settings.control_from = nil
   for key, v in pairs(scratch) do result.metrics[key .. "_scratch"] = v end
   -- learning_curve = false: the snapshots are kept (a shared run's settings) but not evaluated
   for _, sn in ipairs((quick or settings.learning_curve == false) and {} or snapshots) do

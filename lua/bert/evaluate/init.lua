@@ -22,7 +22,9 @@
 -- evaluated once per rate, test at the chosen rate alone.  Runs that
 -- predict one class for every test example are counted.  With
 -- from_scratch_control the same protocol runs from random weights of the
--- same architecture.
+-- same architecture; opts.control_from lists other evaluation outputs whose
+-- finished control is read instead of rerun when it is the same control
+-- (M.same_control: config, tokenizer files and protocol alike).
 --
 -- Output directory: tasks/NAME/RUN/ (one fine-tuning run each, as
 -- experiments/finetune_*.lua writes it, less the weights unless
@@ -244,6 +246,71 @@ local function add_costs(into, summary)
   end
 end
 
+-- The first setting of M.FIXED (but those in `except`) on which a saved
+-- protocol.json and opts differ: key, saved value, opts' value; nil if none.
+local function protocol_mismatch(saved, opts, except)
+  for _, k in ipairs(M.FIXED) do
+    local a, b = saved[k], opts[k]
+    if a == util.null then a = nil end
+    if b == util.null then b = nil end
+    if a ~= b and not (except and except[k]) then return k, a, b end
+  end
+  return nil
+end
+
+local function same_value(a, b)
+  if type(a) ~= "table" or type(b) ~= "table" then return a == b end
+  for k, v in pairs(a) do if not same_value(v, b[k]) then return false end end
+  for k in pairs(b) do if a[k] == nil then return false end end
+  return true
+end
+
+-- A checkpoint directory's files that do not shape a from-scratch control:
+-- the weights, the training state, the model card (config.json is compared
+-- apart, without its "architectures": the pretraining head, which the
+-- control's task head replaces).
+local NOT_CONTROL = {["model.safetensors"] = true, ["optimizer.safetensors"] = true, ["trainer.json"] = true,
+  ["README.md"] = true, ["config.json"] = true}
+
+--- Whether two checkpoints give the same from-scratch control: the same
+-- config (less "architectures") and byte-identical tokenizer files (every
+-- other file of the directory), e.g. the cells of a grid that vary only
+-- the pretraining objective.
+function M.same_control(a, b)
+  local finetune = require("bert.finetune")
+  local da, db = finetune.model_dir(a), finetune.model_dir(b)
+  if not (da and db) then return false end
+  local ca, cb = read_json(da .. "/config.json"), read_json(db .. "/config.json")
+  if not (ca and cb) then return false end
+  ca.architectures, cb.architectures = nil, nil
+  if not same_value(ca, cb) then return false end
+  local function files(dir)
+    local out = {}
+    for _, name in ipairs(fs.listdir(dir) or {}) do
+      if not NOT_CONTROL[name] and not name:find("^%.") then out[name] = fs.read_file(dir .. "/" .. name) end
+    end
+    return out
+  end
+  return same_value(files(da), files(db))
+end
+
+-- A finished control of task `name` in one of opts.control_from (another
+-- evaluation's output) made with this protocol on a checkpoint that gives
+-- the same control: its result, marked with where it was read; nil if none.
+local function shared_control(name, opts)
+  for _, other in ipairs(opts.control_from or {}) do
+    local r = read_json(other .. "/tasks/" .. name .. "/result.json")
+    local saved = r and r.from_scratch and read_json(other .. "/protocol.json")
+    if saved and not protocol_mismatch(saved, opts, {model = true}) and not M.stale(r, opts)
+        and M.same_control(saved.model, opts.model) then
+      local control = r.from_scratch
+      control.read_from = other
+      return control
+    end
+  end
+  return nil
+end
+
 --- Fine-tunes one task with the protocol; returns its result table
 -- {task, kind, metric, lr_grid, dev_by_lr, lr, seeds, runs, test = {metric = {mean, sd, values}},
 --  headline = {mean, sd}, one_class_runs, from_scratch = {...} (with the control), baselines,
@@ -377,7 +444,15 @@ function M.finetune_task(name, opts, state)
   end
   local pre = protocol(false)
   for k, v in pairs(pre) do result[k] = v end
-  if opts.from_scratch_control then result.from_scratch = protocol(true) end
+  if opts.from_scratch_control then
+    result.from_scratch = shared_control(name, opts)
+    if result.from_scratch then
+      say(opts, "[evaluate] %s: the from-scratch control read from %s (the same architecture, tokenizer and " ..
+        "protocol)", name, result.from_scratch.read_from)
+    else
+      result.from_scratch = protocol(true)
+    end
+  end
   local train = require("bert.finetune.experiment").subset(task.train, opts.max_train, 1)
   result.baselines = M.baselines(task, train, task.test)
   if task.test_sets then
@@ -616,17 +691,13 @@ function M.run(opts)
   for _, k in ipairs(M.FIXED) do fixed[k] = opts[k] == nil and util.null or opts[k] end
   local saved = read_json(opts.output .. "/protocol.json")
   if saved then
-    for _, k in ipairs(M.FIXED) do
-      local a, b = saved[k], fixed[k]
-      if a == util.null then a = nil end
-      if b == util.null then b = nil end
-      if a ~= b then
-        local function show(v)   -- JSON's 2.0 is the 2 it was written as
-          return tostring(math.type(v) == "float" and v == math.floor(v) and math.tointeger(v) or v)
-        end
-        error(string.format("evaluate: %s holds runs made with %s = %s, not %s: use another --output (or remove it)",
-          opts.output, k, show(a), show(b)), 0)
+    local k, a, b = protocol_mismatch(saved, fixed)
+    if k then
+      local function show(v)   -- JSON's 2.0 is the 2 it was written as
+        return tostring(math.type(v) == "float" and v == math.floor(v) and math.tointeger(v) or v)
       end
+      error(string.format("evaluate: %s holds runs made with %s = %s, not %s: use another --output (or remove it)",
+        opts.output, k, show(a), show(b)), 0)
     end
   else
     write_json(opts.output .. "/protocol.json", fixed)
