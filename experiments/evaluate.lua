@@ -65,6 +65,9 @@ p:option("--max-dev", "Choose the rate and checkpoint on at most N dev examples"
 p:flag("--scratch", "Also run every fine-tuning task from random weights of the same architecture (the control)")
 p:flag("--scratch-only", "Run only the control's fine-tuning runs (they need the architecture and tokenizer, not the " ..
   "weights: e.g. while the checkpoint is still training); a later --scratch run into the same --output reads them")
+p:option("--scratch-from", "Other evaluation outputs (comma-separated) whose finished control is read instead of run " ..
+  "where it is this model's too: the same config, tokenizer files and protocol (e.g. other checkpoints of one " ..
+  "pretraining recipe)")
 p:option("--blimp-pairs", "BLiMP: the first N pairs of each of the 67 paradigms (1000: all of them)",
   tostring(d.blimp_pairs)):convert(cli.integer("--blimp-pairs", 1))
 p:option("--heldout", "Held-out text for bits per byte (BERT's plain format)", d.heldout)
@@ -85,13 +88,21 @@ cli.main("evaluate.lua", function()
     tasks = {}
     for t in args.tasks:gmatch("[^,]+") do tasks[#tasks + 1] = t end
   end
+  local control_from
+  if args.scratch_from then
+    if not (args.scratch or args.scratch_only) then
+      error("--scratch-from reads a from-scratch control: pass --scratch too", 0)
+    end
+    control_from = {}
+    for dir in args.scratch_from:gmatch("[^,]+") do control_from[#control_from + 1] = dir end
+  end
   local quoted = {}
   for i = 0, #arg do quoted[#quoted + 1] = arg[i] end
   evaluate.run{
     model = args.model, suite = args.suite, tasks = tasks, output = args.output, steps = args.steps, seeds = args.seeds,
     lr_grid = args.lr_grid, max_train = args.max_train, max_dev = args.max_dev,
     from_scratch_control = args.scratch or args.scratch_only, scratch_only = args.scratch_only,
-    control_model = args.control_model,
+    control_model = args.control_model, control_from = control_from,
     blimp_pairs = args.blimp_pairs, heldout = args.heldout, lm_max_bytes = args.lm_max_bytes,
     qa_seq_len = args.qa_seq_len, qa_batch_size = args.qa_batch_size, keep_models = args.keep_models, verbose = args.verbose, quiet = args.quiet,
     tokenizer = args.tokenizer, batch_size = args.batch_size, warmup = args.warmup, weight_decay = args.weight_decay,
