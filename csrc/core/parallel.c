@@ -146,6 +146,33 @@ int64_t bert_parallel_grain(int64_t cost) {
   return g > 0 ? g : 1;
 }
 
+int64_t bert_reduce_blocks(int64_t n, int64_t grain) {
+  if (grain < 1) grain = 1;
+  int64_t nb = (n + grain - 1) / grain;
+  if (nb > BERT_REDUCE_BLOCKS) nb = BERT_REDUCE_BLOCKS;
+  return nb > 0 ? nb : 1;
+}
+
+typedef struct {
+  bert_block_fn fn;
+  void *ctx;
+  int64_t n, size;
+} blocks_job;
+
+static void run_blocks(void *p, int64_t lo, int64_t hi) {
+  const blocks_job *j = p;
+  for (int64_t b = lo; b < hi; b++) {
+    int64_t first = b * j->size, last = first + j->size < j->n ? first + j->size : j->n;
+    if (first < last) j->fn(j->ctx, b, first, last);
+  }
+}
+
+void bert_parallel_blocks(int64_t n, int64_t grain, bert_block_fn fn, void *ctx) {
+  int64_t nb = bert_reduce_blocks(n, grain);
+  blocks_job job = {fn, ctx, n, (n + nb - 1) / (nb > 0 ? nb : 1)};
+  bert_parallel_for(nb, 1, run_blocks, &job);
+}
+
 static void run_inline(int64_t n, bert_range_fn fn, void *ctx) {
   int saved = tl_index;
   tl_index = 0;

@@ -37,8 +37,20 @@ void bert_parallel_for(int64_t n, int64_t grain, bert_range_fn fn, void *ctx);
 ** BERT_PARALLEL_MIN / 2 elements (the old OpenMP threshold, per chunk). */
 int64_t bert_parallel_grain(int64_t cost);
 
+/* Reductions whose result must not depend on timing or the thread count
+** (a gradient's column sums): [0, n) split into bert_reduce_blocks(n, grain)
+** fixed blocks, from n and grain alone, each run whole by one thread as
+** fn(ctx, block, lo, hi).  One partial per block, summed in block order,
+** gives the same bits at any thread count, where per-thread partials under
+** the pool's dynamic chunks do not. */
+#define BERT_REDUCE_BLOCKS 16
+typedef void (*bert_block_fn)(void *ctx, int64_t block, int64_t lo, int64_t hi);
+int64_t bert_reduce_blocks(int64_t n, int64_t grain);
+void bert_parallel_blocks(int64_t n, int64_t grain, bert_block_fn fn, void *ctx);
+
 /* The calling thread's index in the running loop, 0 .. bert_parallel_width() - 1
-** (0 outside a loop): for per-thread scratch and partial sums. */
+** (0 outside a loop): for per-thread scratch (not for partial sums: see
+** bert_parallel_blocks). */
 int bert_parallel_thread(void);
 /* How many threads a loop started now may use (its per-thread buffers). */
 int bert_parallel_width(void);

@@ -24,17 +24,18 @@ typedef struct {
   int64_t N;
   const float *X, *B, *G;
   float *Y;          /* forward: y; backward: dx */
-  float *partial;    /* backward: per-thread column sums of dx [width, N], or NULL */
+  float *partial;    /* backward: per-block column sums of dx [blocks, N], or NULL */
   int tanh_mode;
 } gelu_job;
 
-/* dx = dy * gelu'(x + b), with this thread's share of db (column sums of
+/* dx = dy * gelu'(x + b), with this block's share of db (column sums of
 ** dx) accumulated in the same pass while the row is in cache. */
-static inline __attribute__((always_inline)) void gelu_backward_rows_mode(const gelu_job *j, int64_t lo,
-                                                                          int64_t hi, const int tanh_mode) {
+static inline __attribute__((always_inline)) void gelu_backward_rows_mode(const gelu_job *j, int64_t block,
+                                                                          int64_t lo, int64_t hi,
+                                                                          const int tanh_mode) {
   const int64_t N = j->N;
   const float *B = j->B;
-  float *db = j->partial ? j->partial + (size_t)bert_parallel_thread() * (size_t)N : NULL;
+  float *db = j->partial ? j->partial + (size_t)block * (size_t)N : NULL;
   for (int64_t r = lo; r < hi; r++) {
     const float *xr = j->X + r * N, *gr = j->G + r * N;
     float *dr = j->Y + r * N;
@@ -69,10 +70,10 @@ static inline __attribute__((always_inline)) void gelu_forward_rows_mode(const g
   }
 }
 
-static void gelu_backward_rows(void *p, int64_t lo, int64_t hi) {
+static void gelu_backward_rows(void *p, int64_t block, int64_t lo, int64_t hi) {
   const gelu_job *j = p;
-  if (j->tanh_mode) gelu_backward_rows_mode(j, lo, hi, 1);
-  else gelu_backward_rows_mode(j, lo, hi, 0);
+  if (j->tanh_mode) gelu_backward_rows_mode(j, block, lo, hi, 1);
+  else gelu_backward_rows_mode(j, block, lo, hi, 0);
 }
 
 static void gelu_forward_rows(void *p, int64_t lo, int64_t hi) {
@@ -88,21 +89,23 @@ int cpu_bias_gelu_backward(bert_tensor *const in[2], const bert_tensor *x, const
   int64_t N = x->shape[x->ndim - 1], R = N > 0 ? bert_numel(x) / N : 0;
   bert_tensor *dx = bert_tensor_empty(BERT_F32, x->ndim, x->shape);
   if (dx == NULL) return -1;
-  int want_db = bin && bin->requires_grad, width = bert_parallel_width();
+  int want_db = bin && bin->requires_grad;
+  int64_t blocks = bert_reduce_blocks(R, bert_parallel_grain(N));
   float *partial = NULL;
-  if (want_db && (partial = calloc((size_t)width * (size_t)N, sizeof(float))) == NULL) {
+  if (want_db && (partial = calloc((size_t)blocks * (size_t)N, sizeof(float))) == NULL) {
     bert_tensor_release(dx);
-    bert_set_error("bias_gelu backward: out of memory for %d x %lld partial sums", width, (long long)N);
+    bert_set_error("bias_gelu backward: out of memory for %lld x %lld partial sums", (long long)blocks,
+                   (long long)N);
     return -1;
   }
   gelu_job job = {N, bert_f32(x), b ? bert_f32(b) : NULL, bert_f32(gout), bert_f32(dx), partial, tanh_mode};
-  bert_parallel_for(R, bert_parallel_grain(N), gelu_backward_rows, &job);
+  bert_parallel_blocks(R, bert_parallel_grain(N), gelu_backward_rows, &job);
   if (want_db) {
     bert_tensor *db = bert_tensor_empty(BERT_F32, 1, &N);
     if (db == NULL) { free(partial); bert_tensor_release(dx); return -1; }
     float *DB = bert_f32(db);
     memcpy(DB, partial, (size_t)N * sizeof(float));
-    for (int t = 1; t < width; t++)
+    for (int64_t t = 1; t < blocks; t++)
       for (int64_t k = 0; k < N; k++) DB[k] += partial[(size_t)t * (size_t)N + (size_t)k];
     free(partial);
     if (bert_accumulate_grad_steal(bin, db) != 0) { bert_tensor_release(dx); return -1; }

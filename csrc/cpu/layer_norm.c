@@ -24,7 +24,7 @@
 typedef struct {
   int64_t H;
   const float *X, *Rs, *Gm, *DY, *mean, *rstd;
-  float *DX, *part;   /* part: per thread [dgamma H | dbeta H], or NULL */
+  float *DX, *part;   /* part: per block [dgamma H | dbeta H], or NULL */
 } ln_backward_job;
 
 #define LN_LANES 16
@@ -75,7 +75,7 @@ static void ln_backward_rows_unbuffered(const ln_backward_job *jb, int64_t lo, i
 
 /* One row's first pass, with the operands' presence constant (the caller
 ** instantiates each combination): x_hat and dy * gamma into xh and gy, this
-** thread's dgamma / dbeta, and the two row sums in independent lanes, all
+** block's dgamma / dbeta, and the two row sums in independent lanes, all
 ** in one loop so that the row's inputs stream from memory once. */
 static inline __attribute__((always_inline)) void ln_backward_row_sums(
     const float *restrict xr, const float *restrict rr, const float *restrict dy, const float *restrict Gm,
@@ -107,12 +107,12 @@ static inline __attribute__((always_inline)) void ln_backward_row_sums(
   *sgx = sum_lanes_f(agx);
 }
 
-static void ln_backward_rows(void *p, int64_t lo, int64_t hi) {
+static void ln_backward_rows(void *p, int64_t block, int64_t lo, int64_t hi) {
   const ln_backward_job *jb = p;
   const int64_t H = jb->H;
   const float *X = jb->X, *Rs = jb->Rs, *Gm = jb->Gm, *DY = jb->DY;
   float *DX = jb->DX;
-  float *dg = jb->part ? jb->part + (size_t)bert_parallel_thread() * 2 * (size_t)H : NULL;
+  float *dg = jb->part ? jb->part + (size_t)block * 2 * (size_t)H : NULL;
   float *db = dg ? dg + H : NULL;
   /* x_hat and dy * gamma of one row, kept for the dx loop */
   float *xh = malloc((size_t)(H > 0 ? H : 1) * 2 * sizeof *xh);
@@ -158,7 +158,8 @@ int cpu_layer_norm_backward(bert_tensor *const in[4], const bert_tensor *x, cons
   int want_g = gin && gin->requires_grad, want_b = bin && bin->requires_grad;
   bert_tensor *dx = NULL;
   float *part = NULL;
-  int nt = bert_parallel_width(), rc = -1;
+  int64_t nt = bert_reduce_blocks(R, bert_parallel_grain(H));
+  int rc = -1;
   if (want_x && (dx = bert_tensor_empty(BERT_F32, x->ndim, x->shape)) == NULL) goto done;
   if (want_g || want_b) {
     part = calloc((size_t)nt * 2 * (size_t)H, sizeof(float));
@@ -166,14 +167,14 @@ int cpu_layer_norm_backward(bert_tensor *const in[4], const bert_tensor *x, cons
   }
   float *DX = dx ? bert_f32(dx) : NULL;
   ln_backward_job job = {H, X, Rs, Gm, DY, mean, rstd, DX, part};
-  bert_parallel_for(R, bert_parallel_grain(H), ln_backward_rows, &job);
+  bert_parallel_blocks(R, bert_parallel_grain(H), ln_backward_rows, &job);
   if (want_g || want_b) {
     bert_tensor *dgt = bert_tensor_empty(BERT_F32, 1, &H), *dbt = bert_tensor_empty(BERT_F32, 1, &H);
     if (dgt == NULL || dbt == NULL) { bert_tensor_release(dgt); bert_tensor_release(dbt); goto done; }
     float *G = bert_f32(dgt), *B = bert_f32(dbt);
     for (int64_t j = 0; j < H; j++) {
       float sg = 0, sb = 0;
-      for (int t = 0; t < nt; t++) { sg += part[(size_t)t * 2 * H + j]; sb += part[(size_t)t * 2 * H + H + j]; }
+      for (int64_t t = 0; t < nt; t++) { sg += part[(size_t)t * 2 * H + j]; sb += part[(size_t)t * 2 * H + H + j]; }
       G[j] = sg;
       B[j] = sb;
     }
@@ -308,17 +309,17 @@ bert_tensor *cpu_rms_norm(const bert_tensor *x, const bert_tensor *weight, doubl
 typedef struct {
   int64_t H;
   const float *X, *W, *DY, *rstd;
-  float *DX, *part;   /* part: per thread dweight [H], or NULL */
+  float *DX, *part;   /* part: per block dweight [H], or NULL */
 } rms_backward_job;
 
 /* With x_hat = x * rs and g = dy * w: dx = rs * (g - x_hat * mean(g * x_hat)),
 ** dweight = sum over rows of dy * x_hat.  The row sum in float lanes as
 ** layer norm's backward; x_hat and g recomputed in the dx loop. */
-static void rms_backward_rows(void *p, int64_t lo, int64_t hi) {
+static void rms_backward_rows(void *p, int64_t block, int64_t lo, int64_t hi) {
   const rms_backward_job *jb = p;
   const int64_t H = jb->H;
   const float *W = jb->W;
-  float *dw = jb->part ? jb->part + (size_t)bert_parallel_thread() * (size_t)H : NULL;
+  float *dw = jb->part ? jb->part + (size_t)block * (size_t)H : NULL;
   for (int64_t r = lo; r < hi; r++) {
     const float *xr = jb->X + r * H, *dy = jb->DY + r * H;
     const float rs = jb->rstd[r];
@@ -343,7 +344,8 @@ int cpu_rms_norm_backward(bert_tensor *const in[2], const bert_tensor *x, const 
   bert_tensor *xin = in[0], *win = in[1];
   int64_t H = x->shape[x->ndim - 1], R = rstd->shape[0];
   int want_x = xin && xin->requires_grad, want_w = win && win->requires_grad;
-  int nt = bert_parallel_width(), rc = -1;
+  int64_t nt = bert_reduce_blocks(R, bert_parallel_grain(H));
+  int rc = -1;
   bert_tensor *dx = NULL;
   float *part = NULL;
   if (want_x && (dx = bert_tensor_empty(BERT_F32, x->ndim, x->shape)) == NULL) goto done;
@@ -353,14 +355,14 @@ int cpu_rms_norm_backward(bert_tensor *const in[2], const bert_tensor *x, const 
   }
   rms_backward_job job = {H, bert_f32(x), bert_f32(weight), bert_f32(gout), bert_f32(rstd),
                           dx ? bert_f32(dx) : NULL, part};
-  bert_parallel_for(R, bert_parallel_grain(H), rms_backward_rows, &job);
+  bert_parallel_blocks(R, bert_parallel_grain(H), rms_backward_rows, &job);
   if (want_w) {
     bert_tensor *dw = bert_tensor_empty(BERT_F32, 1, &H);
     if (dw == NULL) goto done;
     float *D = bert_f32(dw);
     for (int64_t j = 0; j < H; j++) {
       float s = 0;
-      for (int t = 0; t < nt; t++) s += part[(size_t)t * H + j];
+      for (int64_t t = 0; t < nt; t++) s += part[(size_t)t * H + j];
       D[j] = s;
     }
     if (bert_accumulate_grad_steal(win, dw) != 0) goto done;

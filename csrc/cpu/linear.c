@@ -11,19 +11,19 @@
 #include "cpu/gemm.h"
 #include "cpu/nn_internal.h"
 
-/* Column sums of G [R, N] (the bias gradient): each thread sums whole rows
-** into its own partial vector (contiguous, vectorised), then the partials
-** are added up. */
+/* Column sums of G [R, N] (the bias gradient): each block of rows is summed
+** whole into its own partial vector (contiguous, vectorised), then the
+** partials are added up in block order: the same bits at any thread count. */
 typedef struct {
   const float *G;
   int64_t N;
-  float *partial;   /* [width, N] */
+  float *partial;   /* [blocks, N] */
 } colsum_job;
 
-static void colsum_rows(void *ctx, int64_t lo, int64_t hi) {
+static void colsum_rows(void *ctx, int64_t block, int64_t lo, int64_t hi) {
   const colsum_job *j = ctx;
   const int64_t N = j->N;
-  float *acc = j->partial + (size_t)bert_parallel_thread() * (size_t)N;
+  float *acc = j->partial + (size_t)block * (size_t)N;
   for (int64_t r = lo; r < hi; r++) {
     const float *g = j->G + r * N;
     #pragma omp simd
@@ -32,16 +32,17 @@ static void colsum_rows(void *ctx, int64_t lo, int64_t hi) {
 }
 
 static int column_sums(const float *G, int64_t R, int64_t N, float *out) {
-  int width = bert_parallel_width();
-  float *partial = calloc((size_t)width * (size_t)N, sizeof(float));
+  int64_t blocks = bert_reduce_blocks(R, bert_parallel_grain(N));
+  float *partial = calloc((size_t)blocks * (size_t)N, sizeof(float));
   if (partial == NULL) {
-    bert_set_error("linear backward: out of memory for %d x %lld bias partial sums", width, (long long)N);
+    bert_set_error("linear backward: out of memory for %lld x %lld bias partial sums", (long long)blocks,
+                   (long long)N);
     return -1;
   }
   colsum_job job = {G, N, partial};
-  bert_parallel_for(R, bert_parallel_grain(N), colsum_rows, &job);
+  bert_parallel_blocks(R, bert_parallel_grain(N), colsum_rows, &job);
   memcpy(out, partial, (size_t)N * sizeof(float));
-  for (int t = 1; t < width; t++)
+  for (int64_t t = 1; t < blocks; t++)
     for (int64_t k = 0; k < N; k++) out[k] += partial[(size_t)t * (size_t)N + (size_t)k];
   free(partial);
   return 0;
