@@ -78,8 +78,9 @@ p:option("--qa-batch-size", "SQuAD: windows per batch", tostring(d.qa_batch_size
   :convert(cli.integer("--qa-batch-size", 1))
 p:flag("--keep-models", "Keep every fine-tuned model (default: only summaries and predictions)")
 p:flag("--verbose", "Print every fine-tuning run's own log")
-cli.add(p, "tokenizer", "batch_size", "warmup", "weight_decay", "seq_len", "threads", "data_dir", "device", "no_varlen",
-  "quiet")
+cli.add(p, "tokenizer", "batch_size", "warmup", "weight_decay", "seq_len", "config_overrides", {help = "Model config " ..
+  "keys over the checkpoint's in every fine-tuning run (and its control), KEY=VALUE,..., e.g. hidden_dropout_prob=0"},
+  "threads", "data_dir", "device", "no_varlen", "quiet")
 local args = p:parse()
 
 cli.main("evaluate.lua", function()
@@ -106,7 +107,7 @@ cli.main("evaluate.lua", function()
     blimp_pairs = args.blimp_pairs, heldout = args.heldout, lm_max_bytes = args.lm_max_bytes,
     qa_seq_len = args.qa_seq_len, qa_batch_size = args.qa_batch_size, keep_models = args.keep_models, verbose = args.verbose, quiet = args.quiet,
     tokenizer = args.tokenizer, batch_size = args.batch_size, warmup = args.warmup, weight_decay = args.weight_decay,
-    seq_len = args.seq_len, threads = args.threads, data_dir = args.data_dir, device = args.device,
+    seq_len = args.seq_len, config_overrides = args.config_overrides, threads = args.threads, data_dir = args.data_dir, device = args.device,
     no_varlen = args.no_varlen, command = "lua5.4 " .. table.concat(quoted, " "),
     -- the datasets are fetched on first use (BERT_DATA_MIRROR selects a local mirror)
     fetch = require("bert.fs").fetch_data,

@@ -128,7 +128,7 @@ describe("pretrain --config-overrides", function()
     assert.same({pre_layer_norm = true, hidden_dropout_prob = 0, layer_norm_eps = 1e-5, hidden_act = "gelu_new"},
       lib.config_overrides("pre_layer_norm=true, hidden_dropout_prob=0,layer_norm_eps=1e-5,hidden_act=gelu_new"))
     assert.equal("integer", math.type(lib.config_overrides("num_hidden_layers=3").num_hidden_layers))
-    for text, why in pairs({["x"] = "KEY=VALUE", ["a="] = "KEY=VALUE", ["vocab_size=9"] = "the tokenizer's"}) do
+    for text, why in pairs({["x"] = "KEY=VALUE", ["a="] = "KEY=VALUE", ["vocab_size=9"] = "the tokenizer's", ["num_labels=3"] = "the task's"}) do
       local keys, err = lib.config_overrides(text)
       assert.is_nil(keys, text)
       assert.matches(why, err, 1, true)

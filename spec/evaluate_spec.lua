@@ -319,10 +319,29 @@ describe("bert.evaluate", function()
     o2.steps = 3
     local perr = error_of(evaluate.run, o2)
     assert.truthy(perr:find("holds runs made with steps = 2, not 3", 1, true), perr)
+    o2.steps, o2.config_overrides = 2, "hidden_dropout_prob=0"
+    perr = error_of(evaluate.run, o2)
+    assert.truthy(perr:find("config_overrides", 1, true), perr)
+    o2.config_overrides = nil
     -- other seeds: the finished task is evaluated again, its matching runs read
     o2.steps, o2.seeds = 2, {1, 2, 3}
     local more = evaluate.run(o2)
     assert.equals(3, #more.tasks.sst2.test.accuracy.values)
+  end)
+
+  it("--config-overrides reaches every fine-tuning run and the protocol", function()
+    local d, opts = tiny_sst2()
+    opts.config_overrides, opts.seeds = "hidden_dropout_prob=0,attention_probs_dropout_prob=0", {1}
+    opts.keep_models = true
+    local r = evaluate.run(opts)
+    assert.equals(opts.config_overrides, r.protocol.config_overrides)
+    local protocol = assert(util.decode_json(util.read_file(d .. "/eval/protocol.json")))
+    assert.equals(opts.config_overrides, protocol.config_overrides)
+    local run = d .. "/eval/tasks/sst2/lr0.001-seed1"
+    local c = assert(util.decode_json(util.read_file(run .. "/best/config.json")))
+    assert.equals(0, c.hidden_dropout_prob)
+    assert.equals(0, c.attention_probs_dropout_prob)
+    assert.truthy(util.read_file(d .. "/eval/results.md"):find("Config overrides: " .. opts.config_overrides, 1, true))
   end)
 
   it("experiments/evaluate.lua refuses --scratch-from without --scratch, naming both", function()

@@ -427,6 +427,28 @@ describe("finetune.tasks and the synthetic QA generator", function()
   end)
 end)
 
+describe("finetune.load_model's config overrides", function()
+  it("are checked against the family's keys, Hugging Face's aliases translated, the task's labels kept", function()
+    local tok = tokenizer()
+    local m = finetune.load_model("tiny", {kind = "classification", labels = {"a", "b", "c"}, tokenizer = tok,
+      config = {hidden_dropout_prob = 0.3, num_labels = 7}})
+    assert.equals(0.3, m.config.hidden_dropout_prob)
+    assert.equals(3, m.config.num_labels)   -- the task's label set wins
+    -- DistilBERT calls it dropout: the BERT name is translated, not stored beside it unread
+    local d = finetune.load_model("distilbert-tiny", {kind = "classification", labels = {"a", "b"}, tokenizer = tok,
+      config = {hidden_dropout_prob = 0.2}})
+    assert.equals(0.2, d.config.dropout)
+    assert.is_nil(rawget(d.config, "hidden_dropout_prob"))
+    -- DeBERTa's classifier dropout is cls_dropout; BERT's name for it is not DeBERTa's
+    local err = error_of(finetune.load_model, "deberta-tiny", {kind = "classification", labels = {"a", "b"},
+      tokenizer = tok, config = {classifier_dropout = 0.2}, config_source = "--config-overrides"})
+    assert.matches("--config-overrides: 'classifier_dropout' is not a key of the deberta-v2 config", err, 1, true)
+    err = error_of(finetune.load_model, "tiny", {kind = "classification", labels = {"a", "b"}, tokenizer = tok,
+      config = {hiden_dropout_prob = 0.2}})
+    assert.matches("load_model: opts.config: 'hiden_dropout_prob' is not a key of the bert config", err, 1, true)
+  end)
+end)
+
 describe("finetune: end to end through the Trainer (tiny BERT, small vocabulary)", function()
   local experiment = require("bert.finetune.experiment")
   -- one thread: these models are so small that thread hand-offs cost more
@@ -503,6 +525,22 @@ describe("finetune: end to end through the Trainer (tiny BERT, small vocabulary)
     assert.equals(2, calls)   -- dev once, test once
     assert.equals(3, summary.steps)
     assert.is_number(summary.dev.accuracy)
+  end)
+
+  it("--config-overrides: the checkpoint's config with the given keys, kept in best/config.json", function()
+    local summary, out = run("classification", FIX .. "classify", {"--steps", "2", "--config-overrides",
+      "hidden_dropout_prob=0,classifier_dropout=0.25"})
+    assert.equals(2, summary.steps)
+    local c = assert(util.decode_json(util.read_file(out .. "/best/config.json")))
+    assert.equals(0, c.hidden_dropout_prob)
+    assert.equals(0.25, c.classifier_dropout)
+    assert.equals(0.1, c.attention_probs_dropout_prob)   -- the keys not named keep the model's
+    cleanup(out)
+    -- a key the family does not have is refused by name, with the option, before training
+    local err = error_of(run, "classification", FIX .. "classify", {"--steps", "2", "--config-overrides",
+      "hiden_dropout_prob=0"})
+    assert.matches("--config-overrides: 'hiden_dropout_prob' is not a key of the bert config", err, 1, true)
+    assert.matches("hidden_dropout_prob", err, 1, true)   -- the keys it has are listed
   end)
 
   it("stops early after --patience evaluations without a better dev metric", function()

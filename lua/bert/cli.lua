@@ -79,6 +79,42 @@ function M.choice_or_path(name, choices, what)
   end
 end
 
+-- Config keys a run sets itself, never a --config-overrides item: why.
+local OWNED_CONFIG_KEYS = {
+  vocab_size = "vocab_size is the tokenizer's (--vocab-size in pretraining)",
+  num_labels = "num_labels is the task's (its label set, --labels)",
+  id2label = "id2label is the task's (its label set, --labels)",
+  label2id = "label2id is the task's (its label set, --labels)",
+}
+
+--- The keys of a --config-overrides value ("hidden_dropout_prob=0,pre_layer_norm=true"), as Hugging
+-- Face's run_mlm.py and from_pretrained(..., key=value) take them: true/false as booleans, numbers as
+-- numbers, anything else as a string.  nil, why when malformed or naming a key the run sets itself.
+function M.config_overrides(text)
+  local keys = {}
+  for item in tostring(text):gmatch("[^,]+") do
+    local k, v = item:match("^%s*([%a_][%w_]*)%s*=%s*(.-)%s*$")
+    if not k or v == "" then
+      return nil, string.format("expected KEY=VALUE items separated by commas, got %s", quote(text))
+    end
+    if OWNED_CONFIG_KEYS[k] then return nil, OWNED_CONFIG_KEYS[k] end
+    if v == "true" or v == "false" then keys[k] = v == "true"
+    else keys[k] = math.tointeger(tonumber(v)) or tonumber(v) or v end
+  end
+  if next(keys) == nil then return nil, "expected at least one KEY=VALUE, got " .. quote(text) end
+  return keys
+end
+
+--- A converter for --config-overrides: the text, kept as given (run
+-- directories record it), once it reads.
+function M.overrides(name)
+  return function(v)
+    local keys, why = M.config_overrides(v)
+    if not keys then return nil, "option " .. name .. ": " .. why end
+    return v
+  end
+end
+
 --- The model size names (tiny, mini, ...), smallest first.
 function M.size_names()
   local sizes = require("bert.models.config").sizes
@@ -173,6 +209,9 @@ M.OPTIONS = {
   log_every = {"--log-every", "Log training metrics every N steps", "10", M.integer, 1},
   patience = {"--patience", "Stop when the dev metric has not improved for N evaluations", nil, M.integer, 1},
   no_plot = {"--no-plot", "Skip the plots", nil, "flag"},
+  config_overrides = {"--config-overrides", "Model config keys over the model's, KEY=VALUE,... (as Hugging " ..
+    "Face's run_mlm.py and from_pretrained), e.g. hidden_dropout_prob=0,attention_probs_dropout_prob=0", nil,
+    M.overrides},
   -- fine-tuning
   task = {"--task", "Task name or data path"},
   from_scratch = {"--from-scratch", "Random initialisation (with a directory: its config, fresh weights)", nil, "flag"},
@@ -275,7 +314,8 @@ function M.add_finetune(p, kind)
       "or its run's tokenizer/; for a size name " .. experiment.DEFAULT_VOCAB .. ")"},
     "epochs", {default = d.epochs}, "steps", {help = "Optimizer steps (instead of --epochs; with --time-budget: at most)"},
     "time_budget", "batch_size", "accum", "lr", "warmup", "weight_decay", "clip", "max_train", "max_eval",
-    "seq_len", {default = d.seq_len}, "device", "seed", "output", {help = "Run directory (default runs/finetune/TASK-MODEL[-scratch])"},
+    "seq_len", {default = d.seq_len}, "config_overrides", {help = "Model config keys over the checkpoint's, " ..
+      "KEY=VALUE,... (as Hugging Face's from_pretrained(..., key=value)), e.g. hidden_dropout_prob=0.2,classifier_dropout=0"}, "device", "seed", "output", {help = "Run directory (default runs/finetune/TASK-MODEL[-scratch])"},
     "threads", "data_dir", "eval_every", {help = "Evaluate on the dev set every N steps (default: each epoch)"},
     "eval_batch_size", "log_every", "patience", "resume", "overwrite", "keep_checkpoint", "no_plot", "quiet", "compare",
     {help = kind == "qa" and "Fine-tune twice, from the --model checkpoint and from scratch, the same number of " ..

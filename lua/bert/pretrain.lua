@@ -101,12 +101,8 @@ function M.parser()
     table.sort(out)
     return table.concat(out, ",")
   end)
-  parser:option("--config-overrides", "Model config keys over --model's, KEY=VALUE,... (as Hugging Face's run_mlm.py), " ..
-    "e.g. pre_layer_norm=true,hidden_dropout_prob=0,attention_probs_dropout_prob=0"):convert(function(v)
-    local keys, why = M.config_overrides(v)
-    if not keys then return nil, "option --config-overrides: " .. why end
-    return v
-  end)
+  cli.add(parser, "config_overrides", {help = "Model config keys over --model's, KEY=VALUE,... (as Hugging Face's " ..
+    "run_mlm.py), e.g. pre_layer_norm=true,hidden_dropout_prob=0,attention_probs_dropout_prob=0"})
   parser:option("--schedule", "The learning rate's shape: linear (warmup, then linear decay to 0), one_cycle " ..
     "(a triangle from 0 up to the peak at --warmup, down to 0 at the end: Cramming's), cosine or constant (after " ..
     "the warmup)", "linear"):choices({"linear", "one_cycle", "cosine", "constant"})
@@ -140,23 +136,8 @@ function M.parser()
   return parser
 end
 
---- The keys of a --config-overrides value ("pre_layer_norm=true,hidden_dropout_prob=0"):
--- true/false as booleans, numbers as numbers, anything else as a string.
--- nil, why when malformed or naming a key the run sets itself.
-function M.config_overrides(text)
-  local keys = {}
-  for item in tostring(text):gmatch("[^,]+") do
-    local k, v = item:match("^%s*([%a_][%w_]*)%s*=%s*(.-)%s*$")
-    if not k or v == "" then
-      return nil, string.format("expected KEY=VALUE items separated by commas, got '%s'", tostring(text))
-    end
-    if k == "vocab_size" then return nil, "vocab_size is the tokenizer's (--vocab-size)" end
-    if v == "true" or v == "false" then keys[k] = v == "true"
-    else keys[k] = math.tointeger(tonumber(v)) or tonumber(v) or v end
-  end
-  if next(keys) == nil then return nil, "expected at least one KEY=VALUE, got '" .. tostring(text) .. "'" end
-  return keys
-end
+--- The keys of a --config-overrides value: bert.cli.config_overrides.
+M.config_overrides = cli.config_overrides
 
 --- The stages of a --seq-len-schedule value ("64:0.5,128"): a list of
 -- {len, until} with increasing lengths and fractions, the last (the length
@@ -681,10 +662,15 @@ local function model_sizes(args, resolved, tok_size)
   return sizes
 end
 
--- sizes with --config-overrides' keys over them (max_position_embeddings included)
-local function with_overrides(sizes, text)
+-- sizes with --config-overrides' keys over them (max_position_embeddings included), in
+-- the family's key names; a key the family does not have stops the run, named
+local function with_overrides(sizes, text, family)
   if text then
-    for k, v in pairs(assert(M.config_overrides(text))) do sizes[k] = v end
+    local registry = require("bert.models.registry")
+    local keys, why = require("bert.models.config").family_keys(
+      registry.families[family] or registry.families[registry.default_model_type], assert(M.config_overrides(text)))
+    if not keys then die("--config-overrides: " .. why) end
+    for k, v in pairs(keys) do sizes[k] = v end
   end
   return sizes
 end
@@ -697,7 +683,7 @@ local function build_model(run)
   local unigram_id = nil
   local ctx = {
     args = args, tokenizer = run.tok, family = family, size = resolved and resolved.size or args.model,
-    config_overrides = with_overrides(model_sizes(args, resolved, run.tok:vocab_size()), args.config_overrides),
+    config_overrides = with_overrides(model_sizes(args, resolved, run.tok:vocab_size()), args.config_overrides, family),
     unigram_id = function()
       if unigram_id == nil then unigram_id = run.pre.unigram_counts(args.output .. "/data/train"):argmax():item() end
       return unigram_id

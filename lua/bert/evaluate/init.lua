@@ -75,7 +75,7 @@ M.defaults = {
 -- The settings every run of an output directory must share (what a run's
 -- directory name, TASK/[scratch-]lrRATE-seedSEED, does not say).
 M.FIXED = {"model", "tokenizer", "steps", "batch_size", "qa_batch_size", "warmup", "weight_decay", "seq_len",
-  "qa_seq_len", "max_train", "max_dev", "no_varlen"}
+  "qa_seq_len", "max_train", "max_dev", "no_varlen", "config_overrides"}
 
 --- The task's headline score (a fraction) from its metrics, as the
 -- benchmark reports it: CoLA MCC, MRPC mean of F1 and accuracy, STS-B mean
@@ -333,7 +333,7 @@ function M.finetune_task(name, opts, state)
     max_eval = math.maxinteger, seq_len = kind == "qa" and opts.qa_seq_len or opts.seq_len, data_dir = opts.data_dir,
     -- one dev evaluation, after the last step: the rate is chosen on it, not the step
     threads = opts.threads, eval_every = opts.steps, fetch = opts.fetch, device = opts.device,
-    no_varlen = opts.no_varlen,
+    no_varlen = opts.no_varlen, config_overrides = opts.config_overrides,
   }
   local function protocol(from_scratch)
     local tag = from_scratch and "scratch-" or ""
@@ -607,7 +607,8 @@ function M.markdown(results)
     "with seed %d; seeds %s at that rate; test = mean ± sample sd over the seeds (percentages).",
     results.date, results.command or "", results.protocol.steps, results.protocol.batch_size,
     table.concat(results.protocol.lr_grid_text or {}, ", "), results.protocol.seeds[1],
-    table.concat(results.protocol.seeds, ","))) end
+    table.concat(results.protocol.seeds, ",")) ..
+    (results.protocol.config_overrides and " Config overrides: " .. results.protocol.config_overrides .. "." or "")) end
   add("")
   if #fine > 0 then
     add("| task | metric | pretrained | from scratch | majority | bag of words / most frequent tag | lr | runs predicting one class | minutes |")
@@ -717,7 +718,7 @@ function M.run(opts)
     tasks = {}, protocol = {steps = opts.steps, batch_size = opts.batch_size, seeds = opts.seeds,
       lr_grid = opts.lr_grid or M.lr_grid(opts.hidden_size), max_train = opts.max_train, max_dev = opts.max_dev,
       warmup = opts.warmup, seq_len = opts.seq_len, qa_seq_len = opts.qa_seq_len,
-      from_scratch_control = opts.from_scratch_control == true}}
+      config_overrides = opts.config_overrides, from_scratch_control = opts.from_scratch_control == true}}
   results.protocol.lr_grid_text = {}
   for i, lr in ipairs(results.protocol.lr_grid) do results.protocol.lr_grid_text[i] = fmt_lr(lr) end
   for _, n in ipairs(names) do

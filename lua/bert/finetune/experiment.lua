@@ -339,7 +339,8 @@ local function load_model(run)
   run.opts, run.kept, run.settings = opts, kept, settings
   local model, info = finetune.load_model(model_src or args.model, {
     kind = run.kind, labels = task.labels, regression = task.regression, from_scratch = args.from_scratch, tokenizer = tok,
-    finetune = settings,
+    finetune = settings, config = args.config_overrides and assert(cli.config_overrides(args.config_overrides)),
+    config_source = "--config-overrides",
   })
   local seq_len = args.seq_len
   local maxpos = model.config.max_position_embeddings

@@ -107,8 +107,11 @@ end
 -- regression (one output scored by MSE: STS-B), or task
 -- (a task from finetune.tasks: its kind and labels),
 -- from_scratch (a directory's config with fresh weights), tokenizer (its
--- vocabulary size sets a size name's vocab_size), config (more overrides),
--- finetune (settings stored in config.json for the pipeline).
+-- vocabulary size sets a size name's vocab_size), config (config keys over
+-- the model's, e.g. {hidden_dropout_prob = 0}: checked against the family's
+-- keys, Hugging Face's aliases translated; config_source names them in an
+-- error, e.g. "--config-overrides"), finetune (settings stored in
+-- config.json for the pipeline).
 -- Returns model, info {from_scratch, source, missing, unexpected}.
 function M.load_model(spec, opts)
   opts = opts or {}
@@ -122,7 +125,16 @@ function M.load_model(spec, opts)
   local arch = M.architectures[opts.kind]
   if not arch then error("load_model: opts.kind must be classification, tagging or qa", 2) end
   local overrides = {}
-  for k, v in pairs(opts.config or {}) do overrides[k] = v end
+  -- opts.config in the family's own key names, checked, before the task's keys
+  local function add_config(model_type)
+    if not opts.config then return end
+    local registry = require("bert.models.registry")
+    local family = registry.families[model_type or registry.default_model_type]
+    if not family then return end   -- an unknown model_type: bert.model names it
+    local keys, why = require("bert.models.config").family_keys(family, opts.config)
+    if not keys then error((opts.config_source or "load_model: opts.config") .. ": " .. why, 0) end
+    for k, v in pairs(keys) do if overrides[k] == nil then overrides[k] = v end end   -- the task's labels win
+  end
   if opts.regression then   -- one output trained with MSE (HF's num_labels = 1)
     overrides.num_labels, overrides.id2label, overrides.label2id = 1, {["0"] = "LABEL_0"}, {LABEL_0 = 0}
   elseif opts.labels then
@@ -137,6 +149,7 @@ function M.load_model(spec, opts)
   -- FAMILY-SIZE (albert-tiny) or a bare size (BERT's): the family's head for this task
   local resolved = bert.models.resolve(spec)
   if resolved and resolved.size then
+    add_config(resolved.family)
     arch = bert.models.architecture_for(resolved.family, M.heads[opts.kind])
     if opts.tokenizer then
       overrides.vocab_size = opts.tokenizer:vocab_size()
@@ -154,6 +167,7 @@ function M.load_model(spec, opts)
       spec), 0)
   end
   local model, info
+  add_config((require("bert.models.config").read(dir .. "/config.json")).model_type)
   if opts.from_scratch then
     local raw = require("bert.models.config").read(dir .. "/config.json")
     arch = bert.models.architecture_for(raw.model_type or require("bert.models.registry").default_model_type, M.heads[opts.kind])

@@ -35,10 +35,12 @@ F.defaults = {
   tie_word_embeddings = true,
 }
 
+F.key_names = {classifier_dropout = "classifier_dropout_prob"}   -- Hugging Face's name -> ALBERT's
+
 function F.arch(c)
   local a = bert_family.arch(c)
   a.classifier_dropout = c.classifier_dropout_prob
-  a.key_names = {classifier_dropout = "classifier_dropout_prob"}
+  a.key_names = F.key_names
   return a
 end
 

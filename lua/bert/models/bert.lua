@@ -11,6 +11,8 @@ local F = {
   model_type = "bert", short_name = "bert", class_prefix = "Bert", prefix = "bert",
   default_vocab = 30522,   -- bert-base-uncased's WordPiece vocabulary
   pre_layer_norm = true,   -- takes config pre_layer_norm (bert.models.config)
+  -- keys read where present, beyond the defaults and sizes (Hugging Face's BertConfig has classifier_dropout)
+  optional_keys = {"classifier_dropout", "pre_layer_norm"},
 }
 
 -- Google's released sizes (intermediate = 4H, heads = H/64).

@@ -49,6 +49,7 @@ function F.validate(c, a, where)
 end
 
 F.arch = bert_family.arch
+F.optional_keys = {"classifier_dropout"}
 
 --- The reversal of each row within its real length, as flat indices into
 -- B*T: row b of length L reads positions L-1, ..., 0, then its padding

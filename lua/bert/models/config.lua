@@ -191,6 +191,35 @@ function M.make(family, spec, overrides)
   return c, a
 end
 
+--- A user's config overrides (--config-overrides, from_pretrained's config) in the family's own
+-- key names: Hugging Face's aliases translated (family.key_names: DistilBERT's hidden_dropout_prob
+-- is its dropout, as HF's attribute_map), each key checked against the family's defaults, sizes and
+-- optional_keys.  nil, why naming the first other key: a mistyped one (hiden_dropout_prob) would
+-- otherwise be kept in config.json and read by nothing.
+function M.family_keys(family, keys)
+  local known = {}
+  for k in pairs(family.defaults) do known[k] = true end
+  for _, size in pairs(family.sizes) do for k in pairs(size) do known[k] = true end end
+  for _, k in ipairs(family.optional_keys or {}) do known[k] = true end
+  for _, k in ipairs({"vocab_size", "num_labels", "id2label", "label2id"}) do known[k] = true end   -- every family's
+  local names = {}
+  for k in pairs(keys) do names[#names + 1] = k end
+  table.sort(names)
+  local out = {}
+  for _, k in ipairs(names) do
+    local own = family.key_names and family.key_names[k] or k
+    if not known[own] then
+      local list = {}
+      for n in pairs(known) do list[#list + 1] = n end
+      table.sort(list)
+      return nil, string.format("'%s' is not a key of the %s config (its keys: %s)", k, family.model_type,
+        table.concat(list, ", "))
+    end
+    out[own] = keys[k]
+  end
+  return out
+end
+
 --- BERT's own keys as the architecture view (a copy, so that derived keys
 -- never reach config.json).
 function M.bert_arch(c)

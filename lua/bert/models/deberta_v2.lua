@@ -46,6 +46,8 @@ F.sizes = {
 -- DebertaV2Config defaults and the modeling code's getattr fallbacks
 -- (position_buckets -1, share_att_key false, norm_rel_ebd "none"): absolute
 -- positions, no relative attention.  The sizes above set deberta-v3's values.
+F.optional_keys = {"cls_dropout"}   -- the classifier's dropout, read where present (HF's DebertaV2Config)
+
 F.defaults = {
   max_position_embeddings = 512, type_vocab_size = 0, hidden_act = "gelu",
   hidden_dropout_prob = 0.1, attention_probs_dropout_prob = 0.1, initializer_range = 0.02,

@@ -34,6 +34,8 @@ local key_names = {hidden_size = "dim", num_hidden_layers = "n_layers", num_atte
   intermediate_size = "hidden_dim", hidden_act = "activation", hidden_dropout_prob = "dropout",
   attention_probs_dropout_prob = "attention_dropout", classifier_dropout = "seq_classif_dropout"}
 
+F.key_names = key_names
+
 function F.arch(c)
   local a = {vocab_size = c.vocab_size, max_position_embeddings = c.max_position_embeddings, type_vocab_size = 0,
     initializer_range = c.initializer_range, layer_norm_eps = 1e-12, pad_token_id = c.pad_token_id,

@@ -24,6 +24,7 @@ F.sizes = {
 F.defaults = require("bert.models.config").extend(bert_family.defaults, {embedding_size = 128})
 
 F.arch = bert_family.arch
+F.optional_keys = {"classifier_dropout"}
 F.validate = bert_family.validate
 
 function F.backbone(a, c, opts)

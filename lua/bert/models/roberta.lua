@@ -18,6 +18,7 @@ F.defaults = configs.extend(bert_family.defaults, {
 })
 
 F.arch = bert_family.arch
+F.optional_keys = {"classifier_dropout"}
 
 function F.validate(c, a, where)
   bert_family.validate(c, a, where)
