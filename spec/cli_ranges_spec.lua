@@ -48,6 +48,31 @@ describe("command-line numbers", function()
     end)
   end
 
+  -- the tools read their numbers as the experiments do: a bad one was read as nil (tokenize.lua
+  -- trained its default vocabulary on --vocab-size abc) or a negative one as an unknown flag
+  for _, case in ipairs({
+    {"tools/tokenize.lua train spec/fixtures/finetune/vocab.txt --out /nonexistent --vocab-size abc",
+     "tokenize.lua: option --vocab-size: expected an integer, got 'abc'"},
+    {"tools/tokenize.lua train spec/fixtures/finetune/vocab.txt --out /nonexistent --vocab-size -5",
+     "tokenize.lua: option --vocab-size: expected an integer >= 1, got '-5'"},
+    {"tools/tokenize.lua encode spec/fixtures/finetune/vocab.txt --tokenizer spec/fixtures/finetune/vocab.txt " ..
+     "--max-length 1", "tokenize.lua: option --max-length: expected an integer >= 2, got '1'"},
+    {"tools/tokenize.lua encode /nonexistent.txt --tokenizer spec/fixtures/finetune/vocab.txt",
+     "tokenize.lua: /nonexistent.txt: No such file or directory"},
+    {"tools/dist_model.lua --tokens-per-s abc", "dist_model.lua: option --tokens-per-s: expected a number, got 'abc'"},
+    {"tools/make_synthetic_qa.lua --questions-per-context -1 --out /nonexistent",
+     "make_synthetic_qa.lua: option --questions-per-context: expected an integer from 1 to 1000, got '-1'"},
+    {"tools/build_corpus.lua --source a=/nonexistent --heldout-per-mille 2000",
+     "build_corpus.lua: option --heldout-per-mille: expected an integer from 0 to 1000, got '2000'"},
+  }) do
+    it(case[1]:match("^tools/(%S+)") .. ": " .. case[2]:match(": (.*)$"), function()
+      local out, rc = run("lua5.4 " .. case[1])
+      assert.equal(1, rc)
+      assert.equal(case[2], (out:match("^[^\n]*")))
+      assert.not_matches("traceback", out)
+    end)
+  end
+
   it("a typo'd option: the error and the hint, not the usage", function()
     local out, rc = run("lua5.4 experiments/finetune_classify.lua --modle tiny")
     assert.equal(1, rc)

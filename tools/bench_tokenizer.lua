@@ -12,14 +12,14 @@
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
 
-local argparse = require("argparse")
+local cli = require("bert.cli")
 local T = require("bert.tokenizer")
 
-local p = argparse("bench_tokenizer", "Tokenizer speed vs Hugging Face")
+local p = cli.parser("bench_tokenizer.lua", "Tokenizer speed vs Hugging Face")
 p:option("--corpus", "Text file (default: data/brown/brown.txt, else data/brown.txt)")
 p:option("--vocab", "bert-base-uncased vocab.txt", "spec/fixtures/tokenizer/bert-base-uncased-vocab.txt")
 p:option("--hf", "node_modules dir with @anush008/tokenizers")
-p:option("--vocab-size", "Vocabulary size to train", "30000")
+p:option("--vocab-size", "Vocabulary size to train", "30000"):convert(cli.integer("--vocab-size", 1))
 p:option("--unigram-model", "SentencePiece .model for the Unigram comparison",
          "spec/fixtures/tokenizer_unigram/albert_like.model")
 p:option("--unigram-json", "The same model as HF's tokenizer.json",

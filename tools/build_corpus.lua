@@ -78,7 +78,7 @@
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
 
-local argparse = require("argparse")
+local cli = require("bert.cli")
 local cjson = require("cjson")
 local corpus = require("bert.data.corpus")
 local fs = require("bert.fs")
@@ -87,18 +87,14 @@ local ALL_SETS = {"glue", "blimp", "squad", "wnut17", "ud", "xnli", "pawsx"}
 local MIN_WORDS = 5      -- exact-match and sentence-dedup threshold
 local N = 13             -- the n of the n-gram rule
 
-local p = argparse("build_corpus.lua", "Build a deduplicated pretraining corpus with the evaluation texts " ..
+local p = cli.parser("build_corpus.lua", "Build a deduplicated pretraining corpus with the evaluation texts " ..
   "excluded and a fixed held-out part (see the comment at the top of this file).")
 p:option("--source", "NAME=PATH (plain format or .jsonl), in priority order; repeatable"):count("+")
 p:option("--heldout-from", "Comma-separated source names the held-out documents may come from, each NAME or " ..
   "NAME=PER_MILLE (its own share)", "")
 p:option("--heldout-per-mille", "Held-out share of those sources' documents, per mille", "25")
-  :convert(function(v)
-    local n = math.tointeger(tonumber(v))
-    if not n or n < 0 or n > 1000 then return nil, "--heldout-per-mille: an integer 0..1000" end
-    return n
-  end)
-p:option("--min-heldout-bytes", "Fail when the held-out part is smaller", "0"):convert(tonumber)
+  :convert(cli.integer("--heldout-per-mille", 0, 1000))
+p:option("--min-heldout-bytes", "Fail when the held-out part is smaller", "0"):convert(cli.integer("--min-heldout-bytes", 0))
 p:option("--eval-dir", "Where the evaluation sets live", "data")
 p:option("--eval-sets", "Comma-separated evaluation sets to exclude (" .. table.concat(ALL_SETS, ",") ..
   "; 'none' for none)", table.concat(ALL_SETS, ","))

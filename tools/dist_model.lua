@@ -17,15 +17,15 @@
 --   step = C + max(0, T(other buckets) - backward) + T(embedding buckets).
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
-local argparse = require("argparse")
+local cli = require("bert.cli")
 local bert = require("bert")
 
-local parser = argparse("dist_model.lua", "Model of data-parallel scaling for a BERT size.")
-parser:option("--model", "Size name", "base")
-parser:option("--tokens-per-s", "One rank's measured tokens/s on this model"):convert(tonumber)
-parser:option("--seq-len", "Sequence length", "128"):convert(tonumber)
-parser:option("--batch-per-rank", "Sequences per rank and step", "32"):convert(tonumber)
-parser:option("--bucket-mb", "Gradient bucket size (MiB)", "8"):convert(tonumber)
+local parser = cli.parser("dist_model.lua", "Model of data-parallel scaling for a BERT size.")
+parser:option("--model", "Size name", "base"):choices(cli.size_names())
+parser:option("--tokens-per-s", "One rank's measured tokens/s on this model"):convert(cli.number("--tokens-per-s", 1))
+parser:option("--seq-len", "Sequence length", "128"):convert(cli.integer("--seq-len", 1))
+parser:option("--batch-per-rank", "Sequences per rank and step", "32"):convert(cli.integer("--batch-per-rank", 1))
+parser:option("--bucket-mb", "Gradient bucket size (MiB)", "8"):convert(cli.number("--bucket-mb", 0.001))
 local args = parser:parse()
 
 -- parameter counts from the real model definition (no weights allocated twice)

@@ -15,17 +15,17 @@
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
 
-local argparse = require("argparse")
+local cli = require("bert.cli")
 local gen = require("bert.finetune.synthetic_qa")
 local tasks = require("bert.finetune.tasks")
 
-local p = argparse("make_synthetic_qa.lua", "Generate a SYNTHETIC cloze-style extractive QA set (SQuAD format).")
+local p = cli.parser("make_synthetic_qa.lua", "Generate a SYNTHETIC cloze-style extractive QA set (SQuAD format).")
 p:option("--corpus", "data/brown/docs.jsonl (tagged documents) or a text file with one sentence per line",
   "data/brown/docs.jsonl")
 p:option("--out", "Output directory (train.json, dev.json, test.json)")
 p:flag("--version-2", "SQuAD v2.0: add unanswerable questions")
-p:option("--seed", "Random seed", tostring(tasks.SPLIT_SEED)):convert(tonumber)
-p:option("--questions-per-context", "Questions per context", "2"):convert(tonumber)
+p:option("--seed", "Random seed", tostring(tasks.SPLIT_SEED)):convert(cli.integer("--seed", 0))
+p:option("--questions-per-context", "Questions per context", "2"):convert(cli.integer("--questions-per-context", 1, 1000))
 local args = p:parse()
 
 local out = args.out or (args.version_2 and "data/synthetic_qa_v2" or "data/synthetic_qa")
@@ -52,8 +52,8 @@ if not ok then
   os.exit(1)
 end
 
-local set = gen.generate(docs, {version_2 = args.version_2, seed = math.tointeger(args.seed),
-  questions_per_context = math.tointeger(args.questions_per_context)})
+local set = gen.generate(docs, {version_2 = args.version_2, seed = args.seed,
+  questions_per_context = args.questions_per_context})
 gen.write(out, set, {version_2 = args.version_2})
 
 local function count(list)

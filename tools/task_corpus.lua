@@ -15,11 +15,11 @@
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
 
-local argparse = require("argparse")
+local cli = require("bert.cli")
 local corpus = require("bert.data.corpus")
 local tasks = require("bert.finetune.tasks")
 
-local p = argparse("task_corpus.lua", "Write a fine-tuning task's text (one split) as a pretraining corpus.")
+local p = cli.parser("task_corpus.lua", "Write a fine-tuning task's text (one split) as a pretraining corpus.")
 p:option("--task", "Task name (spam, brown-genre, brown-pos, synthetic-qa) or a path as the fine-tuning scripts take it"):count(1)
 p:option("--kind", "For a path: classification, tagging or qa"):choices({"classification", "tagging", "qa"})
 p:option("--split", "Which split's text to write", "train"):choices({"train", "dev", "test"})

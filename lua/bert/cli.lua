@@ -233,9 +233,13 @@ M.OPTIONS = {
 -- joined to it (--lr -3 -> --lr=-3): argparse would read "-3" as a flag.
 local function join_negative_values(parser, argv)
   local takes_value = {}
-  for _, o in ipairs(parser._options) do
-    if o._maxargs > 0 then for _, alias in ipairs(o._aliases) do takes_value[alias] = true end end
+  local function collect(q)   -- the parser's options and its commands'
+    for _, o in ipairs(q._options) do
+      if o._maxargs > 0 then for _, alias in ipairs(o._aliases) do takes_value[alias] = true end end
+    end
+    for _, c in ipairs(q._commands or {}) do collect(c) end
   end
+  collect(parser)
   local out, i = {}, 1
   while i <= #argv do
     local a, v = argv[i], argv[i + 1]
