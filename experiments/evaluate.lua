@@ -48,7 +48,7 @@ p:option("--suite", "glue, blimp, squad, wnut17, pos, lm or all (English); xnli,
     if evaluate.SUITES[v] then return v end
     return nil, "option --suite: '" .. v .. "' is not one of " .. table.concat(suites, ", ")
   end)
-p:option("--tasks", "Comma-separated task names instead of a suite (cola, sst2, mrpc, stsb, rte, wnli, squad, " ..
+p:option("--tasks", "Comma-separated task names instead of a suite (cola, sst2, mrpc, stsb, rte, wnli, qnli, squad, " ..
   "wnut17, pos-en, pos-de, pos-fr, pos-zh, xnli, pawsx, pos-xling, blimp, lm)")
 p:option("--output", "Output directory (default runs/evaluate/MODEL)")
 p:option("--control-model", "A second checkpoint (e.g. pretrained on English alone) run with the same protocol into " ..

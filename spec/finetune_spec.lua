@@ -397,6 +397,37 @@ describe("finetune.tasks and the synthetic QA generator", function()
     for _, part in ipairs({a, b, c}) do for _, v in ipairs(part) do assert.is_nil(seen[v]) seen[v] = true end end
   end)
 
+  it("qnli: GLUE's QNLI dev split 65/10/25 by question-and-sentence group, no text in two parts", function()
+    local d = tmpdir()
+    assert(bert.mkdir(d .. "/glue")) assert(bert.mkdir(d .. "/glue/QNLI"))
+    local rows = {"index\tquestion\tsentence\tlabel"}
+    -- 200 pairs: question i % 120 with sentence i % 90, so many pairs share a question or a sentence
+    for i = 0, 199 do
+      rows[#rows + 1] = string.format("%d\tWhy q%d ?\tThe sentence s%d .\t%s", i, i % 120, i % 90,
+        i % 3 == 0 and "entailment" or "not_entailment")
+    end
+    local f = assert(io.open(d .. "/glue/QNLI/dev.tsv", "w"))
+    f:write(table.concat(rows, "\n"), "\n")
+    f:close()
+    local t = tasks.load("qnli", {data_dir = d})
+    assert.equals("classification", t.kind)
+    assert.equals(200, #t.train + #t.dev + #t.test)
+    local part_of = {}
+    for _, part in ipairs({"train", "dev", "test"}) do
+      for _, e in ipairs(t[part]) do
+        for _, key in ipairs({"q:" .. e.text, "s:" .. e.text_pair}) do
+          assert.is_true(part_of[key] == nil or part_of[key] == part, key .. " in " .. part .. " and " .. tostring(part_of[key]))
+          part_of[key] = part
+        end
+      end
+    end
+    -- the groups (30 here: pair i joins q(i % 120) and s(i % 90)) are split, not the pairs
+    assert.is_true(#t.test > 0 and #t.dev > 0 and #t.train > #t.test, string.format("%d/%d/%d", #t.train, #t.dev, #t.test))
+    assert.same({"entailment", "not_entailment"}, t.labels)
+    assert.matches("not the official dev score", t.note, 1, true)
+    assert.same(t.test, tasks.load("qnli", {data_dir = d}).test)   -- a fixed split
+  end)
+
   it("writes SQuAD JSON whose answers point into their contexts, marked synthetic", function()
     local gen = require("bert.finetune.synthetic_qa")
     local sentences = {

@@ -17,6 +17,8 @@
 --                documents (bert.finetune.synthetic_qa); SYNTHETIC data,
 --                not SQuAD.  Written to data/synthetic_qa[_v2]/ on first use.
 --   cola sst2 mrpc stsb rte wnli   GLUE (data/glue); test = the official dev set
+--   qnli         GLUE's QNLI dev (data/glue/QNLI; its train set is not at hand) split
+--                65/10/25, pairs sharing a question or a sentence in one part
 --   squad        SQuAD v1.1 dev (data/squad) split by article
 --   wnut17       WNUT-17 NER (data/wnut17): train / dev / test as released
 --   pos-en pos-de pos-fr pos-zh   UD UPOS (data/ud): the dev file split 90/10, the test file
@@ -326,6 +328,56 @@ local function glue(name)
   end
 end
 
+-- QNLI (question-answering NLI, from SQuAD: does the sentence answer the
+-- question?): only GLUE's dev set is at hand (5,463 pairs), so it is split
+-- into train / dev / test.  A question is paired with several sentences and
+-- a sentence with several questions, so the pairs are split by connected
+-- group (pairs that share a question or a sentence, transitively: 2,684
+-- groups of 1-20 pairs): no question or sentence is seen in two parts.
+M.QNLI_SPLIT = {0.65, 0.10, 0.25}
+
+local function qnli(data_dir, opts)
+  local path = need(data_dir, "glue/QNLI/dev.tsv", "glue", opts)
+  local labels = {"entailment", "not_entailment"}
+  local examples = readers.read_classification(path, {format = "tsv", header = true, text_column = "question",
+    pair_column = "sentence", label_column = "label", labels = labels})
+  local parent = {}
+  local function find(x)   -- the group's root, the path to it shortened
+    local root = x
+    while parent[root] ~= root do root = parent[root] end
+    while parent[x] ~= root do parent[x], x = root, parent[x] end
+    return root
+  end
+  local function union(a, b)
+    a, b = find(a), find(b)
+    if a ~= b then parent[a] = b end
+  end
+  for _, e in ipairs(examples) do
+    local q, s = "q\0" .. e.text, "s\0" .. e.text_pair
+    parent[q], parent[s] = parent[q] or q, parent[s] or s
+    union(q, s)
+  end
+  local groups, order = {}, {}
+  for _, e in ipairs(examples) do
+    e.source = path
+    local root = find("q\0" .. e.text)
+    if not groups[root] then groups[root] = {} order[#order + 1] = root end
+    table.insert(groups[root], e)
+  end
+  local parts = {M.split(order, M.QNLI_SPLIT, opts.split_seed)}
+  local out = {}
+  for k, roots in ipairs(parts) do
+    out[k] = {}
+    for _, root in ipairs(roots) do for _, e in ipairs(groups[root]) do table.insert(out[k], e) end end
+  end
+  return {
+    name = "qnli", kind = "classification", labels = labels, metric = "accuracy", train = out[1], dev = out[2],
+    test = out[3], description = "QNLI: does the sentence contain the answer to the question (accuracy)",
+    note = string.format("GLUE's QNLI dev set split by question and sentence group into %d train, %d dev, %d test " ..
+      "pairs (QNLI's train set is not at hand): not the official dev score", #out[1], #out[2], #out[3]),
+  }
+end
+
 -- SQuAD v1.1: only the dev file is at hand, so it is split by article
 -- (no article's paragraphs in two parts): 34 articles train, 4 dev, 10 test.
 M.SQUAD_SPLIT = {train = 34, dev = 4, test = 10}
@@ -476,6 +528,7 @@ local builtin = {
 for name in pairs(M.glue) do builtin[name] = glue(name) M.kinds[name] = "classification" end
 for lang in pairs(M.ud) do builtin["pos-" .. lang] = ud_pos(lang) M.kinds["pos-" .. lang] = "tagging" end
 M.kinds.squad, M.kinds.wnut17 = "qa", "tagging"
+builtin.qnli, M.kinds.qnli = qnli, "classification"
 for name in pairs(M.xling) do builtin[name] = xling_pairs(name) M.kinds[name] = "classification" end
 builtin["pos-xling"], M.kinds["pos-xling"] = pos_xling, "tagging"
 
