@@ -572,6 +572,37 @@ return {
     end
     local rows4 = cjson.decode(read(dir4 .. "/results.json")).rows
     assert.equal(rows4[1].metrics.eval_sst2_scratch.mean, rows4[2].metrics.eval_sst2_scratch.mean)
+    -- the grid file adds an evaluation task (an RTE-shaped pair task): the finished cell evaluates
+    -- it, on its checkpoint and snapshot, and reads SST-2's runs instead of fine-tuning them again
+    os.execute("mkdir -p '" .. root .. "/evaldata/glue/RTE'")
+    for _, split in ipairs({"train", "dev"}) do
+      local lines = {"index\tsentence1\tsentence2\tlabel"}
+      for i = 1, 24 do
+        local a, b = words[rnd(#words)], words[rnd(#words)]
+        lines[#lines + 1] = string.format("%d\tthe %s sat\tthe %s sat\t%s", i, a, b,
+          a == b and "entailment" or "not_entailment")
+      end
+      write(root .. "/evaldata/glue/RTE/" .. split .. ".tsv", table.concat(lines, "\n") .. "\n")
+    end
+    local sst2_runs = require("bert.fs").listdir(dir .. "/cells/objective=mlm_seed=1/evaluate/tasks/sst2")
+    local sst2_before = read(dir .. "/cells/objective=mlm_seed=1/evaluate/tasks/sst2/result.json")
+    local path5 = root .. "/ev5.lua"
+    write(path5, (read(path):gsub('tasks = {"sst2"}', 'tasks = {"sst2", "rte"}')))
+    assert.is_true(ablate_cmd(path5 .. " --output " .. dir, root .. "/log9e"), read(root .. "/log9e.err"))
+    local log5 = read(root .. "/log9e")
+    assert.truthy(log5:find("the grid file adds evaluation task rte: finished cells evaluate it", 1, true), log5)
+    assert.truthy(log5:find("seed 1: evaluating the added tasks", 1, true), log5)
+    assert.same(sst2_runs, require("bert.fs").listdir(dir .. "/cells/objective=mlm_seed=1/evaluate/tasks/sst2"))
+    assert.equal(sst2_before, read(dir .. "/cells/objective=mlm_seed=1/evaluate/tasks/sst2/result.json"))
+    local m5 = cjson.decode(read(dir .. "/results.json")).rows[1].metrics
+    for _, k in ipairs({"eval_rte", "eval_rte_scratch", "eval_rte@0.5"}) do assert.is_number(m5[k].mean, k) end
+    assert.near(m.eval_sst2.mean, m5.eval_sst2.mean, 1e-12)
+    -- run again: nothing left to do; a task list that is not the saved one plus tasks is refused
+    assert.is_true(ablate_cmd(path5 .. " --output " .. dir, root .. "/log9f"), read(root .. "/log9f.err"))
+    assert.truthy(read(root .. "/log9f"):find("seed 1: finished, skipped", 1, true))
+    write(path5, (read(path):gsub('tasks = {"sst2"}', 'tasks = {"rte"}')))
+    assert.is_falsy(ablate_cmd(path5 .. " --output " .. dir, root .. "/log9g"))
+    assert.matches("holds a grid with other settings", read(root .. "/log9g.err"), 1, true)
   end)
 
   it("draws a learning curve for a numeric axis, from the finished cells (some missing)", function()

@@ -41,7 +41,8 @@
 --       -- distill cell's --teacher unless the cell names one
 --
 -- Layout of a grid directory:
---   grid.json                   the resolved grid (a rerun must match it)
+--   grid.json                   the resolved grid (a rerun must match it, or add
+--                               cells or evaluation tasks after the saved ones)
 --   pretrain/ID/                one pretraining run, shared by the cells that
 --                               differ only in fine-tuning settings
 --   teacher-SEED/               the teacher of that seed's distill cells

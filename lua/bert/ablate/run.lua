@@ -306,10 +306,11 @@ local function same_settings(saved_text, grid)
   return same
 end
 
--- Whether grid only adds cells after a saved grid's (another seed, or an
--- axis value when there is one seed): every other setting equal and the
--- saved cells and pretraining runs its first ones, so that finished cells
--- and every shard's share of them stay where they are.  The count added.
+-- Whether grid only adds to a saved grid: cells after the saved ones
+-- (another seed, or an axis value when there is one seed) and tasks after
+-- the saved ones in its evaluation's task list, every other setting equal,
+-- so that finished cells and every shard's share of them stay where they
+-- are.  The counts of cells and of evaluation tasks added.
 local function extends(saved_text, grid)
   local ok, saved = pcall(cjson.decode, saved_text)
   if not ok or type(saved) ~= "table" then return nil end
@@ -323,8 +324,31 @@ local function extends(saved_text, grid)
   for _, k in ipairs({"cells", "pretrain_runs", "seeds", "description", "file"}) do
     rest_saved[k], rest_new[k] = nil, nil
   end
+  local tasks_added = 0
+  for _, k in ipairs({"evaluation", "quick_evaluation"}) do
+    local old, new = rest_saved[k], rest_new[k]
+    if type(old) == "table" and type(new) == "table" and old.tasks and new.tasks then
+      if not prefix(old.tasks, new.tasks) then return nil end
+      tasks_added = #new.tasks - #old.tasks
+      rest_saved[k], rest_new[k] = copy(old), copy(new)
+      rest_saved[k].tasks, rest_new[k].tasks = nil, nil
+    end
+  end
   if canonical(rest_saved) ~= canonical(rest_new) then return nil end
-  return #grid.cells - #saved.cells
+  return #grid.cells - #saved.cells, tasks_added
+end
+
+-- Whether a cell is finished: its done-marker written and, with an
+-- evaluation task list, every task's result there (a grid file may add
+-- tasks: a finished cell then evaluates those, its pretraining and the
+-- tasks it has read, not run again).
+local function cell_finished(grid, cell_dir)
+  if not fs.exists(cell_dir .. "/done.json") then return false end
+  local ev = grid.quick_evaluation or grid.evaluation
+  for _, task in ipairs(ev and ev.tasks or {}) do
+    if not fs.exists(cell_dir .. "/evaluate/tasks/" .. task .. "/result.json") then return false end
+  end
+  return true
 end
 
 --- Runs every cell of a grid under dir, skipping finished cells (those
@@ -337,14 +361,22 @@ function M.run(grid, dir, opts)
   local saved = fs.read_file(dir .. "/grid.json")
   local text = canonical(grid)
   if saved and saved:gsub("%s+$", "") ~= text and not same_settings(saved, grid) then
-    local added = extends(saved, grid)
+    local added, tasks_added = extends(saved, grid)
     if not added then
       error("ablate: " .. dir .. " holds a grid with other settings (grid.json differs; a grid file may only add " ..
-        "cells after the saved ones: another seed, or an axis value last with one seed): use another --output, " ..
-        "or remove " .. dir, 0)
+        "cells after the saved ones: another seed, or an axis value last with one seed; or evaluation tasks after " ..
+        "the saved ones): use another --output, or remove " .. dir, 0)
     end
-    say("ablate: %s: the grid file adds %d cell%s after the %d saved ones", dir, added, added == 1 and "" or "s",
-      #grid.cells - added)
+    if added > 0 then
+      say("ablate: %s: the grid file adds %d cell%s after the %d saved ones", dir, added, added == 1 and "" or "s",
+        #grid.cells - added)
+    end
+    if tasks_added > 0 then
+      local ev = grid.quick_evaluation or grid.evaluation
+      say("ablate: %s: the grid file adds evaluation task%s %s: finished cells evaluate %s", dir,
+        tasks_added == 1 and "" or "s", table.concat(ev.tasks, ", ", #ev.tasks - tasks_added + 1),
+        tasks_added == 1 and "it" or "them")
+    end
     saved = nil
   end
   if not saved then write_json(dir .. "/grid.json", grid) end
@@ -359,7 +391,7 @@ function M.run(grid, dir, opts)
   local function mine(i) return not opts.shard or shard_set[(i - 1) % opts.shard[2] + 1] == true end
   local todo, finished = 0, 0
   for i, cell in ipairs(grid.cells) do
-    if fs.exists(dir .. "/cells/" .. cell.id .. "/done.json") then finished = finished + 1
+    if cell_finished(grid, dir .. "/cells/" .. cell.id) then finished = finished + 1
     elseif mine(i) then todo = todo + 1 end
   end
   say("ablate: %s: %d cells (%d finished), %d seeds, %d downstream task(s), output %s%s",
@@ -376,13 +408,18 @@ function M.run(grid, dir, opts)
   local started, ran = bert.wall_time(), 0
   for i, cell in ipairs(grid.cells) do
     local cell_dir = dir .. "/cells/" .. cell.id
-    if fs.exists(cell_dir .. "/done.json") then
+    if cell_finished(grid, cell_dir) then
       say("[%d/%d] %s, seed %d: finished, skipped", i, #grid.cells, cell.label, cell.seed)
     elseif not mine(i) then
       say("[%d/%d] %s, seed %d: another shard's", i, #grid.cells, cell.label, cell.seed)
     else
       local t0 = bert.wall_time()
-      say("[%d/%d] %s, seed %d: pretraining %d steps", i, #grid.cells, cell.label, cell.seed, cell.pretrain_steps)
+      local before = read_json(cell_dir .. "/done.json")   -- finished before tasks were added
+      if before then
+        say("[%d/%d] %s, seed %d: evaluating the added tasks", i, #grid.cells, cell.label, cell.seed)
+      else
+        say("[%d/%d] %s, seed %d: pretraining %d steps", i, #grid.cells, cell.label, cell.seed, cell.pretrain_steps)
+      end
       local run = runs[cell.pretrain_id]
       local teacher = run.settings.teacher
       if type(teacher) == "string" and teacher:find("^{grid}/") then
@@ -463,7 +500,7 @@ function M.run(grid, dir, opts)
         evaluate_cell(ev_settings, result, ckpt, cell_dir, pre.snapshots or {},
           pretrain_dir(dir, cell.pretrain_id))
       end
-      result.seconds = bert.wall_time() - t0
+      result.seconds = bert.wall_time() - t0 + (before and before.seconds or 0)
       write_json(cell_dir .. "/done.json", result)   -- the done-marker, written last
       ran, todo = ran + 1, todo - 1
       local per_cell = (bert.wall_time() - started) / ran
