@@ -18,8 +18,8 @@
 -- passes over the 6.2M-word English corpus) per cell on BERT-mini; one
 -- thread runs ~0.7 s a step, so a cell pretrains in ~4 h and its evaluation
 -- (5 tasks x (3 rates + 4 more seeds) x pretrained and control, then the two
--- snapshots without a control) takes ~2.5 h more: the grid (five cells) is
--- ~33 h of one core and resumes where it was killed.  Target: held-out MLM
+-- snapshots without a control) takes ~2.5 h more (QNLI ~0.75 h more): the
+-- grid (five cells) is ~37 h of one core and resumes where it was killed.  Target: held-out MLM
 -- accuracy >= 0.30 for every cell (the unigram floor is 0.05).  Measured so far
 -- (held-out, steps 4k/8k): MLM alone 0.253/0.335; MLM + NSP 0.145/0.148,
 -- on a plateau from step ~3k on while MLM alone leaves it; MLM alone on
