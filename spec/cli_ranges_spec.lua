@@ -49,27 +49,30 @@ describe("command-line numbers", function()
   end
 
   -- the tools read their numbers as the experiments do: a bad one was read as nil (tokenize.lua
-  -- trained its default vocabulary on --vocab-size abc) or a negative one as an unknown flag
+  -- trained its default vocabulary on --vocab-size abc) or a negative one as an unknown flag;
+  -- OUT is a fresh path that must stay unwritten (the old tokenize.lua wrote its vocabulary there)
   for _, case in ipairs({
-    {"tools/tokenize.lua train spec/fixtures/finetune/vocab.txt --out /nonexistent --vocab-size abc",
+    {"tools/tokenize.lua train spec/fixtures/finetune/vocab.txt --out OUT --vocab-size abc",
      "tokenize.lua: option --vocab-size: expected an integer, got 'abc'"},
-    {"tools/tokenize.lua train spec/fixtures/finetune/vocab.txt --out /nonexistent --vocab-size -5",
+    {"tools/tokenize.lua train spec/fixtures/finetune/vocab.txt --out OUT --vocab-size -5",
      "tokenize.lua: option --vocab-size: expected an integer >= 1, got '-5'"},
     {"tools/tokenize.lua encode spec/fixtures/finetune/vocab.txt --tokenizer spec/fixtures/finetune/vocab.txt " ..
      "--max-length 1", "tokenize.lua: option --max-length: expected an integer >= 2, got '1'"},
     {"tools/tokenize.lua encode /nonexistent.txt --tokenizer spec/fixtures/finetune/vocab.txt",
      "tokenize.lua: /nonexistent.txt: No such file or directory"},
     {"tools/dist_model.lua --tokens-per-s abc", "dist_model.lua: option --tokens-per-s: expected a number, got 'abc'"},
-    {"tools/make_synthetic_qa.lua --questions-per-context -1 --out /nonexistent",
+    {"tools/make_synthetic_qa.lua --questions-per-context -1 --out OUT",
      "make_synthetic_qa.lua: option --questions-per-context: expected an integer from 1 to 1000, got '-1'"},
-    {"tools/build_corpus.lua --source a=/nonexistent --heldout-per-mille 2000",
+    {"tools/build_corpus.lua --source a=/nonexistent --heldout-per-mille 2000 --output OUT",
      "build_corpus.lua: option --heldout-per-mille: expected an integer from 0 to 1000, got '2000'"},
   }) do
     it(case[1]:match("^tools/(%S+)") .. ": " .. case[2]:match(": (.*)$"), function()
-      local out, rc = run("lua5.4 " .. case[1])
+      local out_path = tmpdir.path()
+      local out, rc = run("lua5.4 " .. case[1]:gsub("OUT", out_path))
       assert.equal(1, rc)
       assert.equal(case[2], (out:match("^[^\n]*")))
       assert.not_matches("traceback", out)
+      assert.is_nil(io.open(out_path))
     end)
   end
 
