@@ -167,9 +167,9 @@ function M.load_model(spec, opts)
       spec), 0)
   end
   local model, info
-  add_config((require("bert.models.config").read(dir .. "/config.json")).model_type)
+  local raw = require("bert.models.config").read(dir .. "/config.json")
+  add_config(raw.model_type)
   if opts.from_scratch then
-    local raw = require("bert.models.config").read(dir .. "/config.json")
     arch = bert.models.architecture_for(raw.model_type or require("bert.models.registry").default_model_type, M.heads[opts.kind])
     model = bert.model(arch, dir .. "/config.json", overrides)
     info = {from_scratch = true, source = dir}
