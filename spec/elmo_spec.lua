@@ -202,6 +202,8 @@ describe("elmo: the biLM", function()
     assert.equal("elmo", config.model_type)
     assert.same({"ElmoLMHeadModel"}, config.architectures)
     assert.is_true(config.character_vocabulary)
+    assert.equal(require("bert.models.elmo").vocabulary_fingerprint(tok:vocab_size(), tok),
+                 config.character_vocabulary_fingerprint)
     local names = bert.load_safetensors(dir .. "/model.safetensors")
     for _, n in ipairs({"elmo.token_embedder.char_conv_0.weight", "elmo.lstm.backward_layer_1.state_projection.weight",
                         "softmax.bias"}) do
@@ -214,6 +216,18 @@ describe("elmo: the biLM", function()
     assert.equal(0, maxdiff(a.logits, b.logits))
     assert.equal(0, maxdiff(a.backward_logits, b.backward_logits))
     assert.truthy(io.open(dir .. "/README.md"), "the model card")
+    -- another vocabulary beside it (two entries swapped: same size, other spellings) is refused
+    local vocab = {}
+    for line in io.lines(dir .. "/vocab.txt") do vocab[#vocab + 1] = line end
+    vocab[#vocab - 1], vocab[#vocab] = vocab[#vocab], vocab[#vocab - 1]
+    local f = assert(io.open(dir .. "/vocab.txt", "w"))
+    f:write(table.concat(vocab, "\n"), "\n")
+    f:close()
+    os.remove(dir .. "/tokenizer.json")
+    local swapped = bert.from_pretrained(dir)
+    assert.error_matches(function() swapped:forward(inputs) end, "trained on a vocabulary with fingerprint fnv1a32:%x+")
+    assert.error_matches(function() loaded.base:set_vocabulary(bert.tokenizer.load(dir .. "/vocab.txt")) end,
+      "set_vocabulary: the character encoder was trained on a vocabulary")
     -- without its tokenizer the characters cannot be read: said, not guessed
     os.remove(dir .. "/vocab.txt")
     os.remove(dir .. "/tokenizer.json")

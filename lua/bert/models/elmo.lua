@@ -13,8 +13,9 @@
 -- window gather and one GEMM per width), max-pools over positions, applies
 -- relu, highway layers and a linear projection to the LSTM width.  The
 -- characters come from the tokenizer's vocabulary (Backbone:set_vocabulary;
--- a checkpoint saved that way says character_vocabulary: true and finds its
--- tokenizer beside it, as fine-tuning does); without one a token's
+-- a checkpoint saved that way says character_vocabulary: true, records the
+-- vocabulary's fingerprint and finds its tokenizer beside it, as fine-tuning
+-- does, refusing one whose vocabulary differs); without one a token's
 -- characters are its id's decimal digits.  token_encoder = "words" uses a
 -- word embedding table instead (the softmax then tied to it unless
 -- tie_word_embeddings is false).
@@ -189,6 +190,18 @@ function F.characters(token, W)
   return ids
 end
 
+--- "fnv1a32:xxxxxxxx": a hash of the V entries of tok's vocabulary (each
+-- entry's bytes and a newline, FNV-1a), so that a checkpoint can tell the
+-- vocabulary its character encoder was trained on from another one.
+function F.vocabulary_fingerprint(V, tok)
+  local h = 2166136261
+  for id = 0, V - 1 do
+    local s = (tok:id_to_token(id) or "") .. "\n"
+    for i = 1, #s do h = ((h ~ s:byte(i)) * 16777619) & 0xffffffff end
+  end
+  return string.format("fnv1a32:%08x", h)
+end
+
 --- int32 [V, W]: the characters of every id; tok (with id_to_token) or nil
 -- (each id's decimal digits).
 function F.character_table(V, W, tok)
@@ -342,11 +355,23 @@ function Backbone:set_varlen() return self, false end
 
 --- set_vocabulary(tok): the token encoder reads each id's characters in
 -- tok's vocabulary (and config.json says so: character_vocabulary).
-function Backbone:set_vocabulary(tok)
+-- A model whose config already records another vocabulary (one loaded from
+-- a checkpoint) refuses tok: its character encoder learned that vocabulary's
+-- spellings, and reading other ones would be a silent wrong answer.
+function Backbone:set_vocabulary(tok, name)
   local a = self.arch
   if a.token_encoder == "words" then return self end
+  local fingerprint = F.vocabulary_fingerprint(a.vocab_size, tok)
+  local recorded = self.config.character_vocabulary_fingerprint
+  if recorded and recorded ~= fingerprint then
+    error(string.format("%s: the character encoder was trained on a vocabulary with fingerprint %s and the " ..
+      "tokenizer given%s has %s (%d entries read): use the tokenizer the model was trained with",
+      name or "ElmoModel:set_vocabulary", recorded, a.config_dir and (" (beside " .. a.config_dir .. ")") or "",
+      fingerprint, a.vocab_size), 0)
+  end
   self.table = F.character_table(a.vocab_size, a.max_characters_per_token, tok)
   self.config.character_vocabulary = true
+  self.config.character_vocabulary_fingerprint = fingerprint
   return self
 end
 
@@ -362,7 +387,7 @@ function Backbone:character_table(name)
         "and none was found beside %s (%s): call model.base:set_vocabulary(tokenizer)", name,
         tostring(a.config_dir), tostring(tok)), 0)
     end
-    return self:set_vocabulary(tok).table
+    return self:set_vocabulary(tok, name).table
   end
   self.table = F.character_table(a.vocab_size, a.max_characters_per_token)
   return self.table
