@@ -173,6 +173,14 @@ void bert_parallel_blocks(int64_t n, int64_t grain, bert_block_fn fn, void *ctx)
   bert_parallel_for(nb, 1, run_blocks, &job);
 }
 
+void bert_sum_blocks(const float *partial, int64_t blocks, int64_t stride, int64_t n, float *out) {
+  for (int64_t k = 0; k < n; k++) out[k] = blocks > 0 ? partial[k] : 0.0f;
+  for (int64_t t = 1; t < blocks; t++) {
+    const float *p = partial + (size_t)t * (size_t)stride;
+    for (int64_t k = 0; k < n; k++) out[k] += p[k];
+  }
+}
+
 static void run_inline(int64_t n, bert_range_fn fn, void *ctx) {
   int saved = tl_index;
   tl_index = 0;

@@ -47,6 +47,9 @@ int64_t bert_parallel_grain(int64_t cost);
 typedef void (*bert_block_fn)(void *ctx, int64_t block, int64_t lo, int64_t hi);
 int64_t bert_reduce_blocks(int64_t n, int64_t grain);
 void bert_parallel_blocks(int64_t n, int64_t grain, bert_block_fn fn, void *ctx);
+/* out[k] = the sum of partial[t * stride + k] over t = 0 .. blocks - 1, for
+** k < n, added in block order: the partials of bert_parallel_blocks summed. */
+void bert_sum_blocks(const float *partial, int64_t blocks, int64_t stride, int64_t n, float *out);
 
 /* The calling thread's index in the running loop, 0 .. bert_parallel_width() - 1
 ** (0 outside a loop): for per-thread scratch (not for partial sums: see

@@ -12,7 +12,6 @@
 #endif
 #include <math.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "core/autograd.h"
 #include "core/parallel.h"
@@ -104,9 +103,7 @@ int cpu_bias_gelu_backward(bert_tensor *const in[2], const bert_tensor *x, const
     bert_tensor *db = bert_tensor_empty(BERT_F32, 1, &N);
     if (db == NULL) { free(partial); bert_tensor_release(dx); return -1; }
     float *DB = bert_f32(db);
-    memcpy(DB, partial, (size_t)N * sizeof(float));
-    for (int64_t t = 1; t < blocks; t++)
-      for (int64_t k = 0; k < N; k++) DB[k] += partial[(size_t)t * (size_t)N + (size_t)k];
+    bert_sum_blocks(partial, blocks, N, N, DB);
     free(partial);
     if (bert_accumulate_grad_steal(bin, db) != 0) { bert_tensor_release(dx); return -1; }
   }

@@ -171,13 +171,8 @@ int cpu_layer_norm_backward(bert_tensor *const in[4], const bert_tensor *x, cons
   if (want_g || want_b) {
     bert_tensor *dgt = bert_tensor_empty(BERT_F32, 1, &H), *dbt = bert_tensor_empty(BERT_F32, 1, &H);
     if (dgt == NULL || dbt == NULL) { bert_tensor_release(dgt); bert_tensor_release(dbt); goto done; }
-    float *G = bert_f32(dgt), *B = bert_f32(dbt);
-    for (int64_t j = 0; j < H; j++) {
-      float sg = 0, sb = 0;
-      for (int64_t t = 0; t < nt; t++) { sg += part[(size_t)t * 2 * H + j]; sb += part[(size_t)t * 2 * H + H + j]; }
-      G[j] = sg;
-      B[j] = sb;
-    }
+    bert_sum_blocks(part, nt, 2 * H, H, bert_f32(dgt));       /* each block: [dgamma ; dbeta] */
+    bert_sum_blocks(part + H, nt, 2 * H, H, bert_f32(dbt));
     int e1 = bert_accumulate_grad_steal(gin, dgt);
     int e2 = bert_accumulate_grad_steal(bin, dbt);
     if (e1 || e2) goto done;
@@ -359,12 +354,7 @@ int cpu_rms_norm_backward(bert_tensor *const in[2], const bert_tensor *x, const 
   if (want_w) {
     bert_tensor *dw = bert_tensor_empty(BERT_F32, 1, &H);
     if (dw == NULL) goto done;
-    float *D = bert_f32(dw);
-    for (int64_t j = 0; j < H; j++) {
-      float s = 0;
-      for (int64_t t = 0; t < nt; t++) s += part[(size_t)t * H + j];
-      D[j] = s;
-    }
+    bert_sum_blocks(part, nt, H, H, bert_f32(dw));
     if (bert_accumulate_grad_steal(win, dw) != 0) goto done;
   }
   if (dx) {

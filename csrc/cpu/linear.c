@@ -41,9 +41,7 @@ static int column_sums(const float *G, int64_t R, int64_t N, float *out) {
   }
   colsum_job job = {G, N, partial};
   bert_parallel_blocks(R, bert_parallel_grain(N), colsum_rows, &job);
-  memcpy(out, partial, (size_t)N * sizeof(float));
-  for (int64_t t = 1; t < blocks; t++)
-    for (int64_t k = 0; k < N; k++) out[k] += partial[(size_t)t * (size_t)N + (size_t)k];
+  bert_sum_blocks(partial, blocks, N, N, out);
   free(partial);
   return 0;
 }
