@@ -8,8 +8,10 @@
 --
 -- For each batch, one line per term (the model's outputs named *_loss, and
 -- loss, their weighted sum): its value, the norm of its gradient over every
--- parameter and over the encoder layers alone.  Training mode (dropout on,
--- the same draw for every term), masks as stored for evaluation.
+-- parameter and over the encoder layers alone; then the cosine between each
+-- two terms' gradients (over every parameter: below 0 the terms pull the
+-- shared weights apart).  Training mode (dropout on, the same draw for
+-- every term), masks as stored for evaluation.
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
 local cli = require("bert.cli")
@@ -38,22 +40,31 @@ cli.main("loss_grads.lua", function()
     seed = 0, shuffle = false}
   if not loader then error(lerr, 0) end
   model:training(true)
+  -- one term's value, its gradient (a copy per parameter) and their norms
   local function measure(batch, term)
     model:zero_grad()
     bert.manual_seed(1)   -- one dropout draw for every term
     local out = model:forward(batch)
     if not out[term] then return nil end
     out[term]:backward()
-    local all, encoder = 0, 0
+    local grads, all, encoder = {}, 0, 0
     for _, np in ipairs(model:named_parameters()) do
       local g = np.param:grad()
       if g then
+        grads[np.name] = g:clone()
         local s = g:pow(2):sum():item()
         all = all + s
         if np.name:find("%.encoder%.") or np.name:find("^encoder%.") then encoder = encoder + s end
       end
     end
-    return out[term]:item(), math.sqrt(all), math.sqrt(encoder)
+    return {value = out[term]:item(), grads = grads, norm = math.sqrt(all), encoder = math.sqrt(encoder)}
+  end
+  local function cosine(a, b)
+    local dot = 0
+    for name, g in pairs(a.grads) do
+      if b.grads[name] then dot = dot + (g * b.grads[name]):sum():item() end
+    end
+    return (a.norm > 0 and b.norm > 0) and dot / (a.norm * b.norm) or 0
   end
   print(string.format("%s, %s (%s)", args.run, args.checkpoint, model.architecture))
   for b = 1, args.batches do
@@ -64,11 +75,19 @@ cli.main("loss_grads.lua", function()
     for k in pairs(model:forward(batch)) do if k:find("_loss$") then terms[#terms + 1] = k end end
     table.sort(terms)
     terms[#terms + 1] = "loss"
+    local measured = {}
     for _, term in ipairs(terms) do
-      local value, all, encoder = measure(batch, term)
-      if value then
-        print(string.format("batch %d  %-10s value %7.3f  gradient norm %7.3f  (encoder layers %7.3f)", b, term,
-          value, all, encoder))
+      local m = measure(batch, term)
+      if m then
+        measured[#measured + 1] = {term = term, m = m}
+        print(string.format("batch %d  %-10s value %8.4f  gradient norm %8.4f  (encoder layers %8.4f)", b, term,
+          m.value, m.norm, m.encoder))
+      end
+    end
+    for i = 1, #measured do
+      for j = i + 1, #measured do
+        print(string.format("batch %d  cosine %s, %s  %7.4f", b, measured[i].term, measured[j].term,
+          cosine(measured[i].m, measured[j].m)))
       end
     end
   end
