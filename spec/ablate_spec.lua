@@ -499,6 +499,7 @@ return {
 ]], root .. "/config.json", root .. "/corpus.txt", root .. "/evaldata"))
     local dir = root .. "/ev-out"
     assert.is_true(ablate_cmd(path .. " --output " .. dir, root .. "/log9"), read(root .. "/log9.err"))
+    assert.truthy(read(root .. "/log9"):find("1 seeds, evaluated on sst2, output", 1, true), read(root .. "/log9"))
     local results = cjson.decode(read(dir .. "/results.json"))
     assert.same({}, results.missing)
     local m = results.rows[1].metrics

@@ -394,8 +394,12 @@ function M.run(grid, dir, opts)
     if cell_finished(grid, dir .. "/cells/" .. cell.id) then finished = finished + 1
     elseif mine(i) then todo = todo + 1 end
   end
-  say("ablate: %s: %d cells (%d finished), %d seeds, %d downstream task(s), output %s%s",
-    grid.name, #grid.cells, finished, #grid.seeds, #grid.downstream, dir,
+  -- what each cell is scored on: the evaluation suite's tasks, or the first-round downstream tasks
+  local e = grid.evaluation
+  local scored = e and ("evaluated on " .. (e.tasks and table.concat(e.tasks, ",") or "suite " .. (e.suite or "all")))
+    or string.format("%d downstream task(s)", #grid.downstream)
+  say("ablate: %s: %d cells (%d finished), %d seeds, %s, output %s%s",
+    grid.name, #grid.cells, finished, #grid.seeds, scored, dir,
     opts.shard and string.format(" (shard %s/%d: %d cells to run)", type(opts.shard[1]) == "table" and
       table.concat(opts.shard[1], ",") or opts.shard[1], opts.shard[2], todo) or "")
   for _, p in ipairs(grid.planned or {}) do
