@@ -192,6 +192,20 @@ describe("strict loading", function()
     assert.same({}, info.missing)
     assert.same({}, info.unexpected)
   end)
+
+  it("reports DeBERTa's own position table missing (position_biased_input), though its name is an alias", function()
+    local dir = tmpdir()
+    local m = bert.model("DebertaV2ForMaskedLM", "tiny", {position_biased_input = true})
+    assert(m:save_pretrained(dir))
+    local w = bert.load_safetensors(dir .. "/model.safetensors")
+    assert.truthy(w["deberta.embeddings.position_embeddings.weight"])
+    w["deberta.embeddings.position_embeddings.weight"] = nil
+    bert.save_safetensors(dir .. "/model.safetensors", w)
+    local _, info = bert.from_pretrained(dir, {verbose = false})
+    assert.same({"deberta.embeddings.position_embeddings.weight"}, info.missing)
+    assert.error_matches(function() bert.from_pretrained(dir, {strict = true}) end,
+      "missing keys: deberta.embeddings.position_embeddings.weight")
+  end)
 end)
 
 describe("sizes and names", function()

@@ -133,9 +133,12 @@ function M.from_pretrained(dir, opts)
     error(string.format("from_pretrained: %s (config.json: %s)", tostring(missing):gsub("^load_state_dict: ", ""),
       table.concat(sizes, ", ")), 2)
   end
-  -- the decoder tied to the word embeddings is not a slot of its own
+  -- the decoder tied to the word embeddings is not a slot of its own.  (An
+  -- alias's name is not: normalise() reads a weight under its alias only
+  -- where the model has no slot of that name, so one the model does have,
+  -- DeBERTa's position table with position_biased_input, is a real slot and
+  -- reported when missing.)
   local tied = {}
-  for name in pairs(family.aliases or {}) do tied[name] = true end
   if model.config.tie_word_embeddings ~= false and family.heads.mlm then tied[family.heads.mlm.decoder] = true end
   local info = {missing = {}, unexpected = {}, unused = {}, renamed = renamed, architecture = arch,
                 model_type = family.model_type}
