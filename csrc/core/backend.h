@@ -227,6 +227,12 @@ static inline int bert_is_host(const bert_tensor *t) {
 /* The cat entry for any backend with empty and copy_ (core/ops.c). */
 bert_tensor *bert_cat_by_copies(bert_tensor *const *ts, int n, int dim);
 
+/* The order of the LSTM entries' state rows, longest sequence first so
+** that a step's GEMMs take the running rows only (core/nn.c): order[i] =
+** the sequence of row i, equal lengths in batch order (a counting sort;
+** len [B] in 0 .. T, NULL: all T).  -1 when out of memory. */
+int bert_lstm_row_order(const int32_t *len, int64_t B, int64_t T, int32_t *order);
+
 /* The backend an op on these tensors runs on (NULL entries skipped): the
 ** device one if any is on a device, else the host's.  Tensors on two
 ** different devices: NULL with an error naming op. */

@@ -7,6 +7,7 @@
 */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/ag_ops.h"
@@ -241,6 +242,20 @@ static int lstm_backward(bert_node *node, bert_tensor *out, bert_tensor *g) {
 }
 
 static const bert_node_type lstm_node = {"lstm", lstm_backward, sizeof(lstm_state), 0};
+
+int bert_lstm_row_order(const int32_t *len, int64_t B, int64_t T, int32_t *order) {
+  if (len == NULL) {
+    for (int64_t b = 0; b < B; b++) order[b] = (int32_t)b;
+    return 0;
+  }
+  int64_t *first = calloc((size_t)T + 2, sizeof *first);   /* first[k]: rows before those of length T - k */
+  if (first == NULL) return -1;
+  for (int64_t b = 0; b < B; b++) first[T - len[b] + 1]++;
+  for (int64_t k = 1; k <= T; k++) first[k] += first[k - 1];
+  for (int64_t b = 0; b < B; b++) order[first[T - len[b]]++] = (int32_t)b;
+  free(first);
+  return 0;
+}
 
 /* p (NULL: absent) is float32 of shape [n0, n1] (n1 < 0: 1-D [n0]). */
 static int check_lstm_shape(const char *what, bert_tensor *p, int64_t n0, int64_t n1, const char *dims) {

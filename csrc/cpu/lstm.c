@@ -67,22 +67,6 @@ static int64_t prev_pos(const lstm_dims *d, int64_t b, int64_t p) {
   return q >= 0 && q < seq_len(d, b) ? q : -1;
 }
 
-/* order[i]: the sequence of state row i, longest first, equal lengths in
-** batch order (a counting sort: lengths are in 0 .. T).  -1 when out of memory. */
-static int length_order(const lstm_dims *d, int64_t *order) {
-  if (d->len == NULL) {
-    for (int64_t b = 0; b < d->B; b++) order[b] = b;
-    return 0;
-  }
-  int64_t *first = calloc((size_t)d->T + 2, sizeof *first);   /* rows before those of length T - l */
-  if (first == NULL) return -1;
-  for (int64_t b = 0; b < d->B; b++) first[d->T - d->len[b] + 1]++;
-  for (int64_t l = 1; l <= d->T; l++) first[l] += first[l - 1];
-  for (int64_t b = 0; b < d->B; b++) order[first[d->T - d->len[b]]++] = b;
-  free(first);
-  return 0;
-}
-
 /* sigmoid and tanh from nn_expf (vectorisable; relative error a few ulp) */
 static inline float sigmoid_f(float x) {
   float e = nn_expf(-fabsf(x));
@@ -104,7 +88,7 @@ static bert_tensor *zeros_f32(int ndim, const int64_t *shape) {
 ** rows for the GEMM with w_hh, and dA) and the cell's gradient. */
 typedef struct {
   const lstm_dims *d;
-  const int64_t *order;
+  const int32_t *order;
   int64_t s;
   const float *z, *dr, *c0, *zero;   /* z [n, 4H]; dr [n, H]; c0, zero [.., H] */
   float *G, *C, *R, *Y;
@@ -188,8 +172,8 @@ bert_tensor *cpu_lstm(const bert_tensor *const t[8], const bert_lstm_opts *o, be
   bert_tensor *out = zeros_f32(2, oshape), *ws = zeros_f32(1, &wsn);
   /* hs, cs: the state rows in length order; rstep: the step's r rows (projection) */
   float *hs = zalloc(B * O), *cs = zalloc(B * H), *z = zalloc(B * G4), *rstep = proj ? zalloc(B * H) : NULL;
-  int64_t *order = malloc((size_t)(B > 0 ? B : 1) * sizeof *order);
-  if (!out || !ws || !hs || !cs || !z || (proj && !rstep) || !order || length_order(&d, order) != 0) {
+  int32_t *order = malloc((size_t)(B > 0 ? B : 1) * sizeof *order);
+  if (!out || !ws || !hs || !cs || !z || (proj && !rstep) || !order || bert_lstm_row_order(d.len, B, T, order) != 0) {
     if (out && ws) bert_set_error("lstm: out of memory for the %lld x %lld state", (long long)B, (long long)G4);
     bert_tensor_release(out);
     bert_tensor_release(ws);
@@ -263,11 +247,11 @@ int cpu_lstm_backward(bert_tensor *const in[7], const bert_tensor *const t[8], c
   float *dA = zalloc(BT * G4), *dHall = dwhr ? zalloc(BT * O) : NULL, *prev = dwhh ? zalloc(BT * O) : NULL;
   float *dhs = zalloc(B * O), *dcs = zalloc(B * H), *dh = zalloc(B * O), *dr = proj ? zalloc(B * H) : NULL;
   float *dstep = zalloc(B * G4), *zero = zalloc(H);
-  int64_t *order = malloc((size_t)(B > 0 ? B : 1) * sizeof *order);
+  int32_t *order = malloc((size_t)(B > 0 ? B : 1) * sizeof *order);
   for (int k = 0; k < 7; k++)
     if (wants(in, k) && grad[k] == NULL) goto done;   /* bert_tensor_empty said why */
   if (!dA || (dwhr && !dHall) || (dwhh && !prev) || !dhs || !dcs || !dh || (proj && !dr) || !dstep || !zero ||
-      !order || length_order(&d, order) != 0) {
+      !order || bert_lstm_row_order(d.len, B, T, order) != 0) {
     bert_set_error("lstm backward: out of memory for the %lld x %lld x %lld gate gradients", (long long)B,
                    (long long)T, (long long)G4);
     goto done;

@@ -79,23 +79,20 @@ static int plan_init(lstm_plan *pl, const char *fname, const bert_tensor *const 
   p->oC = (uint32_t)oC; p->oR = (uint32_t)oR; p->oP = (uint32_t)oP; p->oHp = (uint32_t)oHp;
   p->oCS = (uint32_t)oCS; p->oZ = (uint32_t)oZ; p->oRR = (uint32_t)oRR; p->oDH = (uint32_t)oDH;
   p->oDHA = (uint32_t)(BT * 4 * H);
-  /* order, then lengths; the order longest first, equal lengths in batch
-  ** order (a counting sort: lengths are in 0 .. T) */
+  /* order, then lengths (bert_lstm_row_order: longest first) */
   int64_t mn = 2 * B > 0 ? 2 * B : 1;
-  int32_t *first = calloc((size_t)T + 2, sizeof *first);
   pl->order = malloc((size_t)mn * sizeof *pl->order);
-  if (!first || !pl->order) {
-    free(first);
+  if (!pl->order) {
     bert_set_error("%s: out of memory", fname);
     return -1;
   }
   pl->len = pl->order + B;
   const int32_t *len = t[LLEN] ? bert_i32(t[LLEN]) : NULL;
   for (int64_t b = 0; b < B; b++) pl->len[b] = len ? len[b] : (int32_t)T;
-  for (int64_t b = 0; b < B; b++) first[T - pl->len[b] + 1]++;
-  for (int64_t l = 1; l <= T; l++) first[l] += first[l - 1];
-  for (int64_t b = 0; b < B; b++) pl->order[first[T - pl->len[b]]++] = (int32_t)b;
-  free(first);
+  if (bert_lstm_row_order(pl->len, B, T, pl->order) != 0) {
+    bert_set_error("%s: out of memory", fname);
+    return -1;
+  }
   bert_tensor *mh = bert_tensor_empty(BERT_I32, 1, &mn);
   if (mh) {
     memcpy(bert_i32(mh), pl->order, (size_t)(2 * B) * sizeof(int32_t));
