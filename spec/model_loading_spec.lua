@@ -54,6 +54,20 @@ describe("tie_word_embeddings", function()
     assert.equal(0, max_abs_diff(a, b))
   end)
 
+  it("false writes the decoder's bias under both its names, and the model card counts it once", function()
+    local m = bert.model("BertForMaskedLM", "tiny", {vocab_size = 20000, max_position_embeddings = 16,
+                                                    tie_word_embeddings = false})
+    local dir = tmpdir()
+    assert(m:save_pretrained(dir))
+    local header = bert.safetensors_header(dir .. "/model.safetensors")
+    assert.truthy(header["cls.predictions.bias"])
+    assert.truthy(header["cls.predictions.decoder.bias"])
+    local n = 0
+    for _, np in ipairs(m:named_parameters()) do n = n + np.param:numel() end
+    local card = io.open(dir .. "/README.md"):read("a")
+    assert.truthy(card:find(string.format("%.2fM parameters", n / 1e6), 1, true), card)
+  end)
+
   it("an HF file with a separate decoder and tie_word_embeddings false loads that decoder", function()
     local decoder = bert.randn({200, 128}, {seed = 7})
     local dir = variant(BERT, function(c) c.tie_word_embeddings = false end,

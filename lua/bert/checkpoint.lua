@@ -203,6 +203,8 @@ function M.save_pretrained(model, dir, opts)
     tensors[np.name] = np.param
     parameters = parameters + np.param:numel()
   end
+  -- a weight's second names (Head:saved_copies: an untied decoder's bias), written, not counted
+  for name, t in pairs(model.saved_copies and model:saved_copies() or {}) do tensors[name] = t end
   local saved, serr = bert.save_safetensors(dir .. "/model.safetensors", tensors,
     {metadata = {format = "pt"}, dtype = opts.dtype})
   if not saved then return nil, "save_pretrained: " .. serr end

@@ -198,18 +198,13 @@ function Head:load_state_dict(sd, opts)
   return Module.load_state_dict(self, both, opts)
 end
 
---- As any module's, with an untied decoder's bias written under both its
--- names (Hugging Face's files carry the pair; its newer loaders need both).
-function Head:save_pretrained(dir, opts)
+--- The second names a saved file carries for a weight (checkpoint.save_pretrained
+-- writes them, counted once): an untied decoder's bias under both its names
+-- (Hugging Face's files carry the pair; its newer loaders need both).
+function Head:saved_copies()
   local mlm = self.mlm
-  if not (mlm and mlm.decoder_bias_path) then return Module.save_pretrained(self, dir, opts) end
-  local model = self
-  local with_copy = setmetatable({named_parameters = function()
-    local list = model:named_parameters()
-    list[#list + 1] = {name = mlm.decoder_bias_path, param = mlm.bias_owner.p[mlm.bias_key]}
-    return list
-  end}, {__index = self})
-  return require("bert.checkpoint").save_pretrained(with_copy, dir, opts)
+  if not (mlm and mlm.decoder_bias_path) then return {} end
+  return {[mlm.decoder_bias_path] = mlm.bias_owner.p[mlm.bias_key]}
 end
 
 -- the first token's or the pooler's vector, through the family's own dense
