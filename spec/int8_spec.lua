@@ -264,16 +264,18 @@ describe("model:quantize(\"int8\")", function()
     local model = bert.model("BertForSequenceClassification", {vocab_size = tok:vocab_size(), hidden_size = 32,
       num_hidden_layers = 1, num_attention_heads = 2, intermediate_size = 64, max_position_embeddings = 64,
       num_labels = #task.labels})
+    model.config.finetune = {max_length = 6}   -- as fine-tuning records it: the tool encodes at that length
     local dir = tmpdir()
     assert(require("bert.model_dir").save(dir, model, tok))
     local classify = require("bert.finetune.classify")
-    local features = classify.encode(tok, task.test, {max_length = 128, labels = task.labels})
+    local features = classify.encode(tok, task.test, {max_length = 6, labels = task.labels})
     local fp32 = classify.evaluate(bert.from_pretrained(dir, {verbose = false}), features,
       {labels = task.labels, pad_id = tok:token_to_id("[PAD]")})
     local p = io.popen("lua5.4 tools/int8_accuracy.lua --model '" .. dir .. "' --task " .. task_dir .. " 2>&1; echo rc=$?")
     local out = p:read("a")
     p:close()
     assert.truthy(out:find("rc=0", 1, true), out)
+    assert.truthy(out:find(#features .. " examples at 6 tokens", 1, true), out)
     local f32, i8 = out:match("\naccuracy%s+([%d.]+)%s+([%d.]+)")
     assert.truthy(f32, out)
     assert.near(100 * fp32.accuracy, tonumber(f32), 0.006)

@@ -22,7 +22,8 @@ parser:option("--task", "A built-in classification task (sst2, cola, mrpc, stsb,
 parser:option("--split", "The split to score", "test"):choices({"dev", "test"})
 parser:option("--max-examples", "Score at most N examples (the first N)"):convert(cli.integer("--max-examples", 1))
 parser:option("--batch-size", "Examples per forward", "64"):convert(cli.integer("--batch-size", 1))
-parser:option("--seq-len", "Maximum tokens per example", "128"):convert(cli.integer("--seq-len", 8))
+parser:option("--seq-len", "Maximum tokens per example (default: the length the model was fine-tuned at, " ..
+  "config.json's finetune.max_length, else 128; at most its positions)"):convert(cli.integer("--seq-len", 8))
 cli.add(parser, "threads")
 
 cli.main("int8_accuracy", function()
@@ -37,7 +38,11 @@ cli.main("int8_accuracy", function()
   local model = bert.from_pretrained(args.model, {verbose = false})
   local tok = bert.tokenizer.load(args.model)
   local regression = task.regression or (task.labels and #task.labels == 1) or false
-  local features = classify.encode(tok, examples, {max_length = args.seq_len, labels = task.labels,
+  -- the length the model was fine-tuned at, as bert.finetune.pipeline reads it
+  local settings = type(model.config.finetune) == "table" and model.config.finetune or {}
+  local seq_len = math.min(args.seq_len or settings.max_length or 128,
+                           model.config.max_position_embeddings or math.huge)
+  local features = classify.encode(tok, examples, {max_length = seq_len, labels = task.labels,
                                                    regression = regression})
   local opts = {labels = not regression and task.labels or nil, regression = regression,
                 positive_label = task.positive_label, batch_size = args.batch_size,
@@ -55,7 +60,8 @@ cli.main("int8_accuracy", function()
       if math.abs(p - int8_details.predictions[i]) > 1e-3 then changed = changed + 1 end
     elseif p ~= int8_details.predictions[i] then changed = changed + 1 end
   end
-  print(string.format("%s %s split, %d examples, model %s", args.task, args.split, #features, args.model))
+  print(string.format("%s %s split, %d examples at %d tokens, model %s", args.task, args.split, #features, seq_len,
+    args.model))
   local keys = regression and {"pearson", "spearman"} or {"accuracy", "macro_f1", "mcc", "f1"}
   print(string.format("%-10s %10s %10s %12s", "metric", "float32", "int8", "difference"))
   for _, k in ipairs(keys) do
