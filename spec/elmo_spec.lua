@@ -226,8 +226,18 @@ describe("elmo: the biLM", function()
     os.remove(dir .. "/tokenizer.json")
     local swapped = bert.from_pretrained(dir)
     assert.error_matches(function() swapped:forward(inputs) end, "trained on a vocabulary with fingerprint fnv1a32:%x+")
-    assert.error_matches(function() loaded.base:set_vocabulary(bert.tokenizer.load(dir .. "/vocab.txt")) end,
-      "set_vocabulary: the character encoder was trained on a vocabulary")
+    local other = bert.tokenizer.load(dir .. "/vocab.txt")
+    assert.error_matches(function() loaded.base:set_vocabulary(other) end,
+      "set_vocabulary: the character encoder of the model in .* was trained on a vocabulary")
+    -- fine-tuning with that tokenizer (--tokenizer) is refused; from scratch it is taken
+    local finetune = require("bert.finetune")
+    assert.error_matches(function()
+      finetune.load_model(dir, {kind = "classification", labels = {"a", "b"}, tokenizer = other})
+    end, "%-%-tokenizer: the character encoder of the model in .* was trained on a vocabulary with fingerprint")
+    local fresh = finetune.load_model(dir, {kind = "classification", labels = {"a", "b"}, tokenizer = other,
+                                            from_scratch = true})
+    assert.equal(require("bert.models.elmo").vocabulary_fingerprint(other:vocab_size(), other),
+                 fresh.base.config.character_vocabulary_fingerprint)
     -- without its tokenizer the characters cannot be read: said, not guessed
     os.remove(dir .. "/vocab.txt")
     os.remove(dir .. "/tokenizer.json")

@@ -181,6 +181,12 @@ function M.load_model(spec, opts)
     error(string.format("the tokenizer has %d tokens but the model's vocabulary only %d: pass the tokenizer " ..
       "the model was trained with (--tokenizer)", opts.tokenizer:vocab_size(), model.config.vocab_size), 0)
   end
+  -- ELMo's character encoder reads the spellings of the tokenizer that makes the ids: a trained
+  -- one refuses a vocabulary other than its training's, a fresh one takes the tokenizer's
+  if opts.tokenizer and model.base and model.base.set_vocabulary then
+    if info.from_scratch then model.base.config.character_vocabulary_fingerprint = nil end
+    model.base:set_vocabulary(opts.tokenizer, "--tokenizer")
+  end
   return model, info
 end
 

@@ -364,10 +364,10 @@ function Backbone:set_vocabulary(tok, name)
   local fingerprint = F.vocabulary_fingerprint(a.vocab_size, tok)
   local recorded = self.config.character_vocabulary_fingerprint
   if recorded and recorded ~= fingerprint then
-    error(string.format("%s: the character encoder was trained on a vocabulary with fingerprint %s and the " ..
-      "tokenizer given%s has %s (%d entries read): use the tokenizer the model was trained with",
-      name or "ElmoModel:set_vocabulary", recorded, a.config_dir and (" (beside " .. a.config_dir .. ")") or "",
-      fingerprint, a.vocab_size), 0)
+    error(string.format("%s: the character encoder of the model%s was trained on a vocabulary with fingerprint " ..
+      "%s; the tokenizer given has %s (%d entries read): use the tokenizer the model was trained with",
+      name or "ElmoModel:set_vocabulary", a.config_dir and (" in " .. a.config_dir) or "", recorded, fingerprint,
+      a.vocab_size), 0)
   end
   self.table = F.character_table(a.vocab_size, a.max_characters_per_token, tok)
   self.config.character_vocabulary = true
