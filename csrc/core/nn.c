@@ -1060,11 +1060,10 @@ static int attention_rel_backward(bert_node *node, bert_tensor *out, bert_tensor
   if (!BERT_DISPATCH_BACKWARD(be, ATTENTION_REL, "attention_rel", 6, ts)) return -1;
   bert_attention_opts o = st->opts;
   o.mask = mask;
-  bert_tensor *gc = bert_contiguous(g), *dq = NULL, *dk = NULL, *dv = NULL, *dkr = NULL, *dqr = NULL;
-  int rc = gc ? be->attention_rel_backward(q, k, v, kr, qr, rows, &o, st->stream, out, lse, gc,
-                                           &dq, &dk, &dv, &dkr, &dqr) : -1;
-  bert_tensor_release(gc);
-  if (rc != 0) return -1;
+  /* g as it comes (a transposed view): the kernel reads it through its strides */
+  bert_tensor *dq = NULL, *dk = NULL, *dv = NULL, *dkr = NULL, *dqr = NULL;
+  if (be->attention_rel_backward(q, k, v, kr, qr, rows, &o, st->stream, out, lse, g, &dq, &dk, &dv, &dkr, &dqr) != 0)
+    return -1;
   int e1 = bert_accumulate_grad_steal(node->inputs[0], dq);
   int e2 = bert_accumulate_grad_steal(node->inputs[1], dk);
   int e3 = bert_accumulate_grad_steal(node->inputs[2], dv);
