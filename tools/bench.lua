@@ -1,7 +1,7 @@
 -- One training or inference step of any family, timed: prints one JSON line.
 --   lua5.4 tools/bench.lua [--model base | FAMILY-SIZE (roberta-base, albert-base, deberta-base...)] [--batch 8] [--seq 128] [--mode train|infer]
 --                          [--steps 3] [--threads N] [--gemm openblas|onednn] [--device cpu|vulkan] [--recompute 1]
---                          [--int8] [--share 0] [--vocab-size N]
+--                          [--int8] [--share 0] [--vocab-size N] [--warmup-steps 1]
 -- train: the family's pretraining class (BertForPreTraining: MLM + NSP;
 -- ALBERT: MLM + SOP; the others their masked LM) with 15% of positions
 -- masked (MLM head on the masked positions only), backward, global-norm clipping at 1.0,
@@ -16,32 +16,35 @@
 -- --vocab-size N: the model with an N-token vocabulary, so that two families
 -- compare at one vocabulary (DeBERTa-v3 has 128,100 tokens
 -- against BERT's 30,522; in inference the decoder is half DeBERTa's FLOPs).
+-- --warmup-steps N: untimed steps first.  One is enough for BERT's shapes;
+-- DeBERTa-mini's 128k-token logits took until the fourth step to stop
+-- taking fresh (huge-page faulting) memory at one thread on 2026-12-06.
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
-require("bert.cli").help(arg, [[
-usage: lua5.4 tools/bench.lua [--model NAME] [--batch N] [--seq N] [--mode train|infer] [--steps N]
-                           [--threads N] [--gemm openblas|onednn] [--device cpu|vulkan] [--int8] [--share 0]
-                           [--vocab-size N]
-Times BERT training or inference steps; prints one JSON line (seconds per step, tokens/s, GFLOP/s and its
-fraction of the FMA peak, peak RSS, the share of the step outside GEMMs) and that share against its target
-on stderr.  --int8: int8 linear layers (inference); --share 0: no profile (and no share); --vocab-size N: the
-family's model with an N-token vocabulary (to compare families at one vocabulary).]])
+local cli = require("bert.cli")   -- argparse only: the profile below must wrap bert before it loads
+local p = cli.parser("bench.lua", "Times BERT training or inference steps; prints one JSON line (seconds per " ..
+  "step, tokens/s, GFLOP/s and its fraction of the FMA peak, peak RSS, the share of the step outside GEMMs) and " ..
+  "that share against its target on stderr.")
+p:option("--model", "base, large, ... or FAMILY-SIZE (roberta-base, albert-base, deberta-mini, ...)", "base")
+p:option("--batch", "Sequences per step", "8"):convert(cli.integer("--batch", 1, 65536))
+p:option("--seq", "Tokens per sequence", "128"):convert(cli.integer("--seq", 1, 65536))
+p:option("--mode", "train (forward, backward, AdamW) or infer (a forward)", "train"):choices({"train", "infer"})
+p:option("--steps", "Timed steps", "3"):convert(cli.integer("--steps", 1, 100000))
+p:option("--warmup-steps", "Untimed steps first (allocations, page faults; a large vocabulary's logits may " ..
+  "take a few steps to find their blocks in the allocator's cache)", "1"):convert(cli.integer("--warmup-steps", 1, 1000))
+p:option("--gemm", "The CPU GEMM provider"):choices({"openblas", "onednn"})
+p:option("--device", "Where the model runs", "cpu"):choices({"cpu", "vulkan"})
+p:option("--recompute", "1: every encoder layer recomputes its activations in backward", "0"):choices({"0", "1"})
+p:flag("--int8", "Every linear layer int8 (inference on the CPU only)")
+p:option("--share", "0: time without the per-op profile's wrappers (and print no share)", "1"):choices({"0", "1"})
+p:option("--vocab-size", "The family's model with an N-token vocabulary (to compare families at one vocabulary)")
+  :convert(cli.integer("--vocab-size", 2))
+cli.add(p, "threads")
+local opts = p:parse()
+opts.int8 = opts.int8 and 1 or 0
+opts.share, opts.recompute = tonumber(opts.share), tonumber(opts.recompute)
 local cjson = require("cjson")
 
-local opts = {model = "base", batch = 8, seq = 128, mode = "train", steps = 3, device = "cpu", share = 1}
-local i = 1
-while i <= #arg do
-  local key = arg[i]:match("^%-%-(.+)$")
-  if key == "int8" and (arg[i + 1] == nil or arg[i + 1]:match("^%-%-")) then   -- a bare flag
-    opts.int8, i = 1, i + 1
-  elseif not key or arg[i + 1] == nil then
-    io.stderr:write("usage: lua5.4 tools/bench.lua [--model NAME] [--batch N] [--seq N] [--mode train|infer] [--steps N] [--threads N] [--gemm P] [--int8] [--share 0] [--vocab-size N]\n")
-    os.exit(2)
-  else
-    opts[key] = tonumber(arg[i + 1]) or arg[i + 1]
-    i = i + 2
-  end
-end
 if opts.int8 == 1 and (opts.mode ~= "infer" or opts.device ~= "cpu") then
   io.stderr:write("bench: --int8 runs inference on the CPU (--mode infer, --device cpu)\n")
   os.exit(2)
@@ -81,11 +84,7 @@ local causal = false
 local ok_arch, arch = pcall(bert.models.architecture_for, family, "pretraining")
 if not ok_arch then ok_arch, arch = pcall(bert.models.architecture_for, family, "masked_lm") end
 if not ok_arch then arch, causal = bert.models.architecture_for(family, "causal_lm"), true end
-local vocab_size = opts["vocab-size"]
-if vocab_size ~= nil and (math.type(vocab_size) ~= "integer" or vocab_size < 2) then
-  io.stderr:write("bench: --vocab-size must be an integer >= 2, got " .. tostring(vocab_size) .. "\n")
-  os.exit(2)
-end
+local vocab_size = opts.vocab_size
 local model = bert.model(arch, resolved.size, vocab_size and {vocab_size = vocab_size} or nil)
 local c = model.arch or model.config   -- the config in BERT's key names
 local B, T, V = opts.batch, opts.seq, c.vocab_size
@@ -158,7 +157,7 @@ local fwd = require("bert.models.flops").forward(model, B, T,
   {mlm_rows = opts.mode == "train" and masked or tokens, pair_head = pair_head})
 local flops = opts.mode == "train" and 3 * fwd or fwd
 
-step()   -- warm up (allocations, page faults)
+for _ = 1, opts.warmup_steps do step() end   -- warm up (allocations, page faults)
 collectgarbage()
 phase = {forward = 0, backward = 0, optimizer = 0}
 bert.profile.report()   -- BERT_PROFILE: drop the warm-up step's figures
@@ -197,6 +196,7 @@ local peak_gf
 if opts.device ~= "vulkan" then peak_gf = dofile("tools/peak.lua").measure(bert.get_num_threads()) end
 print(cjson.encode({
   impl = "bert-lua", model = opts.model, architecture = arch, mode = opts.mode, batch = B, seq = T, vocab_size = V,
+  warmup_steps = opts.warmup_steps,
   threads = bert.get_num_threads(), gemm = bert.backend_info().gemm, device = opts.device,
   sec_per_step = dt, tokens_per_s = tokens / dt, gflops = flops / dt / 1e9,
   peak_rss_mb = peak_rss_mb(), recompute = model.recompute or false,
