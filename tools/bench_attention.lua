@@ -5,25 +5,25 @@
 --     [--dim 64] [--pad 0.25] [--dropout 0.1] [--repeat 5] [--threads N]
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
-require("bert.cli").help(arg, [[
-usage: lua5.4 tools/bench_attention.lua [--batch N] [--heads N] [--seq N] [--dim N] [--pad FRACTION]
-                                     [--dropout P] [--repeat N] [--threads N]
-Fused attention against a materialised reference: forward and forward+backward wall time.]])
+local cli = require("bert.cli")
+local p = cli.parser("bench_attention.lua", "Fused attention against a materialised reference: forward and " ..
+  "forward+backward wall time.")
+p:option("--batch", "Sequences", "8"):convert(cli.integer("--batch", 1, 65536))
+p:option("--heads", "Attention heads", "12"):convert(cli.integer("--heads", 1, 1024))
+p:option("--seq", "Tokens per sequence", "128"):convert(cli.integer("--seq", 1, 65536))
+p:option("--dim", "Head dimension", "64"):convert(cli.integer("--dim", 1, 65536))
+p:option("--pad", "Fraction of the keys padded in every other sequence", "0.25"):convert(cli.number("--pad", 0, 1))
+p:option("--dropout", "Attention dropout probability, in [0, 1)", "0.1"):convert(function(v)
+  local n, err = cli.number("--dropout", 0)(v)
+  if n and n >= 1 then return nil, "option --dropout: expected a number in [0, 1), got '" .. v .. "'" end
+  return n, err
+end)
+p:option("--repeat", "Runs per figure (the best is kept)", "5"):convert(cli.integer("--repeat", 1, 100000))
+cli.add(p, "threads")
+local o = p:parse()
 local bert = require("bert.core")   -- the C core is all this needs
 local F = bert.F
 
-local o = {batch = 8, heads = 12, seq = 128, dim = 64, pad = 0.25, dropout = 0.1, ["repeat"] = 5}
-local i = 1
-while i <= #arg do
-  local key = arg[i]:match("^%-%-(.+)$")
-  if key == nil or arg[i + 1] == nil or (o[key] == nil and key ~= "threads") then
-    io.stderr:write("usage: lua5.4 tools/bench_attention.lua [--batch N] [--heads N] [--seq N] "
-      .. "[--dim N] [--pad FRACTION] [--dropout P] [--repeat N] [--threads N]\n")
-    os.exit(2)
-  end
-  o[key] = tonumber(arg[i + 1])
-  i = i + 2
-end
 if o.threads then bert.set_num_threads(o.threads); bert.gemm_set_threads = nil end
 
 local B, A, T, d = o.batch, o.heads, o.seq, o.dim

@@ -8,24 +8,23 @@
 --     [--dim 64] [--rows 512] [--repeat 3] [--threads N]
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
+local cli = require("bert.cli")
+local p = cli.parser("bench_attention_rel.lua", "DeBERTa's relative attention (F.attention_rel) against " ..
+  "F.attention at the same shape, forward and forward + backward, best of --repeat runs (wall and process CPU " ..
+  "time); one JSON line per mode.")
+p:option("--batch", "Sequences", "8"):convert(cli.integer("--batch", 1, 65536))
+p:option("--heads", "Attention heads", "12"):convert(cli.integer("--heads", 1, 1024))
+p:option("--seq", "Tokens per sequence", "128"):convert(cli.integer("--seq", 1, 65536))
+p:option("--dim", "Head dimension", "64"):convert(cli.integer("--dim", 1, 65536))
+p:option("--rows", "Rows R of the relative tables", "512"):convert(cli.integer("--rows", 1, 65536))
+p:option("--repeat", "Timed runs per figure, after a warm-up (the best is kept)", "3")
+  :convert(cli.integer("--repeat", 1, 100000))
+cli.add(p, "threads")
+local o = p:parse()
 local bert = require("bert.core")
 local cjson = require("cjson")
 local F = bert.F
 
-local o = {batch = 8, heads = 12, seq = 128, dim = 64, rows = 512, ["repeat"] = 3}
-local usage = "usage: lua5.4 tools/bench_attention_rel.lua [--batch N] [--heads N] [--seq N] [--dim N] "
-  .. "[--rows R] [--repeat N] [--threads N]\n"
-local i = 1
-while i <= #arg do
-  if arg[i] == "--help" or arg[i] == "-h" then io.write(usage) os.exit(0) end
-  local key = arg[i]:match("^%-%-(.+)$")
-  if key == nil or arg[i + 1] == nil or (o[key] == nil and key ~= "threads") then
-    io.stderr:write(usage)
-    os.exit(2)
-  end
-  o[key] = tonumber(arg[i + 1])
-  i = i + 2
-end
 if o.threads then bert.set_num_threads(o.threads) end
 
 local B, A, T, d, R = o.batch, o.heads, o.seq, o.dim, o.rows

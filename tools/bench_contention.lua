@@ -6,29 +6,19 @@
 --   lua5.4 tools/bench_contention.lua [--model mini] [--batch 8] [--seq 128]
 --     [--mode train|infer] [--pairs 3] [--steps 2] [--hogs 1] [--build DIR]
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
-require("bert.cli").help(arg, [[
-usage: lua5.4 tools/bench_contention.lua [--model NAME] [--batch N] [--seq N] [--mode train|infer]
-                                         [--pairs N] [--steps N] [--hogs N] [--build DIR]
-Paired 1-thread / 2-thread step times (tools/bench.lua) while N CPU-bound
-processes run (default 1); prints each pair and the median ratio t(2)/t(1).]])
+local cli = require("bert.cli")
+local p = cli.parser("bench_contention.lua", "Paired 1-thread / 2-thread step times (tools/bench.lua) while N " ..
+  "CPU-bound processes run (default 1); prints each pair and the median ratio t(2)/t(1).")
+p:option("--model", "The model (bench.lua's --model)", "mini")
+p:option("--batch", "Sequences per step", "8"):convert(cli.integer("--batch", 1, 65536))
+p:option("--seq", "Tokens per sequence", "128"):convert(cli.integer("--seq", 1, 65536))
+p:option("--mode", "train (forward, backward, AdamW) or infer (a forward)", "train"):choices({"train", "infer"})
+p:option("--pairs", "1-thread / 2-thread pairs", "3"):convert(cli.integer("--pairs", 1))
+p:option("--steps", "Timed steps per run (bench.lua's --steps)", "2"):convert(cli.integer("--steps", 1, 100000))
+p:option("--hogs", "CPU-bound processes beside the runs", "1"):convert(cli.integer("--hogs", 0))
+p:option("--build", "The build directory the runs load (BERT_BUILD)", os.getenv("BERT_BUILD") or "build")
+local o = p:parse()
 local cjson = require("cjson")
-
-local o = {model = "mini", batch = 8, seq = 128, mode = "train", pairs = 3, steps = 2, hogs = 1,
-           build = os.getenv("BERT_BUILD") or "build"}
-local i = 1
-while i <= #arg do
-  local key = arg[i]:match("^%-%-(.+)$")
-  if not key or o[key] == nil or arg[i + 1] == nil then
-    io.stderr:write("bench_contention: bad argument '" .. tostring(arg[i]) .. "' (see --help)\n")
-    os.exit(2)
-  end
-  o[key] = type(o[key]) == "number" and math.tointeger(tonumber(arg[i + 1])) or arg[i + 1]
-  if o[key] == nil or (type(o[key]) == "number" and o[key] < (key == "hogs" and 0 or 1)) then
-    io.stderr:write("bench_contention: --" .. key .. " needs a whole number, got '" .. arg[i + 1] .. "'\n")
-    os.exit(2)
-  end
-  i = i + 2
-end
 
 local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 -- the busy loops end on their own after an hour at the latest

@@ -4,27 +4,21 @@
 -- compare providers within a round).
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
-require("bert.cli").help(arg, [[
-usage: lua5.4 tools/bench_gemm.lua [--repeat N] [--threads N] [--rounds N] [--device cpu|vulkan] [--big]
-GEMM throughput (GFLOP/s) for the BERT-base shapes, per provider, and as a fraction of
-the machine's fp32 FMA peak for the same thread count (tools/bench_peak.lua;
-BERT_PEAK_GFLOPS=<n> gives the peak instead of measuring it).]])
+local cli = require("bert.cli")
+local p = cli.parser("bench_gemm.lua", "GEMM throughput (GFLOP/s) for the BERT-base shapes, per provider, and as " ..
+  "a fraction of the machine's fp32 FMA peak for the same thread count (tools/bench_peak.lua; " ..
+  "BERT_PEAK_GFLOPS=<n> gives the peak instead of measuring it).")
+p:option("--repeat", "GEMMs per timing (at least; small shapes run more)", "10")
+  :convert(cli.integer("--repeat", 1, 100000))
+cli.add(p, "threads")
+p:option("--rounds", "Run every provider N times, alternating (the machine drifts: compare providers within a round)",
+  "1"):convert(cli.integer("--rounds", 1, 100000))
+p:option("--device", "Where the GEMMs run (vulkan: tools/bench_gemm_vulkan.lua)", "cpu"):choices({"cpu", "vulkan"})
+p:flag("--big", "With --device vulkan: add a 4096^3 GEMM")
+local o = p:parse()
 local bert = require("bert")
 
-local reps, threads, device, big, rounds = 10, nil, "cpu", false, 1
-local i = 1
-while i <= #arg do
-  if arg[i] == "--repeat" then reps = tonumber(arg[i + 1]); i = i + 2
-  elseif arg[i] == "--threads" then threads = tonumber(arg[i + 1]); i = i + 2
-  elseif arg[i] == "--device" then device = arg[i + 1]; i = i + 2
-  elseif arg[i] == "--big" then big = true; i = i + 1
-  elseif arg[i] == "--rounds" then rounds = math.tointeger(tonumber(arg[i + 1])); i = i + 2
-  else io.stderr:write("usage: lua5.4 tools/bench_gemm.lua [--repeat N] [--threads N] [--rounds N]\n"); os.exit(2) end
-end
-if not rounds or rounds < 1 then
-  io.stderr:write("bench_gemm: --rounds must be an integer >= 1\n")
-  os.exit(2)
-end
+local reps, threads, device, big, rounds = o["repeat"], o.threads, o.device, o.big, o.rounds
 if threads then bert.set_num_threads(threads) end
 if device == "vulkan" then   -- tools/bench_gemm_vulkan.lua; --big adds 4096^3
   dofile("tools/bench_gemm_vulkan.lua")(reps, big and {{4096, 4096, 4096, "NN", "square 4096"}} or nil)

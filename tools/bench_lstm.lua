@@ -9,24 +9,6 @@
 --                               [--reps 3] [--threads N] [--peer 1]
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
-local USAGE = [[
-usage: lua5.4 tools/bench_lstm.lua [--cases all | small,small-ragged,original] [--mode train|infer]
-                                [--reps 3] [--threads N] [--peer 1]
-Times one LSTM layer with projection (F.lstm) at ELMo's shapes; prints per case one JSON line:
-ms of the best repetition, effective GFLOP/s (2 flops per multiply-add of the GEMMs over the
-real steps; backward counted as twice forward) and the fraction of the FMA peak for the thread
-count (BERT_PEAK_GFLOPS=<n> gives the peak instead of measuring it).  --peer 1 runs PyTorch's
-nn.LSTM on the same case after each of our repetitions (/usr/bin/python3 tools/bench_lstm_peer.py)
-and prints the ratio of the best times.]]
-require("bert.cli").help(arg, USAGE)
-local bert = require("bert")
-local cjson = require("cjson")
-
-local function fail(msg)
-  io.stderr:write("bench_lstm: " .. msg .. "\n" .. USAGE .. "\n")
-  os.exit(2)
-end
-
 -- the cases, shared with the peer (tools/bench_lstm_peer.py holds the same
 -- table): ELMo-small (128 projection, 512 cells) on 64-token windows, the
 -- same with ragged lengths 16..64, and the paper's 512 / 4096 at batch 4 on
@@ -36,33 +18,49 @@ local CASES = {
   {name = "small-ragged", B = 32, T = 64, I = 128, H = 512, P = 128, ragged = 16},
   {name = "original", B = 4, T = 20, I = 512, H = 4096, P = 512},
 }
+local case_names, is_case = {}, {}
+for k, c in ipairs(CASES) do case_names[k], is_case[c.name] = c.name, true end
 
-local opts = {cases = "all", mode = "train", reps = 3}
-local i = 1
-while i <= #arg do
-  local k, v = arg[i]:match("^%-%-(.+)$"), arg[i + 1]
-  if not k or v == nil then fail("bad argument '" .. tostring(arg[i]) .. "'") end
-  opts[k] = v
-  i = i + 2
+local cli = require("bert.cli")
+local p = cli.parser("bench_lstm.lua", "Times one LSTM layer with projection (F.lstm) at ELMo's shapes; prints " ..
+  "per case one JSON line: ms of the best repetition, effective GFLOP/s (2 flops per multiply-add of the GEMMs " ..
+  "over the real steps; backward counted as twice forward) and the fraction of the FMA peak for the thread count " ..
+  "(BERT_PEAK_GFLOPS=<n> gives the peak instead of measuring it).  --peer 1 runs PyTorch's nn.LSTM on the same " ..
+  "case after each of our repetitions (/usr/bin/python3 tools/bench_lstm_peer.py) and prints the ratio of the " ..
+  "best times.")
+p:option("--cases", "all, or some of " .. table.concat(case_names, ", ") .. ", separated by commas", "all")
+  :convert(function(v)
+    if v == "all" then return v end
+    for name in v:gmatch("[^,]*") do
+      if not is_case[name] then
+        return nil, "option --cases: expected all, or some of " .. table.concat(case_names, ", ") ..
+          " separated by commas, got '" .. v .. "'"
+      end
+    end
+    return v
+  end)
+p:option("--mode", "train (forward and backward) or infer (forward, no graph)", "train"):choices({"train", "infer"})
+p:option("--reps", "Timed repetitions per case (the best is kept)", "3"):convert(cli.integer("--reps", 1, 100000))
+cli.add(p, "threads")
+p:option("--peer", "1: PyTorch's nn.LSTM on the same case after each repetition", "0"):choices({"0", "1"})
+local opts = p:parse()
+local bert = require("bert")
+local cjson = require("cjson")
+
+local function fail(msg)
+  io.stderr:write("bench_lstm: " .. msg .. "\n")
+  os.exit(2)
 end
-for k in pairs(opts) do
-  if not ({cases = 1, mode = 1, reps = 1, threads = 1, peer = 1})[k] then fail("unknown option --" .. k) end
-end
-local reps = math.tointeger(tonumber(opts.reps))
-if not reps or reps < 1 then fail("--reps must be an integer >= 1, got " .. tostring(opts.reps)) end
-if opts.mode ~= "train" and opts.mode ~= "infer" then fail("--mode: train or infer, got " .. opts.mode) end
-if opts.threads then
-  local n = math.tointeger(tonumber(opts.threads))
-  if not n or n < 1 then fail("--threads must be an integer >= 1, got " .. opts.threads) end
-  bert.set_num_threads(n)
-end
+
+local reps = opts.reps
+opts.peer = opts.peer == "1"
+if opts.threads then bert.set_num_threads(opts.threads) end
 local chosen = {}
 for _, c in ipairs(CASES) do
   if opts.cases == "all" or ("," .. opts.cases .. ","):find("," .. c.name .. ",", 1, true) then
     chosen[#chosen + 1] = c
   end
 end
-if #chosen == 0 then fail("--cases: all, or some of small, small-ragged, original; got " .. opts.cases) end
 
 -- case c's lengths: all T, or ragged: c.ragged .. T spread evenly over the batch
 local function lengths_of(c)

@@ -9,28 +9,24 @@
 --   lua5.4 tools/bench_ops.lua [--tokens 1024] [--hidden 768] [--ffn 3072] [--repeat 5] [--threads N] [--cpu 1]
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
-require("bert.cli").help(arg, [[
-usage: lua5.4 tools/bench_ops.lua [--tokens N] [--hidden N] [--ffn N] [--repeat N] [--threads N] [--cpu 1]
-Times bias_gelu, layer_norm (forward, backward; GB/s) and linear backward
-(GFLOP/s, beside the same GEMMs as matmuls) at BERT-base sizes; one JSON line per op.
---cpu 1: process CPU time instead of wall time (meaningful with --threads 1).]])
+local cli = require("bert.cli")
+local p = cli.parser("bench_ops.lua", "Times bias_gelu, layer_norm (forward, backward; GB/s) and linear backward " ..
+  "(GFLOP/s, beside the same GEMMs as matmuls) at BERT-base sizes; one JSON line per op.")
+p:option("--tokens", "Rows (tokens) of every tensor", "1024"):convert(cli.integer("--tokens", 1))
+p:option("--hidden", "Hidden size", "768"):convert(cli.integer("--hidden", 1))
+p:option("--ffn", "Feed-forward (intermediate) size", "3072"):convert(cli.integer("--ffn", 1))
+p:option("--repeat", "Timed runs per figure, after a warm-up (the best is kept)", "5")
+  :convert(cli.integer("--repeat", 1, 100000))
+cli.add(p, "threads")
+p:option("--cpu", "1: process CPU time (os.clock) instead of wall time (meaningful with --threads 1)", "0")
+  :convert(cli.integer("--cpu", 0, 1))
+local o = p:parse()
 local bert = require("bert")
 local cjson = require("cjson")
 local F = bert.F
 
-local o = {tokens = 1024, hidden = 768, ffn = 3072, ["repeat"] = 5, threads = bert.get_num_threads(), cpu = 0}
-local i = 1
-while i <= #arg do
-  local key, v = arg[i]:match("^%-%-(.+)$"), math.tointeger(tonumber(arg[i + 1]))
-  if not key or o[key] == nil or not v or v < (key == "cpu" and 0 or 1) then
-    io.stderr:write("bench_ops: bad argument '" .. tostring(arg[i]) .. " " .. tostring(arg[i + 1]) ..
-                    "' (every option takes a whole number >= 1)\n")
-    os.exit(2)
-  end
-  o[key] = v
-  i = i + 2
-end
-bert.set_num_threads(o.threads)
+if o.threads then bert.set_num_threads(o.threads) end
+o.threads = bert.get_num_threads()
 local R, H, I = o.tokens, o.hidden, o.ffn
 local clock = o.cpu == 1 and os.clock or bert.wall_time
 

@@ -7,29 +7,19 @@
 -- GB/s of the bytes an AdamW step must move (p, g, m, v read; p, m, v written).
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
-require("bert.cli").help(arg, [[
-usage: lua5.4 tools/bench_optim.lua [--model base] [--repeat N] [--threads N] [--kind AdamW|LAMB]
-Times the optimizer step over a model's parameters: one call over all of
-them against one call per parameter (paired runs, best of N); one JSON line.]])
+local cli = require("bert.cli")
+local p = cli.parser("bench_optim.lua", "Times the optimizer step over a model's parameters: one call over all of " ..
+  "them against one call per parameter (paired runs, best of N); one JSON line.")
+p:option("--model", "The model size (BertForPreTraining)", "base")
+p:option("--repeat", "Paired runs (the best of each path is kept)", "5"):convert(cli.integer("--repeat", 1, 100000))
+cli.add(p, "threads")
+p:option("--kind", "The optimizer", "AdamW"):choices({"AdamW", "LAMB"})
+local o = p:parse()
 local bert = require("bert")
 local cjson = require("cjson")
 
-local o = {model = "base", ["repeat"] = 5, threads = bert.get_num_threads(), kind = "AdamW"}
-local i = 1
-while i <= #arg do
-  local key = arg[i]:match("^%-%-(.+)$")
-  if not key or o[key] == nil or arg[i + 1] == nil then
-    io.stderr:write("bench_optim: bad argument '" .. tostring(arg[i]) .. "' (see --help)\n")
-    os.exit(2)
-  end
-  o[key] = (key == "repeat" or key == "threads") and math.tointeger(tonumber(arg[i + 1])) or arg[i + 1]
-  if o[key] == nil or (key == "kind" and o.kind ~= "AdamW" and o.kind ~= "LAMB") then
-    io.stderr:write("bench_optim: bad value for --" .. key .. ": '" .. tostring(arg[i + 1]) .. "'\n")
-    os.exit(2)
-  end
-  i = i + 2
-end
-bert.set_num_threads(o.threads)
+if o.threads then bert.set_num_threads(o.threads) end
+o.threads = bert.get_num_threads()
 
 bert.manual_seed(0)
 local model = bert.model("BertForPreTraining", o.model)

@@ -23,35 +23,41 @@
 -- blurred by other processes on a shared machine).
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
-local USAGE = [[
-usage: lua5.4 tools/bench_varlen.lua [--model base] [--batch 32] [--seq-len 256] [--batches 4] [--reps 3]
-                                  [--lengths FILE | --tokenizer VOCAB] [--write-lengths FILE] [--threads N]
-                                  [--modes packed,padded] [--device cpu|vulkan] [--seed 42] [--peer 1]
-Times our fine-tuning step (sequence classification) on batches of the SpamAssassin length
-distribution, packed (varlen) and padded, paired back to back; prints real tokens/s per mode.]]
-require("bert.cli").help(arg, USAGE)
+local cli = require("bert.cli")
+local p = cli.parser("bench_varlen.lua", "Times our fine-tuning step (sequence classification) on batches of the " ..
+  "SpamAssassin length distribution, packed (varlen) and padded, paired back to back; prints real tokens/s per mode.")
+p:option("--model", "A size or FAMILY-SIZE (the family's sequence-classification model)", "base")
+p:option("--batch", "Sequences per batch", "32"):convert(cli.integer("--batch", 1, 65536))
+p:option("--seq-len", "Maximum sequence length the spam split is encoded at (and the limit of --lengths)", "256")
+  :convert(cli.integer("--seq-len", 1, 65536))
+p:option("--batches", "Batches per repetition (consecutive lengths)", "4"):convert(cli.integer("--batches", 1))
+p:option("--reps", "Repetitions of each mode (the best is kept)", "3"):convert(cli.integer("--reps", 1, 100000))
+p:option("--lengths", "A file of token counts, one a line (instead of encoding the spam split)")
+p:option("--tokenizer", "The vocabulary the spam split is encoded with (default " ..
+  "data/bert-base-uncased/vocab.txt, from tools/fetch_bert_vocab.sh)")
+p:option("--write-lengths", "Save the lengths to FILE (for tools/bench_varlen_peer.py)")
+cli.add(p, "threads")
+p:option("--modes", "packed and/or padded, separated by commas", "packed,padded"):convert(function(v)
+  for m in v:gmatch("[^,]*") do
+    if m ~= "packed" and m ~= "padded" then
+      return nil, "option --modes: expected packed and/or padded, separated by commas, got '" .. v .. "'"
+    end
+  end
+  return v
+end)
+cli.add(p, "device", "seed", {help = "Random seed (the lengths' shuffle, the weights, the token ids)"})
+p:option("--peer", "1: the PyTorch peer (tools/bench_varlen_peer.py) on the same lengths after each repetition",
+  "0"):choices({"0", "1"})
+p:option("--peer-size", "The peer's model size (default: --model)")
+local opts = p:parse()
+opts.peer = opts.peer == "1"
 local bert = require("bert")
 local cjson = require("cjson")
 local util = require("bert.finetune.util")
 
-local opts = {model = "base", batch = 32, ["seq-len"] = 256, batches = 4, reps = 3, modes = "packed,padded",
-  device = "cpu", seed = 42}
-local i = 1
-while i <= #arg do
-  local key = arg[i]:match("^%-%-(.+)$")
-  if not key or arg[i + 1] == nil then
-    io.stderr:write(USAGE, "\n")
-    os.exit(2)
-  end
-  opts[key] = tonumber(arg[i + 1]) or arg[i + 1]
-  i = i + 2
-end
 local function fail(msg) io.stderr:write("bench_varlen: ", msg, "\n") os.exit(2) end
-for _, k in ipairs({"batch", "seq-len", "batches", "reps"}) do
-  if math.type(opts[k]) ~= "integer" or opts[k] < 1 then fail("--" .. k .. " must be a positive integer, got " .. tostring(opts[k])) end
-end
 if opts.threads then bert.set_num_threads(opts.threads) end
-local L = opts["seq-len"]
+local L = opts.seq_len
 
 -- {------------------------------------------------ the lengths
 local lengths = {}
@@ -82,9 +88,9 @@ end
 if #lengths < opts.batch * opts.batches then
   fail(string.format("%d lengths make fewer than --batches %d of --batch %d", #lengths, opts.batches, opts.batch))
 end
-if opts.peer and not opts["write-lengths"] then opts["write-lengths"] = os.tmpname() end
-if opts["write-lengths"] then
-  local ok, err = util.write_file(opts["write-lengths"], table.concat(lengths, "\n") .. "\n")
+if opts.peer and not opts.write_lengths then opts.write_lengths = os.tmpname() end
+if opts.write_lengths then
+  local ok, err = util.write_file(opts.write_lengths, table.concat(lengths, "\n") .. "\n")
   if not ok then fail("--write-lengths: " .. tostring(err)) end
 end
 
@@ -127,14 +133,11 @@ local function step(b)
 end
 
 local modes = {}
-for m in opts.modes:gmatch("[^,]+") do
-  if m ~= "packed" and m ~= "padded" then fail("--modes: packed and/or padded, got " .. m) end
-  modes[#modes + 1] = m
-end
+for m in opts.modes:gmatch("[^,]+") do modes[#modes + 1] = m end   -- packed, padded (checked by --modes)
 -- one repetition of the peer on the same lengths: its JSON result
 local function run_peer()
   local cmd = string.format("/usr/bin/python3 tools/bench_varlen_peer.py --lengths '%s' --size '%s' --batch %d " ..
-    "--batches %d --reps 1 --threads %d --seed %d", opts["write-lengths"], opts["peer-size"] or opts.model,
+    "--batches %d --reps 1 --threads %d --seed %d", opts.write_lengths, opts.peer_size or opts.model,
     opts.batch, opts.batches, bert.get_num_threads(), opts.seed)
   local f = assert(io.popen(cmd))
   local text = f:read("a")
@@ -211,7 +214,7 @@ if best.packed and best.padded then
   result.cpu_speedup = cpu_best.padded / cpu_best.packed   -- process CPU time: the work, blurred less by the load
 end
 if opts.peer then
-  result.peer = {size = opts["peer-size"] or opts.model, best_seconds = peer_best, seconds = peer_all,
+  result.peer = {size = opts.peer_size or opts.model, best_seconds = peer_best, seconds = peer_all,
     sec_per_step = peer_best / opts.batches, real_tokens_per_s = real_tokens / peer_best, best_cpu_seconds = peer_cpu}
   for _, m in ipairs(modes) do
     result[m].vs_peer = peer_best / best[m]

@@ -3,14 +3,16 @@
 -- A training step on Vulkan: tools/bench.lua --device vulkan --mode train.
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
-require("bert.cli").help(arg, [[
-usage: lua5.4 tools/bench_vulkan.lua [--model base] [--batch 8] [--seq 128] [--steps 3]
-BERT inference on the Vulkan device, timed; prints one JSON line.]])
+local cli = require("bert.cli")
+local p = cli.parser("bench_vulkan.lua", "BERT inference on the Vulkan device, timed; prints one JSON line.")
+p:option("--model", "The model size (BertModel)", "base")
+p:option("--batch", "Sequences per step", "8"):convert(cli.integer("--batch", 1, 65536))
+p:option("--seq", "Tokens per sequence", "128"):convert(cli.integer("--seq", 1, 65536))
+p:option("--steps", "Timed steps (after one untimed; the best is kept)", "3"):convert(cli.integer("--steps", 1, 100000))
+local opts = p:parse()
 local bert = require("bert")
 local device = require("bert.nn.device")
 
-local opts = {model = "base", batch = 8, seq = 128, steps = 3}
-for i = 1, #arg, 2 do opts[arg[i]:match("^%-%-(.+)$")] = tonumber(arg[i + 1]) or arg[i + 1] end
 local info = bert.backend_info().vulkan
 if not info.available then print('{"error": "vulkan not available"}'); os.exit(0) end
 bert.manual_seed(0)
