@@ -24,7 +24,7 @@ local o = p:parse()
 local bert = require("bert.core")   -- the C core is all this needs
 local F = bert.F
 
-if o.threads then bert.set_num_threads(o.threads); bert.gemm_set_threads = nil end
+if o.threads then bert.set_num_threads(o.threads) end
 
 local B, A, T, d = o.batch, o.heads, o.seq, o.dim
 local clock = bert.wall_time or os.clock
