@@ -9,6 +9,7 @@
 --   lua5.4 experiments/ablate.lua experiments/ablations/nsp.lua
 --   lua5.4 experiments/ablate.lua experiments/ablations/nsp.lua --budget-scale 0.05   # a quick look
 --   lua5.4 experiments/ablate.lua --summarize runs/ablate/nsp                         # table and plots again
+--   lua5.4 experiments/ablate.lua --summarize runs/ablate/nsp --interim               # while it runs
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
 
@@ -24,6 +25,8 @@ parser:option("--budget-scale", "Scale every pretraining budget (at least 1 step
   "(at least 64) by this factor, with held-out evaluations on 512 sequences and the evaluation suite as a quick " ..
   "look (one seed, one rate, 10 steps; printed): 0.01 for a quick end-to-end look", "1"):convert(cli.number("--budget-scale", 0))
 parser:option("--summarize", "Only rebuild DIR's results.json, results.md and plots from its finished cells")
+parser:flag("--interim", "With --summarize, while the grid runs: DIR/results-interim.json and .md (no plots), with " ..
+  "the unfinished cells whose pretraining has finished counted with the tasks evaluated so far, marked partial")
 parser:flag("--no-reuse", "Pretrain every cell here, even where a grid next to OUTPUT finished a run with equal " ..
   "settings (by default that run, and its fine-tunings with equal task settings, are read instead)")
 parser:option("--shard", "K/N: run only cells K, K+N, K+2N, ... (in the grid's order), so that N processes " ..
@@ -39,8 +42,9 @@ cli.main("ablate.lua", function()
   local results, dir
   if args.summarize then
     dir = args.summarize
-    results = ablate.summarize(dir)
+    results = ablate.summarize(dir, {interim = args.interim})
   else
+    if args.interim then error("--interim goes with --summarize DIR", 0) end
     if not args.grid then error("give an ablation file (experiments/ablations/NAME.lua) or --summarize DIR", 0) end
     if not (args.budget_scale > 0) then error("option --budget-scale: expected a number > 0, got " .. args.budget_scale, 0) end
     local shard
@@ -61,8 +65,9 @@ cli.main("ablate.lua", function()
       (args.budget_scale ~= 1 and string.format("-quick%g", args.budget_scale) or ""))
     results = ablate.run(grid, dir, {reuse = not args.no_reuse, shard = shard})
   end
-  io.stdout:write(require("bert.fs").read_file(dir .. "/results.md") or "", "\n")
-  print("results: " .. dir .. "/results.json, " .. dir .. "/results.md")
+  local base = dir .. (args.interim and "/results-interim" or "/results")
+  io.stdout:write(require("bert.fs").read_file(base .. ".md") or "", "\n")
+  print("results: " .. base .. ".json, " .. base .. ".md")
   if #results.plots > 0 then print("plots:   " .. table.concat(results.plots, ", ")) end
   if results.plot_error then print("plots: " .. results.plot_error) end
   if #results.missing > 0 then print(string.format("%d cells not finished: rerun to complete them", #results.missing)) end

@@ -573,6 +573,28 @@ return {
     end
     local rows4 = cjson.decode(read(dir4 .. "/results.json")).rows
     assert.equal(rows4[1].metrics.eval_sst2_scratch.mean, rows4[2].metrics.eval_sst2_scratch.mean)
+    -- --summarize --interim while a grid runs: the second cell unfinished (no done.json, its suite's
+    -- results.json not yet written) counts with the tasks evaluated so far, marked partial, into
+    -- results-interim.*; results.md is left alone and a plain --summarize lists the cell as missing
+    local dir4i = root .. "/ev4-interim"
+    os.execute(string.format("cp -r '%s' '%s'", dir4, dir4i))
+    local second_i = dir4i .. "/cells/lr=0.002_seed=1"
+    os.remove(second_i .. "/done.json")
+    os.remove(second_i .. "/evaluate/results.json")
+    local md_before = read(dir4i .. "/results.md")
+    assert.is_true(ablate_cmd("--summarize " .. dir4i .. " --interim", root .. "/log9i"), read(root .. "/log9i.err"))
+    assert.equal(md_before, read(dir4i .. "/results.md"))
+    local interim = cjson.decode(read(dir4i .. "/results-interim.json"))
+    assert.same({"lr=0.002_seed=1"}, interim.partial)
+    assert.equal(2, #interim.rows)
+    local task = cjson.decode(read(second_i .. "/evaluate/tasks/sst2/result.json"))
+    assert.near(task.headline.mean, interim.rows[2].metrics.eval_sst2.mean, 1e-12)
+    assert.near(task.from_scratch.headline.mean, interim.rows[2].metrics.eval_sst2_scratch.mean, 1e-12)
+    assert.truthy(read(dir4i .. "/results-interim.md"):find("1 of 2 cells finished, 1 partial", 1, true))
+    assert.is_true(ablate_cmd("--summarize " .. dir4i, root .. "/log9j"), read(root .. "/log9j.err"))
+    assert.same({"lr=0.002_seed=1"}, cjson.decode(read(dir4i .. "/results.json")).missing)
+    assert.is_falsy(ablate_cmd("--interim " .. path4, root .. "/log9k"))
+    assert.matches("--interim goes with --summarize DIR", read(root .. "/log9k.err"), 1, true)
     -- the grid file adds an evaluation task (an RTE-shaped pair task): the finished cell evaluates
     -- it, on its checkpoint and snapshot, and reads SST-2's runs instead of fine-tuning them again
     os.execute("mkdir -p '" .. root .. "/evaldata/glue/RTE'")

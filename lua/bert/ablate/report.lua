@@ -125,16 +125,59 @@ function M.comparisons(rows, names)
   return out
 end
 
--- Calls take(results, suffix) with each evaluation suite's results.json of
--- a cell: the final checkpoint's (suffix "") and each snapshot's ("@F").
+-- An evaluation directory's results.json, or while its suite runs, the
+-- tasks finished so far ({tasks = {NAME = tasks/NAME/result.json}}).
+local function evaluation_results(edir)
+  local r = read_json(edir .. "/results.json")
+  if r or not fs.exists(edir .. "/tasks") then return r end
+  local tasks, any = {}, false
+  for _, name in ipairs(fs.listdir(edir .. "/tasks") or {}) do
+    tasks[name] = read_json(edir .. "/tasks/" .. name .. "/result.json")
+    any = any or tasks[name] ~= nil
+  end
+  return any and {tasks = tasks, partial = true} or nil
+end
+
+-- Calls take(results, suffix) with each evaluation suite's results of a
+-- cell: the final checkpoint's (suffix "") and each snapshot's ("@F").
 local function each_evaluation(cell_dir, take)
-  local final = read_json(cell_dir .. "/evaluate/results.json")
+  local final = evaluation_results(cell_dir .. "/evaluate")
   if final then take(final, "") end
-  for _, name in ipairs(fs.listdir(cell_dir) or {}) do
+  local names = fs.listdir(cell_dir) or {}
+  table.sort(names)
+  for _, name in ipairs(names) do
     local f = name:match("^evaluate%-at%-(.+)$")
-    local r = f and read_json(cell_dir .. "/" .. name .. "/results.json")
+    local r = f and evaluation_results(cell_dir .. "/" .. name)
     if r then take(r, "@" .. f) end
   end
+end
+
+-- An unfinished cell as its done.json would read so far (summarize's
+-- interim view), or nil before its pretraining has finished: the run's
+-- held-out metrics and the suite's tasks finished so far, with
+-- pretrained - scratch against the final checkpoint's control as
+-- evaluate_cell (bert.ablate.run) computes it.
+local function partial_cell(dir, cell)
+  local pre = read_json(pretrain_dir(dir, cell.pretrain_id) .. "/summary.json")
+  if not pre then return nil end
+  local done = {id = cell.id, label = cell.label, seed = cell.seed, pretrain_id = cell.pretrain_id,
+    parameters = pre.parameters, pretrain_tokens_per_s = pre.tokens_per_s, metrics = {}, partial = true}
+  for _, k in ipairs(common.pretrain_metrics) do
+    if type(pre[k]) == "number" then done.metrics[k] = pre[k] end
+  end
+  local scratch = {}
+  each_evaluation(dir .. "/cells/" .. cell.id, function(results, suffix)
+    for name, r in pairs(results.tasks or {}) do
+      local key = "eval_" .. name:gsub("%-", "_")
+      local s = r.from_scratch and r.from_scratch.headline and r.from_scratch.headline.mean
+      if suffix == "" and s then scratch[key] = s; done.metrics[key .. "_scratch"] = s end
+      if r.headline and r.headline.mean then
+        done.metrics[key .. suffix] = r.headline.mean
+        if scratch[key] then done.metrics[key .. "_gain" .. suffix] = r.headline.mean - scratch[key] end
+      end
+    end
+  end)
+  return done
 end
 
 -- The per-seed scores of a cell's evaluation suite (cells/ID/evaluate/ and
@@ -202,8 +245,12 @@ end
 
 --- Rebuilds DIR/results.json, DIR/results.md and DIR/plots/ from the
 -- finished cells of DIR (unfinished ones are listed as missing).  Returns
--- the results table.
-function M.summarize(dir)
+-- the results table.  opts.interim: a look while the grid runs, into
+-- DIR/results-interim.json and .md (no plots; results.md is left as it is):
+-- unfinished cells whose pretraining has finished count with the tasks
+-- evaluated so far, marked partial.
+function M.summarize(dir, opts)
+  opts = opts or {}
   local grid = read_json(dir .. "/grid.json")
   if type(grid) ~= "table" or type(grid.cells) ~= "table" then
     error("ablate: " .. dir .. "/grid.json is missing or unreadable: not an ablation directory", 0)
@@ -211,8 +258,13 @@ function M.summarize(dir)
   local rows, by_label, cells, missing, names, seen_name = {}, {}, {}, {}, {}, {}
   local is_pretrain_metric = {}
   for _, k in ipairs(common.pretrain_metrics) do is_pretrain_metric[k] = true end
+  local partial = {}
   for _, cell in ipairs(grid.cells) do
     local done = read_json(dir .. "/cells/" .. cell.id .. "/done.json")
+    if not done and opts.interim then
+      done = partial_cell(dir, cell)
+      if done then partial[#partial + 1] = cell.id end
+    end
     if done and (cell.finetune or {}).from_scratch == true then
       -- fine-tuned from fresh weights: the grid's pretraining run is not this cell's model
       for k in pairs(done.metrics) do if is_pretrain_metric[k] then done.metrics[k] = nil end end
@@ -277,15 +329,21 @@ function M.summarize(dir)
   end
   local results = {name = grid.name, description = grid.description, file = grid.file, budget_scale = grid.budget_scale,
     axes = grid.axes, downstream = grid.downstream, rows = out_rows, cells = cells, missing = missing,
-    metric_names = names, comparisons = M.comparisons(out_rows, names)}
-  write_json(dir .. "/results.json", results)
+    metric_names = names, comparisons = M.comparisons(out_rows, names), partial = opts.interim and partial or nil}
+  local base = dir .. (opts.interim and "/results-interim" or "/results")
+  write_json(base .. ".json", results)
 
   -- the table: one row per cell, mean ± sd over seeds
   local md = {string.format("# Ablation: %s\n", grid.name)}
   if grid.description then md[#md + 1] = grid.description .. "\n" end
-  md[#md + 1] = string.format("Grid file `%s`, budget scale %g; %d of %d cells finished%s. Mean ± sample sd over seeds.\n",
-    grid.file, grid.budget_scale, #cells, #grid.cells,
+  md[#md + 1] = string.format("Grid file `%s`, budget scale %g; %d of %d cells finished%s%s. Mean ± sample sd over seeds.\n",
+    grid.file, grid.budget_scale, #cells - #partial, #grid.cells,
+    #partial > 0 and (", " .. #partial .. " partial, with the tasks evaluated so far (" .. table.concat(partial, " ") ..
+      ")") or "",
     #missing > 0 and (" (missing: " .. table.concat(missing, " ") .. ")") or "")
+  if opts.interim then
+    md[1] = string.format("# Ablation: %s (interim, %s)\n", grid.name, os.date("!%Y-%m-%d %H:%M UTC"))
+  end
   local marked = false
   for _, r in ipairs(out_rows) do for _, m in pairs(r.metrics) do marked = marked or m.over ~= nil end end
   if marked then
@@ -354,8 +412,9 @@ function M.summarize(dir)
       md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
     end
   end
-  local ok, err = fs.write_atomic(dir .. "/results.md", table.concat(md, "\n") .. "\n")
-  if not ok then error("ablate: cannot write " .. dir .. "/results.md: " .. tostring(err), 0) end
+  local ok, err = fs.write_atomic(base .. ".md", table.concat(md, "\n") .. "\n")
+  if not ok then error("ablate: cannot write " .. base .. ".md: " .. tostring(err), 0) end
+  if opts.interim then results.plots = {} return results end
 
   -- plots: the pretraining curves of every finished run, and one bar chart per metric
   local plot = require("bert.plot")
