@@ -363,28 +363,61 @@ function M.summarize(dir, opts)
     for _, v in ipairs(p.values) do vals[#vals + 1] = fmt_value(v) end
     md[#md + 1] = string.format("Not run (not implemented yet): %s = %s: %s.\n", p.axis, table.concat(vals, ", "), p.missing)
   end
+  local function pm(m, sd, fmt)
+    if m == nil then return "" end
+    if sd == nil then return string.format(fmt, m) end
+    return string.format(fmt .. " ± " .. fmt, m, sd)
+  end
+  local function value(m, k)
+    return m and (pm(m.mean, m.sd, k:find("perplexity$") and "%.1f" or "%.4f") .. (m.over and " †" or "")
+      .. (m.at_floor and " ‡" or "")) or ""
+  end
+  -- the suite's headline scores at the final checkpoints, a row for the from-scratch control under
+  -- them: the table a reader wants first (the full one below adds snapshots, gains, settings)
+  local short = {}
+  for _, k in ipairs(names) do
+    if k == "mlm_accuracy" or k == "clm_accuracy" or (k:find("^eval_") and not k:find("@")
+        and not k:find("_gain$") and not k:find("_scratch$")) then
+      short[#short + 1] = k
+    end
+  end
+  if #short > 1 then
+    md[#md + 1] = "Final checkpoints, the evaluation suite's headline scores:\n"
+    md[#md + 1] = "| cell | " .. table.concat(short, " | ") .. " |"
+    md[#md + 1] = "|---|" .. string.rep("---:|", #short)
+    local control
+    for _, r in ipairs(out_rows) do
+      local line = {r.label}
+      for _, k in ipairs(short) do
+        line[#line + 1] = value(r.metrics[k], k)
+        control = control or (r.metrics[k .. "_scratch"] and {})
+      end
+      md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
+    end
+    if control then
+      local line = {"from scratch (the control)"}
+      for _, k in ipairs(short) do
+        local m
+        for _, r in ipairs(out_rows) do m = m or r.metrics[k .. "_scratch"] end
+        line[#line + 1] = value(m, k)
+      end
+      md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
+    end
+    md[#md + 1] = "\nAll metrics:\n"
+  end
   local head = {"cell", "seeds", "parameters", "pretraining token slots", "pretraining PFLOP", "pretraining tokens/s"}
   for _, k in ipairs(names) do head[#head + 1] = k end
   md[#md + 1] = "| " .. table.concat(head, " | ") .. " |"
   local rule = {}
   for i = 1, #head do rule[i] = i == 1 and "---" or "---:" end
   md[#md + 1] = "|" .. table.concat(rule, "|") .. "|"
-  local function pm(m, sd, fmt)
-    if m == nil then return "" end
-    if sd == nil then return string.format(fmt, m) end
-    return string.format(fmt .. " ± " .. fmt, m, sd)
-  end
   for _, r in ipairs(out_rows) do
     local tps_m, tps_sd = mean_sd(by_label[r.label].tokens_per_s)
     local params = r.parameters and string.format("%d", math.floor(r.parameters + 0.5)) or ""
     local cmp = r.compute or {}
     local line = {r.label, tostring(#r.seeds), params, cmp.token_slots and string.format("%.3g", cmp.token_slots) or "",
       cmp.flops and string.format("%.3g", cmp.flops / 1e15) or "", pm(tps_m, tps_sd, "%.0f")}
-    for _, k in ipairs(names) do
-      local m = r.metrics[k]
-      line[#line + 1] = m and (pm(m.mean, m.sd, k:find("perplexity$") and "%.1f" or "%.4f") .. (m.over and " †" or "")
-        .. (m.at_floor and " ‡" or "")) or ""
-    end
+    for _, k in ipairs(names) do line[#line + 1] = value(r.metrics[k], k) end
     md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
   end
   if #results.comparisons > 0 then
