@@ -88,4 +88,28 @@ M.read_json, M.write_json, M.copy, M.fmt_value, M.slug = read_json, write_json, 
 M.fmt_duration = fmt_duration
 M.split_dir, M.follow, M.pretrain_dir = split_dir, follow, pretrain_dir
 
+--- A cell's metrics from one run of the evaluation suite (bert.evaluate's
+-- results, or the tasks finished so far), into metrics: eval_TASK..suffix
+-- (the headline mean; eval_glue for the GLUE average) and, where scratch
+-- holds the task's from-scratch control (taken from results when they
+-- carry it: the final checkpoint's), eval_TASK_gain..suffix.  The caller
+-- writes eval_TASK_scratch from scratch once every run is in.
+function M.evaluation_metrics(results, suffix, scratch, metrics)
+  local scores = {}
+  for name, r in pairs(results.tasks or {}) do
+    if r.headline and r.headline.mean then
+      local key = "eval_" .. name:gsub("%-", "_")
+      scores[key] = r.headline.mean
+      local s = r.from_scratch and r.from_scratch.headline and r.from_scratch.headline.mean
+      if s then scratch[key] = s end
+    end
+  end
+  if results.glue_average then scores.eval_glue = results.glue_average.mean end
+  if results.glue_average_scratch then scratch.eval_glue = results.glue_average_scratch.mean end
+  for key, v in pairs(scores) do
+    metrics[key .. suffix] = v
+    if scratch[key] then metrics[key .. "_gain" .. suffix] = v - scratch[key] end
+  end
+end
+
 return M

@@ -135,7 +135,7 @@ local function evaluation_results(edir)
     tasks[name] = read_json(edir .. "/tasks/" .. name .. "/result.json")
     any = any or tasks[name] ~= nil
   end
-  return any and {tasks = tasks, partial = true} or nil
+  return any and {tasks = tasks} or nil
 end
 
 -- Calls take(results, suffix) with each evaluation suite's results of a
@@ -167,16 +167,9 @@ local function partial_cell(dir, cell)
   end
   local scratch = {}
   each_evaluation(dir .. "/cells/" .. cell.id, function(results, suffix)
-    for name, r in pairs(results.tasks or {}) do
-      local key = "eval_" .. name:gsub("%-", "_")
-      local s = r.from_scratch and r.from_scratch.headline and r.from_scratch.headline.mean
-      if suffix == "" and s then scratch[key] = s; done.metrics[key .. "_scratch"] = s end
-      if r.headline and r.headline.mean then
-        done.metrics[key .. suffix] = r.headline.mean
-        if scratch[key] then done.metrics[key .. "_gain" .. suffix] = r.headline.mean - scratch[key] end
-      end
-    end
+    common.evaluation_metrics(results, suffix, scratch, done.metrics)
   end)
+  for key, v in pairs(scratch) do done.metrics[key .. "_scratch"] = v end
   return done
 end
 

@@ -178,21 +178,7 @@ local function evaluate_cell(settings, result, ckpt, cell_dir, snapshots, run_di
     opts.quick_scale, opts.lr_grid, opts.learning_curve = nil, settings.lr_grid or quick_rate, nil
     opts.model, opts.output, opts.quiet, opts.from_scratch_control = model, out, true, control or nil
     opts.fetch = fs.fetch_data
-    local ev = require("bert.evaluate").run(opts)
-    local scores = {}
-    for name, r in pairs(ev.tasks) do
-      if r.headline and r.headline.mean then
-        local key = "eval_" .. name:gsub("%-", "_")
-        scores[key] = r.headline.mean
-        if r.from_scratch and r.from_scratch.headline.mean then scratch[key] = r.from_scratch.headline.mean end
-      end
-    end
-    if ev.glue_average then scores.eval_glue = ev.glue_average.mean end
-    if ev.glue_average_scratch then scratch.eval_glue = ev.glue_average_scratch.mean end
-    for key, v in pairs(scores) do
-      result.metrics[key .. suffix] = v
-      if scratch[key] then result.metrics[key .. "_gain" .. suffix] = v - scratch[key] end
-    end
+    common.evaluation_metrics(require("bert.evaluate").run(opts), suffix, scratch, result.metrics)
   end
   -- the other cells' finished controls are read where they are this cell's too (the same
   -- architecture and tokenizer: a grid that varies only the objective runs its control once)
