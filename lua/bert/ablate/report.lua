@@ -101,9 +101,15 @@ function M.comparisons(rows, names)
       local b = by_label[table.concat(p, ", ")]
       if b then
         local entry = {label = r.label, baseline = b.label, metrics = {}}
+        -- a from-scratch control the two cells share (the same runs on both sides) compares nothing
+        local function same(a, c)
+          if not (a and c and #a == #c) then return false end
+          for i = 1, #a do if a[i] ~= c[i] then return false end end
+          return true
+        end
         for _, k in ipairs(names) do
           local x, y = r.metrics[k], b.metrics[k]
-          if x and y and x.sd and y.sd then
+          if x and y and x.sd and y.sd and not (k:find("_scratch") and same(x.values, y.values)) then
             local d = x.mean - y.mean
             local se = math.sqrt(x.sd ^ 2 / x.n + y.sd ^ 2 / y.n)
             local m = {difference = d, welch_t = se > 0 and d / se or nil, beyond_spread = math.abs(d) > x.sd + y.sd}
