@@ -249,6 +249,9 @@ describe("errors", function()
       "encode: argument #1 %(self%) expected bert.Tokenizer")
     assert.error_matches(function() T.load(42) end, "load: argument #1 %(path%) expected string, got number")
     assert.error_matches(function() T.train{kind = "wordpeice", files = {}} end, "option 'kind'")
+    -- a misspelt option is named, not ignored (model = "bpe" would train WordPiece)
+    assert.error_matches(function() T.train{model = "bpe", files = {}} end,
+      "train: unknown option 'model' %(the options: kind, files,")
   end)
 
   it("returns nil, message for file problems", function()

@@ -803,9 +803,23 @@ end
 -- byte_fallback (false; true adds the 256 pieces <0x00>..<0xFF> after the
 -- special tokens, inside vocab_size, as spm does).
 -- Returns tok or nil, msg.
+local TRAIN_OPTIONS = {"kind", "files", "iterator", "vocab_size", "min_frequency", "special_tokens",
+  "limit_alphabet", "lowercase", "strip_accents", "initial_alphabet", "add_prefix_space", "unk_token",
+  "max_piece_length", "seed_size", "shrinking_factor", "num_sub_iterations", "character_coverage",
+  "byte_fallback", "family"}
+
 function M.train(opts)
   if type(opts) ~= "table" then
     error("train: argument #1 (options) expected table, got " .. type(opts), 2)
+  end
+  -- a misspelt option (model = "bpe" for kind) would otherwise train the default silently
+  local known = {}
+  for _, k in ipairs(TRAIN_OPTIONS) do known[k] = true end
+  for k in pairs(opts) do
+    if not known[k] then
+      error(string.format("train: unknown option '%s' (the options: %s)", tostring(k),
+        table.concat(TRAIN_OPTIONS, ", ")), 2)
+    end
   end
   local kind = opts.kind or "wordpiece"
   if kind ~= "wordpiece" and kind ~= "bpe" and kind ~= "unigram" then
