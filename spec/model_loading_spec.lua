@@ -181,6 +181,11 @@ describe("strict loading", function()
     assert.error_matches(function() bert.from_pretrained(dir, {verbose = false}) end, "unknown model_type 'gpt2'")
   end)
 
+  it("names an option it does not know (verbos = false would print anyway)", function()
+    assert.error_matches(function() bert.from_pretrained(BERT, {verbos = false}) end,
+      "from_pretrained: unknown option 'verbos' %(the options: architecture, config, strict, verbose%)")
+  end)
+
   it("strict = true refuses any missing key", function()
     assert.error_matches(function()
       bert.from_pretrained(BERT, {architecture = "BertForSequenceClassification", verbose = false, strict = true})
