@@ -477,6 +477,14 @@ describe("finetune.load_model's config overrides", function()
     err = error_of(finetune.load_model, "tiny", {kind = "classification", labels = {"a", "b"}, tokenizer = tok,
       config = {hiden_dropout_prob = 0.2}})
     assert.matches("load_model: opts.config: 'hiden_dropout_prob' is not a key of the bert config", err, 1, true)
+    -- keys the models read though no size sets them: DeBERTa's legacy and embedding_size, is_decoder
+    local lm = finetune.load_model("deberta-tiny", {kind = "classification", labels = {"a", "b"}, tokenizer = tok,
+      config = {legacy = false, embedding_size = 24}})
+    assert.is_false(lm.config.legacy)
+    assert.equals(24, lm.config.embedding_size)
+    local causal = finetune.load_model("tiny", {kind = "classification", labels = {"a", "b"}, tokenizer = tok,
+      config = {is_decoder = true}})
+    assert.is_true(causal.config.is_decoder)
   end)
 end)
 

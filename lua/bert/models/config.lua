@@ -201,7 +201,8 @@ function M.family_keys(family, keys)
   for k in pairs(family.defaults) do known[k] = true end
   for _, size in pairs(family.sizes) do for k in pairs(size) do known[k] = true end end
   for _, k in ipairs(family.optional_keys or {}) do known[k] = true end
-  for _, k in ipairs({"vocab_size", "num_labels", "id2label", "label2id"}) do known[k] = true end   -- every family's
+  -- every family's: the vocabulary and labels, and is_decoder (the shared attention's causal mask)
+  for _, k in ipairs({"vocab_size", "num_labels", "id2label", "label2id", "is_decoder"}) do known[k] = true end
   local names = {}
   for k in pairs(keys) do names[#names + 1] = k end
   table.sort(names)

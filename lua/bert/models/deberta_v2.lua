@@ -46,7 +46,9 @@ F.sizes = {
 -- DebertaV2Config defaults and the modeling code's getattr fallbacks
 -- (position_buckets -1, share_att_key false, norm_rel_ebd "none"): absolute
 -- positions, no relative attention.  The sizes above set deberta-v3's values.
-F.optional_keys = {"cls_dropout"}   -- the classifier's dropout, read where present (HF's DebertaV2Config)
+-- read where present (HF's DebertaV2Config): the classifier's dropout, the embedding width projected
+-- to hidden_size, and legacy = false for the newer lm_predictions.lm_head MLM head
+F.optional_keys = {"cls_dropout", "embedding_size", "legacy"}
 
 F.defaults = {
   max_position_embeddings = 512, type_vocab_size = 0, hidden_act = "gelu",
