@@ -252,6 +252,23 @@ describe("errors", function()
     -- a misspelt option is named, not ignored (model = "bpe" would train WordPiece)
     assert.error_matches(function() T.train{model = "bpe", files = {}} end,
       "train: unknown option 'model' %(the options: kind, files,")
+    -- encode, encode_batch and decode likewise (max_lenght would leave the text untruncated)
+    assert.error_matches(function() tok:encode("a b c", {max_lenght = 2}) end,
+      "encode: unknown option 'max_lenght' %(the options: add_special_tokens, max_length,")
+    assert.error_matches(function() tok:encode("a", "b", {return_tensors = true}) end,
+      "encode: unknown option 'return_tensors'")
+    assert.error_matches(function() tok:encode("a", {[1] = true}) end, "encode: unknown option %[1%]")
+    assert.error_matches(function() tok:encode_batch({"a"}, {padding = true, pad_side = "left"}) end,
+      "encode_batch: unknown option 'pad_side' %(the options: .*return_special_tokens_mask%)")
+    assert.error_matches(function() tok:decode({1}, {skip_special = false}) end,
+      "decode: unknown option 'skip_special' %(the options: skip_special_tokens%)")
+    assert.error_matches(function() tok:encode("a", {padding = true, padding_side = "lef"}) end,
+      "encode: option 'padding_side' must be 'left' or 'right', got 'lef'")
+    assert.error_matches(function() tok:encode_batch({"a"}, {truncation_side = 1, truncation = true, max_length = 3}) end,
+      "encode_batch: option 'truncation_side' must be 'left' or 'right', got number")
+    assert.error_matches(function() tok:count_tokens({"a", false}) end,
+      "count_tokens: texts%[2%] is a boolean, not a string")
+    assert.are.equal(3, #tok:encode("a", {padding_side = "right", truncation_side = "right"}).ids)
   end)
 
   it("returns nil, message for file problems", function()

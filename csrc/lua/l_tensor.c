@@ -190,13 +190,42 @@ static bert_dtype check_dtype(lua_State *L, int arg, bert_dtype def) {
   return dt;
 }
 
-/* Options: a dtype string or a table {dtype = ..., seed = ...}. */
-static bert_dtype opt_dtype_field(lua_State *L, int arg, bert_dtype def) {
+void lbert_check_options(lua_State *L, int idx, const char *fname, const char *const known[]) {
+  idx = lua_absindex(L, idx);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      const char *k = lua_tostring(L, -1);
+      int i = 0;
+      while (known[i] && strcmp(k, known[i]) != 0) i++;
+      if (known[i]) continue;
+    }
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    for (int i = 0; known[i]; i++) {
+      if (i) luaL_addstring(&b, ", ");
+      luaL_addstring(&b, known[i]);
+    }
+    luaL_pushresult(&b);
+    const char *names = lua_tostring(L, -1);
+    const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_pushfstring(L, "'%s'", lua_tostring(L, -2))
+                                                     : lua_pushfstring(L, "[%s]", luaL_tolstring(L, -2, NULL));
+    luaL_error(L, "%s: unknown option %s (the options: %s)", fname, key, names);
+  }
+}
+
+/* Options: a dtype string or a table {dtype = ..., seed = ...} whose keys
+** known lists (fname's; a misspelt "sead" would draw unseeded numbers). */
+static const char *const dtype_options[] = {"dtype", NULL};
+static bert_dtype opt_dtype_field(lua_State *L, int arg, bert_dtype def, const char *fname,
+                                  const char *const known[]) {
   if (lua_type(L, arg) == LUA_TSTRING) return check_dtype(L, arg, def);
   if (!lua_istable(L, arg)) {
     if (!lua_isnoneornil(L, arg)) luaL_typeerror(L, arg, "dtype string or options table");
     return def;
   }
+  lbert_check_options(L, arg, fname, known);
   lua_getfield(L, arg, "dtype");
   bert_dtype dt = def;
   if (!lua_isnil(L, -1)) {
@@ -322,7 +351,7 @@ static int filled(lua_State *L, const char *fname, fill_kind kind) {
   int next = 1 + shape_arg_count(L, 1);
   double value = kind == FILL_ONES ? 1 : 0;
   if (kind == FILL_VALUE) value = luaL_checknumber(L, next++);
-  bert_dtype dt = opt_dtype_field(L, next, BERT_F32);
+  bert_dtype dt = opt_dtype_field(L, next, BERT_F32, fname, dtype_options);
   bert_tensor **box = newbox(L);
   /* empty() is zeroed too: uninitialised memory would make results depend on luck */
   *box = (kind == FILL_ZEROS || kind == FILL_NONE) ? bert_tensor_new(dt, nd, shape)
@@ -346,7 +375,7 @@ static int l_arange(lua_State *L) {
   else { start = lua_tonumber(L, 1); stop = lua_tonumber(L, 2); if (n >= 3) step = lua_tonumber(L, 3); }
   int all_int = 1;
   for (int i = 1; i <= n && i <= 3; i++) all_int &= lua_isinteger(L, i);
-  bert_dtype dt = opt_dtype_field(L, (n > 3 ? 3 : n) + 1, all_int ? BERT_I32 : BERT_F32);
+  bert_dtype dt = opt_dtype_field(L, (n > 3 ? 3 : n) + 1, all_int ? BERT_I32 : BERT_F32, "arange", dtype_options);
   return lbert_push_result(L, bert_arange(start, stop, step, dt), "arange");
 }
 
@@ -357,7 +386,7 @@ static int l_eye(lua_State *L) {
   if (lua_isinteger(L, 2)) { m = lua_tointeger(L, 2); next = 3; }
   if (n < 0 || m < 0)
     return luaL_error(L, "eye: sizes must be non-negative, got %I x %I", n, m);
-  bert_dtype dt = opt_dtype_field(L, next, BERT_F32);
+  bert_dtype dt = opt_dtype_field(L, next, BERT_F32, "eye", dtype_options);
   return lbert_push_result(L, bert_eye(n, m, dt), "eye");
 }
 
@@ -387,7 +416,11 @@ static int random_fill(lua_State *L, const char *fname, bert_rand_kind kind, int
   int64_t shape[BERT_MAX_DIMS];
   int nd = check_shape(L, shape_arg, shape);
   int opt = shape_arg + shape_arg_count(L, shape_arg);
-  bert_dtype dt = opt_dtype_field(L, opt, def);
+  static const char *const uniform_options[] = {"dtype", "seed", "low", "high", NULL};
+  static const char *const normal_options[] = {"dtype", "seed", "mean", "std", NULL};
+  static const char *const int_options[] = {"dtype", "seed", NULL};
+  bert_dtype dt = opt_dtype_field(L, opt, def, fname, kind == BERT_RAND_NORMAL ? normal_options
+                                  : kind == BERT_RAND_INT ? int_options : uniform_options);
   uint64_t seed, offset = 0;
   bert_rng_get_state(&seed, &offset);
   offset = 0;

@@ -505,13 +505,34 @@ static int tok_new(lua_State *L) {
 
 typedef struct { bt_options o; int overflow; } enc_opts;
 
-static void read_opts(lua_State *L, int idx, const char *fname, enc_opts *eo) {
+/* The options encode reads; encode_batch reads these and its own. */
+#define ENCODE_OPTIONS "add_special_tokens", "max_length", "truncation", "truncation_side", \
+  "stride", "return_overflowing_tokens", "max_windows", "padding", "padding_side", "pad_to_multiple_of"
+static const char *const encode_options[] = {ENCODE_OPTIONS, NULL};
+static const char *const encode_batch_options[] = {ENCODE_OPTIONS, "return_tensors",
+  "return_offsets_mapping", "return_special_tokens_mask", NULL};
+
+/* "left" or "right" (nil: right) for option k. */
+static int opt_left(lua_State *L, int idx, const char *fname, const char *k) {
+  lua_getfield(L, idx, k);
+  const char *side = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+  int left = side && strcmp(side, "left") == 0;
+  if (!lua_isnil(L, -1) && !left && !(side && strcmp(side, "right") == 0))
+    luaL_error(L, "%s: option '%s' must be 'left' or 'right', got %s", fname, k,
+               side ? lua_pushfstring(L, "'%s'", side) : luaL_typename(L, -1));
+  lua_pop(L, 1);
+  return left;
+}
+
+static void read_opts(lua_State *L, int idx, const char *fname, const char *const known[],
+                      enc_opts *eo) {
   bt_options *o = &eo->o;
   memset(eo, 0, sizeof *eo);
   o->add_special_tokens = 1;
   o->max_windows = 1000;
   if (lua_isnoneornil(L, idx)) return;
   if (!lua_istable(L, idx)) arg_error(L, fname, idx, "options", "table or nil");
+  lbert_check_options(L, idx, fname, known);
   o->add_special_tokens = opt_bool(L, idx, "add_special_tokens", 1);
   long max = opt_int(L, idx, fname, "max_length", -1, 0, INT32_MAX);
   o->stride = (int)opt_int(L, idx, fname, "stride", 0, 0, INT32_MAX);
@@ -533,10 +554,7 @@ static void read_opts(lua_State *L, int idx, const char *fname, enc_opts *eo) {
   if (o->truncation && max < 0)
     luaL_error(L, "%s: option 'truncation' needs 'max_length'", fname);
   o->max_length = (int)max;
-  lua_getfield(L, idx, "truncation_side");
-  const char *side = lua_tostring(L, -1);
-  o->trunc_left = side && strcmp(side, "left") == 0;
-  lua_pop(L, 1);
+  o->trunc_left = opt_left(L, idx, fname, "truncation_side");
   lua_getfield(L, idx, "padding");
   if (lua_isboolean(L, -1) || lua_isnil(L, -1)) {
     o->padding = lua_toboolean(L, -1) ? BT_PAD_LONGEST : BT_PAD_NONE;
@@ -553,10 +571,7 @@ static void read_opts(lua_State *L, int idx, const char *fname, enc_opts *eo) {
     o->pad_length = (int)max;
   }
   o->pad_multiple = (int)opt_int(L, idx, fname, "pad_to_multiple_of", 0, 0, INT32_MAX);
-  lua_getfield(L, idx, "padding_side");
-  side = lua_tostring(L, -1);
-  o->pad_left = side && strcmp(side, "left") == 0;
-  lua_pop(L, 1);
+  o->pad_left = opt_left(L, idx, fname, "padding_side");
 }
 
 static void push_int_array(lua_State *L, const int32_t *v, int32_t n) {
@@ -671,7 +686,7 @@ static int m_encode(lua_State *L) {
   if (lua_istable(L, 3) && lua_isnoneornil(L, 4)) oi = 3;   /* encode(text, opts) */
   else if (!lua_isnoneornil(L, 3)) b = check_str(L, 3, "encode", "pair", &blen);
   enc_opts eo;
-  read_opts(L, oi, "encode", &eo);
+  read_opts(L, oi, "encode", encode_options, &eo);
   bt_encoding e;
   char err[256];
   if (bt_encode(t, 0, a, alen, b, blen, &eo.o, &e, err, sizeof err))
@@ -752,7 +767,7 @@ static int m_encode_batch(lua_State *L) {
   int pi = 0, oi = 3;
   if (lua_istable(L, 3) && lua_rawlen(L, 3) > 0) { pi = 3; oi = 4; }
   enc_opts eo;
-  read_opts(L, oi, "encode_batch", &eo);
+  read_opts(L, oi, "encode_batch", encode_batch_options, &eo);
   int tensors = 0, want_offsets = 0, want_special = 0;
   if (lua_istable(L, oi)) {
     tensors = opt_bool(L, oi, "return_tensors", 0);
@@ -857,8 +872,11 @@ static int m_count_tokens(lua_State *L) {
   if (!items) return luaL_error(L, "count_tokens: out of memory");
   for (int i = 0; i < n; i++) {
     lua_rawgeti(L, 2, i + 1);
-    if (lua_type(L, -1) == LUA_TSTRING) items[i].a = lua_tolstring(L, -1, &items[i].alen);
-    else { items[i].a = ""; }
+    if (lua_type(L, -1) != LUA_TSTRING) {
+      free(items);
+      return luaL_error(L, "count_tokens: texts[%d] is a %s, not a string", i + 1, luaL_typename(L, -1));
+    }
+    items[i].a = lua_tolstring(L, -1, &items[i].alen);   /* the table keeps it alive */
     lua_pop(L, 1);
   }
   bt_options o; memset(&o, 0, sizeof o);
@@ -911,7 +929,11 @@ static int m_decode(lua_State *L) {
   size_t n;
   int skip = 1;
   if (!lua_isnoneornil(L, 3)) {
-    if (lua_istable(L, 3)) skip = opt_bool(L, 3, "skip_special_tokens", 1);
+    if (lua_istable(L, 3)) {
+      static const char *const known[] = {"skip_special_tokens", NULL};
+      lbert_check_options(L, 3, "decode", known);
+      skip = opt_bool(L, 3, "skip_special_tokens", 1);
+    }
     else if (lua_isboolean(L, 3)) skip = lua_toboolean(L, 3);
     else arg_error(L, "decode", 3, "options", "table, boolean or nil");
   }

@@ -43,4 +43,9 @@ int lbert_push_result(lua_State *L, bert_tensor *t, const char *fname);
 ** dims (+extra for positions one past the end, as unsqueeze takes). */
 int lbert_check_dim(lua_State *L, int arg, int ndim, int extra);
 
+/* Raises "fname: unknown option 'k' (the options: a, b)" for a key of the
+** options table at idx that known (NULL-terminated) does not list: a
+** misspelt option would otherwise take its default silently. */
+void lbert_check_options(lua_State *L, int idx, const char *fname, const char *const known[]);
+
 #endif
