@@ -238,4 +238,20 @@ describe("models", function()
       "hidden_size 30 is not a multiple of num_attention_heads 4")
     assert.error_matches(function() bert.model("GPT2", "tiny") end, "unknown architecture 'GPT2'")
   end)
+
+  it("refuses override keys no config has, and reads Hugging Face's aliases as the family's keys", function()
+    -- a misspelt key built the default (hidden size 256 here) and wrote the typo to config.json
+    assert.error_matches(function() bert.model("BertModel", "mini", {hiden_size = 64}) end,
+      "BertModel: unknown config key 'hiden_size' for the bert family %(its keys: attention_probs_dropout_prob,")
+    assert.error_matches(function() bert.model("BertModel", "mini", 64) end,
+      "BertModel: overrides must be a table of config keys, got number")
+    -- DistilBERT's dropout is hidden_dropout_prob in HF's names: the alias used to be stored beside it, read by nothing
+    local m = bert.model("DistilBertModel", "tiny", {hidden_dropout_prob = 0.3})
+    assert.are.equal(0.3, rawget(m.config, "dropout"))
+    assert.is_nil(rawget(m.config, "hidden_dropout_prob"))
+    assert.error_matches(function() bert.model("DistilBertModel", "tiny", {hidden_dropout_prob = 0.3, dropout = 0.2}) end,
+      "config keys 'hidden_dropout_prob' and 'dropout' are one key of the distilbert family")
+    -- the library's own record keys pass
+    assert.are.same({task = "x"}, bert.model("BertModel", "tiny", {finetune = {task = "x"}}).config.finetune)
+  end)
 end)

@@ -196,13 +196,18 @@ end
 -- is its dropout, as HF's attribute_map), each key checked against the family's defaults, sizes and
 -- optional_keys.  nil, why naming the first other key: a mistyped one (hiden_dropout_prob) would
 -- otherwise be kept in config.json and read by nothing.
-function M.family_keys(family, keys)
+local function known_keys(family)
   local known = {}
   for k in pairs(family.defaults) do known[k] = true end
   for _, size in pairs(family.sizes) do for k in pairs(size) do known[k] = true end end
   for _, k in ipairs(family.optional_keys or {}) do known[k] = true end
   -- every family's: the vocabulary and labels, and is_decoder (the shared attention's causal mask)
   for _, k in ipairs({"vocab_size", "num_labels", "id2label", "label2id", "is_decoder"}) do known[k] = true end
+  return known
+end
+
+function M.family_keys(family, keys)
+  local known = known_keys(family)
   local names = {}
   for k in pairs(keys) do names[#names + 1] = k end
   table.sort(names)
@@ -219,6 +224,38 @@ function M.family_keys(family, keys)
     out[own] = keys[k]
   end
   return out
+end
+
+-- Keys the library reads in every family's config beside the family's own: the
+-- fine-tuning record and model_type (written into config.json, read back by the code
+-- that wrote them), and pre_layer_norm, which make() refuses with its own message
+-- in the families that do not implement it.
+M.library_keys = {"model_type", "finetune", "pre_layer_norm"}
+
+--- checked_overrides(family, overrides, who): the overrides bert.model was given in the
+-- family's own key names (DistilBERT's hidden_dropout_prob is its dropout), or an error
+-- naming the keys that neither the family (family_keys) nor the library (library_keys) knows:
+-- bert.model("BertModel", "mini", {hiden_size = 64}) would build a hidden size of 256.
+function M.checked_overrides(family, overrides, who)
+  local known = known_keys(family)
+  for _, k in ipairs(M.library_keys) do known[k] = true end
+  local bad, out = {}, {}
+  for k, v in pairs(overrides) do
+    local own = family.key_names and family.key_names[k] or k
+    if not known[own] then bad[#bad + 1] = tostring(k) end
+    if own ~= k and overrides[own] ~= nil then
+      error(string.format("%s: config keys '%s' and '%s' are one key of the %s family: give one", who, k, own,
+        family.model_type), 0)
+    end
+    out[own] = v
+  end
+  if #bad == 0 then return out end
+  table.sort(bad)
+  local list = {}
+  for n in pairs(known) do list[#list + 1] = n end
+  table.sort(list)
+  error(string.format("%s: unknown config key%s '%s' for the %s family (its keys: %s)", who, #bad > 1 and "s" or "",
+    table.concat(bad, "', '"), family.model_type, table.concat(list, ", ")), 0)
 end
 
 --- BERT's own keys as the architecture view (a copy, so that derived keys

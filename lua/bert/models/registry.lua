@@ -150,6 +150,12 @@ function M.build(arch, spec, overrides)
     error(string.format("unknown architecture '%s' (known: %s)", tostring(arch),
       table.concat(known_architectures(), ", ")), 0)
   end
+  if overrides ~= nil then
+    if type(overrides) ~= "table" then
+      error(string.format("%s: overrides must be a table of config keys, got %s", arch, type(overrides)), 0)
+    end
+    overrides = configs.checked_overrides(family, overrides, arch)
+  end
   local mt = spec_model_type(spec, family)
   if overrides and overrides.model_type then mt = overrides.model_type end
   if mt and mt ~= family.model_type then
