@@ -110,68 +110,7 @@ if [ ! -s "$SRC"/web.jsonl ]; then
       Sus Bel 1Macc 2Macc 1Esd PrMan AddPs 3Macc 2Esd 4Macc Matt Mark Luke John \
       Acts Rom 1Cor 2Cor Gal Eph Phil Col 1Thess 2Thess 1Tim 2Tim Titus Phlm Heb \
       Jas 1Pet 2Pet 1John 2John 3John Jude Rev
-  $LUA - "$TMP/web" "$TMP/web.jsonl" <<'LUA'
--- diatheke's plain output: "Book C:V: text", a verse's poetry continuing on
--- the next lines; a blank line ends a verse; text before a reference or after
--- a blank line is a (repeated) psalm title or the appended glossary: dropped.
--- Footnotes ("-o f": "[1:1 The Hebrew ...]") are dropped; without -o f
--- diatheke glues the words around them ("Godcreated").
-local cjson = require("cjson")
-local corpus = require("bert.data.corpus")
-local dir, outp = arg[1], arg[2]
-local out = assert(io.open(outp, "wb"))
-local nbooks, ndocs, nverses = 0, 0, 0
-for i = 1, 999 do
-  local f = io.open(string.format("%s/%03d.txt", dir, i), "rb")
-  if not f then break end
-  local text = f:read("a"); f:close()
-  text = text:gsub("<[^>]*>", "")        -- markup diatheke leaks on some titles
-  local counts, book = {}, nil
-  for line in text:gmatch("[^\n]+") do   -- the book's name as diatheke prints it
-    local name = line:match("^%s*([^%[%]]-) %d+:%d+:")
-    if name then counts[name] = (counts[name] or 0) + 1 end
-    if name and (not book or counts[name] > counts[book]) then book = name end
-  end
-  assert(book, "diatheke printed no verses for book " .. i)
-  nbooks = nbooks + 1
-  local chapters, order, cur, verse = {}, {}, nil, nil
-  local function flush()
-    if verse and cur then
-      local v = table.concat(verse, " "):gsub("%[%d+:%d+[^%]]*%]", " "):gsub("%[%s*%]", " ")
-      if v:find("%S") then local c = chapters[cur]; c[#c + 1] = v; nverses = nverses + 1 end
-    end
-    verse = nil
-  end
-  local esc = book:gsub("%p", "%%%0")
-  for line in (text .. "\n"):gmatch("([^\n]*)\n") do
-    local c, rest = line:match(esc .. " (%d+):%d+: ?(.*)$")
-    if c then
-      flush()
-      cur = tonumber(c)
-      if not chapters[cur] then chapters[cur] = {}; order[#order + 1] = cur end
-      verse = {rest}
-    elseif line:match("^%s*$") or line == "(engWEB2015eb)" then
-      flush()
-    elseif verse then
-      verse[#verse + 1] = line
-    end
-  end
-  flush()
-  for _, c in ipairs(order) do
-    if #chapters[c] > 0 then
-      local sents = corpus.split_sentences(table.concat(chapters[c], " "))
-      if #sents > 0 then
-        ndocs = ndocs + 1
-        out:write(cjson.encode({id = book .. " " .. c, sentences = sents}), "\n")
-      end
-    end
-  end
-end
-assert(out:close())
-assert(nbooks == 83, "diatheke: expected 83 books, got " .. nbooks)
-assert(nverses > 35000, "diatheke: only " .. nverses .. " verses")
-io.stderr:write(string.format("web: %d books, %d chapters, %d verses\n", nbooks, ndocs, nverses))
-LUA
+  $LUA tools/diatheke_text.lua engWEB2015eb "$TMP/web" "$TMP/web.jsonl" --books 83 --min-verses 35000
   done_msg web
 fi
 

@@ -75,48 +75,7 @@ if [ ! -s "$SRC"/rv1909.jsonl ]; then
       Obad Jonah Mic Nah Hab Zeph Hag Zech Mal Matt Mark Luke John Acts Rom \
       1Cor 2Cor Gal Eph Phil Col 1Thess 2Thess 1Tim 2Tim Titus Phlm Heb Jas \
       1Pet 2Pet 1John 2John 3John Jude Rev
-  $LUA - "$TMP/rv" "$TMP/rv1909.jsonl" <<'LUA'
--- diatheke's plain output: "Book C:V: text" per verse.  A chapter's first
--- word is printed in capitals (a drop cap: "EN el principio"): made
--- lowercase after its first letter.
-local cjson = require("cjson")
-local corpus = require("bert.data.corpus")
-local dir, outp = arg[1], arg[2]
-local out = assert(io.open(outp, "wb"))
-local nbooks, ndocs, nverses = 0, 0, 0
-for i = 1, 999 do
-  local f = io.open(string.format("%s/%03d.txt", dir, i), "rb")
-  if not f then break end
-  local text = f:read("a"); f:close()
-  text = text:gsub("<[^>]*>", "")
-  nbooks = nbooks + 1
-  local chapters, order, book = {}, {}, nil
-  for line in text:gmatch("[^\n]+") do
-    local name, c, v, rest = line:match("^%s*(.-) (%d+):(%d+): ?(.*)$")
-    if name and rest:find("%S") then
-      book = book or name
-      c = tonumber(c)
-      if not chapters[c] then chapters[c] = {}; order[#order + 1] = c end
-      if v == "1" then rest = rest:gsub("^(%u)(%u+)(%f[%A])", function(a, b) return a .. b:lower() end) end
-      local ch = chapters[c]
-      ch[#ch + 1] = rest
-      nverses = nverses + 1
-    end
-  end
-  assert(book, "diatheke printed no verses for book " .. i)
-  for _, c in ipairs(order) do
-    local sents = corpus.split_sentences(table.concat(chapters[c], " "))
-    if #sents > 0 then
-      ndocs = ndocs + 1
-      out:write(cjson.encode({id = book .. " " .. c, sentences = sents}), "\n")
-    end
-  end
-end
-assert(out:close())
-assert(nbooks == 66, "diatheke: expected 66 books, got " .. nbooks)
-assert(nverses > 30000, "diatheke: only " .. nverses .. " verses")
-io.stderr:write(string.format("rv1909: %d books, %d chapters, %d verses\n", nbooks, ndocs, nverses))
-LUA
+  $LUA tools/diatheke_text.lua spaRV1909eb "$TMP/rv" "$TMP/rv1909.jsonl" --books 66 --min-verses 30000 --drop-caps
   done_msg rv1909
 fi
 
