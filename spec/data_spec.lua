@@ -490,6 +490,12 @@ describe("arguments", function()
     assert.has_error(function()
       pt.create_shards{documents = {{""}}, tokenizer = tok, output = tmpdir()}
     end, "create_shards: the documents hold no tokens")
+    -- a misspelt option is named (max_seq_len would make 128-token instances silently)
+    assert.error_matches(function()
+      pt.create_shards{documents = DOCS, tokenizer = tok, output = "x", max_seq_len = 64}
+    end, "create_shards: unknown option 'max_seq_len' %(the options: documents, tokenizer, output,")
+    assert.error_matches(function() pt.Loader{dir = "x", batchsize = 4} end,
+      "Loader: unknown option 'batchsize' %(the options: dir, batch_size,")
     local dyn = shards("dyn", {masking = "dynamic"}).dir
     assert.has_error(function() pt.Loader{dir = dyn, masking = "static"} end)
     local ok, err = pcall(pt.Loader, {dir = dyn, masking = "static"})

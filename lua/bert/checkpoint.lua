@@ -100,17 +100,12 @@ end
 -- not match the model is refused (a RoBERTa file read as BERT would
 -- otherwise be a random model); strict = false loads it anyway, strict =
 -- true refuses any missing or unexpected key.
-local FROM_PRETRAINED_OPTIONS = {architecture = true, config = true, verbose = true, strict = true}
+local FROM_PRETRAINED_OPTIONS = {"architecture", "config", "strict", "verbose"}
 
 function M.from_pretrained(dir, opts)
   opts = opts or {}
   if type(opts) ~= "table" then error("from_pretrained: argument #2 (options) expected table, got " .. type(opts), 2) end
-  for k in pairs(opts) do
-    if not FROM_PRETRAINED_OPTIONS[k] then
-      error(string.format("from_pretrained: unknown option '%s' (the options: architecture, config, strict, verbose)",
-        tostring(k)), 2)
-    end
-  end
+  require("bert.options").check("from_pretrained", opts, FROM_PRETRAINED_OPTIONS)
   if type(dir) ~= "string" then error("from_pretrained: expected a directory path, got " .. type(dir), 2) end
   if not bert.isdir(dir) then error("from_pretrained: '" .. dir .. "' is not a directory", 2) end
   local ok, raw = pcall(configs.read, dir .. "/config.json")

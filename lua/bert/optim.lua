@@ -89,16 +89,7 @@ local function bool_opt(who, opts, key, default)
   return v
 end
 
-local function check_options(who, opts, known, level)
-  for k in pairs(opts) do
-    if not known[k] then
-      local names = {}
-      for n in pairs(known) do names[#names + 1] = n end
-      table.sort(names)
-      error(string.format("%s: unknown option %s (known: %s)", who, describe(k), table.concat(names, ", ")), level)
-    end
-  end
-end
+local check_options = require("bert.options").check
 
 -- Normalises params into a list of {name =, param =}.
 local function collect(who, params)

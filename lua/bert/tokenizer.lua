@@ -813,14 +813,7 @@ function M.train(opts)
     error("train: argument #1 (options) expected table, got " .. type(opts), 2)
   end
   -- a misspelt option (model = "bpe" for kind) would otherwise train the default silently
-  local known = {}
-  for _, k in ipairs(TRAIN_OPTIONS) do known[k] = true end
-  for k in pairs(opts) do
-    if not known[k] then
-      error(string.format("train: unknown option '%s' (the options: %s)", tostring(k),
-        table.concat(TRAIN_OPTIONS, ", ")), 2)
-    end
-  end
+  require("bert.options").check("train", opts, TRAIN_OPTIONS)
   local kind = opts.kind or "wordpiece"
   if kind ~= "wordpiece" and kind ~= "bpe" and kind ~= "unigram" then
     error("train: option 'kind' must be 'wordpiece', 'bpe' or 'unigram', got " .. tostring(kind), 2)

@@ -42,6 +42,7 @@ local cjson = require("cjson")
 local core = require("bert.core")
 local chunker = require("bert.data.chunker")
 local fs = require("bert.fs")
+local options = require("bert.options")
 local class = require("bert.nn.class")
 local C = core.data
 
@@ -155,10 +156,15 @@ end
 
 ------------------------------------------------------------- creation
 
+local CREATE_OPTIONS = {"documents", "tokenizer", "output", "objective", "masking", "max_seq_length",
+  "max_predictions_per_seq", "masked_lm_prob", "short_seq_prob", "dupe_factor", "whole_word_mask", "mask_mode",
+  "max_span", "span_p", "phrases", "instances_per_shard", "seed"}
+
 --- Tokenises the documents and writes shards + meta.json under opts.output.
 function M.create_shards(opts)
   local F = "create_shards"
   if type(opts) ~= "table" then argerr(F, "argument #1 (options) expected table, got " .. type(opts)) end
+  options.check(F, opts, CREATE_OPTIONS)
   if type(opts.documents) ~= "table" then
     argerr(F, "option 'documents' expected a list of documents (lists of sentences), got " ..
       type(opts.documents))
@@ -383,9 +389,14 @@ local Loader = class("Loader")
 -- batch_size (data parallelism: these rows of each global batch, the same
 -- samples and masks as in the whole batch)}.  Returns the loader, or
 -- nil, message when the files are missing or corrupt.
+local LOADER_OPTIONS = {"dir", "batch_size", "seq_len", "shuffle", "seed", "prefetch", "masking", "masked_lm_prob",
+  "max_predictions_per_seq", "whole_word_mask", "mask_mode", "max_span", "span_p", "phrases", "shard_first",
+  "shard_rows"}
+
 function M.Loader(opts)
   local F = "Loader"
   if type(opts) ~= "table" then argerr(F, "argument #1 (options) expected table, got " .. type(opts)) end
+  options.check(F, opts, LOADER_OPTIONS)
   check_opt(F, opts, "batch_size", "number", positive_int, "a positive integer")
   check_opt(F, opts, "seq_len", "number", positive_int, "a positive integer")
   check_opt(F, opts, "prefetch", "number", positive_int, "a positive integer")
