@@ -531,7 +531,7 @@ describe("safetensors", function()
       { "float to I64", function() core.save_safetensors(p(), { x = x }, { dtypes = { x = "I64" } }) end, "opts.dtypes%['x'%]: cannot store the float32 tensor 'x' as I64" },
       { "int to F16", function() core.save_safetensors(p(), { i = xi }, { dtypes = { i = "F16" } }) end, "cannot store the int32 tensor 'i' as F16" },
       { "dtypes for a missing name", function() core.save_safetensors(p(), { x = x }, { dtypes = { y = "F16" } }) end, "opts.dtypes names 'y', which is not in the tensors table" },
-      { "unknown option", function() core.save_safetensors(p(), { x = x }, { dtyp = "F16" }) end, "unknown option 'dtyp'" },
+      { "unknown option", function() core.save_safetensors(p(), { x = x }, { dtyp = "F16" }) end, "save_safetensors: argument #3: unknown option 'dtyp' %(the options: metadata, dtype, dtypes%)" },
       { "load without a path", function() core.load_safetensors() end, "bad argument #1 to 'load_safetensors'" },
       { "header without a path", function() core.safetensors_header(42 > 1) end, "bad argument #1 to 'safetensors_header'" },
     }

@@ -143,14 +143,9 @@ static int l_save_safetensors(lua_State *L) {
 
   /* options: 4 = metadata, 5 = dtype, 6 = dtypes */
   if (lua_istable(L, 3)) {
-    lua_pushnil(L);
-    while (lua_next(L, 3)) {
-      lua_pop(L, 1);
-      const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";
-      if (strcmp(k, "metadata") != 0 && strcmp(k, "dtype") != 0 && strcmp(k, "dtypes") != 0)
-        luaL_error(L, "%s: argument #3: unknown option %s (expected metadata, dtype or dtypes)",
-                   fname, describe(L, -1));
-    }
+    static const char *const known[] = {"metadata", "dtype", "dtypes", NULL};
+    lbert_check_options(L, 3, lua_pushfstring(L, "%s: argument #3", fname), known);
+    lua_pop(L, 1);
     lua_getfield(L, 3, "metadata");
     lua_getfield(L, 3, "dtype");
     lua_getfield(L, 3, "dtypes");
