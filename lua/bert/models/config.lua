@@ -191,38 +191,48 @@ function M.make(family, spec, overrides)
   return c, a
 end
 
---- A user's config overrides (--config-overrides, from_pretrained's config) in the family's own
--- key names: Hugging Face's aliases translated (family.key_names: DistilBERT's hidden_dropout_prob
--- is its dropout, as HF's attribute_map), each key checked against the family's defaults, sizes and
--- optional_keys.  nil, why naming the first other key: a mistyped one (hiden_dropout_prob) would
--- otherwise be kept in config.json and read by nothing.
+-- The keys a family's config has: its defaults, sizes and optional_keys, and every family's
+-- vocabulary, labels and is_decoder (the shared attention's causal mask).
 local function known_keys(family)
   local known = {}
   for k in pairs(family.defaults) do known[k] = true end
   for _, size in pairs(family.sizes) do for k in pairs(size) do known[k] = true end end
   for _, k in ipairs(family.optional_keys or {}) do known[k] = true end
-  -- every family's: the vocabulary and labels, and is_decoder (the shared attention's causal mask)
   for _, k in ipairs({"vocab_size", "num_labels", "id2label", "label2id", "is_decoder"}) do known[k] = true end
   return known
 end
 
-function M.family_keys(family, keys)
-  local known = known_keys(family)
-  local names = {}
-  for k in pairs(keys) do names[#names + 1] = k end
-  table.sort(names)
-  local out = {}
-  for _, k in ipairs(names) do
+-- keys in the family's own names (Hugging Face's aliases translated: family.key_names), the
+-- sorted list of those `known` lacks, the known ones as text, and a message when a key is
+-- given under both its names.
+local function own_names(family, keys, known)
+  local out, bad, clash = {}, {}, nil
+  for k, v in pairs(keys) do
     local own = family.key_names and family.key_names[k] or k
-    if not known[own] then
-      local list = {}
-      for n in pairs(known) do list[#list + 1] = n end
-      table.sort(list)
-      return nil, string.format("'%s' is not a key of the %s config (its keys: %s)", k, family.model_type,
-        table.concat(list, ", "))
+    if not known[own] then bad[#bad + 1] = tostring(k) end
+    if own ~= k and keys[own] ~= nil then
+      clash = string.format("config keys '%s' and '%s' are one key of the %s family: give one", k, own, family.model_type)
     end
-    out[own] = keys[k]
+    out[own] = v
   end
+  table.sort(bad)
+  local list = {}
+  for n in pairs(known) do list[#list + 1] = n end
+  table.sort(list)
+  return out, bad, table.concat(list, ", "), clash
+end
+
+--- A user's config overrides (--config-overrides, from_pretrained's config) in the family's own
+-- key names: Hugging Face's aliases translated (DistilBERT's hidden_dropout_prob is its dropout,
+-- as HF's attribute_map), each key checked against the family's keys.  nil, why naming the first
+-- other key: a mistyped one (hiden_dropout_prob) would otherwise be kept in config.json and read
+-- by nothing.
+function M.family_keys(family, keys)
+  local out, bad, list, clash = own_names(family, keys, known_keys(family))
+  if #bad > 0 then
+    return nil, string.format("'%s' is not a key of the %s config (its keys: %s)", bad[1], family.model_type, list)
+  end
+  if clash then return nil, clash end
   return out
 end
 
@@ -233,29 +243,17 @@ end
 M.library_keys = {"model_type", "finetune", "pre_layer_norm"}
 
 --- checked_overrides(family, overrides, who): the overrides bert.model was given in the
--- family's own key names (DistilBERT's hidden_dropout_prob is its dropout), or an error
--- naming the keys that neither the family (family_keys) nor the library (library_keys) knows:
--- bert.model("BertModel", "mini", {hiden_size = 64}) would build a hidden size of 256.
+-- family's own key names, or an error naming the keys that neither the family nor the
+-- library (library_keys) knows: bert.model("BertModel", "mini", {hiden_size = 64}) would
+-- build a hidden size of 256.
 function M.checked_overrides(family, overrides, who)
   local known = known_keys(family)
   for _, k in ipairs(M.library_keys) do known[k] = true end
-  local bad, out = {}, {}
-  for k, v in pairs(overrides) do
-    local own = family.key_names and family.key_names[k] or k
-    if not known[own] then bad[#bad + 1] = tostring(k) end
-    if own ~= k and overrides[own] ~= nil then
-      error(string.format("%s: config keys '%s' and '%s' are one key of the %s family: give one", who, k, own,
-        family.model_type), 0)
-    end
-    out[own] = v
-  end
+  local out, bad, list, clash = own_names(family, overrides, known)
+  if clash then error(who .. ": " .. clash, 0) end
   if #bad == 0 then return out end
-  table.sort(bad)
-  local list = {}
-  for n in pairs(known) do list[#list + 1] = n end
-  table.sort(list)
   error(string.format("%s: unknown config key%s '%s' for the %s family (its keys: %s)", who, #bad > 1 and "s" or "",
-    table.concat(bad, "', '"), family.model_type, table.concat(list, ", ")), 0)
+    table.concat(bad, "', '"), family.model_type, list), 0)
 end
 
 --- BERT's own keys as the architecture view (a copy, so that derived keys
