@@ -31,9 +31,11 @@ SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 
 # The packages among $* that dpkg does not list as installed (one dpkg-query
-# for all of them: this runs before every `make test`).
+# for all of them: this runs before every `make test`).  dpkg-query exits 1
+# when it has never heard of one of them (a fresh machine): under set -e that
+# must not end the script, so its status is ignored and its output read.
 missing_packages() {
-  installed=" $(dpkg-query -W -f='${Package}:${db:Status-Status} ' "$@" 2>/dev/null) "
+  installed=" $(dpkg-query -W -f='${Package}:${db:Status-Status} ' "$@" 2>/dev/null || true) "
   for p in "$@"; do
     case "$installed" in *" $p:installed "*) ;; *) printf ' %s' "$p" ;; esac
   done
