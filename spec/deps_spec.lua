@@ -34,12 +34,19 @@ describe("tools/deps.sh", function()
     root = tmpdir.dir()
     bin, log = root .. "/bin", root .. "/calls.log"
     assert(os.execute(string.format("mkdir -p %s/tools %s && cp tools/deps.sh %s/tools/", q(root), q(bin), q(root))))
-    -- dpkg-query lists as installed the packages named in $INSTALLED
+    -- dpkg-query lists as installed the packages named in $INSTALLED and, as
+    -- the real one does on a fresh machine for a package it has never heard
+    -- of, complains about the others and exits 1
     write(bin .. "/dpkg-query", [[#!/bin/sh
+status=0
 for p in "$@"; do
   case "$p" in -*) continue ;; esac
-  case " $INSTALLED " in *" $p "*) printf '%s:installed ' "$p" ;; esac
+  case " $INSTALLED " in
+    *" $p "*) printf '%s:installed ' "$p" ;;
+    *) echo "dpkg-query: no packages found matching $p" >&2; status=1 ;;
+  esac
 done
+exit $status
 ]], "+x")
     for _, tool in ipairs({"apt-get", "npm", "luarocks", "sudo"}) do
       write(bin .. "/" .. tool, "#!/bin/sh\necho " .. tool .. ' "$@" >> ' .. q(log) .. "\n", "+x")
