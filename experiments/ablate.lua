@@ -10,6 +10,8 @@
 --   lua5.4 experiments/ablate.lua experiments/ablations/nsp.lua --budget-scale 0.05   # a quick look
 --   lua5.4 experiments/ablate.lua --summarize runs/ablate/nsp                         # table and plots again
 --   lua5.4 experiments/ablate.lua --summarize runs/ablate/nsp --interim               # while it runs
+--   lua5.4 experiments/ablate.lua --archive runs/ablate/nsp                           # results/ablate/nsp, to commit
+--   lua5.4 experiments/ablate.lua experiments/ablations/nsp.lua --restore results/ablate/nsp   # on a new machine
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
 
@@ -27,6 +29,12 @@ parser:option("--budget-scale", "Scale every pretraining budget (at least 1 step
 parser:option("--summarize", "Only rebuild DIR's results.json, results.md and plots from its finished cells")
 parser:flag("--interim", "With --summarize, while the grid runs: DIR/results-interim.json and .md (no plots), with " ..
   "the unfinished cells whose pretraining has finished counted with the tasks evaluated so far, marked partial")
+parser:option("--archive", "Only copy grid directory DIR's results (grid.json, each cell's scores per seed, each " ..
+  "pretraining run's summary and metrics; no checkpoint) into results/ablate/NAME (or --into): the folder to " ..
+  "commit, so that a grid that runs for days outlives its machine")
+parser:option("--into", "With --archive: the folder to copy into (default results/ablate/ and DIR's name)")
+parser:option("--restore", "Before running the grid, copy the finished cells saved by --archive in FOLDER into the " ..
+  "grid directory where it lacks them, so that they are skipped (a grid relaunched on a new machine)")
 parser:flag("--no-reuse", "Pretrain every cell here, even where a grid next to OUTPUT finished a run with equal " ..
   "settings (by default that run, and its fine-tunings with equal task settings, are read instead)")
 parser:option("--shard", "K/N: run only cells K, K+N, K+2N, ... (in the grid's order), so that N processes " ..
@@ -40,6 +48,15 @@ cli.main("ablate.lua", function()
   local ablate = require("bert.ablate")
   if args.threads then bert.set_num_threads(args.threads) end
   local results, dir
+  if args.into and not args.archive then error("--into goes with --archive DIR", 0) end
+  if args.archive then
+    if args.grid or args.summarize or args.restore then error("--archive DIR runs alone (no grid file, --summarize or --restore)", 0) end
+    local into = args.into or ("results/ablate/" .. args.archive:gsub("/+$", ""):match("[^/]+$"))
+    local saved = ablate.archive.save(args.archive, into)
+    print(string.format("archived %s into %s: %d finished cells, %d unfinished with some results, %d files",
+      args.archive, into, saved.cells, saved.unfinished, saved.files))
+    return
+  end
   if args.summarize then
     dir = args.summarize
     results = ablate.summarize(dir, {interim = args.interim})
@@ -63,6 +80,11 @@ cli.main("ablate.lua", function()
     local grid = ablate.load(args.grid, {budget_scale = args.budget_scale})
     dir = args.output or ("runs/ablate/" .. grid.name ..
       (args.budget_scale ~= 1 and string.format("-quick%g", args.budget_scale) or ""))
+    if args.restore then
+      local restored = ablate.archive.restore(args.restore, dir, grid)
+      print(string.format("restored %d finished cell%s from %s into %s%s", #restored, #restored == 1 and "" or "s",
+        args.restore, dir, #restored > 0 and (": " .. table.concat(restored, ", ")) or ""))
+    end
     results = ablate.run(grid, dir, {reuse = not args.no_reuse, shard = shard})
   end
   local base = dir .. (args.interim and "/results-interim" or "/results")

@@ -142,6 +142,54 @@ describe("experiments/ablate.lua", function()
     assert.equal(4, again.cells[4].pretrain_steps)
   end)
 
+  it("--archive keeps the results without checkpoints; --restore skips the saved cells on a new machine", function()
+    local saved = root .. "/saved/tiny"
+    assert.is_true(ablate_cmd("--archive " .. out .. " --into " .. saved, root .. "/log-archive"),
+      read(root .. "/log-archive.err"))
+    assert.matches("4 finished cells, 0 unfinished", read(root .. "/log-archive"), 1, true)
+    local results = cjson.decode(read(out .. "/results.json"))
+    assert.equal(read(out .. "/grid.json"), read(saved .. "/grid.json"))
+    for _, c in ipairs(results.cells) do
+      assert.equal(read(out .. "/cells/" .. c.id .. "/done.json"), read(saved .. "/cells/" .. c.id .. "/done.json"))
+      assert.truthy(read(saved .. "/cells/" .. c.id .. "/task/summary.json"))
+      assert.equal(read(out .. "/pretrain/" .. c.pretrain_id .. "/metrics.jsonl"),
+        read(saved .. "/pretrain/" .. c.pretrain_id .. "/metrics.jsonl"))
+    end
+    local listing = io.popen("cd '" .. saved .. "' && find . -type f"):read("a")
+    assert.is_nil(listing:find("checkpoint", 1, true), listing)
+    assert.is_nil(listing:find("safetensors", 1, true), listing)
+    -- the last cell as if it were still running when saved: no done.json, so it is not restored
+    local last = results.cells[4]
+    os.remove(saved .. "/cells/" .. last.id .. "/done.json")
+    local fresh = root .. "/fresh"
+    assert.is_true(ablate_cmd(grid .. " --budget-scale 0.5 --output " .. fresh .. " --restore " .. saved,
+      root .. "/log-restore"), read(root .. "/log-restore.err"))
+    local log = read(root .. "/log-restore")
+    assert.matches("restored 3 finished cells", log, 1, true)
+    assert.equal(3, select(2, log:gsub("finished, skipped", "")))
+    assert.matches("[4/4] objective=mlm, seed 2: pretraining", log, 1, true)
+    for i = 1, 3 do
+      local id = results.cells[i].id
+      assert.equal(read(out .. "/cells/" .. id .. "/done.json"), read(fresh .. "/cells/" .. id .. "/done.json"))
+    end
+    local again = cjson.decode(read(fresh .. "/results.json"))
+    assert.equal(4, #again.cells)
+    assert.same(results.rows[1].metrics.mlm_accuracy.values, again.rows[1].metrics.mlm_accuracy.values)
+    -- a restored cell made unfinished cannot run again without its run's checkpoint: an error naming both
+    local first = results.cells[1]
+    os.remove(fresh .. "/cells/" .. first.id .. "/done.json")
+    -- (--no-reuse: the grid next to it, out, has that run with its checkpoint, and would lend it)
+    assert.falsy(ablate_cmd(grid .. " --budget-scale 0.5 --no-reuse --output " .. fresh, root .. "/log-nockpt"),
+      read(root .. "/log-nockpt"))
+    assert.matches("cell " .. first.id .. " needs the checkpoint of the finished pretraining run " .. fresh ..
+      "/pretrain/" .. first.pretrain_id, read(root .. "/log-nockpt.err"), 1, true)
+    -- a grid with other settings is refused, naming both
+    local other = grid_file("other", {"mlm"})
+    assert.falsy(ablate_cmd(other .. " --budget-scale 0.5 --output " .. root .. "/o2 --restore " .. saved,
+      root .. "/log-refuse"))
+    assert.matches("holds a grid with other settings", read(root .. "/log-refuse.err"), 1, true)
+  end)
+
   it("reads a finished run of a grid next to it with equal settings instead of pretraining again #slow", function()
     local other = grid_file("other", {"mlm", "mlm-sop"})
     local dir = root .. "/other"   -- next to out, whose "mlm" cells have the same settings

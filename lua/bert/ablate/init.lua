@@ -65,4 +65,5 @@ return {
   summarize = report.summarize,
   learning_curves = report.learning_curves,
   comparisons = report.comparisons,
+  archive = require("bert.ablate.archive"),   -- save/restore a grid's results (no checkpoints)
 }

@@ -49,7 +49,9 @@ local function reusable_runs(dir)
     local g = name ~= own and read_json(gdir .. "/grid.json")
     for _, r in ipairs(g and g.pretrain_runs or {}) do
       local key = reuse_key(r.settings)
+      -- (a run restored from an archive has its summary but no checkpoint to fine-tune)
       if key and not index[key] and fs.exists(gdir .. "/pretrain/" .. r.id .. "/summary.json")
+          and fs.exists(gdir .. "/pretrain/" .. r.id .. "/checkpoint")
           and not fs.exists(gdir .. "/pretrain/" .. r.id .. "/reused.json") then
         index[key] = {grid_name = name, grid_dir = gdir, grid = g, run_id = r.id}
       end
@@ -468,6 +470,11 @@ function M.run(grid, dir, opts)
         if type(pre[k]) == "number" then result.metrics[k] = pre[k] end
       end
       local ckpt = pretrain_dir(dir, cell.pretrain_id) .. "/checkpoint"
+      if not fs.exists(ckpt) then   -- a finished run restored from an archive (--restore): results only
+        error(string.format("ablate: cell %s needs the checkpoint of the finished pretraining run %s, which is not " ..
+          "here (restored from an archive?): remove %s and %s to run the cell again", cell.id,
+          pretrain_dir(dir, cell.pretrain_id), cell_dir, own), 0)
+      end
       for _, task in ipairs(grid.downstream) do
         local ft, reused_path = run_finetuning(cell_dir, ckpt, cell.seed, task, cell.finetune, found)
         if reused_path then
