@@ -284,6 +284,40 @@ describe("bert.evaluate", function()
     assert.is_nil(evaluate.run(o2).tasks.sst2.from_scratch.read_from, "another step count")
   end)
 
+  it("waits for a control another process is running, then reads it; runs its own when that process ends without one", function()
+    local d, opts = tiny_sst2()
+    opts.from_scratch_control = true
+    evaluate.run(opts)
+    local result_path = d .. "/eval/tasks/sst2/result.json"
+    local saved = util.read_file(result_path)
+    os.rename(result_path, d .. "/saved-result.json")   -- eval as if its sst2 control were still running
+    local o2 = {}
+    for k, v in pairs(opts) do o2[k] = v end
+    o2.output, o2.control_from, o2.control_poll_seconds = d .. "/eval2", {d .. "/eval"}, 0.2
+    -- the other process: holds eval's lock for 2 s, then writes its result and ends
+    local lock = d .. "/eval/tasks/sst2/control.lock"
+    local holder = string.format("flock '%s' sh -c 'sleep 2; cp %s/saved-result.json %s' >/dev/null 2>&1 &", lock, d,
+      result_path)
+    assert(os.execute(holder))
+    os.execute("sleep 0.3")   -- the holder has the lock
+    local t0 = bert.wall_time()
+    local second = evaluate.run(o2).tasks.sst2
+    assert.is_true(bert.wall_time() - t0 >= 1.5, "waited for the holder")
+    assert.equals(d .. "/eval", second.from_scratch.read_from)
+    assert.same(util.decode_json(saved).from_scratch.test, second.from_scratch.test)
+    assert.is_falsy(util.exists(d .. "/eval2/tasks/sst2/scratch-lr0.001-seed1"), "no control run of its own")
+    assert.is_falsy(util.exists(d .. "/eval2/tasks/sst2/control.lock") and
+      not require("bert.core").lock_file(d .. "/eval2/tasks/sst2/control.lock"), "its own lock freed")
+    -- a holder that ends without a result (killed): the waiting process runs the control itself
+    os.remove(result_path)
+    assert(os.execute(string.format("flock '%s' sleep 2 >/dev/null 2>&1 &", lock)))
+    os.execute("sleep 0.3")
+    o2.output = d .. "/eval3"
+    local third = evaluate.run(o2).tasks.sst2
+    assert.is_nil(third.from_scratch.read_from)
+    assert.truthy(util.exists(d .. "/eval3/tasks/sst2/scratch-lr0.001-seed1/summary.json"))
+  end)
+
   it("runs a fine-tuning task with the protocol, writes the table, and skips it when rerun", function()
     local d, opts = tiny_sst2()
     local ckpt = opts.model

@@ -24,7 +24,9 @@
 -- from_scratch_control the same protocol runs from random weights of the
 -- same architecture; opts.control_from lists other evaluation outputs whose
 -- finished control is read instead of rerun when it is the same control
--- (M.same_control: config, tokenizer files and protocol alike).
+-- (M.same_control: config, tokenizer files and protocol alike), and whose
+-- control running in another process now (tasks/NAME/control.lock held) is
+-- waited for, after the other tasks, rather than run twice.
 --
 -- Output directory: tasks/NAME/RUN/ (one fine-tuning run each, as
 -- experiments/finetune_*.lua writes it, less the weights unless
@@ -311,6 +313,68 @@ local function shared_control(name, opts)
   return nil
 end
 
+-- Another process may be running the very control this one is about to run:
+-- two shards of a grid evaluating two cells of one architecture at once (the
+-- control of a GLUE task is about as long as the task itself).  A process
+-- running a control holds OUTPUT/tasks/NAME/control.lock (a flock, freed by
+-- its end, however it ends) until the task's result.json is written; the
+-- others look for a held lock in the evaluations they read controls from.
+
+-- The evaluations among opts.control_from whose lock for task `name` is held
+-- by another process and that would give this control.
+local function controls_running(name, opts)
+  local busy = {}
+  for _, other in ipairs(opts.control_from or {}) do
+    local path = other .. "/tasks/" .. name .. "/control.lock"
+    if fs.exists(path) then
+      local lock, why = require("bert.core").lock_file(path)
+      if lock then lock:release()
+      elseif why == "locked" then
+        local saved = read_json(other .. "/protocol.json")
+        if saved and not protocol_mismatch(saved, opts, {model = true}) and M.same_control(saved.model, opts.model) then
+          busy[#busy + 1] = other
+        end
+      end
+    end
+  end
+  return busy
+end
+
+-- Claims this task's control: the control read from another evaluation
+-- (finished), or true with the lock held in state.control_lock (run it
+-- here), or false when another process runs it now and opts.wait_for_control
+-- is not set (come back to the task later).  With wait_for_control, waits
+-- for the other process to finish or end.
+local function claim_control(name, opts, state)
+  local dir = opts.output .. "/tasks/" .. name
+  while true do
+    local found = shared_control(name, opts)
+    if found then return found end
+    local busy = controls_running(name, opts)
+    if #busy == 0 then
+      local lock, why = require("bert.core").lock_file(dir .. "/control.lock")
+      if not lock then error("evaluate: cannot lock " .. dir .. "/control.lock: " .. tostring(why), 0) end
+      -- two processes that took their locks at the same moment: the later name in
+      -- byte order leaves the control to the other
+      busy = controls_running(name, opts)
+      local yield = false
+      for _, other in ipairs(busy) do if other < opts.output then yield = true end end
+      if not yield then
+        state.control_lock = lock
+        return true
+      end
+      lock:release()
+    end
+    if not opts.wait_for_control then
+      say(opts, "[evaluate] %s: the from-scratch control is being run by another process (%s): after the other tasks",
+        name, busy[1] or "?")
+      return false
+    end
+    say(opts, "[evaluate] %s: waiting for the from-scratch control another process is running (%s)", name, busy[1] or "?")
+    os.execute("sleep " .. (opts.control_poll_seconds or 60))
+  end
+end
+
 --- Fine-tunes one task with the protocol; returns its result table
 -- {task, kind, metric, lr_grid, dev_by_lr, lr, seeds, runs, test = {metric = {mean, sd, values}},
 --  headline = {mean, sd}, one_class_runs, from_scratch = {...} (with the control), baselines,
@@ -445,12 +509,14 @@ function M.finetune_task(name, opts, state)
   local pre = protocol(false)
   for k, v in pairs(pre) do result[k] = v end
   if opts.from_scratch_control then
-    result.from_scratch = shared_control(name, opts)
-    if result.from_scratch then
+    local claim = claim_control(name, opts, state)
+    if claim == false then return nil end   -- another process runs it now: the caller comes back
+    if claim == true then
+      result.from_scratch = protocol(true)
+    else
+      result.from_scratch = claim
       say(opts, "[evaluate] %s: the from-scratch control read from %s (the same architecture, tokenizer and " ..
         "protocol)", name, result.from_scratch.read_from)
-    else
-      result.from_scratch = protocol(true)
     end
   end
   local train = require("bert.finetune.experiment").subset(task.train, opts.max_train, 1)
@@ -721,6 +787,12 @@ function M.run(opts)
       config_overrides = opts.config_overrides, from_scratch_control = opts.from_scratch_control == true}}
   results.protocol.lr_grid_text = {}
   for i, lr in ipairs(results.protocol.lr_grid) do results.protocol.lr_grid_text[i] = fmt_lr(lr) end
+  local deferred = {}
+  local function finish_task(n, r)
+    assert(bert.mkdir(opts.output .. "/tasks")) assert(bert.mkdir(opts.output .. "/tasks/" .. n))
+    write_json(opts.output .. "/tasks/" .. n .. "/result.json", r)
+    if state.control_lock then state.control_lock:release() state.control_lock = nil end
+  end
   for _, n in ipairs(names) do
     local marker = opts.output .. "/tasks/" .. n .. "/result.json"
     local r = read_json(marker)
@@ -738,11 +810,16 @@ function M.run(opts)
     elseif opts.scratch_only then
       if not M.ZERO_SHOT[n] then M.finetune_task(n, opts, state) end
     else
+      local done_before, skipped_before = state.done, state.skipped
       if n == "blimp" then r = M.blimp_task(opts, state)
       elseif n == "lm" then r = M.lm_task(opts, state)
       else r = M.finetune_task(n, opts, state) end
-      assert(bert.mkdir(opts.output .. "/tasks")) assert(bert.mkdir(opts.output .. "/tasks/" .. n))
-      write_json(marker, r)
+      if r == nil then   -- its control runs in another process: this task again after the others
+        deferred[#deferred + 1] = n
+        state.done, state.skipped = done_before, skipped_before   -- its runs are counted then
+        goto next_task
+      end
+      finish_task(n, r)
     end
     if opts.scratch_only then goto next_task end
     results.tasks[n] = r
@@ -752,6 +829,17 @@ function M.run(opts)
         r.baselines and r.baselines.majority and (" (majority " .. pct(r.baselines.majority.headline) .. ")") or "")
     end
     ::next_task::
+  end
+  if #deferred > 0 then   -- the tasks whose control was running elsewhere: read it when it is done
+    local wait = {}
+    for k, v in pairs(opts) do wait[k] = v end
+    wait.wait_for_control = true
+    for _, n in ipairs(deferred) do
+      local r = M.finetune_task(n, wait, state)
+      finish_task(n, r)
+      results.tasks[n] = r
+      if r.headline and r.headline.mean then say(opts, "[evaluate] %s: %s %s", n, r.headline_name or "score", pm(r.headline)) end
+    end
   end
   if opts.scratch_only then
     say(opts, "[evaluate] the from-scratch control's runs are in %s/tasks/*/scratch-*: a run with --scratch " ..
