@@ -193,10 +193,10 @@ end)
 
 describe("Unigram tokenizer.json (converted as HF converts ALBERT / DeBERTa-v3)", function()
   for _, name in ipairs({"albert_like", "cased_bf"}) do
-    it(name .. ": HF's ids, offsets and type ids on every case, pairs and truncation included", function()
+    it(name .. ": HF's ids, tokens, offsets and type ids on every case, pairs and truncation included", function()
       local tok = assert(T.load(FX .. name .. ".tokenizer.json"))
       local g = read_json(name .. ".hf_goldens.json")
-      golden.run(tok, g.cases, 100, {"ids", "offsets", "type_ids", "special_tokens_mask"})
+      golden.run(tok, g.cases, 100, {"ids", "tokens", "offsets", "type_ids", "special_tokens_mask"})
     end)
 
     it(name .. ": decodes like HF", function()

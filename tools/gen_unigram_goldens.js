@@ -183,7 +183,7 @@ async function hfEnc(tok, c) {
   tok.disablePadding();
   const e = await tok.encode(c.text, c.pair === undefined ? null : c.pair,
     { addSpecialTokens: o.add_special_tokens !== false });
-  const flat = (x) => ({ ids: x.getIds(), offsets: x.getOffsets(), type_ids: x.getTypeIds(),
+  const flat = (x) => ({ ids: x.getIds(), tokens: x.getTokens(), offsets: x.getOffsets(), type_ids: x.getTypeIds(),
     special_tokens_mask: x.getSpecialTokensMask() });
   const r = flat(e);
   r.overflowing = e.getOverflowing().map(flat);

@@ -622,7 +622,8 @@ static void push_encoding(lua_State *L, const bt_tokenizer *t,
     size_t len;
     const char *s = bt_id_to_token(t, e->ids[i], &len);
     const bt_added *ad = e->special[i] == 2 ? bt_added_of(t, e->ids[i]) : NULL;
-    if (ad && ad->ncontent) { s = ad->ncontent; len = ad->nlen; }
+    if (e->surface[2 * i] >= 0) { s = e->text + e->surface[2 * i]; len = (size_t)e->surface[2 * i + 1]; }
+    else if (ad && ad->ncontent) { s = ad->ncontent; len = ad->nlen; }
     else if (ad && e->seqs[i] >= 0 && txt) {
       /* an added token keeps the text it matched (lstrip/rstrip spaces);
       ** one matched in normalized text its normalized content, as HF's */

@@ -42,6 +42,11 @@ typedef struct bt_encoding {
   int32_t *ids, *type_ids, *offsets, *words;    /* offsets: 2 per token */
   uint8_t *special, *attn;
   int8_t *seqs;                                 /* sequence 0/1, -1 none */
+  /* a token shown by text of its own rather than its id's string (a
+  ** Unigram unknown shows the normalized text it covers, as HF and
+  ** SentencePiece do): 2 per token, start and length in text, -1 none */
+  int32_t *surface;
+  char *text; size_t text_len, text_cap;
   int32_t n, cap;
   struct bt_encoding *over; int32_t nover;      /* overflowing windows */
 } bt_encoding;

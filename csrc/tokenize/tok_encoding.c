@@ -2,6 +2,7 @@
 ** Encodings: growable token arrays, truncation (HF semantics, with
 ** stride and overflowing windows), padding.
 */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,7 @@
 void bt_encoding_free(bt_encoding *e) {
   free(e->ids); free(e->type_ids); free(e->offsets); free(e->words);
   free(e->special); free(e->attn); free(e->seqs);
+  free(e->surface); free(e->text);
   for (int i = 0; i < e->nover; i++) bt_encoding_free(&e->over[i]);
   free(e->over);
   memset(e, 0, sizeof *e);
@@ -25,7 +27,7 @@ int bt_enc_reserve(bt_encoding *e, int32_t need) {
   p = realloc(e->f, (size_t)nc * (k) * sizeof *e->f); if (!p) return -1; \
   e->f = p;
   GROW(ids, 1) GROW(type_ids, 1) GROW(offsets, 2) GROW(words, 1)
-  GROW(special, 1) GROW(attn, 1) GROW(seqs, 1)
+  GROW(special, 1) GROW(attn, 1) GROW(seqs, 1) GROW(surface, 2)
 #undef GROW
   e->cap = nc;
   return 0;
@@ -39,6 +41,32 @@ int bt_enc_push(bt_encoding *e, int32_t id, int32_t type_id, int32_t s,
   e->offsets[2 * i] = s; e->offsets[2 * i + 1] = t;
   e->words[i] = word; e->special[i] = (uint8_t)special; e->attn[i] = 1;
   e->seqs[i] = -1;
+  e->surface[2 * i] = e->surface[2 * i + 1] = -1;
+  return 0;
+}
+
+/* Appends len bytes to e's text; their start, or -1 on no memory. */
+static int32_t add_text(bt_encoding *e, const char *text, size_t len) {
+  if (e->text_len + len > INT32_MAX) return -1;
+  if (e->text_len + len > e->text_cap) {
+    size_t nc = e->text_cap ? e->text_cap : 64;
+    while (nc < e->text_len + len) nc *= 2;
+    char *p = realloc(e->text, nc);
+    if (!p) return -1;
+    e->text = p;
+    e->text_cap = nc;
+  }
+  memcpy(e->text + e->text_len, text, len);
+  e->text_len += len;
+  return (int32_t)(e->text_len - len);
+}
+
+int bt_enc_push_text(bt_encoding *e, int32_t id, int32_t s, int32_t t,
+                     int32_t word, const char *text, size_t len) {
+  int32_t at = add_text(e, text, len);
+  if (at < 0 || bt_enc_push(e, id, 0, s, t, word, 0)) return -1;
+  e->surface[2 * (e->n - 1)] = at;
+  e->surface[2 * (e->n - 1) + 1] = (int32_t)len;
   return 0;
 }
 
@@ -56,6 +84,13 @@ int bt_enc_append(bt_encoding *dst, const bt_encoding *src, int32_t from,
   memcpy(dst->special + n, src->special + from, (size_t)k);
   memcpy(dst->attn + n, src->attn + from, (size_t)k);
   memcpy(dst->seqs + n, src->seqs + from, (size_t)k);
+  for (int32_t i = 0; i < k; i++) {   /* texts copied, their starts moved */
+    const int32_t *sf = src->surface + 2 * (from + i);
+    int32_t at = -1;
+    if (sf[0] >= 0 && (at = add_text(dst, src->text + sf[0], (size_t)sf[1])) < 0) return -1;
+    dst->surface[2 * (n + i)] = at;
+    dst->surface[2 * (n + i) + 1] = at < 0 ? -1 : sf[1];
+  }
   dst->n = n + k;
   return 0;
 }
@@ -119,12 +154,14 @@ static int pad_one(bt_encoding *e, int32_t target, int32_t pad_id,
     memmove(e->special + k, e->special, (size_t)n);
     memmove(e->attn + k, e->attn, (size_t)n);
     memmove(e->seqs + k, e->seqs, (size_t)n);
+    memmove(e->surface + 2 * k, e->surface, (size_t)n * 2 * sizeof *e->ids);
   }
   int32_t from = left ? 0 : n;
   for (int32_t i = from; i < from + k; i++) {
     e->ids[i] = pad_id; e->type_ids[i] = pad_type;
     e->offsets[2 * i] = e->offsets[2 * i + 1] = 0;
     e->words[i] = -1; e->special[i] = 1; e->attn[i] = 0; e->seqs[i] = -1;
+    e->surface[2 * i] = e->surface[2 * i + 1] = -1;
   }
   e->n = target;
   return 0;

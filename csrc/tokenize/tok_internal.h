@@ -10,6 +10,9 @@
 int bt_enc_reserve(bt_encoding *e, int32_t need);
 int bt_enc_push(bt_encoding *e, int32_t id, int32_t type_id, int32_t s,
                 int32_t t, int32_t word, int special);
+/* bt_enc_push for a token shown by text[0, len) (encoding's surface). */
+int bt_enc_push_text(bt_encoding *e, int32_t id, int32_t s, int32_t t,
+                     int32_t word, const char *text, size_t len);
 int bt_enc_append(bt_encoding *dst, const bt_encoding *src, int32_t from,
                   int32_t to);
 int bt_enc_truncate(bt_encoding *e, int max_len, int stride, int left);

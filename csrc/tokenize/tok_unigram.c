@@ -917,11 +917,11 @@ static int unigram_piece(bt_tokenizer *t, bt_worker *w, int32_t n,
           }
         }
       }
-      if (fid < 0) {
+      if (fid < 0) {   /* shown by the normalized text it covers, as HF and spm do */
         if (need_unk(t, err, errlen)) return -1;
-        fid = t->unk_id;
-      }
-      if (bt_enc_push(e, fid, 0, os[st], oe[fe - 1], wd, 0)) return -1;
+        if (bt_enc_push_text(e, t->unk_id, os[st], oe[fe - 1], wd, (const char *)s + st, (size_t)(fe - st)))
+          return -1;
+      } else if (bt_enc_push(e, fid, 0, os[st], oe[fe - 1], wd, 0)) return -1;
       i = j;
       continue;
     }
