@@ -190,6 +190,20 @@ describe("experiments/ablate.lua", function()
     assert.matches("holds a grid with other settings", read(root .. "/log-refuse.err"), 1, true)
   end)
 
+  it("a grid file that adds 'comparisons' reruns nothing, and its pairs are in the table", function()
+    local text = read(grid):gsub("  seeds = ", "  comparisons = {{\"objective=mlm-nsp\", \"objective=mlm\"}},\n  seeds = ", 1)
+    local path = root .. "/tiny-cmp/tiny.lua"
+    os.execute("mkdir -p '" .. root .. "/tiny-cmp'")
+    write(path, text)
+    assert.is_true(ablate_cmd(path .. " --budget-scale 0.5 --output " .. out, root .. "/log-cmp"), read(root .. "/log-cmp.err"))
+    assert.equal(4, select(2, read(root .. "/log-cmp"):gsub("finished, skipped", "")))
+    local results = cjson.decode(read(out .. "/results.json"))
+    assert.equal(2, #results.comparisons)
+    assert.same({"objective=mlm-nsp", "objective=mlm"}, {results.comparisons[2].label, results.comparisons[2].baseline})
+    assert.near(-results.comparisons[1].metrics.mlm_accuracy.difference, results.comparisons[2].metrics.mlm_accuracy.difference, 1e-12)
+    assert.matches("then the pairs the grid file names in 'comparisons'", read(out .. "/results.md"), 1, true)
+  end)
+
   it("reads a finished run of a grid next to it with equal settings instead of pretraining again #slow", function()
     local other = grid_file("other", {"mlm", "mlm-sop"})
     local dir = root .. "/other"   -- next to out, whose "mlm" cells have the same settings
@@ -471,6 +485,30 @@ return {
     -- a single seed on a side: no comparison of that metric
     local one = ablate.comparisons({row("a", {1, 2}), row("b", {3})}, {"acc"})
     assert.same({}, one[1].metrics)
+    -- the grid file's own pairs after the baseline's, once each (a pair the baseline makes is not repeated)
+    local extra = ablate.comparisons(rows, {"acc"}, {{"scratch, size=300", "scratch, size=100"},
+      {"scratch, size=100", "pretrained, size=100"}})
+    assert.equal(3, #extra)
+    assert.same({"scratch, size=300", "scratch, size=100"}, {extra[3].label, extra[3].baseline})
+    assert.near((0.895 + 0.905 + 0.935) / 3 - 0.62, extra[3].metrics.acc.difference, 1e-12)
+    assert.is_true(extra[3].metrics.acc.finding)
+  end)
+
+  it("refuses a misspelt field of a grid file, and comparisons that name no cell", function()
+    local path = root .. "/fields.lua"
+    local body = [[return {name = "fields", axes = {{name = "objective", values = {"mlm", "clm"}}}, seeds = {1},
+      budget = {steps = 2}, %s}]]
+    write(path, body:format("evalution = {tasks = {'sst2'}}"))
+    local ok, e = pcall(ablate.load, path)
+    assert.is_false(ok)
+    assert.matches("unknown field 'evalution' (the fields: name,", e, 1, true)
+    write(path, body:format("comparisons = {{'objective=clm', 'objective=mlx'}}"))
+    ok, e = pcall(ablate.load, path)
+    assert.is_false(ok)
+    assert.matches("comparison 1 must be two different cell labels", e, 1, true)
+    assert.matches("(the labels: objective=mlm, objective=clm)", e, 1, true)
+    write(path, body:format("comparisons = {{'objective=clm', 'objective=mlm'}}"))
+    assert.same({{"objective=clm", "objective=mlm"}}, ablate.load(path).comparisons)
   end)
 
   it("fine-tunes on synthetic QA as a downstream task: exact match and F1 per cell #slow", function()

@@ -47,6 +47,9 @@ return {
   },
   fixed = {model = "mini", corpus = "english", tokenizer = "wordpiece", vocab_size = 8000,
            batch_size = 32, seq_len = 128, masking = "dynamic", log_every = 50, snapshots = "0.0625,0.25"},
+  -- beside each cell against mlm-nsp: the pair input alone (mlm-pairs against mlm, both without
+  -- NSP's loss: segment pairs vs packed sentences) and the rate (NSP at 3e-4 against 1e-3)
+  comparisons = {{"objective=mlm-pairs", "objective=mlm"}, {"objective=mlm-nsp-lr3e-4", "objective=mlm-nsp"}},
   seeds = {1},
   budget = {steps = 20000},
   -- qnli added 2026-12-06 (GLUE's QNLI dev, split by group: bert.finetune.tasks): the task of

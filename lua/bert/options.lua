@@ -9,11 +9,12 @@ local function describe(k)
   return "[" .. tostring(k) .. "]"
 end
 
---- check(who, opts, known[, level]): raises "who: unknown option 'k' (the
--- options: a, b, c)" at `level` (default 3: the caller of the function that
--- checks) for a key of opts that known does not name.  known: a list (its
--- order is the message's) or a set of names (listed sorted).
-function M.check(who, opts, known, level)
+--- check(who, opts, known[, level[, noun]]): raises "who: unknown option
+-- 'k' (the options: a, b, c)" at `level` (default 3: the caller of the
+-- function that checks) for a key of opts that known does not name.  known:
+-- a list (its order is the message's) or a set of names (listed sorted).
+-- noun replaces "option" (a file's "field").
+function M.check(who, opts, known, level, noun)
   local set, names = known, known
   if known[1] ~= nil then
     set = {}
@@ -25,7 +26,8 @@ function M.check(who, opts, known, level)
   end
   for k in pairs(opts) do
     if not set[k] then
-      error(string.format("%s: unknown option %s (the options: %s)", who, describe(k), table.concat(names, ", ")),
+      noun = noun or "option"
+      error(string.format("%s: unknown %s %s (the %ss: %s)", who, noun, describe(k), noun, table.concat(names, ", ")),
         level or 3)
     end
   end

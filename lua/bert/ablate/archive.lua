@@ -104,7 +104,7 @@ function M.restore(from, dir, grid)
   if not saved_text then error("ablate --restore: " .. from .. " has no grid.json (not a saved grid)", 0) end
   local function settings(g)
     local c = common.copy(g)
-    c.file = nil   -- the same grid named by another path
+    c.file, c.description, c.comparisons = nil, nil, nil   -- another path, the same grid; text only
     return common.canonical(c)
   end
   local saved = cjson.decode(saved_text)

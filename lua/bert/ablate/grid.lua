@@ -10,6 +10,10 @@ local TASK_KINDS = require("bert.finetune.tasks").kinds   -- every built-in task
 
 ------------------------------------------------------------- loading
 
+-- The fields of an ablation file (bert.ablate documents them).
+local FIELDS = {"name", "description", "axes", "fixed", "seeds", "budget", "downstream", "finetune", "evaluation",
+  "planned", "teacher", "comparisons"}
+
 -- Held-out sequences per pretraining evaluation in a quick look.
 local QUICK_MAX_EVAL = 512
 
@@ -76,6 +80,8 @@ function M.load(path, opts)
     error("ablate: budget_scale must be a positive number, got " .. tostring(scale), 0)
   end
   local function need(cond, msg) if not cond then error("ablate: " .. path .. ": " .. msg, 0) end end
+  -- a misspelt field ('evalution') would drop its settings silently
+  require("bert.options").check("ablate: " .. path, spec, FIELDS, 0, "field")
   need(type(spec.axes) == "table" and #spec.axes >= 1, "'axes' must be a list of {name = ..., values = {...}}")
   need(type(spec.seeds) == "table" and #spec.seeds >= 1, "'seeds' must be a non-empty list of integers")
   for i, s in ipairs(spec.seeds) do need(math.type(s) == "integer" and s >= 0, "seed " .. i .. " is not an integer >= 0") end
@@ -225,6 +231,20 @@ function M.load(path, opts)
     end
   end
   if #grid.teachers == 0 then grid.teachers = nil end   -- grid.json as before for grids without one
+  -- comparisons beyond the baseline row's: {{ROW, AGAINST}, ...} by cell label
+  if spec.comparisons ~= nil then
+    need(type(spec.comparisons) == "table", "'comparisons' must be a list of {ROW, AGAINST} cell labels")
+    local labels, known = {}, {}
+    for _, c in ipairs(grid.cells) do
+      if not labels[c.label] then labels[c.label] = true; known[#known + 1] = c.label end
+    end
+    for i, pair in ipairs(spec.comparisons) do
+      need(type(pair) == "table" and #pair == 2 and labels[pair[1]] and labels[pair[2]] and pair[1] ~= pair[2],
+        string.format("comparison %d must be two different cell labels {ROW, AGAINST}, got %s (the labels: %s)", i,
+          type(pair) == "table" and common.canonical(pair) or tostring(pair), table.concat(known, ", ")))
+    end
+    grid.comparisons = spec.comparisons
+  end
   return grid
 end
 

@@ -30,6 +30,9 @@
 --       -- (the GLUE average); with from_scratch_control = true also
 --       -- eval_TASK_scratch (the same architecture from random weights) and
 --       -- eval_TASK_gain (pretrained - scratch); `downstream` may then be left out
+--   comparisons = {{"objective=mlm-pairs", "objective=mlm"}, ...}
+--       -- pairs of cell labels {ROW, AGAINST} compared in results.md beside
+--       -- each row against the baseline row (the first axis' first value)
 --   planned = {{axis = "objective", values = {"clm"}, missing = "why"}, ...}
 --       -- values the ablation is meant to have that cannot run yet: listed
 --       -- at the start and in results.md, never run (a value that cannot run

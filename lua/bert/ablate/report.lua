@@ -79,11 +79,12 @@ end
 --- Each row against its baseline: the row whose label differs only in the
 -- first axis, at that axis' first value (nsp: mlm and mlm-sop against
 -- mlm-nsp; pretrain-vs-scratch: scratch against pretrained at each set
--- size).  Per metric with at least two seeds on both sides: the difference
+-- size); then the pairs in extra ({{ROW, AGAINST}, ...} by label: the grid
+-- file's 'comparisons', e.g. nsp's mlm-pairs against mlm).  Per metric with at least two seeds on both sides: the difference
 -- of the means, Welch's t, and whether the difference is larger than the
 -- spread (|difference| > sd + sd of the baseline: the ±sd error bars do
 -- not overlap).
-function M.comparisons(rows, names)
+function M.comparisons(rows, names, extra)
   local function parts(label)
     local t = {}
     for p in (label .. ", "):gmatch("(.-), ") do t[#t + 1] = p end
@@ -94,39 +95,47 @@ function M.comparisons(rows, names)
   local base_part = parts(rows[1].label)[1]
   local by_label = {}
   for _, r in ipairs(rows) do by_label[r.label] = r end
+  -- the pairs: each row against its baseline, then the grid's own (extra: {{ROW, AGAINST}, ...})
+  local pairs_, seen = {}, {}
   for _, r in ipairs(rows) do
     local p = parts(r.label)
     if p[1] ~= base_part then
       p[1] = base_part
       local b = by_label[table.concat(p, ", ")]
-      if b then
-        local entry = {label = r.label, baseline = b.label, metrics = {}}
-        -- a from-scratch control the two cells share (the same runs on both sides) compares nothing
-        local function same(a, c)
-          if not (a and c and #a == #c) then return false end
-          for i = 1, #a do if a[i] ~= c[i] then return false end end
-          return true
+      if b then pairs_[#pairs_ + 1] = {r, b}; seen[r.label .. "\0" .. b.label] = true end
+    end
+  end
+  for _, e in ipairs(extra or {}) do
+    local r, b = by_label[e[1]], by_label[e[2]]
+    if r and b and not seen[e[1] .. "\0" .. e[2]] then pairs_[#pairs_ + 1] = {r, b}; seen[e[1] .. "\0" .. e[2]] = true end
+  end
+  -- a from-scratch control the two cells share (the same runs on both sides) compares nothing
+  local function same(x, y)
+    if not (x and y and #x == #y) then return false end
+    for i = 1, #x do if x[i] ~= y[i] then return false end end
+    return true
+  end
+  for _, pair in ipairs(pairs_) do
+    local r, b = pair[1], pair[2]
+    local entry = {label = r.label, baseline = b.label, metrics = {}}
+    for _, k in ipairs(names) do
+      local x, y = r.metrics[k], b.metrics[k]
+      if x and y and x.sd and y.sd and not (k:find("_scratch") and same(x.values, y.values)) then
+        local d = x.mean - y.mean
+        local se = math.sqrt(x.sd ^ 2 / x.n + y.sd ^ 2 / y.n)
+        local m = {difference = d, welch_t = se > 0 and d / se or nil, beyond_spread = math.abs(d) > x.sd + y.sd}
+        -- the stated rule (bert.stats): a finding when the 95% Welch interval excludes 0
+        local w = x.values and y.values and require("bert.stats").welch(x.values, y.values)
+        if w then
+          m.ci95, m.df, m.p = w.ci, w.df, w.p
+          m.finding = w.ci[1] > 0 or w.ci[2] < 0
+        else
+          m.finding = false
         end
-        for _, k in ipairs(names) do
-          local x, y = r.metrics[k], b.metrics[k]
-          if x and y and x.sd and y.sd and not (k:find("_scratch") and same(x.values, y.values)) then
-            local d = x.mean - y.mean
-            local se = math.sqrt(x.sd ^ 2 / x.n + y.sd ^ 2 / y.n)
-            local m = {difference = d, welch_t = se > 0 and d / se or nil, beyond_spread = math.abs(d) > x.sd + y.sd}
-            -- the stated rule (bert.stats): a finding when the 95% Welch interval excludes 0
-            local w = x.values and y.values and require("bert.stats").welch(x.values, y.values)
-            if w then
-              m.ci95, m.df, m.p = w.ci, w.df, w.p
-              m.finding = w.ci[1] > 0 or w.ci[2] < 0
-            else
-              m.finding = false
-            end
-            entry.metrics[k] = m
-          end
-        end
-        out[#out + 1] = entry
+        entry.metrics[k] = m
       end
     end
+    out[#out + 1] = entry
   end
   return out
 end
@@ -328,7 +337,7 @@ function M.summarize(dir, opts)
   end
   local results = {name = grid.name, description = grid.description, file = grid.file, budget_scale = grid.budget_scale,
     axes = grid.axes, downstream = grid.downstream, rows = out_rows, cells = cells, missing = missing,
-    metric_names = names, comparisons = M.comparisons(out_rows, names), partial = opts.interim and partial or nil}
+    metric_names = names, comparisons = M.comparisons(out_rows, names, grid.comparisons), partial = opts.interim and partial or nil}
   local base = dir .. (opts.interim and "/results-interim" or "/results")
   write_json(base .. ".json", results)
 
@@ -420,7 +429,8 @@ function M.summarize(dir, opts)
     md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
   end
   if #results.comparisons > 0 then
-    md[#md + 1] = "\nAgainst the baseline row (the first value of the first axis): difference of the means, " ..
+    md[#md + 1] = "\nAgainst the baseline row (the first value of the first axis; then the pairs the grid file " ..
+      "names in 'comparisons'): difference of the means, " ..
       "its 95% Welch interval and Welch's t. The rule: a difference is a finding when its 95% interval excludes 0 " ..
       "(**bold**); nothing else is. Metrics with fewer than two seeds on a side are left blank.\n"
     local chead, crule = {"cell", "baseline"}, {"---", "---"}

@@ -296,7 +296,8 @@ end
 
 -- Whether grid only adds to a saved grid: cells after the saved ones
 -- (another seed, or an axis value when there is one seed) and tasks after
--- the saved ones in its evaluation's task list, every other setting equal,
+-- the saved ones in its evaluation's task list, every other setting equal
+-- (the description and 'comparisons' may change),
 -- so that finished cells and every shard's share of them stay where they
 -- are.  The counts of cells and of evaluation tasks added.
 local function extends(saved_text, grid)
@@ -309,7 +310,8 @@ local function extends(saved_text, grid)
   end
   if not (prefix(saved.cells, grid.cells) and prefix(saved.pretrain_runs, grid.pretrain_runs)) then return nil end
   local rest_saved, rest_new = copy(saved), copy(grid)
-  for _, k in ipairs({"cells", "pretrain_runs", "seeds", "description", "file"}) do
+  -- (the description and the report's comparisons change no result)
+  for _, k in ipairs({"cells", "pretrain_runs", "seeds", "description", "comparisons", "file"}) do
     rest_saved[k], rest_new[k] = nil, nil
   end
   local tasks_added = 0
