@@ -135,6 +135,16 @@ describe("shard reader", function()
     assert.is_false(ok)
     assert.matches("option 'batch_size' = 4294967298 is outside the int32 range", err, 1, true)
   end)
+
+  it("refuses a misspelt option of the C data constructors instead of taking a default", function()
+    local inst = assert(core.data.read_shards({"fuzz/corpus/shard/nsp_static"}))
+    local ok, err = pcall(core.data.loader, inst, {batch_size = 2, seq_len = 16, shufle = false})
+    assert.is_false(ok)
+    assert.matches("loader: unknown option 'shufle' (the options: batch_size, seq_len,", err, 1, true)
+    ok, err = pcall(core.data.create, core.data.corpus(), {max_seq_lenght = 64})
+    assert.is_false(ok)
+    assert.matches("create: unknown option 'max_seq_lenght'", err, 1, true)
+  end)
 end)
 -- }======================================================
 

@@ -94,6 +94,16 @@ static const uint8_t *opt_flags(lua_State *L, int t, const char *key, int32_t vo
   return p;
 }
 
+/* The keys of create's and loader's options tables (each with the masker's
+** at the end: read_mask_cfg's), checked so that a misspelt one is an error
+** naming it, not a default (the Lua wrappers check their own). */
+#define MASK_KEYS "vocab_size", "mask_id", "masked_lm_prob", "max_predictions_per_seq", "whole_word_mask", \
+  "special", "continuation", "mask_mode", "phrases", "max_span", "span_p"
+static const char *const create_keys[] = {"objective", "max_seq_length", "short_seq_prob", "dupe_factor",
+  "static_masking", "seed", "cls_id", "sep_id", MASK_KEYS, NULL};
+static const char *const loader_keys[] = {"batch_size", "seq_len", "prefetch", "dynamic", "shuffle", "seed",
+  "pad_id", "shard_first", "shard_rows", MASK_KEYS, NULL};
+
 static void read_mask_cfg(lua_State *L, int t, bd_mask_cfg *m) {
   m->vocab_size = opt_i32(L, t, "vocab_size", 0);
   if (m->vocab_size < 1) luaL_error(L, "option 'vocab_size' must be positive");
@@ -207,6 +217,7 @@ static const char *objective_name(int o) {
 static int l_create(lua_State *L) {
   bd_corpus *c = check_box(L, 1, CORPUS_MT, "corpus");
   luaL_checktype(L, 2, LUA_TTABLE);
+  lbert_check_options(L, 2, "create", create_keys);
   bd_create_cfg cfg;
   memset(&cfg, 0, sizeof cfg);
   lua_getfield(L, 2, "objective");
@@ -435,6 +446,7 @@ static int l_loader(lua_State *L) {
   void **ibox = luaL_checkudata(L, 1, INST_MT);
   if (*ibox == NULL) return luaL_error(L, "loader: the instances were already used or freed");
   luaL_checktype(L, 2, LUA_TTABLE);
+  lbert_check_options(L, 2, "loader", loader_keys);
   bd_loader_cfg cfg;
   memset(&cfg, 0, sizeof cfg);
   cfg.batch_size = opt_i32(L, 2, "batch_size", 8);
