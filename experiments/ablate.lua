@@ -10,6 +10,7 @@
 --   lua5.4 experiments/ablate.lua experiments/ablations/nsp.lua --budget-scale 0.05   # a quick look
 --   lua5.4 experiments/ablate.lua --summarize runs/ablate/nsp                         # table and plots again
 --   lua5.4 experiments/ablate.lua --summarize runs/ablate/nsp --interim               # while it runs
+--   lua5.4 experiments/ablate.lua --status runs/ablate/nsp                            # each cell's state, what is left
 --   lua5.4 experiments/ablate.lua --archive runs/ablate/nsp                           # results/ablate/nsp, to commit
 --   lua5.4 experiments/ablate.lua experiments/ablations/nsp.lua --restore results/ablate/nsp   # on a new machine
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
@@ -29,6 +30,8 @@ parser:option("--budget-scale", "Scale every pretraining budget (at least 1 step
 parser:option("--summarize", "Only rebuild DIR's results.json, results.md and plots from its finished cells")
 parser:flag("--interim", "With --summarize, while the grid runs: DIR/results-interim.json and .md (no plots), with " ..
   "the unfinished cells whose pretraining has finished counted with the tasks evaluated so far, marked partial")
+parser:option("--status", "Only say where grid directory DIR stands: each cell finished, evaluating (tasks per " ..
+  "evaluation point), pretraining (step, checkpoint, seconds a step) or not started, and what is left")
 parser:option("--archive", "Only copy grid directory DIR's results (grid.json, each cell's scores per seed, each " ..
   "pretraining run's summary and metrics; no checkpoint) into results/ablate/NAME (or --into): the folder to " ..
   "commit, so that a grid that runs for days outlives its machine")
@@ -48,6 +51,13 @@ cli.main("ablate.lua", function()
   local ablate = require("bert.ablate")
   if args.threads then bert.set_num_threads(args.threads) end
   local results, dir
+  if args.status then
+    if args.grid or args.summarize or args.archive or args.restore then
+      error("--status DIR runs alone (no grid file, --summarize, --archive or --restore)", 0)
+    end
+    print(ablate.status(args.status).text)
+    return
+  end
   if args.into and not args.archive then error("--into goes with --archive DIR", 0) end
   if args.archive then
     if args.grid or args.summarize or args.restore then error("--archive DIR runs alone (no grid file, --summarize or --restore)", 0) end

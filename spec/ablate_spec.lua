@@ -204,6 +204,33 @@ describe("experiments/ablate.lua", function()
     assert.matches("then the pairs the grid file names in 'comparisons'", read(out .. "/results.md"), 1, true)
   end)
 
+  it("--status says each cell's state from the directory alone, and what is left", function()
+    local copy_dir = root .. "/status-copy"
+    assert(os.execute(string.format("rm -rf '%s' && cp -r '%s' '%s'", copy_dir, out, copy_dir)))
+    local results = cjson.decode(read(out .. "/results.json"))
+    local st = ablate.status(copy_dir)
+    assert.equal(4, st.finished)
+    -- the third cell as if evaluating, the fourth as if pretraining (its summary not written yet)
+    os.remove(copy_dir .. "/cells/" .. results.cells[3].id .. "/done.json")
+    os.remove(copy_dir .. "/cells/" .. results.cells[4].id .. "/done.json")
+    os.remove(copy_dir .. "/pretrain/" .. results.cells[4].pretrain_id .. "/summary.json")
+    assert.is_true(ablate_cmd("--status " .. copy_dir, root .. "/log-status"), read(root .. "/log-status.err"))
+    local text = read(root .. "/log-status")
+    assert.matches("tiny: 4 cells, 2 finished", text, 1, true)
+    assert.matches("[3/4] objective=mlm-nsp, seed 2: evaluating", text, 1, true)
+    assert.matches("[4/4] objective=mlm, seed 2: pretraining: step 4 of 4 (checkpoint 4)", text, 1, true)
+    assert.matches("[1/4] objective=mlm-nsp, seed 1: finished", text, 1, true)
+    assert.matches("left: pretraining ", text, 1, true)
+    st = ablate.status(copy_dir)
+    assert.same({"finished", "finished", "evaluating", "pretraining"},
+      {st.cells[1].state, st.cells[2].state, st.cells[3].state, st.cells[4].state})
+    assert.equal(0, st.tasks_left)
+    -- not a grid directory: an error naming it
+    local ok, e = pcall(ablate.status, root .. "/task")
+    assert.is_false(ok)
+    assert.matches(root .. "/task has no grid.json", e, 1, true)
+  end)
+
   it("reads a finished run of a grid next to it with equal settings instead of pretraining again #slow", function()
     local other = grid_file("other", {"mlm", "mlm-sop"})
     local dir = root .. "/other"   -- next to out, whose "mlm" cells have the same settings
@@ -604,6 +631,16 @@ return {
     local at = cjson.decode(read(dir .. "/cells/objective=mlm_seed=1/evaluate-at-0.5/results.json"))
     assert.is_nil(at.tasks.sst2.from_scratch)
     assert.truthy(at.model:find("snapshot%-1$"))
+    -- --status counts the tasks per evaluation point (here in a copy, the snapshot's task undone)
+    local sdir = root .. "/ev-status"
+    assert(os.execute(string.format("rm -rf '%s' && cp -r '%s' '%s'", sdir, dir, sdir)))
+    os.remove(sdir .. "/cells/objective=mlm_seed=1/done.json")
+    os.remove(sdir .. "/cells/objective=mlm_seed=1/evaluate-at-0.5/tasks/sst2/result.json")
+    local st = ablate.status(sdir)
+    assert.equal("evaluating", st.cells[1].state)
+    assert.equal("tasks finished: final 1 of 1, @0.5 0 of 1", st.cells[1].detail)
+    assert.equal(1, st.tasks_left)
+    assert.is_number(st.task_seconds)
     -- a second grid next to it with a cell of equal settings reads the run and its evaluated
     -- tasks (the final checkpoint's and the snapshot's) instead of fine-tuning again
     local path2 = root .. "/ev2.lua"

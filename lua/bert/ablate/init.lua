@@ -69,4 +69,5 @@ return {
   learning_curves = report.learning_curves,
   comparisons = report.comparisons,
   archive = require("bert.ablate.archive"),   -- save/restore a grid's results (no checkpoints)
+  status = require("bert.ablate.status").status,   -- where a running grid stands
 }
