@@ -318,6 +318,17 @@ describe("bert.evaluate", function()
     assert.truthy(util.exists(d .. "/eval3/tasks/sst2/scratch-lr0.001-seed1/summary.json"))
   end)
 
+  it("takes its own control lock when another process held it for an instant (a probe)", function()
+    local d, opts = tiny_sst2()
+    opts.from_scratch_control = true
+    os.execute("mkdir -p '" .. d .. "/eval/tasks/sst2'")
+    assert(os.execute(string.format("flock '%s/eval/tasks/sst2/control.lock' sleep 2 >/dev/null 2>&1 &", d)))
+    os.execute("sleep 0.3")
+    local r = evaluate.run(opts).tasks.sst2   -- its pretrained runs take less than the holder's 2 s
+    assert.is_nil(r.from_scratch.read_from)
+    assert.truthy(util.exists(d .. "/eval/tasks/sst2/scratch-lr0.001-seed1/summary.json"))
+  end)
+
   it("runs a fine-tuning task with the protocol, writes the table, and skips it when rerun", function()
     local d, opts = tiny_sst2()
     local ckpt = opts.model

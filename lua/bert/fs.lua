@@ -67,6 +67,10 @@ function M.write_atomic(path, text)
   return true
 end
 
+--- An exclusive flock on path (bert.core.lock_file): the lock; or nil,
+-- "locked", the holder's "pid N\nhost H\n"; or nil, message.
+M.lock_file = core.lock_file
+
 --- Takes DIR/.lock, the one-writer lock of a run directory (a flock: held
 -- until lock:release() or the process ends, a killed one's included).
 -- Returns the lock, or nil and a message naming the holder's pid and host.

@@ -327,7 +327,7 @@ local function controls_running(name, opts)
   for _, other in ipairs(opts.control_from or {}) do
     local path = other .. "/tasks/" .. name .. "/control.lock"
     if fs.exists(path) then
-      local lock, why = require("bert.core").lock_file(path)
+      local lock, why = fs.lock_file(path)   -- held for an instant: claim_control retries its own
       if lock then lock:release()
       elseif why == "locked" then
         local saved = read_json(other .. "/protocol.json")
@@ -352,7 +352,13 @@ local function claim_control(name, opts, state)
     if found then return found end
     local busy = controls_running(name, opts)
     if #busy == 0 then
-      local lock, why = require("bert.core").lock_file(dir .. "/control.lock")
+      -- another process probing this lock (controls_running) holds it for an instant
+      local lock, why
+      for _ = 1, 50 do
+        lock, why = fs.lock_file(dir .. "/control.lock")
+        if lock or why ~= "locked" then break end
+        os.execute("sleep 0.1")
+      end
       if not lock then error("evaluate: cannot lock " .. dir .. "/control.lock: " .. tostring(why), 0) end
       -- two processes that took their locks at the same moment: the later name in
       -- byte order leaves the control to the other
