@@ -80,10 +80,11 @@ end
 -- first axis, at that axis' first value (nsp: mlm and mlm-sop against
 -- mlm-nsp; pretrain-vs-scratch: scratch against pretrained at each set
 -- size); then the pairs in extra ({{ROW, AGAINST}, ...} by label: the grid
--- file's 'comparisons', e.g. nsp's mlm-pairs against mlm).  Per metric with at least two seeds on both sides: the difference
--- of the means, Welch's t, and whether the difference is larger than the
--- spread (|difference| > sd + sd of the baseline: the ±sd error bars do
--- not overlap).
+-- file's 'comparisons', e.g. nsp's mlm-pairs against mlm).  Per metric
+-- with at least two seeds on both sides: the difference of the means,
+-- Welch's t, and whether the difference is larger than the spread
+-- (|difference| > sd + sd of the baseline: the ±sd error bars do not
+-- overlap).
 function M.comparisons(rows, names, extra)
   local function parts(label)
     local t = {}
@@ -106,8 +107,8 @@ function M.comparisons(rows, names, extra)
     end
   end
   for _, e in ipairs(extra or {}) do
-    local r, b = by_label[e[1]], by_label[e[2]]
-    if r and b and not seen[e[1] .. "\0" .. e[2]] then pairs_[#pairs_ + 1] = {r, b}; seen[e[1] .. "\0" .. e[2]] = true end
+    local r, b, key = by_label[e[1]], by_label[e[2]], e[1] .. "\0" .. e[2]
+    if r and b and not seen[key] then pairs_[#pairs_ + 1] = {r, b}; seen[key] = true end
   end
   -- a from-scratch control the two cells share (the same runs on both sides) compares nothing
   local function same(x, y)
