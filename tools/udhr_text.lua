@@ -6,7 +6,7 @@
 -- that of the <p> and <li> elements (preamble, articles, their lists); the
 -- title and the article headings ("Article 1") are dropped.  Paragraphs are
 -- split into sentences by bert.data.corpus.split_sentences, and after the
--- full stops of CJK scripts.
+-- full stops of CJK scripts (corpus.split_sentences_multilingual).
 --
 --   lua5.4 tools/udhr_text.lua DECLARATION_DIR LIST_FILE OUT.jsonl
 local USAGE = "usage: lua5.4 tools/udhr_text.lua DECLARATION_DIR LIST_FILE OUT.jsonl\n" ..
@@ -34,17 +34,6 @@ local function unescape(s)
   end))
 end
 
--- sentences of one paragraph: the corpus splitter, then after 。！？
-local function sentences(text, out)
-  for _, s in ipairs(corpus.split_sentences(text)) do
-    s = s:gsub("\227\128\130", "%0\n"):gsub("\239\188[\129\159]", "%0\n")   -- 。！？
-    for piece in s:gmatch("[^\n]+") do
-      piece = piece:gsub("^%s+", ""):gsub("%s+$", "")
-      if piece ~= "" then out[#out + 1] = piece end
-    end
-  end
-end
-
 local out = assert(io.open(outp, "wb"))
 local n, langs = 0, {}
 for name in io.lines(list) do
@@ -68,7 +57,7 @@ for name in io.lines(list) do
   local sents = {}
   for _, b in ipairs(blocks) do
     local text = unescape(b[2]:gsub("<[^>]*>", "")):gsub("%s+", " ")
-    if text:find("%S") then sentences(text, sents) end
+    if text:find("%S") then corpus.split_sentences_multilingual(text, sents) end
   end
   if #sents > 0 then
     local primary = tag:match("^([%a]+)"):lower()

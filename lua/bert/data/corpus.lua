@@ -6,6 +6,7 @@
 --   corpus.from_text(path)       raw text: paragraphs (blank-line separated)
 --                                are documents, split into sentences
 --   corpus.split_sentences(text) -> list of sentences
+--   corpus.split_sentences_multilingual(text[, out]) -> and after CJK full stops
 --
 -- Pure Lua (no bert.core), so tools/fetch_data.sh can use it before a build.
 -- File problems return nil, message; bad arguments raise errors.
@@ -161,6 +162,21 @@ function M.split_sentences(text)
   if start <= n then
     local rest = text:sub(start)
     if rest:find("%S") then out[#out + 1] = rest end
+  end
+  return out
+end
+
+--- split_sentences, then also after the full stops of CJK scripts (。！？,
+-- which need no space after them), for text in any language; the
+-- sentences are appended to out (a new list when nil), which is returned.
+function M.split_sentences_multilingual(text, out)
+  out = out or {}
+  for _, s in ipairs(M.split_sentences(text)) do
+    s = s:gsub("\227\128\130", "%0\n"):gsub("\239\188[\129\159]", "%0\n")   -- 。！？
+    for piece in s:gmatch("[^\n]+") do
+      piece = piece:gsub("^%s+", ""):gsub("%s+$", "")
+      if piece ~= "" then out[#out + 1] = piece end
+    end
   end
   return out
 end
