@@ -15,10 +15,12 @@
 -- Budget: 20,000 steps x 32 x 128 per cell on BERT-mini (as the nsp grid),
 -- a Unigram vocabulary of 16,000 trained on each cell's own text (mixed by
 -- its alpha).  At this scale the multilingual corpus is 6.2M words of
--- English, ~0.7M of Spanish and a few thousand of each other language (the
--- UDHR): what transfers to German or Chinese is what a shared vocabulary and
--- a handful of repeated paragraphs give, and the table says so per language
--- (fertility and unknown rates are printed when each cell pretrains).
+-- English, ~0.8M of Spanish, 0.1-0.2M each of French, Russian, Turkish, Urdu
+-- and Chinese (npm quran-json's translations, since 2026-12-06) and a few
+-- thousand of each other language (the UDHR): what transfers to German or
+-- Arabic is what a shared vocabulary and a handful of repeated paragraphs
+-- give, and the table says so per language (fertility and unknown rates are
+-- printed when each cell pretrains).
 return {
   name = "multilingual",
   description = "English-only vs one multilingual model at language-sampling exponents 1, 0.7 (mBERT) and 0.3 " ..
