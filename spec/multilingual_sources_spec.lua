@@ -24,6 +24,55 @@ describe("corpus.split_sentences_multilingual", function()
     assert.same({"kept", "我们只崇拜你。", "求你引领我们！", "真的吗？", "好"}, out)
     assert.same({}, corpus.split_sentences_multilingual("   "))
   end)
+
+  it("keeps the closing quotes and brackets after a CJK full stop with its sentence", function()
+    assert.same({"子曰：“可谓孝矣。”", "他说：「好。」』", "再见！）", "完"},
+                corpus.split_sentences_multilingual("子曰：“可谓孝矣。”他说：「好。」』再见！）完"))
+  end)
+end)
+
+describe("tools/fortune_text.lua", function()
+  it("writes a document per entry: colour codes, attributions and shell commands dropped, CJK lines joined", function()
+    local d = tmpdir()
+    write(d .. "/zitate", "Man muss wissen,\r\ndass es regnet. Immer.\r\n\t\t-- Jemand\r\n%\r\n" ..
+      "Zweiter Spruch.\n\nNeuer Absatz\n%\n" ..
+      "+--+--+\n|  |  |\n+--+--+\n%\n")
+    write(d .. "/chinese", "\27[37;1m标题\27[;m\n\n    建议你通过键入以下命令来\n    获取帮助。好\n" ..
+      "\27[32;1m    $ man 5 sources.list\27[;m\n\27[33m    -- Debian\27[m\n%\n")
+    local ok, out = run(string.format("lua5.4 tools/fortune_text.lua '%s/f.jsonl' de='%s/zitate' zh='%s/chinese'",
+                                      d, d, d))
+    assert.is_true(ok, out)
+    assert.matches("4 entries from 2 files, 3 kept (de 2, zh 1), 1 dropped", out, 1, true)
+    local docs = {}
+    for line in io.lines(d .. "/f.jsonl") do docs[#docs + 1] = cjson.decode(line) end
+    assert.same({
+      {id = "fortune-de-zitate-1", lang = "de", sentences = {"Man muss wissen, dass es regnet.", "Immer."}},
+      {id = "fortune-de-zitate-2", lang = "de", sentences = {"Zweiter Spruch.", "Neuer Absatz"}},
+      {id = "fortune-zh-chinese-1", lang = "zh", sentences = {"标题", "建议你通过键入以下命令来获取帮助。", "好"}},
+    }, docs)
+  end)
+
+  it("runs before the library is built (bert.data.corpus and bert.fs load without bert.core)", function()
+    local d = tmpdir()
+    write(d .. "/sprueche", "Ein Spruch.\n%\n")
+    local ok, out = run(string.format("env -u LUA_CPATH BERT_BUILD=%s/no-build lua5.4 tools/fortune_text.lua " ..
+                                      "'%s/f.jsonl' de='%s/sprueche'", d, d, d))
+    assert.is_true(ok, out)
+    assert.matches("1 kept (de 1)", out, 1, true)
+  end)
+
+  it("refuses a file that is not UTF-8 or an argument without its language, writing nothing", function()
+    local d = tmpdir()
+    write(d .. "/latin1", "Gr\252\223e\n%\n")
+    local ok, out = run(string.format("lua5.4 tools/fortune_text.lua '%s/f.jsonl' de='%s/latin1'", d, d))
+    assert.is_false(ok)
+    assert.matches(d .. "/latin1: not UTF-8 text", out, 1, true)
+    ok, out = run(string.format("lua5.4 tools/fortune_text.lua '%s/f.jsonl' '%s/latin1'", d, d))
+    assert.is_false(ok)
+    assert.matches("expected LANG=FILE", out, 1, true)
+    assert.is_nil(io.open(d .. "/f.jsonl"), "nothing written")
+    assert.is_nil(io.open(d .. "/f.jsonl.tmp"), "nothing half-written")
+  end)
 end)
 
 describe("tools/quran_text.lua", function()
@@ -50,6 +99,39 @@ describe("tools/quran_text.lua", function()
     assert.equal(228, #docs)
     assert.same({id = "quran-fr-1", lang = "fr", sentences = {"fr verse one.", "And two.", "fr chapter 1"}}, docs[1])
     assert.equal("quran-ru-114", docs[228].id)
+  end)
+
+  it("rewrites the Arabic original (LANG ar) in modern spelling, a verse a sentence", function()
+    -- words as quran.json writes them (Uthmani script, vowel signs and Qur'anic marks in its order)
+    local uthmani = {
+      "\u{0630}\u{064E}\u{0670}\u{0644}\u{0650}\u{0643}\u{064E}",                                   -- that
+      "\u{0671}\u{0644}\u{06E1}\u{0643}\u{0650}\u{062A}\u{064E}\u{0670}\u{0628}\u{064F}",                 -- the book
+      "\u{0671}\u{0644}\u{0635}\u{0651}\u{064E}\u{0644}\u{064E}\u{0648}\u{0670}\u{0629}\u{064E}",         -- the prayer
+      "\u{064A}\u{064E}\u{0670}\u{0642}\u{064E}\u{0648}\u{06E1}\u{0645}\u{0650}",                         -- o people
+      "\u{0621}\u{064E}\u{0627}\u{0645}\u{064E}\u{0646}\u{064F}\u{0648}\u{0627}\u{0652}",                 -- they believed
+      "\u{0634}\u{064E}\u{064A}\u{06E1}\u{0640}\u{0654}\u{0657}\u{0627}",                                 -- a thing
+      "\u{0639}\u{064E}\u{0644}\u{064E}\u{0649}\u{0670}",                                                 -- on
+      "\u{0671}\u{0644}\u{0633}\u{0651}\u{064E}\u{0645}\u{064E}\u{0670}\u{0648}\u{064E}\u{0670}\u{062A}\u{0650}", -- the heavens
+      "\u{0628}\u{0650}\u{0640}\u{0654}\u{064E}\u{0627}\u{064A}\u{064E}\u{0670}\u{062A}\u{0650}\u{0646}\u{064E}\u{0627}\u{0653}", -- our signs
+      "\u{0625}\u{0650}\u{0628}\u{06E1}\u{0631}\u{064E}\u{0670}\u{0647}\u{0650}\u{0640}\u{06E7}\u{0645}\u{064E}", -- Abraham
+      "\u{0625}\u{0650}\u{0633}\u{06E1}\u{0631}\u{064E}\u{0640}\u{0670}\u{0653}\u{0621}\u{0650}\u{064A}\u{0644}\u{064E}", -- Israel
+      "\u{0671}\u{0644}\u{06E1}\u{0623}\u{0653}\u{062E}\u{0650}\u{0631}\u{064E}\u{0629}\u{0650}",         -- the hereafter
+      "\u{064A}\u{064E}\u{0640}\u{0670}\u{0653}\u{0623}\u{064E}\u{064A}\u{0651}\u{064F}\u{0647}\u{064E}\u{0627}", -- o you
+      "\u{0623}\u{064F}\u{0648}\u{0652}\u{0644}\u{064E}\u{0640}\u{0670}\u{0653}\u{0626}\u{0650}\u{0643}\u{064E}", -- those
+      "\u{06DA}",                                                                                 -- a pause mark alone
+    }
+    local d = tmpdir()
+    local chapters = {}
+    for n = 1, 114 do chapters[n] = {id = n, verses = {{id = 1, text = "\u{0627}\u{0644}\u{0645}"}}} end
+    chapters[2].verses[2] = {id = 2, text = table.concat(uthmani, " ")}
+    write(d .. "/quran.json", cjson.encode(chapters))
+    local ok, out = run(string.format("lua5.4 tools/quran_text.lua '%s' '%s/q.jsonl' ar", d, d))
+    assert.is_true(ok, out)
+    local docs = {}
+    for line in io.lines(d .. "/q.jsonl") do docs[#docs + 1] = cjson.decode(line) end
+    assert.equal(114, #docs)
+    assert.same({id = "quran-ar-2", lang = "ar", sentences = {"الم",
+      "ذلك الكتاب الصلاة يا قوم آمنوا شيئا على السماوات بآياتنا إبراهيم إسرائيل الآخرة يا أيها أولئك"}}, docs[2])
   end)
 
   it("refuses a translation file that is not the 114 chapters, or a verse without its translation, naming it", function()

@@ -92,7 +92,8 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT INT TERM HUP
 mkdir -p "$SRC"
 
-. tools/lib/fetch_common.sh   # npm_fetch, apt_install, done_msg
+. tools/lib/fetch_common.sh   # need_library, npm_fetch, apt_install, done_msg
+need_library
 
 # ------------------------------------------------------------ Brown, KJV
 sh tools/fetch_data.sh brown

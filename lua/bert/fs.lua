@@ -1,8 +1,16 @@
 --- bert.fs: the file helpers every module needs, in one place.
 -- Writes go through a temporary file and a rename, so a reader never sees
 -- a half-written file.
-local core = require("bert.core")
 local cjson = require("cjson.safe")
+
+-- bert.core is loaded on first use: the helpers that need no C (read_file,
+-- read_json, write_atomic) then work before the library is built, as the
+-- corpus converters tools/fetch_data.sh runs need
+local core_module
+local function core()
+  core_module = core_module or require("bert.core")
+  return core_module
+end
 
 local M = {}
 
@@ -37,15 +45,15 @@ end
 function M.exists(path)
   local f = io.open(path, "rb")
   if f then f:close() return true end
-  return core.isdir(path)
+  return core().isdir(path)
 end
 
-M.isdir = core.isdir
-M.mkdir = core.mkdir
+function M.isdir(...) return core().isdir(...) end
+function M.mkdir(...) return core().mkdir(...) end
 
 --- The names in a directory, sorted; or nil, message.
 function M.listdir(path)
-  local names, err = core.listdir(path)
+  local names, err = core().listdir(path)
   if not names then return nil, err end
   table.sort(names)
   return names
@@ -69,13 +77,13 @@ end
 
 --- An exclusive flock on path (bert.core.lock_file): the lock; or nil,
 -- "locked", the holder's "pid N\nhost H\n"; or nil, message.
-M.lock_file = core.lock_file
+function M.lock_file(...) return core().lock_file(...) end
 
 --- Takes DIR/.lock, the one-writer lock of a run directory (a flock: held
 -- until lock:release() or the process ends, a killed one's included).
 -- Returns the lock, or nil and a message naming the holder's pid and host.
 function M.lock_run_dir(dir)
-  local lock, why, holder = core.lock_file(dir .. "/.lock")
+  local lock, why, holder = core().lock_file(dir .. "/.lock")
   if lock then return lock end
   if why ~= "locked" then return nil, "cannot lock the run directory: " .. why end
   return nil, string.format("%s is in use by another run (pid %s on host %s): wait for it to end, or give another " ..

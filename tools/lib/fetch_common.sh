@@ -3,6 +3,16 @@
 # done_msg reads the sourcing script's $TMP (where a conversion writes) and
 # $SRC (where its sources are kept).
 
+need_library() {   # need_library: builds the library when it is missing (tools/build_corpus.lua loads bert.core)
+  [ -e build/bert/core.so ] && return 0
+  echo "building the library first (make): the corpus builder needs it"
+  if ! make >&2 || [ ! -e build/bert/core.so ]; then
+    echo "$0: the corpus builder needs the built library (build/bert/core.so) and make failed;" \
+      "make deps installs what the build needs" >&2
+    exit 1
+  fi
+}
+
 npm_fetch() {   # npm_fetch PACKAGE DIR: unpacks the package into DIR/package
   mkdir -p "$2"
   (cd "$2" && npm pack --silent "$1" >/dev/null && tar xzf ./*.tgz)
@@ -11,6 +21,16 @@ npm_fetch() {   # npm_fetch PACKAGE DIR: unpacks the package into DIR/package
 apt_install() {   # apt_install PACKAGE...: as root, or through sudo
   if [ "$(id -u)" = 0 ]; then apt-get install -y "$@"
   else sudo apt-get install -y "$@"; fi
+}
+
+apt_extract() {   # apt_extract DIR PACKAGE...: the packages' files unpacked under DIR (nothing installed)
+  _dir=$1; shift
+  mkdir -p "$_dir/debs"
+  if ! (cd "$_dir/debs" && apt-get download "$@"); then   # stale package lists: update them once
+    if [ "$(id -u)" = 0 ]; then apt-get update -qq; else sudo apt-get update -qq; fi
+    (cd "$_dir/debs" && apt-get download "$@")
+  fi
+  for _deb in "$_dir"/debs/*.deb; do dpkg-deb -x "$_deb" "$_dir"; done
 }
 
 done_msg() {   # done_msg NAME: renames $TMP/NAME.jsonl into $SRC, atomically

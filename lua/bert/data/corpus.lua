@@ -166,13 +166,28 @@ function M.split_sentences(text)
   return out
 end
 
+-- closing quotes and brackets that stay with the CJK full stop before them:
+-- ” ’ 」 』 》 〉 ） and ASCII " ' )
+local CJK_CLOSER = {"\226\128\157", "\226\128\153", "\227\128\141", "\227\128\143", "\227\128\139",
+                    "\227\128\137", "\239\188\137", '"', "'", ")"}
+
 --- split_sentences, then also after the full stops of CJK scripts (。！？,
--- which need no space after them), for text in any language; the
+-- which need no space after them) and any closing quotes or brackets right
+-- after them (“……矣。” is one sentence), for text in any language; the
 -- sentences are appended to out (a new list when nil), which is returned.
 function M.split_sentences_multilingual(text, out)
   out = out or {}
   for _, s in ipairs(M.split_sentences(text)) do
     s = s:gsub("\227\128\130", "%0\n"):gsub("\239\188[\129\159]", "%0\n")   -- 。！？
+    local moved = s:find("\n", 1, true) ~= nil
+    while moved do   -- each pass moves the break past one closer
+      moved = false
+      for _, c in ipairs(CJK_CLOSER) do
+        local n
+        s, n = s:gsub("\n" .. c:gsub("%p", "%%%0"), c .. "\n")
+        moved = moved or n > 0
+      end
+    end
     for piece in s:gmatch("[^\n]+") do
       piece = piece:gsub("^%s+", ""):gsub("%s+$", "")
       if piece ~= "" then out[#out + 1] = piece end

@@ -1,0 +1,133 @@
+-- Fortune-cookie files (the fortune(6) format: entries separated by lines
+-- holding only "%") as documents for tools/build_corpus.lua: a JSON line per
+-- entry, {"id": "fortune-LANG-FILE-N", "lang": LANG, "sentences": [...]}.
+-- Debian's fortunes-de, -bg, -ru and -zh carry quotations, proverbs, jokes
+-- and anecdotes in languages the multilingual corpus otherwise has only the
+-- UDHR for (tools/fetch_multilingual.sh).
+--
+-- An entry is cleaned before it is split into sentences
+-- (bert.data.corpus.split_sentences_multilingual):
+--   - terminal colour codes (ESC [ ... m, fortunes-zh has them) and CRs go;
+--   - attribution lines ("    -- Goethe") and shell command lines
+--     ("$ man 5 sources.list") go: names and commands are not the language;
+--   - lines join into paragraphs (a blank line ends one) with a space, or
+--     with nothing where both sides of the line break are CJK characters
+--     (a Chinese line wraps inside a word);
+--   - an entry whose non-space characters are less than half letters
+--     (ASCII art, tables, code) is dropped whole and counted.
+--
+--   lua5.4 tools/fortune_text.lua OUT.jsonl LANG=FILE...
+local USAGE = "usage: lua5.4 tools/fortune_text.lua OUT.jsonl LANG=FILE...\n" ..
+  "Writes the entries of fortune files (entries separated by '%' lines) as JSON lines {id, lang, sentences},\n" ..
+  "one per entry, for tools/build_corpus.lua (tools/fetch_multilingual.sh runs it).\n"
+if arg[1] == "--help" or arg[1] == "-h" then io.stdout:write(USAGE) os.exit(0) end
+package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
+local cjson = require("cjson")
+local corpus = require("bert.data.corpus")
+
+local outp = arg[1]
+if not (outp and arg[2]) then
+  io.stderr:write(USAGE)
+  os.exit(2)
+end
+
+-- CJK ideographs, kana, CJK punctuation and full-width forms: a line break
+-- between two of them is inside a Chinese or Japanese sentence
+local function is_cjk(cp)
+  return cp and ((cp >= 0x2E80 and cp <= 0x9FFF) or (cp >= 0xF900 and cp <= 0xFAFF) or (cp >= 0xFF00 and cp <= 0xFFEF))
+end
+
+local function first_cp(s)
+  local ok, cp = pcall(utf8.codepoint, s, 1)
+  return ok and cp or nil
+end
+
+local function last_cp(s)
+  local i = #s
+  while i > 1 and s:byte(i) >= 0x80 and s:byte(i) < 0xC0 do i = i - 1 end
+  local ok, cp = pcall(utf8.codepoint, s, i)
+  return ok and cp or nil
+end
+
+-- share of letters among the non-space bytes: ASCII letters and every byte
+-- of a non-ASCII character count as letters (scripts are not told apart)
+local function letter_share(text)
+  local letters, other = 0, 0
+  for c in text:gmatch("%S") do
+    if c:match("%a") or c:byte() >= 0x80 then letters = letters + 1 else other = other + 1 end
+  end
+  return letters + other > 0 and letters / (letters + other) or 0
+end
+
+local ATTRIBUTION = "^%s*%-%-"     -- "-- Author (Work)"
+local COMMAND = "^%s*[%$#] "       -- "$ dpkg -L vim"
+
+-- the paragraphs of one entry's lines, cleaned as the header says
+local function paragraphs(lines)
+  local paras, cur = {}, nil
+  for _, line in ipairs(lines) do
+    line = line:gsub("\27%[[%d;]*m", ""):gsub("\r", "")
+    if line:match("^%s*$") then
+      cur = nil
+    elseif not (line:match(ATTRIBUTION) or line:match(COMMAND)) then
+      line = line:gsub("^%s+", ""):gsub("%s+$", "")
+      if not cur then
+        cur = {line}
+        paras[#paras + 1] = cur
+      else
+        local sep = (is_cjk(last_cp(cur[#cur])) and is_cjk(first_cp(line))) and "" or " "
+        cur[#cur + 1] = sep .. line
+      end
+    end
+  end
+  for i, p in ipairs(paras) do paras[i] = table.concat(p) end
+  return paras
+end
+
+local lines_out, entries, dropped, per_lang = {}, 0, 0, {}
+for i = 2, #arg do
+  local lang, path = arg[i]:match("^([%a%-]+)=(.+)$")
+  if not lang then error("fortune_text: argument " .. arg[i] .. ": expected LANG=FILE", 0) end
+  local f, err = io.open(path, "rb")
+  if not f then error("fortune_text: " .. tostring(err), 0) end
+  local text = f:read("a")
+  f:close()
+  if not utf8.len(text) then error("fortune_text: " .. path .. ": not UTF-8 text", 0) end
+  local name = path:match("([^/]+)$")
+  local n, entry = 0, {}
+  local function flush()
+    local blank = true
+    for _, l in ipairs(entry) do blank = blank and not l:find("%S") end
+    if blank then entry = {} return end   -- the text after the last '%', or an empty entry
+    n = n + 1
+    entries = entries + 1
+    local paras = paragraphs(entry)
+    local joined = table.concat(paras, " ")
+    entry = {}
+    if joined == "" or letter_share(joined) < 0.5 then
+      dropped = dropped + 1
+      return
+    end
+    local sents = {}
+    for _, p in ipairs(paras) do corpus.split_sentences_multilingual(p, sents) end
+    lines_out[#lines_out + 1] = cjson.encode({id = string.format("fortune-%s-%s-%d", lang, name, n),
+                                              lang = lang, sentences = sents})
+    per_lang[lang] = (per_lang[lang] or 0) + 1
+  end
+  for line in (text:gsub("\r\n", "\n") .. "\n"):gmatch("([^\n]*)\n") do   -- (one line more at the end: blank)
+    if line == "%" then flush() else entry[#entry + 1] = line end
+  end
+  flush()
+end
+
+-- written at the end: a bad file leaves nothing behind
+local out = assert(io.open(outp .. ".tmp", "wb"))
+assert(out:write(table.concat(lines_out, "\n"), #lines_out > 0 and "\n" or ""))
+assert(out:close())
+assert(os.rename(outp .. ".tmp", outp))
+local langs = {}
+for l, c in pairs(per_lang) do langs[#langs + 1] = string.format("%s %d", l, c) end
+table.sort(langs)
+io.stderr:write(string.format("fortunes: %d entries from %d files, %d kept (%s), %d dropped (mostly not letters)\n",
+  entries, #arg - 1, #lines_out, table.concat(langs, ", "), dropped))
