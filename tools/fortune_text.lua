@@ -11,8 +11,7 @@
 --   - attribution lines ("    -- Goethe") and shell command lines
 --     ("$ man 5 sources.list") go: names and commands are not the language;
 --   - lines join into paragraphs (a blank line ends one) with a space, or
---     with nothing where both sides of the line break are CJK characters
---     (a Chinese line wraps inside a word);
+--     with nothing between CJK characters (corpus.join_lines);
 --   - an entry whose non-space characters are less than half letters
 --     (ASCII art, tables, code) is dropped whole and counted.
 --
@@ -30,24 +29,6 @@ local outp = arg[1]
 if not (outp and arg[2]) then
   io.stderr:write(USAGE)
   os.exit(2)
-end
-
--- CJK ideographs, kana, CJK punctuation and full-width forms: a line break
--- between two of them is inside a Chinese or Japanese sentence
-local function is_cjk(cp)
-  return cp and ((cp >= 0x2E80 and cp <= 0x9FFF) or (cp >= 0xF900 and cp <= 0xFAFF) or (cp >= 0xFF00 and cp <= 0xFFEF))
-end
-
-local function first_cp(s)
-  local ok, cp = pcall(utf8.codepoint, s, 1)
-  return ok and cp or nil
-end
-
-local function last_cp(s)
-  local i = #s
-  while i > 1 and s:byte(i) >= 0x80 and s:byte(i) < 0xC0 do i = i - 1 end
-  local ok, cp = pcall(utf8.codepoint, s, i)
-  return ok and cp or nil
 end
 
 -- share of letters among the non-space bytes: ASCII letters and every byte
@@ -71,17 +52,14 @@ local function paragraphs(lines)
     if line:match("^%s*$") then
       cur = nil
     elseif not (line:match(ATTRIBUTION) or line:match(COMMAND)) then
-      line = line:gsub("^%s+", ""):gsub("%s+$", "")
       if not cur then
-        cur = {line}
+        cur = {}
         paras[#paras + 1] = cur
-      else
-        local sep = (is_cjk(last_cp(cur[#cur])) and is_cjk(first_cp(line))) and "" or " "
-        cur[#cur + 1] = sep .. line
       end
+      cur[#cur + 1] = line
     end
   end
-  for i, p in ipairs(paras) do paras[i] = table.concat(p) end
+  for i, p in ipairs(paras) do paras[i] = corpus.join_lines(p) end
   return paras
 end
 

@@ -16,9 +16,10 @@
 -- a Unigram vocabulary of 16,000 trained on each cell's own text (mixed by
 -- its alpha).  At this scale the multilingual corpus is 6.2M words of
 -- English, ~0.8M of Spanish, 0.1-0.4M each of German, Russian, Urdu, French,
--- Turkish and Arabic, 2.3 MB of Chinese (npm quran-json and Debian's fortune
--- files, since 2026-12-06), 10k words of Bulgarian and a few thousand of
--- each other language (the UDHR): what transfers to Greek, Hindi or Korean
+-- Turkish and Arabic, 2.3 MB of Chinese, 7 MB of technical Japanese (npm
+-- quran-json, Debian's fortune files and Japanese manual pages, since
+-- 2026-12-06), 10k words of Bulgarian and a few thousand of each other
+-- language (the UDHR): what transfers to Greek, Hindi or Korean
 -- is what a shared vocabulary and a handful of repeated paragraphs give, and
 -- the table says so per language (fertility and unknown rates are printed
 -- when each cell pretrains).

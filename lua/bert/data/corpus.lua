@@ -7,6 +7,7 @@
 --                                are documents, split into sentences
 --   corpus.split_sentences(text) -> list of sentences
 --   corpus.split_sentences_multilingual(text[, out]) -> and after CJK full stops
+--   corpus.join_lines(lines)     a paragraph's wrapped lines as one text
 --
 -- Pure Lua (no bert.core), so tools/fetch_data.sh can use it before a build.
 -- File problems return nil, message; bad arguments raise errors.
@@ -194,6 +195,41 @@ function M.split_sentences_multilingual(text, out)
     end
   end
   return out
+end
+
+-- CJK ideographs, kana, CJK punctuation and full-width forms: a line break
+-- between two of them is inside a Chinese or Japanese sentence
+local function is_cjk(cp)
+  return cp ~= nil and ((cp >= 0x2E80 and cp <= 0x9FFF) or (cp >= 0xF900 and cp <= 0xFAFF)
+                        or (cp >= 0xFF00 and cp <= 0xFFEF))
+end
+
+local function first_codepoint(s)
+  local ok, cp = pcall(utf8.codepoint, s, 1)
+  return ok and cp or nil
+end
+
+local function last_codepoint(s)
+  local i = #s
+  while i > 1 and s:byte(i) >= 0x80 and s:byte(i) < 0xC0 do i = i - 1 end
+  local ok, cp = pcall(utf8.codepoint, s, i)
+  return ok and cp or nil
+end
+
+--- The lines of one paragraph (wrapped text) as one string: each line
+-- trimmed, joined with a space, or with nothing where both sides of the
+-- break are CJK characters (a Chinese or Japanese line wraps inside a word).
+function M.join_lines(lines)
+  local out, prev = {}, nil
+  for _, line in ipairs(lines) do
+    line = line:gsub("^%s+", ""):gsub("%s+$", "")
+    if line ~= "" then
+      if prev then out[#out + 1] = (is_cjk(last_codepoint(prev)) and is_cjk(first_codepoint(line))) and "" or " " end
+      out[#out + 1] = line
+      prev = line
+    end
+  end
+  return table.concat(out)
 end
 
 --- Raw text: paragraphs separated by blank lines are documents, each split

@@ -1,0 +1,163 @@
+-- Translated manual pages (troff source, uncompressed) as documents for
+-- tools/build_corpus.lua: a JSON line per page, {"id": "man-LANG-PAGE",
+-- "lang": LANG, "sentences": [...]}.  Debian's manpages-ja carries ~1,000
+-- pages of Japanese, the language the multilingual corpus otherwise has
+-- only the UDHR for (tools/fetch_multilingual.sh).
+--
+-- Only running text is kept:
+--   - request and macro lines (".SH", ".TP", comments) are not text, but the
+--     arguments of the font macros (".B ls", ".BR ls (1)") are; the paragraph macros (.SH .SS .PP .LP .P .TP .IP .HP .sp .br)
+--     end a paragraph (a .TP's tag line is one of its own), and no-fill blocks (.nf/.fi, .EX/.EE: examples,
+--     synopses) are dropped whole;
+--   - escapes go: fonts (\fB, \f(CW, \f[B]), strings (\*(xx), sizes,
+--     zero-width marks (\& \, \/ \c), comments (\"); \- and the named
+--     quotes and dashes become their characters;
+--   - lines join into paragraphs (corpus.join_lines), split into sentences
+--     (corpus.split_sentences_multilingual); a paragraph whose non-space
+--     characters are less than half letters (option lists, tables) is
+--     dropped, and with --native-script one whose letters are less than half
+--     non-ASCII (the English a translation left untranslated).
+--
+--   lua5.4 tools/manpage_text.lua OUT.jsonl [--native-script] LANG=FILE...
+local USAGE = "usage: lua5.4 tools/manpage_text.lua OUT.jsonl [--native-script] LANG=FILE...\n" ..
+  "Writes the running text of manual pages (troff source) as JSON lines {id, lang, sentences}, one per page,\n" ..
+  "for tools/build_corpus.lua (tools/fetch_multilingual.sh runs it).  --native-script keeps only paragraphs\n" ..
+  "whose letters are at least half non-ASCII.\n"
+if arg[1] == "--help" or arg[1] == "-h" then io.stdout:write(USAGE) os.exit(0) end
+package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
+local cjson = require("cjson")
+local corpus = require("bert.data.corpus")
+
+local outp = arg[1]
+local native_only, first = false, 2
+if arg[2] == "--native-script" then native_only, first = true, 3 end
+if not (outp and arg[first]) then
+  io.stderr:write(USAGE)
+  os.exit(2)
+end
+
+-- (man's macros, then mdoc's: BSD-derived pages use those)
+local BREAKS = {SH = true, SS = true, PP = true, LP = true, P = true, TP = true, IP = true, HP = true,
+                sp = true, br = true, RS = true, RE = true,
+                Sh = true, Ss = true, Pp = true, Lp = true, It = true, Bl = true, El = true}
+local NOFILL_START = {nf = true, EX = true, Bd = true}
+local NOFILL_END = {fi = true, EE = true, Ed = true}
+-- font macros carry text (".B printcap" inside a sentence): their arguments
+-- are kept, joined by a space (.B .I .SM .SB) or run together (.BR and the
+-- other alternating forms: ".BR ls (1)" is "ls(1)")
+local FONT_MACRO = {B = " ", I = " ", SM = " ", SB = " ", BR = "", RB = "", IR = "", RI = "", BI = "", IB = "",
+                    Nm = " ", Ar = " ", Pa = " ", Ev = " ", Em = " ", Sy = " ", Li = " ", Cm = " ", Dv = " ",
+                    Va = " ", Xr = " ", Fl = " ", Ql = " ", Dq = " ", Sq = " ", Pq = " "}
+local NAMED = {aq = "'", dq = '"', lq = "\u{201C}", rq = "\u{201D}", oq = "\u{2018}", cq = "\u{2019}",
+               em = "\u{2014}", en = "\u{2013}", hy = "-", mi = "-", bu = "\u{2022}", co = "\u{00A9}"}
+
+local CHAR = "[^\128-\191][\128-\191]*"   -- one UTF-8 character, whatever its length
+
+-- a text line with its escapes resolved
+local function unescape(line)
+  line = line:gsub('\\".*$', "")                      -- a comment to the end of the line
+  line = line:gsub("\\\\", "\0")                       -- (an escaped backslash, kept apart)
+  line = line:gsub("\\f%(..", ""):gsub("\\f%[[^%]]*%]", ""):gsub("\\f" .. CHAR, "")
+  line = line:gsub("\\%*%(..", ""):gsub("\\%*%[[^%]]*%]", ""):gsub("\\%*" .. CHAR, "")
+  line = line:gsub("\\s[+-]?%d", "")
+  line = line:gsub("\\%((..)", function(name) return NAMED[name] or "" end)
+  line = line:gsub("\\%[(%a%a)%]", function(name) return NAMED[name] or "" end)
+  line = line:gsub("\\%-", "-"):gsub("\\e", "\0"):gsub("\\ ", " "):gsub("\\~", " ")
+  line = line:gsub("\\[&,/^|c%%:]", "")
+  line = line:gsub("\\" .. CHAR, "")                    -- any other escape
+  return (line:gsub("\0", "\\"))
+end
+
+-- a macro's arguments (space-separated, or in double quotes) joined by sep
+local function macro_text(rest, sep)
+  local args, i = {}, 1
+  while true do
+    local start = rest:find("%S", i)
+    if not start then break end
+    if rest:sub(start, start) == '"' then
+      local stop = rest:find('"', start + 1, true) or #rest + 1
+      args[#args + 1] = rest:sub(start + 1, stop - 1)
+      i = stop + 1
+    else
+      local stop = rest:find("%s", start) or #rest + 1
+      args[#args + 1] = rest:sub(start, stop - 1)
+      i = stop
+    end
+  end
+  return table.concat(args, sep)
+end
+
+-- share of letters among the non-space bytes (every byte of a non-ASCII
+-- character a letter), and share of non-ASCII bytes among the letters
+local function shares(text)
+  local ascii_letters, other_letters, other = 0, 0, 0
+  for c in text:gmatch("%S") do
+    if c:byte() >= 0x80 then other_letters = other_letters + 1
+    elseif c:match("%a") then ascii_letters = ascii_letters + 1
+    else other = other + 1 end
+  end
+  local letters = ascii_letters + other_letters
+  if letters == 0 then return 0, 0 end
+  return letters / (letters + other), other_letters / letters
+end
+
+local lines_out, pages, kept_paras, dropped_paras, per_lang = {}, 0, 0, 0, {}
+for i = first, #arg do
+  local lang, path = arg[i]:match("^([%a%-]+)=(.+)$")
+  if not lang then error("manpage_text: argument " .. arg[i] .. ": expected LANG=FILE", 0) end
+  local f, err = io.open(path, "rb")
+  if not f then error("manpage_text: " .. tostring(err), 0) end
+  local text = f:read("a")
+  f:close()
+  if not utf8.len(text) then error("manpage_text: " .. path .. ": not UTF-8 text", 0) end
+  pages = pages + 1
+  local sents, para, nofill, tag = {}, {}, false, false
+  local function flush()
+    if #para == 0 then return end
+    local joined = corpus.join_lines(para)
+    para = {}
+    local letters, native = shares(joined)
+    if letters < 0.5 or (native_only and native < 0.5) then
+      dropped_paras = dropped_paras + 1
+      return
+    end
+    kept_paras = kept_paras + 1
+    for _, sent in ipairs(corpus.split_sentences_multilingual(joined)) do
+      if sent:find("[%a\128-\255]") then sents[#sents + 1] = sent end   -- ("\&." left a lone ".")
+    end
+  end
+  for line in (text:gsub("\r\n", "\n") .. "\n"):gmatch("([^\n]*)\n") do
+    local request, rest = line:match("^[.'][ \t]*(%S*)[ \t]*(.*)$")
+    if request and FONT_MACRO[request] and rest ~= "" then
+      line, request = macro_text(rest, FONT_MACRO[request]), nil
+    end
+    if request then
+      if NOFILL_START[request] then flush() nofill = true
+      elseif NOFILL_END[request] then nofill = false
+      elseif BREAKS[request] then flush() tag = request == "TP" end
+    elseif not nofill then
+      line = unescape(line)
+      if line:match("^%s*$") then flush() else para[#para + 1] = line end
+      if tag then flush() tag = false end   -- a .TP's first line is its tag (an option, a name)
+    end
+  end
+  flush()
+  if #sents > 0 then
+    local page = path:match("([^/]+)$")
+    lines_out[#lines_out + 1] = cjson.encode({id = string.format("man-%s-%s", lang, page), lang = lang,
+                                              sentences = sents})
+    per_lang[lang] = (per_lang[lang] or 0) + 1
+  end
+end
+
+-- written at the end: a bad file leaves nothing behind
+local out = assert(io.open(outp .. ".tmp", "wb"))
+assert(out:write(table.concat(lines_out, "\n"), #lines_out > 0 and "\n" or ""))
+assert(out:close())
+assert(os.rename(outp .. ".tmp", outp))
+local langs = {}
+for l, c in pairs(per_lang) do langs[#langs + 1] = string.format("%s %d", l, c) end
+table.sort(langs)
+io.stderr:write(string.format("manpages: %d pages, %d with text (%s); %d paragraphs kept, %d dropped\n",
+  pages, #lines_out, table.concat(langs, ", "), kept_paras, dropped_paras))
