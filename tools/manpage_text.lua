@@ -5,24 +5,27 @@
 -- only the UDHR for (tools/fetch_multilingual.sh).
 --
 -- Only running text is kept:
---   - request and macro lines (".SH", ".TP", comments) are not text, but the
---     arguments of the font macros (".B ls", ".BR ls (1)") are; the paragraph macros (.SH .SS .PP .LP .P .TP .IP .HP .sp .br)
---     end a paragraph (a .TP's tag line is one of its own), and no-fill blocks (.nf/.fi, .EX/.EE: examples,
---     synopses) are dropped whole;
+--   - request and macro lines (".SH", ".TP", comments) are not text, but
+--     the arguments of the font macros (".B ls", ".BR ls (1)") are; the
+--     paragraph macros (.SH .SS .PP .LP .P .TP .IP .HP .sp .br, and mdoc's)
+--     end a paragraph (a .TP's tag line is one of its own), and no-fill
+--     blocks (.nf/.fi, .EX/.EE, .Bd/.Ed: examples, synopses) are dropped
+--     whole;
 --   - escapes go: fonts (\fB, \f(CW, \f[B]), strings (\*(xx), sizes,
 --     zero-width marks (\& \, \/ \c), comments (\"); \- and the named
 --     quotes and dashes become their characters;
 --   - lines join into paragraphs (corpus.join_lines), split into sentences
 --     (corpus.split_sentences_multilingual); a paragraph whose non-space
 --     characters are less than half letters (option lists, tables) is
---     dropped, and with --native-script one whose letters are less than half
---     non-ASCII (the English a translation left untranslated).
+--     dropped, and with --min-non-ascii F one whose letters are less than F
+--     non-ASCII (0.5 for Japanese: the English a translation left
+--     untranslated; corpus.letter_shares).
 --
---   lua5.4 tools/manpage_text.lua OUT.jsonl [--native-script] LANG=FILE...
-local USAGE = "usage: lua5.4 tools/manpage_text.lua OUT.jsonl [--native-script] LANG=FILE...\n" ..
+--   lua5.4 tools/manpage_text.lua OUT.jsonl [--min-non-ascii F] LANG=FILE...
+local USAGE = "usage: lua5.4 tools/manpage_text.lua OUT.jsonl [--min-non-ascii F] LANG=FILE...\n" ..
   "Writes the running text of manual pages (troff source) as JSON lines {id, lang, sentences}, one per page,\n" ..
-  "for tools/build_corpus.lua (tools/fetch_multilingual.sh runs it).  --native-script keeps only paragraphs\n" ..
-  "whose letters are at least half non-ASCII.\n"
+  "for tools/build_corpus.lua (tools/fetch_multilingual.sh runs it).  --min-non-ascii F keeps only paragraphs\n" ..
+  "whose letters are at least that share non-ASCII.\n"
 if arg[1] == "--help" or arg[1] == "-h" then io.stdout:write(USAGE) os.exit(0) end
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
@@ -30,8 +33,13 @@ local cjson = require("cjson")
 local corpus = require("bert.data.corpus")
 
 local outp = arg[1]
-local native_only, first = false, 2
-if arg[2] == "--native-script" then native_only, first = true, 3 end
+local min_non_ascii, first = 0, 2
+if arg[2] == "--min-non-ascii" then
+  min_non_ascii, first = tonumber(arg[3]), 4
+  if not min_non_ascii or min_non_ascii < 0 or min_non_ascii > 1 then
+    error("manpage_text: --min-non-ascii " .. tostring(arg[3]) .. ": expected a share between 0 and 1", 0)
+  end
+end
 if not (outp and arg[first]) then
   io.stderr:write(USAGE)
   os.exit(2)
@@ -88,20 +96,6 @@ local function macro_text(rest, sep)
   return table.concat(args, sep)
 end
 
--- share of letters among the non-space bytes (every byte of a non-ASCII
--- character a letter), and share of non-ASCII bytes among the letters
-local function shares(text)
-  local ascii_letters, other_letters, other = 0, 0, 0
-  for c in text:gmatch("%S") do
-    if c:byte() >= 0x80 then other_letters = other_letters + 1
-    elseif c:match("%a") then ascii_letters = ascii_letters + 1
-    else other = other + 1 end
-  end
-  local letters = ascii_letters + other_letters
-  if letters == 0 then return 0, 0 end
-  return letters / (letters + other), other_letters / letters
-end
-
 local lines_out, pages, kept_paras, dropped_paras, per_lang = {}, 0, 0, 0, {}
 for i = first, #arg do
   local lang, path = arg[i]:match("^([%a%-]+)=(.+)$")
@@ -117,8 +111,8 @@ for i = first, #arg do
     if #para == 0 then return end
     local joined = corpus.join_lines(para)
     para = {}
-    local letters, native = shares(joined)
-    if letters < 0.5 or (native_only and native < 0.5) then
+    local letters, non_ascii = corpus.letter_shares(joined)
+    if letters < 0.5 or non_ascii < min_non_ascii then
       dropped_paras = dropped_paras + 1
       return
     end
@@ -151,11 +145,10 @@ for i = first, #arg do
   end
 end
 
--- written at the end: a bad file leaves nothing behind
-local out = assert(io.open(outp .. ".tmp", "wb"))
-assert(out:write(table.concat(lines_out, "\n"), #lines_out > 0 and "\n" or ""))
-assert(out:close())
-assert(os.rename(outp .. ".tmp", outp))
+-- written at the end, atomically: a bad file leaves nothing behind
+local text = table.concat(lines_out, "\n") .. (#lines_out > 0 and "\n" or "")
+local written, werr = require("bert.fs").write_atomic(outp, text)
+if not written then error("manpage_text: " .. tostring(werr), 0) end
 local langs = {}
 for l, c in pairs(per_lang) do langs[#langs + 1] = string.format("%s %d", l, c) end
 table.sort(langs)

@@ -24,16 +24,6 @@ if not (dir and list and outp) then
   os.exit(2)
 end
 
-local ENTITIES = {amp = "&", lt = "<", gt = ">", quot = '"', apos = "'", nbsp = " "}
-
-local function unescape(s)
-  return (s:gsub("&(#?[xX]?)(%w+);", function(kind, v)
-    if kind == "" then return ENTITIES[v] end
-    local cp = tonumber(v, (kind == "#x" or kind == "#X") and 16 or 10)
-    if cp and cp < 0x110000 then return utf8.char(cp) end
-  end))
-end
-
 local out = assert(io.open(outp, "wb"))
 local n, langs = 0, {}
 for name in io.lines(list) do
@@ -43,22 +33,8 @@ for name in io.lines(list) do
   local tag = html:match('<html[^>]-%slang="([^"]+)"')
   if not tag then error(dir .. "/" .. name .. ": no <html lang=...>", 0) end
   -- <p> elements, and <li> elements that hold no <p> (most wrap one), in document order
-  local blocks = {}
-  for _, el in ipairs({"p", "li"}) do
-    local pos = 1
-    while true do
-      local s, e, body = html:find("<" .. el .. "%f[%s>][^>]*>(.-)</" .. el .. ">", pos)
-      if not s then break end
-      if el == "p" or not body:find("<p[%s>]") then blocks[#blocks + 1] = {s, body} end
-      pos = e + 1
-    end
-  end
-  table.sort(blocks, function(x, y) return x[1] < y[1] end)
   local sents = {}
-  for _, b in ipairs(blocks) do
-    local text = unescape(b[2]:gsub("<[^>]*>", "")):gsub("%s+", " ")
-    if text:find("%S") then corpus.split_sentences_multilingual(text, sents) end
-  end
+  for _, text in ipairs(corpus.html_blocks(html, {"p", "li"})) do corpus.split_sentences_multilingual(text, sents) end
   if #sents > 0 then
     local primary = tag:match("^([%a]+)"):lower()
     n = n + 1

@@ -15,14 +15,13 @@
 -- Budget: 20,000 steps x 32 x 128 per cell on BERT-mini (as the nsp grid),
 -- a Unigram vocabulary of 16,000 trained on each cell's own text (mixed by
 -- its alpha).  At this scale the multilingual corpus is 6.2M words of
--- English, ~0.8M of Spanish, 0.1-0.4M each of German, Russian, Urdu, French,
--- Turkish and Arabic, 2.3 MB of Chinese, 7 MB of technical Japanese (npm
--- quran-json, Debian's fortune files and Japanese manual pages, since
--- 2026-12-06), 10k words of Bulgarian and a few thousand of each other
--- language (the UDHR): what transfers to Greek, Hindi or Korean
--- is what a shared vocabulary and a handful of repeated paragraphs give, and
--- the table says so per language (fertility and unknown rates are printed
--- when each cell pretrains).
+-- English and 0.05-0.8M words (2-7 MB where unspaced) of each of thirteen
+-- evaluation languages (the Spanish Bible, npm quran-json, Debian's fortune
+-- files, Japanese manual pages and LibreOffice help: docs/multilingual.md),
+-- 10k words of Bulgarian, and the UDHR's few pages of Swahili and Thai:
+-- what transfers to those is what a shared vocabulary and a handful of
+-- repeated paragraphs give, and the table says so per language (fertility
+-- and unknown rates are printed when each cell pretrains).
 return {
   name = "multilingual",
   description = "English-only vs one multilingual model at language-sampling exponents 1, 0.7 (mBERT) and 0.3 " ..

@@ -8,6 +8,8 @@
 --   corpus.split_sentences(text) -> list of sentences
 --   corpus.split_sentences_multilingual(text[, out]) -> and after CJK full stops
 --   corpus.join_lines(lines)     a paragraph's wrapped lines as one text
+--   corpus.letter_shares(text)   -> share of letters, share of non-ASCII letters
+--   corpus.html_blocks(html, elements) -> the text of those elements, in order
 --
 -- Pure Lua (no bert.core), so tools/fetch_data.sh can use it before a build.
 -- File problems return nil, message; bad arguments raise errors.
@@ -230,6 +232,59 @@ function M.join_lines(lines)
     end
   end
   return table.concat(out)
+end
+
+--- Two shares of text, for the converters' filters: letters among the
+-- non-space bytes (ASCII letters, and every byte of a non-ASCII character:
+-- scripts are not told apart), and non-ASCII bytes among those letters
+-- (about 1 for Greek, Korean or Japanese, 0 for English).  0, 0 for text
+-- without letters.
+function M.letter_shares(text)
+  local ascii_letters, other_letters, other = 0, 0, 0
+  for c in text:gmatch("%S") do
+    if c:byte() >= 0x80 then other_letters = other_letters + 1
+    elseif c:match("%a") then ascii_letters = ascii_letters + 1
+    else other = other + 1 end
+  end
+  local letters = ascii_letters + other_letters
+  if letters == 0 then return 0, 0 end
+  return letters / (letters + other), other_letters / letters
+end
+
+local HTML_ENTITIES = {amp = "&", lt = "<", gt = ">", quot = '"', apos = "'", nbsp = " "}
+
+local function html_unescape(s)
+  return (s:gsub("&(#?[xX]?)(%w+);", function(kind, v)
+    if kind == "" then return HTML_ENTITIES[v] end
+    local cp = tonumber(v, (kind == "#x" or kind == "#X") and 16 or 10)
+    if cp and cp < 0x110000 then return utf8.char(cp) end
+  end))
+end
+
+--- The text of an HTML page's elements of the given names (e.g. {"p",
+-- "li"}), in document order: tags stripped, entities decoded, whitespace
+-- collapsed, empty ones left out.  An element that holds another of those
+-- names (an <li> wrapping a <p>) is left to the inner one.
+function M.html_blocks(html, elements)
+  local blocks, inner = {}, {}
+  for _, el in ipairs(elements) do inner[#inner + 1] = "<" .. el .. "[%s>]" end
+  for _, el in ipairs(elements) do
+    local pos = 1
+    while true do
+      local s, e, body = html:find("<" .. el .. "%f[%s>][^>]*>(.-)</" .. el .. ">", pos)
+      if not s then break end
+      local nested = false
+      for _, pat in ipairs(inner) do nested = nested or body:find(pat) ~= nil end
+      if not nested then
+        local text = html_unescape(body:gsub("<[^>]*>", "")):gsub("%s+", " "):gsub("^ ", ""):gsub(" $", "")
+        if text ~= "" then blocks[#blocks + 1] = {s, text} end
+      end
+      pos = e + 1
+    end
+  end
+  table.sort(blocks, function(x, y) return x[1] < y[1] end)
+  for i, b in ipairs(blocks) do blocks[i] = b[2] end
+  return blocks
 end
 
 --- Raw text: paragraphs separated by blank lines are documents, each split
