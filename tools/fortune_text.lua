@@ -20,9 +20,9 @@ local USAGE = "usage: lua5.4 tools/fortune_text.lua OUT.jsonl LANG=FILE...\n" ..
   "Writes the entries of fortune files (entries separated by '%' lines) as JSON lines {id, lang, sentences},\n" ..
   "one per entry, for tools/build_corpus.lua (tools/fetch_multilingual.sh runs it).\n"
 if arg[1] == "--help" or arg[1] == "-h" then io.stdout:write(USAGE) os.exit(0) end
-package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.path = "./lua/?.lua;./lua/?/init.lua;./tools/lib/?.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
-local cjson = require("cjson")
+local converter = require("converter")
 local corpus = require("bert.data.corpus")
 
 local outp = arg[1]
@@ -53,15 +53,9 @@ local function paragraphs(lines)
   return paras
 end
 
-local lines_out, entries, dropped, per_lang = {}, 0, 0, {}
+local docs, entries, dropped = converter.documents(), 0, 0
 for i = 2, #arg do
-  local lang, path = arg[i]:match("^([%a%-]+)=(.+)$")
-  if not lang then error("fortune_text: argument " .. arg[i] .. ": expected LANG=FILE", 0) end
-  local f, err = io.open(path, "rb")
-  if not f then error("fortune_text: " .. tostring(err), 0) end
-  local text = f:read("a")
-  f:close()
-  if not utf8.len(text) then error("fortune_text: " .. path .. ": not UTF-8 text", 0) end
+  local lang, path, text = converter.read_lang_file("fortune_text", arg[i])
   local name = path:match("([^/]+)$")
   local n, entry = 0, {}
   local function flush()
@@ -79,9 +73,7 @@ for i = 2, #arg do
     end
     local sents = {}
     for _, p in ipairs(paras) do corpus.split_sentences_multilingual(p, sents) end
-    lines_out[#lines_out + 1] = cjson.encode({id = string.format("fortune-%s-%s-%d", lang, name, n),
-                                              lang = lang, sentences = sents})
-    per_lang[lang] = (per_lang[lang] or 0) + 1
+    docs.add(string.format("fortune-%s-%s-%d", lang, name, n), lang, sents)
   end
   for line in (text:gsub("\r\n", "\n") .. "\n"):gmatch("([^\n]*)\n") do   -- (one line more at the end: blank)
     if line == "%" then flush() else entry[#entry + 1] = line end
@@ -89,12 +81,6 @@ for i = 2, #arg do
   flush()
 end
 
--- written at the end, atomically: a bad file leaves nothing behind
-local text = table.concat(lines_out, "\n") .. (#lines_out > 0 and "\n" or "")
-local written, werr = require("bert.fs").write_atomic(outp, text)
-if not written then error("fortune_text: " .. tostring(werr), 0) end
-local langs = {}
-for l, c in pairs(per_lang) do langs[#langs + 1] = string.format("%s %d", l, c) end
-table.sort(langs)
+docs.write("fortune_text", outp)
 io.stderr:write(string.format("fortunes: %d entries from %d files, %d kept (%s), %d dropped (mostly not letters)\n",
-  entries, #arg - 1, #lines_out, table.concat(langs, ", "), dropped))
+  entries, #arg - 1, #docs.lines, docs.counts(), dropped))

@@ -24,9 +24,9 @@ local USAGE = "usage: lua5.4 tools/html_text.lua OUT.jsonl [--min-non-ascii F] [
   "that share non-ASCII; a block on N or more pages of a language (and 1% of them) is dropped (--boilerplate,\n" ..
   "default 10); ids are PREFIX-LANG-N (--prefix, default html).\n"
 if arg[1] == "--help" or arg[1] == "-h" then io.stdout:write(USAGE) os.exit(0) end
-package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.path = "./lua/?.lua;./lua/?/init.lua;./tools/lib/?.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
-local cjson = require("cjson")
+local converter = require("converter")
 local corpus = require("bert.data.corpus")
 
 local BLOCKS = {"p", "h1", "h2", "h3", "h4", "h5", "h6", "li", "dt", "dd", "td"}
@@ -60,13 +60,7 @@ end
 -- first every page's blocks, and on how many of its language's pages each block is
 local pages, page_count, seen_on = {}, {}, {}
 for i = first, #arg do
-  local lang, path = arg[i]:match("^([%a%-]+)=(.+)$")
-  if not lang then error("html_text: argument " .. arg[i] .. ": expected LANG=FILE", 0) end
-  local f, err = io.open(path, "rb")
-  if not f then error("html_text: " .. tostring(err), 0) end
-  local html = f:read("a")
-  f:close()
-  if not utf8.len(html) then error("html_text: " .. path .. ": not UTF-8 text", 0) end
+  local lang, _, html = converter.read_lang_file("html_text", arg[i])
   local blocks = corpus.html_blocks(html, BLOCKS)
   pages[#pages + 1] = {lang = lang, blocks = blocks}
   page_count[lang] = (page_count[lang] or 0) + 1
@@ -80,7 +74,7 @@ for i = first, #arg do
   end
 end
 
-local lines_out, kept, dropped, furniture, per_lang = {}, 0, 0, 0, {}
+local docs, kept, dropped, furniture, numbered = converter.documents(), 0, 0, 0, {}
 for _, page in ipairs(pages) do
   local lang = page.lang
   local limit = math.max(boilerplate, page_count[lang] / 100)
@@ -96,21 +90,10 @@ for _, page in ipairs(pages) do
       corpus.split_sentences_multilingual(text, sents)
     end
   end
-  per_lang[lang] = per_lang[lang] or {pages = 0, docs = 0}
-  per_lang[lang].pages = per_lang[lang].pages + 1
-  if #sents > 0 then
-    per_lang[lang].docs = per_lang[lang].docs + 1
-    lines_out[#lines_out + 1] = cjson.encode({id = string.format("%s-%s-%d", prefix, lang, per_lang[lang].pages),
-                                              lang = lang, sentences = sents})
-  end
+  numbered[lang] = (numbered[lang] or 0) + 1
+  if #sents > 0 then docs.add(string.format("%s-%s-%d", prefix, lang, numbered[lang]), lang, sents) end
 end
 
--- written at the end, atomically: a bad file leaves nothing behind
-local text = table.concat(lines_out, "\n") .. (#lines_out > 0 and "\n" or "")
-local written, werr = require("bert.fs").write_atomic(outp, text)
-if not written then error("html_text: " .. tostring(werr), 0) end
-local langs = {}
-for l, c in pairs(per_lang) do langs[#langs + 1] = string.format("%s %d", l, c.docs) end
-table.sort(langs)
+docs.write("html_text", outp)
 io.stderr:write(string.format("%s: %d pages, %d with text (%s); %d blocks kept, %d dropped, %d on many pages\n",
-  prefix, #pages, #lines_out, table.concat(langs, ", "), kept, dropped, furniture))
+  prefix, #pages, #docs.lines, docs.counts(), kept, dropped, furniture))

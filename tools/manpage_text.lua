@@ -27,9 +27,9 @@ local USAGE = "usage: lua5.4 tools/manpage_text.lua OUT.jsonl [--min-non-ascii F
   "for tools/build_corpus.lua (tools/fetch_multilingual.sh runs it).  --min-non-ascii F keeps only paragraphs\n" ..
   "whose letters are at least that share non-ASCII.\n"
 if arg[1] == "--help" or arg[1] == "-h" then io.stdout:write(USAGE) os.exit(0) end
-package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
+package.path = "./lua/?.lua;./lua/?/init.lua;./tools/lib/?.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
-local cjson = require("cjson")
+local converter = require("converter")
 local corpus = require("bert.data.corpus")
 
 local outp = arg[1]
@@ -96,15 +96,9 @@ local function macro_text(rest, sep)
   return table.concat(args, sep)
 end
 
-local lines_out, pages, kept_paras, dropped_paras, per_lang = {}, 0, 0, 0, {}
+local docs, pages, kept_paras, dropped_paras = converter.documents(), 0, 0, 0
 for i = first, #arg do
-  local lang, path = arg[i]:match("^([%a%-]+)=(.+)$")
-  if not lang then error("manpage_text: argument " .. arg[i] .. ": expected LANG=FILE", 0) end
-  local f, err = io.open(path, "rb")
-  if not f then error("manpage_text: " .. tostring(err), 0) end
-  local text = f:read("a")
-  f:close()
-  if not utf8.len(text) then error("manpage_text: " .. path .. ": not UTF-8 text", 0) end
+  local lang, path, text = converter.read_lang_file("manpage_text", arg[i])
   pages = pages + 1
   local sents, para, nofill, tag = {}, {}, false, false
   local function flush()
@@ -139,18 +133,10 @@ for i = first, #arg do
   flush()
   if #sents > 0 then
     local page = path:match("([^/]+)$")
-    lines_out[#lines_out + 1] = cjson.encode({id = string.format("man-%s-%s", lang, page), lang = lang,
-                                              sentences = sents})
-    per_lang[lang] = (per_lang[lang] or 0) + 1
+    docs.add(string.format("man-%s-%s", lang, page), lang, sents)
   end
 end
 
--- written at the end, atomically: a bad file leaves nothing behind
-local text = table.concat(lines_out, "\n") .. (#lines_out > 0 and "\n" or "")
-local written, werr = require("bert.fs").write_atomic(outp, text)
-if not written then error("manpage_text: " .. tostring(werr), 0) end
-local langs = {}
-for l, c in pairs(per_lang) do langs[#langs + 1] = string.format("%s %d", l, c) end
-table.sort(langs)
+docs.write("manpage_text", outp)
 io.stderr:write(string.format("manpages: %d pages, %d with text (%s); %d paragraphs kept, %d dropped\n",
-  pages, #lines_out, table.concat(langs, ", "), kept_paras, dropped_paras))
+  pages, #docs.lines, docs.counts(), kept_paras, dropped_paras))
