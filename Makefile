@@ -16,7 +16,8 @@ BINDIR       ?= $(PREFIX)/bin
 SHAREDIR     := $(BINDIR)/../share/bert
 # What the scripts behind `bert` need: fetch and export helpers.
 SHARE_TOOLS  := $(wildcard tools/fetch_*.sh) tools/data_sha256.txt tools/build_corpus.lua \
-                tools/spam_convert.lua tools/udhr_text.lua tools/make_synthetic_qa.lua \
+                tools/spam_convert.lua tools/udhr_text.lua tools/diatheke_text.lua tools/quran_text.lua \
+                tools/fortune_text.lua tools/manpage_text.lua tools/html_text.lua tools/make_synthetic_qa.lua \
                 tools/export_onnx.lua tools/onnx_run.js
 
 CC           ?= gcc
@@ -192,7 +193,7 @@ install: all
 	install -m 755 bin/bert $(DESTDIR)$(BINDIR)/bert
 	find experiments -type f -exec install -D -m 644 {} $(DESTDIR)$(SHAREDIR)/{} \;
 	install -m 644 $(SHARE_TOOLS) $(DESTDIR)$(SHAREDIR)/tools
-	install -m 644 tools/lib/fetch_common.sh $(DESTDIR)$(SHAREDIR)/tools/lib
+	install -m 644 tools/lib/fetch_common.sh tools/lib/converter.lua $(DESTDIR)$(SHAREDIR)/tools/lib
 
 uninstall:
 	rm -rf $(DESTDIR)$(LIBDIR)/bert $(DESTDIR)$(LUADIR)/bert $(DESTDIR)$(BINDIR)/bert $(DESTDIR)$(SHAREDIR)
