@@ -23,8 +23,10 @@ describe("the ablation report with one pretraining run per cell", function()
     write(d .. "/grid.json", {name = "toy", file = "toy.lua", budget_scale = 1, axes = {"objective"}, cells = cells,
       pretrain_runs = {}, planned = {}})
     local scores = {
-      ["objective=mlm-nsp_seed=1"] = {rte = {0.60, 0.61, 0.62, 0.60, 0.62}, de = {0.50, 0.52, 0.51, 0.50, 0.52}},
-      ["objective=mlm_seed=1"] = {rte = {0.50, 0.51, 0.52, 0.50, 0.52}, de = {0.50, 0.53, 0.51, 0.49, 0.52}},
+      ["objective=mlm-nsp_seed=1"] = {rte = {0.60, 0.61, 0.62, 0.60, 0.62}, de = {0.50, 0.52, 0.51, 0.50, 0.52},
+                                      zh = {0.40, 0.40, 0.40, 0.40, 0.40}},
+      ["objective=mlm_seed=1"] = {rte = {0.50, 0.51, 0.52, 0.50, 0.52}, de = {0.50, 0.53, 0.51, 0.49, 0.52},
+                                  zh = {0.40, 0.41, 0.40, 0.41, 0.40}},
     }
     for _, c in ipairs(cells) do
       local s = scores[c.id]
@@ -34,7 +36,8 @@ describe("the ablation report with one pretraining run per cell", function()
         metrics = {mlm_accuracy = 0.3, eval_rte = mean}})
       write(d .. "/cells/" .. c.id .. "/evaluate/results.json", {tasks = {
         rte = {headline = {mean = mean, values = s.rte}},
-        xnli = {headline = {mean = 0.5, values = s.de}, languages = {{name = "de", values = s.de}}}}})
+        xnli = {headline = {mean = 0.5, values = s.de}, languages = {{name = "zh", values = s.zh},
+          {name = "de", values = s.de}, {name = "en", values = s.rte}}}}})
       write(d .. "/cells/" .. c.id .. "/evaluate-at-0.25/results.json", {tasks = {
         rte = {headline = {values = {0.5, 0.5, 0.5}}}}})
     end
@@ -54,5 +57,14 @@ describe("the ablation report with one pretraining run per cell", function()
     local md = assert(util.read_file(d .. "/results.md"))
     assert.truthy(md:find("† over the evaluation suite's fine-tuning seeds", 1, true))
     assert.truthy(md:find("0.6100 ± 0.0100 †", 1, true), md)
+    -- per-language scores: a table per task, English (the fine-tuning language) first, the
+    -- mean of the others last; and out of the wide tables
+    assert.truthy(md:find("`eval_xnli` per test language", 1, true), md)
+    assert.truthy(md:find("| cell | en | de | zh | other languages |", 1, true), md)
+    assert.truthy(md:find("| objective=mlm-nsp | 0.6100 ± 0.0100 | 0.5100 ± 0.0100 | 0.4000 ± 0.0000 | 0.4550 |", 1, true), md)
+    assert.truthy(md:find("`eval_xnli` per test language, against the baseline row", 1, true), md)
+    assert.truthy(md:find("| objective=mlm | objective=mlm-nsp | **-0.1000", 1, true), md)
+    assert.is_nil(md:find("eval_xnli_de", 1, true), md)
+    assert.truthy(results.comparisons[1].metrics.eval_xnli_zh, "per-language comparisons stay in results.json")
   end)
 end)

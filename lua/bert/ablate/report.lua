@@ -194,8 +194,10 @@ end
 -- eval_TASK (the fine-tuning seeds' headline scores at the chosen rate),
 -- eval_TASK_LANG per test language, eval_TASK_scratch (the control), each
 -- with "@F" for a snapshot.  A grid of hours-long cells pretrains once per
--- cell, and then these are the spread its comparisons can use.
-local function evaluation_samples(cell_dir)
+-- cell, and then these are the spread its comparisons can use.  Per-language
+-- keys are also entered in `languages` (when given) as
+-- languages[key] = {task = "eval_TASK" .. suffix, language = LANG}.
+local function evaluation_samples(cell_dir, languages)
   local out = {}
   local function take(results, suffix)
     for name, r in pairs(results.tasks or {}) do
@@ -205,7 +207,10 @@ local function evaluation_samples(cell_dir)
         out[key .. "_scratch" .. suffix] = r.from_scratch.headline.values
       end
       for _, l in ipairs(r.languages or {}) do
-        if l.values and #l.values > 0 then out[key .. "_" .. l.name .. suffix] = l.values end
+        if l.values and #l.values > 0 then
+          out[key .. "_" .. l.name .. suffix] = l.values
+          if languages then languages[key .. "_" .. l.name .. suffix] = {task = key .. suffix, language = l.name} end
+        end
       end
     end
   end
@@ -268,6 +273,7 @@ function M.summarize(dir, opts)
   local is_pretrain_metric = {}
   for _, k in ipairs(common.pretrain_metrics) do is_pretrain_metric[k] = true end
   local partial = {}
+  local languages = {}   -- per-language metric -> {task, language}: their own tables
   for _, cell in ipairs(grid.cells) do
     local done = read_json(dir .. "/cells/" .. cell.id .. "/done.json")
     if not done and opts.interim then
@@ -303,7 +309,7 @@ function M.summarize(dir, opts)
         table.insert(row.floors[k], f)
       end
       row.samples = row.samples or {}
-      for k, vs in pairs(evaluation_samples(dir .. "/cells/" .. cell.id)) do
+      for k, vs in pairs(evaluation_samples(dir .. "/cells/" .. cell.id, languages)) do
         row.samples[k] = row.samples[k] or {}
         for _, v in ipairs(vs) do table.insert(row.samples[k], v) end
         if not seen_name[k] then seen_name[k] = true; names[#names + 1] = k end
@@ -381,10 +387,28 @@ function M.summarize(dir, opts)
     return m and (pm(m.mean, m.sd, k:find("perplexity$") and "%.1f" or "%.4f") .. (m.over and " †" or "")
       .. (m.at_floor and " ‡" or "")) or ""
   end
+  -- per-language scores (the cross-lingual tasks) get a table per task, languages as columns
+  -- (English, the fine-tuning language, first), out of the wide tables
+  local wide, by_task, task_order = {}, {}, {}
+  for _, k in ipairs(names) do
+    local l = languages[k]
+    if l then
+      if not by_task[l.task] then by_task[l.task] = {}; task_order[#task_order + 1] = l.task end
+      table.insert(by_task[l.task], {language = l.language, key = k})
+    else
+      wide[#wide + 1] = k
+    end
+  end
+  for _, t in ipairs(task_order) do
+    table.sort(by_task[t], function(a, b)
+      if (a.language == "en") ~= (b.language == "en") then return a.language == "en" end
+      return a.language < b.language
+    end)
+  end
   -- the suite's headline scores at the final checkpoints, a row for the from-scratch control under
   -- them: the table a reader wants first (the full one below adds snapshots, gains, settings)
   local short = {}
-  for _, k in ipairs(names) do
+  for _, k in ipairs(wide) do
     if k == "mlm_accuracy" or k == "clm_accuracy" or (k:find("^eval_") and not k:find("@")
         and not k:find("_gain$") and not k:find("_scratch$")) then
       short[#short + 1] = k
@@ -412,10 +436,35 @@ function M.summarize(dir, opts)
       end
       md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
     end
-    md[#md + 1] = "\nAll metrics:\n"
+    md[#md + 1] = ""
   end
+  for _, t in ipairs(task_order) do
+    local langs = by_task[t]
+    local others = {}
+    for _, l in ipairs(langs) do if l.language ~= "en" then others[#others + 1] = l end end
+    local with_mean = #others >= 2 and #others < #langs
+    md[#md + 1] = string.format("`%s` per test language (mean ± sd over the fine-tuning seeds%s):\n", t,
+      with_mean and "; the last column is the mean of the other languages' means" or "")
+    local h = {"cell"}
+    for _, l in ipairs(langs) do h[#h + 1] = l.language end
+    if with_mean then h[#h + 1] = "other languages" end
+    md[#md + 1] = "| " .. table.concat(h, " | ") .. " |"
+    md[#md + 1] = "|---|" .. string.rep("---:|", #h - 1)
+    for _, r in ipairs(out_rows) do
+      local line, sum, n = {r.label}, 0, 0
+      for _, l in ipairs(langs) do
+        local m = r.metrics[l.key]
+        line[#line + 1] = m and pm(m.mean, m.sd, "%.4f") or ""
+        if m and l.language ~= "en" then sum, n = sum + m.mean, n + 1 end
+      end
+      if with_mean then line[#line + 1] = n == #others and string.format("%.4f", sum / n) or "" end
+      md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
+    end
+    md[#md + 1] = ""
+  end
+  if #short > 1 or #task_order > 0 then md[#md + 1] = "All metrics:\n" end
   local head = {"cell", "seeds", "parameters", "pretraining token slots", "pretraining PFLOP", "pretraining tokens/s"}
-  for _, k in ipairs(names) do head[#head + 1] = k end
+  for _, k in ipairs(wide) do head[#head + 1] = k end
   md[#md + 1] = "| " .. table.concat(head, " | ") .. " |"
   local rule = {}
   for i = 1, #head do rule[i] = i == 1 and "---" or "---:" end
@@ -426,7 +475,7 @@ function M.summarize(dir, opts)
     local cmp = r.compute or {}
     local line = {r.label, tostring(#r.seeds), params, cmp.token_slots and string.format("%.3g", cmp.token_slots) or "",
       cmp.flops and string.format("%.3g", cmp.flops / 1e15) or "", pm(tps_m, tps_sd, "%.0f")}
-    for _, k in ipairs(names) do line[#line + 1] = value(r.metrics[k], k) end
+    for _, k in ipairs(wide) do line[#line + 1] = value(r.metrics[k], k) end
     md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
   end
   if #results.comparisons > 0 then
@@ -434,25 +483,31 @@ function M.summarize(dir, opts)
       "names in 'comparisons'): difference of the means, " ..
       "its 95% Welch interval and Welch's t. The rule: a difference is a finding when its 95% interval excludes 0 " ..
       "(**bold**); nothing else is. Metrics with fewer than two seeds on a side are left blank.\n"
-    local chead, crule = {"cell", "baseline"}, {"---", "---"}
-    for _, k in ipairs(names) do chead[#chead + 1] = k; crule[#crule + 1] = "---:" end
-    md[#md + 1] = "| " .. table.concat(chead, " | ") .. " |"
-    md[#md + 1] = "|" .. table.concat(crule, "|") .. "|"
-    for _, c in ipairs(results.comparisons) do
-      local line = {c.label, c.baseline}
-      for _, k in ipairs(names) do
-        local m = c.metrics[k]
-        local cellv = ""
-        if m then
-          local f = k:find("perplexity$") and "%+.1f" or "%+.4f"
-          cellv = string.format(f, m.difference) ..
-            (m.ci95 and string.format(" [" .. f .. ", " .. f .. "]", m.ci95[1], m.ci95[2]) or "") ..
-            (m.welch_t and string.format(" (t %.1f)", m.welch_t) or "")
-          if m.finding then cellv = "**" .. cellv .. "**" end
-        end
-        line[#line + 1] = cellv
+    local function difference(m, k)
+      if not m then return "" end
+      local f = k:find("perplexity$") and "%+.1f" or "%+.4f"
+      local v = string.format(f, m.difference) ..
+        (m.ci95 and string.format(" [" .. f .. ", " .. f .. "]", m.ci95[1], m.ci95[2]) or "") ..
+        (m.welch_t and string.format(" (t %.1f)", m.welch_t) or "")
+      return m.finding and "**" .. v .. "**" or v
+    end
+    local function comparison_table(keys, titles)
+      local chead, crule = {"cell", "baseline"}, {"---", "---"}
+      for i = 1, #keys do chead[#chead + 1] = titles[i]; crule[#crule + 1] = "---:" end
+      md[#md + 1] = "| " .. table.concat(chead, " | ") .. " |"
+      md[#md + 1] = "|" .. table.concat(crule, "|") .. "|"
+      for _, c in ipairs(results.comparisons) do
+        local line = {c.label, c.baseline}
+        for _, k in ipairs(keys) do line[#line + 1] = difference(c.metrics[k], k) end
+        md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
       end
-      md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
+    end
+    comparison_table(wide, wide)
+    for _, t in ipairs(task_order) do
+      local keys, titles = {}, {}
+      for _, l in ipairs(by_task[t]) do keys[#keys + 1], titles[#titles + 1] = l.key, l.language end
+      md[#md + 1] = string.format("\n`%s` per test language, against the baseline row as above:\n", t)
+      comparison_table(keys, titles)
     end
   end
   local ok, err = fs.write_atomic(base .. ".md", table.concat(md, "\n") .. "\n")
