@@ -24,9 +24,9 @@ describe("the ablation report with one pretraining run per cell", function()
       pretrain_runs = {}, planned = {}})
     local scores = {
       ["objective=mlm-nsp_seed=1"] = {rte = {0.60, 0.61, 0.62, 0.60, 0.62}, de = {0.50, 0.52, 0.51, 0.50, 0.52},
-                                      zh = {0.40, 0.40, 0.40, 0.40, 0.40}},
+                                      zh = {0.40, 0.40, 0.40, 0.40, 0.40}, scratch = {0.45, 0.47}},
       ["objective=mlm_seed=1"] = {rte = {0.50, 0.51, 0.52, 0.50, 0.52}, de = {0.50, 0.53, 0.51, 0.49, 0.52},
-                                  zh = {0.40, 0.41, 0.40, 0.41, 0.40}},
+                                  zh = {0.40, 0.41, 0.40, 0.41, 0.40}, scratch = {0.45, 0.47}},
     }
     for _, c in ipairs(cells) do
       local s = scores[c.id]
@@ -35,7 +35,7 @@ describe("the ablation report with one pretraining run per cell", function()
       write(d .. "/cells/" .. c.id .. "/done.json", {id = c.id, label = c.label, seed = 1, pretrain_id = c.pretrain_id,
         metrics = {mlm_accuracy = 0.3, eval_rte = mean}})
       write(d .. "/cells/" .. c.id .. "/evaluate/results.json", {tasks = {
-        rte = {headline = {mean = mean, values = s.rte}},
+        rte = {headline = {mean = mean, values = s.rte}, from_scratch = {headline = {values = s.scratch}}},
         xnli = {headline = {mean = 0.5, values = s.de}, languages = {{name = "zh", values = s.zh},
           {name = "de", values = s.de}, {name = "en", values = s.rte}}}}})
       write(d .. "/cells/" .. c.id .. "/evaluate-at-0.25/results.json", {tasks = {
@@ -66,5 +66,33 @@ describe("the ablation report with one pretraining run per cell", function()
     assert.truthy(md:find("| objective=mlm | objective=mlm-nsp | **-0.1000", 1, true), md)
     assert.is_nil(md:find("eval_xnli_de", 1, true), md)
     assert.truthy(results.comparisons[1].metrics.eval_xnli_zh, "per-language comparisons stay in results.json")
+    -- one control shared by both cells (the same architecture): one line under the headline table
+    assert.truthy(md:find("| from scratch (the control) |", 1, true), md)
+  end)
+
+  it("gives each architecture's from-scratch control its own line under the headline table", function()
+    local d = tmpdir()
+    local cells = {
+      {id = "objective=mlm_seed=1", label = "objective=mlm", pretrain_id = "a", seed = 1, finetune = {}},
+      {id = "objective=clm_seed=1", label = "objective=clm", pretrain_id = "b", seed = 1, finetune = {}},
+      {id = "objective=mlm-nsp_seed=1", label = "objective=mlm-nsp", pretrain_id = "c", seed = 1, finetune = {}},
+    }
+    write(d .. "/grid.json", {name = "toy", file = "toy.lua", budget_scale = 1, axes = {"objective"}, cells = cells,
+      pretrain_runs = {}, planned = {}})
+    -- mlm and mlm-nsp share BERT's control; clm's causal encoder has its own
+    local control = {["objective=mlm_seed=1"] = {0.55, 0.57}, ["objective=clm_seed=1"] = {0.51, 0.53},
+      ["objective=mlm-nsp_seed=1"] = {0.55, 0.57}}
+    for _, c in ipairs(cells) do
+      write(d .. "/cells/" .. c.id .. "/done.json", {id = c.id, label = c.label, seed = 1, pretrain_id = c.pretrain_id,
+        metrics = {eval_rte = 0.6, eval_sst2 = 0.7}})
+      write(d .. "/cells/" .. c.id .. "/evaluate/results.json", {tasks = {
+        rte = {headline = {values = {0.6, 0.6}}, from_scratch = {headline = {values = control[c.id]}}},
+        sst2 = {headline = {values = {0.7, 0.7}}}}})
+    end
+    ablate.summarize(d)
+    local md = assert(util.read_file(d .. "/results.md"))
+    assert.truthy(md:find("| from scratch (the control of objective=mlm, objective=mlm-nsp) | 0.5600 ± 0.0141 † |", 1, true), md)
+    assert.truthy(md:find("| from scratch (the control of objective=clm) | 0.5200 ± 0.0141 † |", 1, true), md)
+    assert.is_nil(md:find("| from scratch (the control) |", 1, true), md)
   end)
 end)

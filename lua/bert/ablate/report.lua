@@ -418,22 +418,29 @@ function M.summarize(dir, opts)
     md[#md + 1] = "Final checkpoints, the evaluation suite's headline scores:\n"
     md[#md + 1] = "| cell | " .. table.concat(short, " | ") .. " |"
     md[#md + 1] = "|---|" .. string.rep("---:|", #short)
-    local control
+    -- the controls: one per architecture, so rows whose controls scored alike share a line
+    local controls, by_scores = {}, {}
     for _, r in ipairs(out_rows) do
-      local line = {r.label}
+      local line, scores = {r.label}, {}
       for _, k in ipairs(short) do
         line[#line + 1] = value(r.metrics[k], k)
-        control = control or (r.metrics[k .. "_scratch"] and {})
+        local c = r.metrics[k .. "_scratch"]
+        if c then scores[#scores + 1] = k .. "=" .. value(c, k) end
       end
       md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
-    end
-    if control then
-      local line = {"from scratch (the control)"}
-      for _, k in ipairs(short) do
-        local m
-        for _, r in ipairs(out_rows) do m = m or r.metrics[k .. "_scratch"] end
-        line[#line + 1] = value(m, k)
+      if #scores > 0 then
+        local key = table.concat(scores, ";")
+        if not by_scores[key] then
+          by_scores[key] = {row = r, labels = {}}
+          controls[#controls + 1] = by_scores[key]
+        end
+        table.insert(by_scores[key].labels, r.label)
       end
+    end
+    for _, c in ipairs(controls) do
+      local line = {#controls == 1 and "from scratch (the control)"
+        or "from scratch (the control of " .. table.concat(c.labels, ", ") .. ")"}
+      for _, k in ipairs(short) do line[#line + 1] = value(c.row.metrics[k .. "_scratch"], k) end
       md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
     end
     md[#md + 1] = ""
