@@ -37,7 +37,12 @@ describe("the ablation report with one pretraining run per cell", function()
       write(d .. "/cells/" .. c.id .. "/evaluate/results.json", {tasks = {
         rte = {headline = {mean = mean, values = s.rte}, from_scratch = {headline = {values = s.scratch}}},
         xnli = {headline = {mean = 0.5, values = s.de}, languages = {{name = "zh", values = s.zh},
-          {name = "de", values = s.de}, {name = "en", values = s.rte}}}}})
+          {name = "de", values = s.de}, {name = "en", values = s.rte}},
+          from_scratch = {headline = {values = {0.36, 0.38}}, languages = {{name = "en", values = {0.36, 0.38}},
+            {name = "de", values = {0.34, 0.34}}, {name = "zh", values = {0.30, 0.32}}}},
+          language_baselines = {en = {majority = {headline = 0.333}, bag_of_words = {headline = 0.45}},
+            de = {majority = {headline = 0.333}, bag_of_words = {headline = 0.35}},
+            zh = {majority = {headline = 0.333}, bag_of_words = {headline = 0.34}}}}}})
       write(d .. "/cells/" .. c.id .. "/evaluate-at-0.25/results.json", {tasks = {
         rte = {headline = {values = {0.5, 0.5, 0.5}}}}})
     end
@@ -62,9 +67,16 @@ describe("the ablation report with one pretraining run per cell", function()
     assert.truthy(md:find("`eval_xnli` per test language", 1, true), md)
     assert.truthy(md:find("| cell | en | de | zh | other languages |", 1, true), md)
     assert.truthy(md:find("| objective=mlm-nsp | 0.6100 ± 0.0100 | 0.5100 ± 0.0100 | 0.4000 ± 0.0000 | 0.4550 |", 1, true), md)
+    -- under the cells: their control (one, shared) and the floors, per language
+    assert.truthy(md:find("| from scratch (the control) | 0.3700 ± 0.0141 | 0.3400 ± 0.0000 | 0.3100 ± 0.0141 | 0.3250 |",
+      1, true), md)
+    assert.truthy(md:find("| majority class | 0.3330 | 0.3330 | 0.3330 | 0.3330 |", 1, true), md)
+    assert.truthy(md:find("| bag of words | 0.4500 | 0.3500 | 0.3400 | 0.3450 |", 1, true), md)
+    assert.is_nil(md:find("most frequent tag", 1, true), md)
     assert.truthy(md:find("`eval_xnli` per test language, against the baseline row", 1, true), md)
     assert.truthy(md:find("| objective=mlm | objective=mlm-nsp | **-0.1000", 1, true), md)
     assert.is_nil(md:find("eval_xnli_de", 1, true), md)
+    assert.is_nil(md:find("eval_xnli_scratch_", 1, true), md)
     assert.truthy(results.comparisons[1].metrics.eval_xnli_zh, "per-language comparisons stay in results.json")
     -- one control shared by both cells (the same architecture): one line under the headline table
     assert.truthy(md:find("| from scratch (the control) |", 1, true), md)

@@ -196,7 +196,10 @@ end
 -- with "@F" for a snapshot.  A grid of hours-long cells pretrains once per
 -- cell, and then these are the spread its comparisons can use.  Per-language
 -- keys are also entered in `languages` (when given) as
--- languages[key] = {task = "eval_TASK" .. suffix, language = LANG}.
+-- languages[key] = {task = "eval_TASK" .. suffix, language = LANG}, the
+-- control's per-language scores as eval_TASK_scratch_LANG (control = true),
+-- and the task's floors per language in languages.floors[task][LANG] =
+-- {majority = x, bag_of_words = y}.
 local function evaluation_samples(cell_dir, languages)
   local out = {}
   local function take(results, suffix)
@@ -210,6 +213,22 @@ local function evaluation_samples(cell_dir, languages)
         if l.values and #l.values > 0 then
           out[key .. "_" .. l.name .. suffix] = l.values
           if languages then languages[key .. "_" .. l.name .. suffix] = {task = key .. suffix, language = l.name} end
+        end
+      end
+      for _, l in ipairs(r.from_scratch and r.from_scratch.languages or {}) do
+        if l.values and #l.values > 0 then
+          out[key .. "_scratch_" .. l.name .. suffix] = l.values
+          if languages then
+            languages[key .. "_scratch_" .. l.name .. suffix] = {task = key .. suffix, language = l.name, control = true}
+          end
+        end
+      end
+      if languages and r.language_baselines then
+        languages.floors[key .. suffix] = languages.floors[key .. suffix] or {}
+        for lang, b in pairs(r.language_baselines) do
+          languages.floors[key .. suffix][lang] = {majority = b.majority and b.majority.headline,
+            bag_of_words = b.bag_of_words and b.bag_of_words.headline,
+            most_frequent_tag = b.most_frequent_tag and b.most_frequent_tag.headline}
         end
       end
     end
@@ -273,7 +292,7 @@ function M.summarize(dir, opts)
   local is_pretrain_metric = {}
   for _, k in ipairs(common.pretrain_metrics) do is_pretrain_metric[k] = true end
   local partial = {}
-  local languages = {}   -- per-language metric -> {task, language}: their own tables
+  local languages = {floors = {}}   -- per-language metric -> {task, language}: their own tables
   for _, cell in ipairs(grid.cells) do
     local done = read_json(dir .. "/cells/" .. cell.id .. "/done.json")
     if not done and opts.interim then
@@ -389,10 +408,13 @@ function M.summarize(dir, opts)
   end
   -- per-language scores (the cross-lingual tasks) get a table per task, languages as columns
   -- (English, the fine-tuning language, first), out of the wide tables
-  local wide, by_task, task_order = {}, {}, {}
+  local wide, by_task, task_order, control_key = {}, {}, {}, {}
   for _, k in ipairs(names) do
     local l = languages[k]
-    if l then
+    if l and l.control then
+      control_key[l.task] = control_key[l.task] or {}
+      control_key[l.task][l.language] = k
+    elseif l then
       if not by_task[l.task] then by_task[l.task] = {}; task_order[#task_order + 1] = l.task end
       table.insert(by_task[l.task], {language = l.language, key = k})
     else
@@ -404,6 +426,28 @@ function M.summarize(dir, opts)
       if (a.language == "en") ~= (b.language == "en") then return a.language == "en" end
       return a.language < b.language
     end)
+  end
+  -- The from-scratch controls of the rows, one per architecture: rows whose controls scored alike
+  -- on `keys` (a control shared by several cells) are one group, {row = its first row, label}.
+  local function distinct_controls(keys)
+    local groups, by_scores = {}, {}
+    for _, r in ipairs(out_rows) do
+      local scores = {}
+      for _, k in ipairs(keys) do
+        local m = r.metrics[k]
+        if m then scores[#scores + 1] = k .. "=" .. pm(m.mean, m.sd, "%.6g") end
+      end
+      if #scores > 0 then
+        local key = table.concat(scores, ";")
+        if not by_scores[key] then by_scores[key] = {row = r, labels = {}}; groups[#groups + 1] = by_scores[key] end
+        table.insert(by_scores[key].labels, r.label)
+      end
+    end
+    for _, g in ipairs(groups) do
+      g.label = #groups == 1 and "from scratch (the control)"
+        or "from scratch (the control of " .. table.concat(g.labels, ", ") .. ")"
+    end
+    return groups
   end
   -- the suite's headline scores at the final checkpoints, a row for the from-scratch control under
   -- them: the table a reader wants first (the full one below adds snapshots, gains, settings)
@@ -418,28 +462,15 @@ function M.summarize(dir, opts)
     md[#md + 1] = "Final checkpoints, the evaluation suite's headline scores:\n"
     md[#md + 1] = "| cell | " .. table.concat(short, " | ") .. " |"
     md[#md + 1] = "|---|" .. string.rep("---:|", #short)
-    -- the controls: one per architecture, so rows whose controls scored alike share a line
-    local controls, by_scores = {}, {}
     for _, r in ipairs(out_rows) do
-      local line, scores = {r.label}, {}
-      for _, k in ipairs(short) do
-        line[#line + 1] = value(r.metrics[k], k)
-        local c = r.metrics[k .. "_scratch"]
-        if c then scores[#scores + 1] = k .. "=" .. value(c, k) end
-      end
+      local line = {r.label}
+      for _, k in ipairs(short) do line[#line + 1] = value(r.metrics[k], k) end
       md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
-      if #scores > 0 then
-        local key = table.concat(scores, ";")
-        if not by_scores[key] then
-          by_scores[key] = {row = r, labels = {}}
-          controls[#controls + 1] = by_scores[key]
-        end
-        table.insert(by_scores[key].labels, r.label)
-      end
     end
-    for _, c in ipairs(controls) do
-      local line = {#controls == 1 and "from scratch (the control)"
-        or "from scratch (the control of " .. table.concat(c.labels, ", ") .. ")"}
+    local control_keys = {}
+    for _, k in ipairs(short) do control_keys[#control_keys + 1] = k .. "_scratch" end
+    for _, c in ipairs(distinct_controls(control_keys)) do
+      local line = {c.label}
       for _, k in ipairs(short) do line[#line + 1] = value(c.row.metrics[k .. "_scratch"], k) end
       md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
     end
@@ -457,15 +488,36 @@ function M.summarize(dir, opts)
     if with_mean then h[#h + 1] = "other languages" end
     md[#md + 1] = "| " .. table.concat(h, " | ") .. " |"
     md[#md + 1] = "|---|" .. string.rep("---:|", #h - 1)
-    for _, r in ipairs(out_rows) do
-      local line, sum, n = {r.label}, 0, 0
+    -- a line: its label and, per language, a metric {mean, sd} or nil
+    local function add_line(label, metric_of)
+      local line, sum, n = {label}, 0, 0
       for _, l in ipairs(langs) do
-        local m = r.metrics[l.key]
+        local m = metric_of(l)
         line[#line + 1] = m and pm(m.mean, m.sd, "%.4f") or ""
         if m and l.language ~= "en" then sum, n = sum + m.mean, n + 1 end
       end
       if with_mean then line[#line + 1] = n == #others and string.format("%.4f", sum / n) or "" end
       md[#md + 1] = "| " .. table.concat(line, " | ") .. " |"
+    end
+    for _, r in ipairs(out_rows) do add_line(r.label, function(l) return r.metrics[l.key] end) end
+    -- the from-scratch controls (one line per distinct control, as under the headline table)
+    local control_keys = {}
+    for _, l in ipairs(langs) do control_keys[#control_keys + 1] = (control_key[t] or {})[l.language] end
+    for _, c in ipairs(distinct_controls(control_keys)) do
+      add_line(c.label, function(l) return c.row.metrics[(control_key[t] or {})[l.language] or ""] end)
+    end
+    -- the floors, trained on the same English examples: the majority class, bag of words, a
+    -- tagger's most frequent tag per word; a floor no language has is left out
+    local floors = languages.floors[t] or languages.floors[t:gsub("@.*$", "")]
+    for _, f in ipairs({{"majority", "majority class"}, {"bag_of_words", "bag of words"},
+                        {"most_frequent_tag", "most frequent tag"}}) do
+      local function floor(l)
+        local v = floors and floors[l.language] and floors[l.language][f[1]]
+        return v and {mean = v} or nil
+      end
+      local any = false
+      for _, l in ipairs(langs) do any = any or floor(l) ~= nil end
+      if any then add_line(f[2], floor) end
     end
     md[#md + 1] = ""
   end
