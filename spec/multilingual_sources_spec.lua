@@ -60,10 +60,12 @@ describe("corpus.letter_shares and corpus.html_blocks", function()
 end)
 
 describe("tools/html_text.lua", function()
-  it("writes a document per page, the blocks left in English and those on many pages dropped", function()
+  it("writes a document per page, the blocks left in English, the footer and those on many pages dropped", function()
     local d = tmpdir()
+    -- LibreOffice's pages end in a debug footer whose "Title is: ..." holds the translated title
     write(d .. "/a.html", "<html><body><h1>Βοήθεια</h1><p>Πατήστε το κουμπί. Μετά κλείστε.</p>" ..
-      "<p>This text was not translated.</p><td>1 | 2 | 3</td></body></html>")
+      "<p>This text was not translated.</p><td>1 | 2 | 3</td>" ..
+      "<footer><div class=\"debug\"><p>Title is: Παραδείγματα προγραμματισμού</p></div></footer></body></html>")
     write(d .. "/b.html", "<html><h1>Βοήθεια</h1><p>Only English here.</p></html>")
     local ok, out = run(string.format("lua5.4 tools/html_text.lua '%s/h.jsonl' --min-non-ascii 0.5 --prefix help " ..
                                       "--boilerplate 2 el='%s/a.html' el='%s/b.html'", d, d, d))

@@ -74,8 +74,10 @@ OUT=$DATA/multilingual
 SRC=$OUT/sources
 LANGS=${BERT_MULTILINGUAL_LANGS:-en,es,de,fr,zh,ar,bg,el,hi,ru,sw,th,tr,ur,vi,ja,ko}
 
-# a quran conversion from before its Arabic was read (2026-12-06) is redone
+# a quran conversion from before its Arabic was read (2026-12-06) is redone, and so is a lohelp one
+# from before html_text.lua dropped the pages' debug footer ("Title is: ...", 2026-12-06)
 quran_current() { [ -s "$SRC/quran.jsonl" ] && grep -q '"quran-ar-1"' "$SRC/quran.jsonl"; }
+[ -s "$SRC/lohelp.jsonl" ] && grep -q '"Title is: ' "$SRC/lohelp.jsonl" && rm -f "$SRC/lohelp.jsonl"
 # (a build from before the quran, fortunes, manpages or lohelp sources were added is rebuilt)
 if [ "${1:-}" != --rebuild ] && [ -s "$OUT/stats.json" ] && [ -s "$OUT/train/en.txt" ] && quran_current \
    && [ -s "$SRC/fortunes.jsonl" ] && [ -s "$SRC/manpages.jsonl" ] && [ -s "$SRC/lohelp.jsonl" ]; then

@@ -14,7 +14,9 @@
 -- non-ASCII (corpus.letter_shares): a translation's untranslated English.
 -- A block found on --boilerplate N or more of its language's pages (default
 -- 10) and on at least 1% of them is the site's furniture (a page header,
--- "Related Topics", "Syntax:") and is dropped everywhere.
+-- "Related Topics", "Syntax:") and is dropped everywhere; so is every
+-- <footer> (LibreOffice's debug footer says "Title is: " and the page's
+-- title, a different block on every page).
 --
 --   lua5.4 tools/html_text.lua OUT.jsonl [--min-non-ascii F] [--boilerplate N] [--prefix NAME] LANG=FILE...
 local USAGE = "usage: lua5.4 tools/html_text.lua OUT.jsonl [--min-non-ascii F] [--boilerplate N] [--prefix NAME] " ..
@@ -61,7 +63,7 @@ end
 local pages, page_count, seen_on = {}, {}, {}
 for i = first, #arg do
   local lang, _, html = converter.read_lang_file("html_text", arg[i])
-  local blocks = corpus.html_blocks(html, BLOCKS)
+  local blocks = corpus.html_blocks(html:gsub("<footer[%s>].-</footer>", ""), BLOCKS)
   pages[#pages + 1] = {lang = lang, blocks = blocks}
   page_count[lang] = (page_count[lang] or 0) + 1
   seen_on[lang] = seen_on[lang] or {}
