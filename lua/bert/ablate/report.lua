@@ -198,9 +198,9 @@ end
 -- keys are also entered in `languages` (when given) as
 -- languages[key] = {task = "eval_TASK" .. suffix, language = LANG}, the
 -- control's per-language scores as eval_TASK_scratch_LANG (control = true),
--- and the task's floors per language in languages.floors[task][LANG] =
--- {majority = x, bag_of_words = y}.
-local function evaluation_samples(cell_dir, languages)
+-- and the task's floors per language in `floors` (when given) as
+-- floors[task][LANG] = {majority, bag_of_words, most_frequent_tag}.
+local function evaluation_samples(cell_dir, languages, floors)
   local out = {}
   local function take(results, suffix)
     for name, r in pairs(results.tasks or {}) do
@@ -223,10 +223,10 @@ local function evaluation_samples(cell_dir, languages)
           end
         end
       end
-      if languages and r.language_baselines then
-        languages.floors[key .. suffix] = languages.floors[key .. suffix] or {}
+      if floors and r.language_baselines then
+        floors[key .. suffix] = floors[key .. suffix] or {}
         for lang, b in pairs(r.language_baselines) do
-          languages.floors[key .. suffix][lang] = {majority = b.majority and b.majority.headline,
+          floors[key .. suffix][lang] = {majority = b.majority and b.majority.headline,
             bag_of_words = b.bag_of_words and b.bag_of_words.headline,
             most_frequent_tag = b.most_frequent_tag and b.most_frequent_tag.headline}
         end
@@ -292,7 +292,8 @@ function M.summarize(dir, opts)
   local is_pretrain_metric = {}
   for _, k in ipairs(common.pretrain_metrics) do is_pretrain_metric[k] = true end
   local partial = {}
-  local languages = {floors = {}}   -- per-language metric -> {task, language}: their own tables
+  local languages = {}         -- per-language metric -> {task, language}: their own tables
+  local language_floors = {}    -- task -> language -> its floors
   for _, cell in ipairs(grid.cells) do
     local done = read_json(dir .. "/cells/" .. cell.id .. "/done.json")
     if not done and opts.interim then
@@ -328,7 +329,7 @@ function M.summarize(dir, opts)
         table.insert(row.floors[k], f)
       end
       row.samples = row.samples or {}
-      for k, vs in pairs(evaluation_samples(dir .. "/cells/" .. cell.id, languages)) do
+      for k, vs in pairs(evaluation_samples(dir .. "/cells/" .. cell.id, languages, language_floors)) do
         row.samples[k] = row.samples[k] or {}
         for _, v in ipairs(vs) do table.insert(row.samples[k], v) end
         if not seen_name[k] then seen_name[k] = true; names[#names + 1] = k end
@@ -508,7 +509,7 @@ function M.summarize(dir, opts)
     end
     -- the floors, trained on the same English examples: the majority class, bag of words, a
     -- tagger's most frequent tag per word; a floor no language has is left out
-    local floors = languages.floors[t] or languages.floors[t:gsub("@.*$", "")]
+    local floors = language_floors[t] or language_floors[t:gsub("@.*$", "")]
     for _, f in ipairs({{"majority", "majority class"}, {"bag_of_words", "bag of words"},
                         {"most_frequent_tag", "most frequent tag"}}) do
       local function floor(l)
