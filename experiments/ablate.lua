@@ -12,6 +12,7 @@
 --   lua5.4 experiments/ablate.lua --summarize runs/ablate/nsp --interim               # while it runs
 --   lua5.4 experiments/ablate.lua --status runs/ablate/nsp                            # each cell's state, what is left
 --   lua5.4 experiments/ablate.lua --archive runs/ablate/nsp                           # results/ablate/nsp, to commit
+--   lua5.4 experiments/ablate.lua --archive runs/ablate/nsp --carry                   # and what the running cells need
 --   lua5.4 experiments/ablate.lua experiments/ablations/nsp.lua --restore results/ablate/nsp   # on a new machine
 package.path = "./lua/?.lua;./lua/?/init.lua;" .. package.path
 package.cpath = "./" .. (os.getenv("BERT_BUILD") or "build") .. "/?.so;" .. package.cpath
@@ -36,8 +37,12 @@ parser:option("--archive", "Only copy grid directory DIR's results (grid.json, e
   "pretraining run's summary and metrics; no checkpoint) into results/ablate/NAME (or --into): the folder to " ..
   "commit, so that a grid that runs for days outlives its machine")
 parser:option("--into", "With --archive: the folder to copy into (default results/ablate/ and DIR's name)")
+parser:flag("--carry", "With --archive: also keep, in FOLDER/carry/ (replaced), what the unfinished cells need to go " ..
+  "on on another machine: each unfinished pretraining run's latest checkpoint (optimizer moments in bfloat16) and " ..
+  "the snapshots still to evaluate (tens of MB a run: for the end of a session)")
 parser:option("--restore", "Before running the grid, copy the finished cells saved by --archive in FOLDER into the " ..
-  "grid directory where it lacks them, so that they are skipped (a grid relaunched on a new machine)")
+  "grid directory where it lacks them, so that they are skipped (a grid relaunched on a new machine), and the runs " ..
+  "it carries (--carry) where the directory has none, so that they resume")
 parser:flag("--no-reuse", "Pretrain every cell here, even where a grid next to OUTPUT finished a run with equal " ..
   "settings (by default that run, and its fine-tunings with equal task settings, are read instead)")
 parser:option("--shard", "K/N: run only cells K, K+N, K+2N, ... (in the grid's order), so that N processes " ..
@@ -59,12 +64,17 @@ cli.main("ablate.lua", function()
     return
   end
   if args.into and not args.archive then error("--into goes with --archive DIR", 0) end
+  if args.carry and not args.archive then error("--carry goes with --archive DIR", 0) end
   if args.archive then
     if args.grid or args.summarize or args.restore then error("--archive DIR runs alone (no grid file, --summarize or --restore)", 0) end
     local into = args.into or ("results/ablate/" .. args.archive:gsub("/+$", ""):match("[^/]+$"))
-    local saved = ablate.archive.save(args.archive, into)
+    local saved = ablate.archive.save(args.archive, into, {carry = args.carry})
     print(string.format("archived %s into %s: %d finished cells, %d unfinished with some results, %d files",
       args.archive, into, saved.cells, saved.unfinished, saved.files))
+    if saved.carry then
+      print(string.format("carried %d runs into %s/carry: %d files, %.1f MB", saved.carry.runs, into,
+        saved.carry.files, saved.carry.bytes / 1e6))
+    end
     return
   end
   if args.summarize then
@@ -91,9 +101,10 @@ cli.main("ablate.lua", function()
     dir = args.output or ("runs/ablate/" .. grid.name ..
       (args.budget_scale ~= 1 and string.format("-quick%g", args.budget_scale) or ""))
     if args.restore then
-      local restored = ablate.archive.restore(args.restore, dir, grid)
+      local restored, carried = ablate.archive.restore(args.restore, dir, grid)
       print(string.format("restored %d finished cell%s from %s into %s%s", #restored, #restored == 1 and "" or "s",
         args.restore, dir, #restored > 0 and (": " .. table.concat(restored, ", ")) or ""))
+      if #carried > 0 then print("carried back, to resume: " .. table.concat(carried, ", ")) end
     end
     results = ablate.run(grid, dir, {reuse = not args.no_reuse, shard = shard})
   end

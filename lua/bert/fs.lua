@@ -138,6 +138,18 @@ function M.fetch_data(what)
   return nil, "tools/fetch_data.sh not found: run from the clone's root, or `bert fetch " .. what .. "` first"
 end
 
+--- The SHA-256 of a file's bytes (64 hex digits, by coreutils' sha256sum:
+-- a C library call would hash no faster), or nil, message.
+function M.sha256(path)
+  if not M.exists(path) then return nil, path .. ": no such file" end
+  local p = io.popen("sha256sum '" .. path:gsub("'", "'\\''") .. "' 2>/dev/null")
+  local out = p and p:read("a") or ""
+  if p then p:close() end
+  local hex = out:match("^(%x+)%s")
+  if not hex or #hex ~= 64 then return nil, path .. ": sha256sum gave no digest" end
+  return hex
+end
+
 --- Removes a file or a directory tree (rm -rf).
 function M.remove_tree(path)
   if M.exists(path) then os.execute("rm -rf '" .. path:gsub("'", "'\\''") .. "'") end

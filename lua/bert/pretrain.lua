@@ -354,6 +354,20 @@ local function resume_settings(args)
   args.resume, args.output = dir, dir   -- never a path recorded inside (older args.json kept "resume"/"output")
 end
 
+--- The learning-curve snapshots a run's settings (args.json) ask for:
+-- {fraction, step, name} each, the step nearest the fraction of --steps.
+function M.snapshot_plan(args)
+  local snapshots = {}
+  if args.snapshots and args.steps then
+    for f in tostring(args.snapshots):gmatch("[^,]+") do
+      local step = math.max(1, math.floor(tonumber(f) * args.steps + 0.5))
+      -- the directory's name, not its path: a run directory may be moved
+      snapshots[#snapshots + 1] = {fraction = tonumber(f), step = step, name = string.format("snapshot-%d", step)}
+    end
+  end
+  return snapshots
+end
+
 -- Refuses settings that cannot run; run.objective, run.snapshots.
 local function check_settings(run)
   local args = run.args
@@ -368,16 +382,8 @@ local function check_settings(run)
   if not args.steps and not args.time_budget then args.steps = 1000 end
   run.seq_len_stages = args.seq_len_schedule and assert(M.seq_len_stages(args.seq_len_schedule, args.seq_len))
   -- learning-curve snapshots at fractions of a step budget (a time budget's total is not known ahead)
-  local snapshots = {}
-  if args.snapshots then
-    if not args.steps then die("--snapshots needs --steps: the fractions are of a fixed number of steps") end
-    for f in tostring(args.snapshots):gmatch("[^,]+") do
-      local step = math.max(1, math.floor(tonumber(f) * args.steps + 0.5))
-      -- the directory's name, not its path: a run directory may be moved
-      snapshots[#snapshots + 1] = {fraction = tonumber(f), step = step, name = string.format("snapshot-%d", step)}
-    end
-  end
-  run.objective, run.snapshots = objective, snapshots
+  if args.snapshots and not args.steps then die("--snapshots needs --steps: the fractions are of a fixed number of steps") end
+  run.objective, run.snapshots = objective, M.snapshot_plan(args)
 end
 -- }============================================================
 
@@ -568,11 +574,51 @@ local function learn_phrases(run, train_docs)
   return phrases
 end
 
+-- A run directory carried to another machine without its shards
+-- (bert.ablate.archive: they are rebuilt from the corpus rather than
+-- committed) holds data/NAME/meta.json and sha256.json, the digest of each
+-- shard file, and no shard.  They are moved to data/NAME.carried until the
+-- rebuilt shards are checked to be the same bytes (a rebuild killed midway
+-- starts again from there); returns them, or nil for any other state.
+local function carried_shards(dir)
+  local keep = dir .. ".carried"
+  if fs.exists(keep .. "/sha256.json") then
+    fs.remove_tree(dir)
+  else
+    local digests = fs.read_json(dir .. "/sha256.json")
+    if not (digests and fs.exists(dir .. "/meta.json")) then return nil end
+    for file in pairs(digests) do
+      if fs.exists(dir .. "/" .. file) then return nil end
+    end
+    local ok, err = os.rename(dir, keep)
+    if not ok then die(tostring(err)) end
+  end
+  local digests, derr = fs.read_json(keep .. "/sha256.json", "shard digests")
+  if not digests then die(derr) end
+  return {digests = digests, keep = keep}
+end
+
+local function check_rebuilt(dir, carried)
+  for file, want in pairs(carried.digests) do
+    local got, err = fs.sha256(dir .. "/" .. file)
+    if got ~= want then
+      -- the carried state is put back: a rerun must fail the same way, not train on other data
+      fs.remove_tree(dir)
+      os.rename(carried.keep, dir)
+      die(string.format("%s/%s: the shards rebuilt from the corpus differ from those of the carried run " ..
+        "(sha256 %s, carried %s): another corpus or tokenizer than the run's", dir, file, tostring(got or err), want))
+    end
+  end
+  fs.remove_tree(carried.keep)
+  io.stderr:write(string.format("pretrain: %s: rebuilt shards match the carried run's digests\n", dir))
+end
+
 -- The shard set OUTPUT/data/NAME of docs (checked, or with --repair
 -- rebuilt, when it exists); returns its meta.json.
 local function shards(run, name, docs, masking, dupe, seed, phrases)
   local args, objective, pre = run.args, run.objective, run.pre
   local dir = args.output .. "/data/" .. name
+  local carried = carried_shards(dir)
   if fs.exists(dir .. "/meta.json") then
     -- every shard is read and checked now, not when training reaches it
     local ok, err = pre.read(dir)
@@ -598,6 +644,7 @@ local function shards(run, name, docs, masking, dupe, seed, phrases)
     die(tostring(werr))
   end
   io.stderr:write(string.format("pretrain: %s: %d instances in %.1f s\n", name, info.instances, bert.wall_time() - t0))
+  if carried then check_rebuilt(dir, carried) end
   return read_saved(dir .. "/meta.json") or info
 end
 
