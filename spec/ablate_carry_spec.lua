@@ -1,8 +1,10 @@
 -- experiments/ablate.lua --archive --carry and --restore: a grid whose cell
--- was killed mid-pretraining goes on on "another machine" (a fresh output
--- directory) from the carried checkpoint, its shards rebuilt from the
+-- was killed mid-pretraining goes on on "another machine" (its directory
+-- deleted, then restored from the archive) from the carried checkpoint,
+-- its shards rebuilt from the
 -- corpus and checked against their digests; a cell killed while evaluating
--- goes on from its carried weights and snapshot.
+-- goes on from its carried weights and snapshot.  #slow: the three cases
+-- share one grid directory, and the first kills a run mid-pretraining.
 local cjson = require("cjson")
 local bert = require("bert")
 local fs = require("bert.fs")
@@ -81,7 +83,7 @@ end
 describe("ablate --archive --carry, --restore", function()
   local straight, killed, saved = root .. "/straight", root .. "/killed", root .. "/saved"
 
-  it("a cell killed mid-pretraining resumes elsewhere from the carried checkpoint", function()
+  it("a cell killed mid-pretraining resumes elsewhere from the carried checkpoint #slow", function()
     assert.is_true(ablate_cmd(grid .. " --output " .. straight, root .. "/log-straight"), read(root .. "/log-straight.err"))
     -- killed (kill -9) after the snapshot and before the end
     os.execute(string.format([[
@@ -138,7 +140,7 @@ describe("ablate --archive --carry, --restore", function()
     assert.is_number(done.metrics["eval_sst2@0.25"])
   end)
 
-  it("a cell killed while evaluating goes on from its carried weights and snapshot, its finished tasks kept", function()
+  it("a cell killed while evaluating goes on from its carried weights and snapshot, its finished tasks kept #slow", function()
     -- the resumed cell as if killed after its final suite: no done.json, the snapshot's suite undone
     local evaluating = killed
     local before = cjson.decode(read(evaluating .. "/" .. CELL .. "/done.json"))
@@ -171,7 +173,7 @@ describe("ablate --archive --carry, --restore", function()
     assert.matches("carried 0 runs", read(root .. "/log-archive3"), 1, true)
   end)
 
-  it("refuses shards rebuilt from another corpus, and a rerun refuses them again", function()
+  it("refuses shards rebuilt from another corpus, and a rerun refuses them again #slow", function()
     local saved4 = root .. "/saved4"
     assert(os.execute(string.format("cp -r '%s' '%s'", saved, saved4)))
     local digests_path = saved4 .. "/carry/" .. RUN .. "/data/train/sha256.json"
