@@ -2,8 +2,9 @@
 -- was killed mid-pretraining goes on on "another machine" (its directory
 -- deleted, then restored from the archive) from the carried checkpoint,
 -- its shards rebuilt from the corpus and checked against their digests; a
--- cell killed while evaluating goes on from its carried weights and snapshot.  #slow: the three cases
--- share one grid directory, and the first kills a run mid-pretraining.
+-- cell killed while evaluating goes on from its carried weights and
+-- snapshot.  #slow: the three cases share one grid directory, and the
+-- first kills a run mid-pretraining.
 local cjson = require("cjson")
 local bert = require("bert")
 local fs = require("bert.fs")
