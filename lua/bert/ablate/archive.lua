@@ -151,19 +151,23 @@ local function carry_run(dir, rel, to, cells)
   local files, bytes = 0, 0
   local function add(n, b) files, bytes = files + n, bytes + b end
   -- the latest checkpoint (checkpoint.old alone: caught between the Trainer's two renames)
-  local step
+  local step, seen
   for _ = 1, 20 do
     for _, name in ipairs({"checkpoint", "checkpoint.old"}) do
       if not step and fs.exists(join(src, name) .. "/trainer.json") then
         local n, b
+        seen = true
         step, n, b = copy_checkpoint(join(src, name), dst .. "/checkpoint", not finished)
         if step then add(n, b) end
       end
     end
-    if step then break end
+    if step or not seen then break end
     os.execute("sleep 1")
   end
-  if not step then return nil end
+  if not step then
+    if seen then error("ablate archive: " .. src .. ": no consistent copy of its checkpoint in 20 tries", 0) end
+    return nil   -- no checkpoint saved yet: nothing to go on from
+  end
   add(1, copy_file(src .. "/args.json", dst .. "/args.json"))
   add(copy_dir(src .. "/tokenizer", dst .. "/tokenizer", SKIP_IN_TOKENIZER))
   if not finished then
