@@ -231,6 +231,34 @@ describe("experiments/ablate.lua", function()
     assert.matches(root .. "/task has no grid.json", e, 1, true)
   end)
 
+  it("--status times a step on the machine the run is on now, leaving out a stop", function()
+    local step_seconds = require("bert.ablate.status").step_seconds
+    local function log(rates)   -- one line every 50 steps; rates[i]: seconds a step in interval i
+      local pts, t = {{step = 0, time = 0}}, 0
+      for i, r in ipairs(rates) do t = t + 50 * r; pts[#pts + 1] = {step = 50 * i, time = t} end
+      return pts
+    end
+    local steady = {}
+    for i = 1, 19 do steady[i] = 0.5 end
+    assert.near(0.5, step_seconds(log(steady)), 1e-12)
+    steady[10] = 20                                    -- stopped for ~16 min once: left out
+    assert.near(0.5, step_seconds(log(steady)), 1e-12)
+    steady[10] = 0.6                                   -- a held-out evaluation in the interval: kept
+    assert.near((18 * 0.5 + 0.6) / 19, step_seconds(log(steady)), 1e-12)
+    -- carried to a machine 3.6x slower: 14 intervals before, the restart, 4 after
+    local moved = {}
+    for i = 1, 14 do moved[i] = 0.52 end
+    moved[15] = 2.0                                    -- the restart (shards rebuilt) in the first interval
+    for i = 16, 19 do moved[i] = 1.9 end
+    assert.near(1.9, step_seconds(log(moved)), 0.05)
+    -- and to a faster one
+    for i = 1, 14 do moved[i] = 1.9 end
+    moved[15] = 0.6
+    for i = 16, 19 do moved[i] = 0.52 end
+    assert.near(0.52, step_seconds(log(moved)), 0.03)
+    assert.is_nil(step_seconds({{step = 100, time = 5}}))
+  end)
+
   it("reads a finished run of a grid next to it with equal settings instead of pretraining again #slow", function()
     local other = grid_file("other", {"mlm", "mlm-sop"})
     local dir = root .. "/other"   -- next to out, whose "mlm" cells have the same settings

@@ -26,22 +26,26 @@ local function recent_steps(path, window)
   return out
 end
 
--- Seconds a step over the recent lines: the mean of their intervals, less
--- those over 3x the median (a process stopped for a while, SIGSTOP or a
--- suspended machine, makes one interval long; held-out evaluations and
--- saves stay in), or nil.
-local function step_seconds(points)
+-- Seconds a step over the recent lines: the mean of those intervals that
+-- are within 3x of the median of the last five, or nil. The last five set
+-- the scale, so the estimate follows the machine the run is on now (a run
+-- carried to a slower or faster machine goes on in the same metrics.jsonl)
+-- and leaves out an interval in which the process stood still (stopped,
+-- suspended, restarting); held-out evaluations and saves stay in.
+function M.step_seconds(points)
   local per = {}
   for i = 2, #points do
     local a, b = points[i - 1], points[i]
     if b.step > a.step then per[#per + 1] = (b.time - a.time) / (b.step - a.step) end
   end
   if #per == 0 then return nil end
-  local sorted = {table.unpack(per)}
-  table.sort(sorted)
-  local median = sorted[(#sorted + 1) // 2]
+  local latest = {table.unpack(per, math.max(1, #per - 4))}
+  table.sort(latest)
+  local median = latest[(#latest + 1) // 2]
   local sum, n = 0, 0
-  for _, x in ipairs(per) do if x <= 3 * median then sum, n = sum + x, n + 1 end end
+  for _, x in ipairs(per) do
+    if x <= 3 * median and x >= median / 3 then sum, n = sum + x, n + 1 end
+  end
   return sum / n
 end
 
@@ -94,7 +98,7 @@ function M.status(dir)
     end
     c.tasks_left = #tasks * #pts - done_tasks
     local recent = recent_steps(rdir .. "/metrics.jsonl", 20)
-    measured_step = measured_step or step_seconds(recent)
+    measured_step = measured_step or M.step_seconds(recent)
     if fs.exists(cdir .. "/done.json") then
       c.state, c.detail, c.tasks_left = "finished", "", 0
       st.finished = st.finished + 1
@@ -105,7 +109,7 @@ function M.status(dir)
       local total = cell.pretrain_steps
       local last = recent[#recent].step
       local ckpt = read_json(rdir .. "/checkpoint/trainer.json") or read_json(rdir .. "/checkpoint.old/trainer.json")
-      local per = step_seconds(recent)
+      local per = M.step_seconds(recent)
       c.state = "pretraining"
       c.pretrain_left = per and per * math.max(0, total - last) or nil
       c.detail = string.format("step %d of %d (checkpoint %s)%s", math.floor(last), total,
