@@ -26,7 +26,11 @@ WARN         := -std=c11 -Wall -Wextra -pedantic -Wshadow -Wstrict-prototypes \
                 -Wmissing-prototypes -Wno-unused-parameter
 # Symbols are hidden: the module exports only its Lua entry point,
 # luaopen_bert_core (csrc/lua/core.c, compiled with default visibility).
-BERT_CFLAGS  := $(CFLAGS) $(WARN) -fPIC -fopenmp -fno-math-errno -D_GNU_SOURCE -fvisibility=hidden \
+# -fno-trapping-math: nothing here unmasks floating-point traps, and with
+# traps assumed GCC 12 will not if-convert a float compare (the clamps in
+# nn_expf) without AVX-512's masks: every loop calling nn_expf (GELU,
+# softmax, cross-entropy, LSTM gates) stayed scalar on AVX2 machines.
+BERT_CFLAGS  := $(CFLAGS) $(WARN) -fPIC -fopenmp -fno-math-errno -fno-trapping-math -D_GNU_SOURCE -fvisibility=hidden \
                 -I$(LUA_INCDIR) $(OPENBLAS_INC) -Icsrc
 LIBFLAG      ?= -shared
 LIBS         := $(OPENBLAS_LIB) -lutf8proc -ldl -lm -fopenmp
@@ -52,11 +56,17 @@ OBJS         += $(BUILD)/obj/gen/vk_shaders.o
 endif
 BUSTED       := $(LUA) /usr/bin/busted
 
-.PHONY: all deps deps-test deps-demo test test-all test-asan fuzz fuzz-deps fuzz-smoke fuzz-campaign demo tour bench install uninstall clean
+.PHONY: FORCE all deps deps-test deps-demo test test-all test-asan fuzz fuzz-deps fuzz-smoke fuzz-campaign demo tour bench install uninstall clean
 
 all: $(MODULE)
 
-$(BUILD)/obj/%.o: csrc/%.c $(wildcard csrc/*.h csrc/*/*.h)
+# The compiler and its flags, rewritten only when they change: objects depend
+# on it, so a new flag (or CFLAGS=...) rebuilds them instead of linking stale ones.
+$(BUILD)/cflags: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(CC) $(BERT_CFLAGS)' | cmp -s - $@ || echo '$(CC) $(BERT_CFLAGS)' > $@
+
+$(BUILD)/obj/%.o: csrc/%.c $(wildcard csrc/*.h csrc/*/*.h) $(BUILD)/cflags
 	@mkdir -p $(dir $@)
 	$(CC) $(BERT_CFLAGS) -c $< -o $@
 
@@ -75,7 +85,7 @@ $(BUILD)/gen/vk_shaders.c: $(SPVS) tools/embed_shaders.lua
 	@mkdir -p $(dir $@)
 	$(LUA) tools/embed_shaders.lua $@ $(SPVS)
 
-$(BUILD)/obj/gen/vk_shaders.o: $(BUILD)/gen/vk_shaders.c
+$(BUILD)/obj/gen/vk_shaders.o: $(BUILD)/gen/vk_shaders.c $(BUILD)/cflags
 	@mkdir -p $(dir $@)
 	$(CC) $(BERT_CFLAGS) -c $< -o $@
 
